@@ -1,0 +1,42 @@
+# Two entry points a new user needs: `make render` and `make test`.
+# Both create the virtualenv on first use from pyproject.toml (the one dependency list).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+STACK  ?= lab-roce
+# CRDs of the pinned upstream releases, when this checkout sits beside them.
+CRD_DIR ?= $(wildcard ../shared/crds)
+
+.PHONY: venv render test lint typecheck unit bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpufabric needs Python >= 3.11, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+render: $(STAMP)
+	$(BIN)/gpufabric render --stack $(STACK) --out out/$(STACK) $(if $(CRD_DIR),--crd-dir $(CRD_DIR))
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy gpufabric components
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/render_stress.py
+
+clean:
+	rm -rf out .mypy_cache .ruff_cache .pytest_cache

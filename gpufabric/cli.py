@@ -1,0 +1,190 @@
+"""The ``gpufabric`` command: validate, plan and render stacks without a cluster.
+
+Exit codes: 0 success, 2 bad input (stack file or arguments), 3 rendered objects failed
+schema validation, 1 anything else that stopped the command (e.g. an unwritable --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpufabric import __version__
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.problems import StackError
+from gpufabric.render import render_files, write_tree
+from gpufabric.schema import validate_objects
+from gpufabric.stackfile import Stack, list_stacks, load_stack, stacks_dir
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INVALID_OBJECTS = 3
+
+
+def _stack_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--stack",
+        required=True,
+        help="stack name (stacks/Pulumi.<name>.yaml) or path to a stack file",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="gpufabric",
+        description="GPU Operator, RDMA networking, training operators and gang scheduling "
+        "for a GPU training cluster, one Pulumi stack per environment.",
+    )
+    ap.add_argument("--version", action="version", version=f"gpufabric {__version__}")
+    ap.add_argument(
+        "--stacks-dir",
+        type=Path,
+        help="directory of Pulumi.<name>.yaml files (default: the project's stackConfigDir)",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("stacks", help="list the stacks and what each one sets up")
+
+    p = sub.add_parser("validate", help="check a stack file and report every problem")
+    _stack_arg(p)
+
+    p = sub.add_parser("plan", help="show what a stack installs, in apply order")
+    _stack_arg(p)
+
+    p = sub.add_parser("render", help="write the stack's manifests to files, validated")
+    _stack_arg(p)
+    p.add_argument("--out", type=Path, help="output directory (default: out/<stack>)")
+    p.add_argument(
+        "--crd-dir",
+        type=Path,
+        help="directory of upstream CRDs to validate custom resources against",
+    )
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "stacks":
+            return cmd_stacks(args)
+        stack = load_stack(args.stack, args.stacks_dir)
+        if args.command == "validate":
+            return cmd_validate(stack)
+        if args.command == "plan":
+            return cmd_plan(stack)
+        return cmd_render(stack, args)
+    except StackError as err:
+        print(err.report(), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as err:
+        print(f"gpufabric: {err}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _describe(stack: Stack) -> str:
+    m = stack.model
+    f = m.fabric
+    return (
+        f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}, gpuDirect {f.gpuDirect}, "
+        f"{m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
+        f"{len(m.tenants)} tenants"
+    )
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    directory = args.stacks_dir or stacks_dir()
+    names = list_stacks(directory)
+    if not names:
+        print(f"no stacks in {directory}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    status = EXIT_OK
+    width = max(len(n) for n in names)
+    for name in names:
+        try:
+            line = _describe(load_stack(name, directory))
+        except StackError as err:
+            line = f"INVALID ({len(err.problems)} problems; run gpufabric validate --stack {name})"
+            status = EXIT_BAD_INPUT
+        print(f"{name:<{width}}  {line}")
+    return status
+
+
+def cmd_validate(stack: Stack) -> int:
+    plan = build_plan(stack.name, stack.model)
+    print(f"{stack.source}: ok ({_describe(stack)}; {len(plan.items)} plan items)")
+    return EXIT_OK
+
+
+def _what(plan: Plan, index: int) -> str:
+    it = plan.items[index]
+    p = it.payload
+    if isinstance(p, K8sObject):
+        where = f" -n {p.namespace}" if p.namespace else ""
+        return f"{p.kind} {p.name}{where}"
+    if isinstance(p, HelmChart):
+        return f"helm {p.chart} {p.version} -n {p.namespace}"
+    assert isinstance(p, KustomizeOverlay)
+    return f"kustomize {p.directory} -n {p.namespace}"
+
+
+def cmd_plan(stack: Stack) -> int:
+    plan = build_plan(stack.name, stack.model)
+    print(f"stack {stack.name}: {len(plan.items)} items in apply order")
+    width = max((len(it.id) for it in plan.items), default=0)
+    for i, it in enumerate(plan.items):
+        flags = " [protect]" if it.protect else ""
+        after = f"  after: {', '.join(it.depends_on)}" if it.depends_on else ""
+        print(f"{i + 1:4d}  {it.layer.value:<10}  {it.id:<{width}}  {_what(plan, i)}{flags}{after}")
+    return EXIT_OK
+
+
+def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
+    plan = build_plan(stack.name, stack.model)
+    out: Path = args.out or Path("out") / stack.name
+    crd_dir: Path | None = args.crd_dir
+    if crd_dir is not None and not crd_dir.is_dir():
+        print(f"gpufabric: --crd-dir {crd_dir}: not a directory", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    report = validate_objects(
+        (obj.body for _, obj in plan.objects()), stack.model.cluster.kubernetes_minor, crd_dir
+    )
+    if not report.ok:
+        print(f"{stack.name}: {len(report.errors)} schema errors in rendered objects", file=sys.stderr)
+        for err in report.errors:
+            print(f"  - {err}", file=sys.stderr)
+        print("nothing was written", file=sys.stderr)
+        return EXIT_INVALID_OBJECTS
+    files = render_files(plan)
+    write_tree(files, out)
+    _print_summary(plan, out, len(files), report.checked_core, report.checked_custom, report.unchecked)
+    return EXIT_OK
+
+
+def _print_summary(
+    plan: Plan, out: Path, nfiles: int, core: int, custom: int, unchecked: list[str]
+) -> None:
+    per_layer = Counter(it.layer.value for it, _ in plan.objects())
+    print(f"rendered stack {plan.stack}: {len(plan.items)} items, {nfiles} files in {out}/")
+    for layer in sorted(per_layer, key=lambda name: [x.value for x in type(plan.items[0].layer)].index(name)):
+        print(f"  {layer:<11} {per_layer[layer]:5d} objects")
+    charts = [it.payload for it in plan.items if isinstance(it.payload, HelmChart)]
+    for c in charts:
+        print(f"  chart       {c.chart} {c.version} ({c.repository}) -> {c.namespace}")
+    overlays = [it.payload for it in plan.items if isinstance(it.payload, KustomizeOverlay)]
+    for o in overlays:
+        print(f"  kustomize   {o.directory} -> {o.namespace}")
+    checked = f"schema-validated {core} built-in objects"
+    if custom:
+        checked += f" and {custom} custom resources"
+    if unchecked:
+        checked += f"; {len(unchecked)} custom resources not checked (pass --crd-dir)"
+    print(f"  {checked}")
+    print(f"  plan: {out}/plan.json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,510 @@
+"""The stack model: what one environment's `gpufabric:` config section may say.
+
+Field names are the YAML keys users write in ``stacks/Pulumi.<env>.yaml``. Each section is
+a small pydantic model with ``extra="forbid"``; types and single-field rules live here,
+rules that relate several fields live in :mod:`gpufabric.validation` so that every problem
+of a stack is reported at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationInfo,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
+
+# ---------------------------------------------------------------------------- value types
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,14}$")
+_HCA = re.compile(r"^[A-Za-z0-9_]+(:[0-9]+)?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise PydanticCustomError(
+            "dns_label",
+            "{value!r} is not a valid name; expected lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 63 characters",
+            {"value": value},
+        )
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+
+
+def _rail_name(value: str) -> str:
+    # The rail name is also the pod interface name, and Linux limits those to 15 bytes.
+    if len(value) > 15 or not _DNS_LABEL.match(value):
+        raise PydanticCustomError(
+            "rail_name",
+            "{value!r} is not a valid rail name; expected lowercase letters, digits and '-', "
+            "at most 15 characters (it becomes the pod's interface name)",
+            {"value": value},
+        )
+    return value
+
+
+RailName = Annotated[str, AfterValidator(_rail_name)]
+
+
+def _ifname(value: str) -> str:
+    if not _IFNAME.match(value):
+        raise PydanticCustomError(
+            "ifname",
+            "{value!r} is not a valid network interface name; expected at most 15 characters "
+            "of letters, digits, '_', '.', '-' (e.g. ens1f0np0, ibp24s0)",
+            {"value": value},
+        )
+    return value
+
+
+IfName = Annotated[str, AfterValidator(_ifname)]
+
+
+def _hca(value: str) -> str:
+    if not _HCA.match(value):
+        raise PydanticCustomError(
+            "hca",
+            "{value!r} is not an RDMA device name; expected a name as `ibv_devices` shows it "
+            "(e.g. mlx5_0), optionally with a port (mlx5_0:1)",
+            {"value": value},
+        )
+    return value
+
+
+HcaName = Annotated[str, AfterValidator(_hca)]
+
+
+def _label_key(value: str) -> str:
+    if len(value) > 317 or not _LABEL_KEY.match(value):
+        raise PydanticCustomError(
+            "label_key",
+            "{value!r} is not a valid Kubernetes label key; expected [prefix/]name, "
+            "e.g. topology.kubernetes.io/zone",
+            {"value": value},
+        )
+    return value
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+
+
+def _network(value: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    if isinstance(value, ipaddress.IPv4Network | ipaddress.IPv6Network):
+        return value
+    if not isinstance(value, str) or "/" not in value:
+        raise PydanticCustomError(
+            "cidr",
+            "{value!r} is not a CIDR; expected a network like 10.10.0.0/16",
+            {"value": value},
+        )
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        text = str(exc)
+        if "host bits set" in text:
+            fixed = ipaddress.ip_network(value, strict=False)
+            raise PydanticCustomError(
+                "cidr",
+                "{value!r} has host bits set; did you mean {fixed}?",
+                {"value": value, "fixed": str(fixed)},
+            ) from None
+        raise PydanticCustomError(
+            "cidr",
+            "{value!r} is not a CIDR; expected a network like 10.10.0.0/16",
+            {"value": value},
+        ) from None
+
+
+def _address(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return value
+    try:
+        return ipaddress.ip_address(str(value))
+    except ValueError:
+        raise PydanticCustomError(
+            "ip", "{value!r} is not an IP address; expected e.g. 10.10.0.1", {"value": value}
+        ) from None
+
+
+Cidr = Annotated[
+    ipaddress.IPv4Network | ipaddress.IPv6Network,
+    BeforeValidator(_network),
+    PlainSerializer(str),
+    WithJsonSchema({"type": "string"}),
+]
+IpAddress = Annotated[
+    ipaddress.IPv4Address | ipaddress.IPv6Address,
+    BeforeValidator(_address),
+    PlainSerializer(str),
+    WithJsonSchema({"type": "string"}),
+]
+
+
+def _duration(value: Any) -> int:
+    """Accept '5m', '1h30m', '90s' or a number of seconds; return seconds."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("duration", "expected a duration like 5m or 300s", {})
+    if isinstance(value, int):
+        seconds = value
+    else:
+        m = _DURATION.match(str(value))
+        if not m or not any(m.groups()):
+            raise PydanticCustomError(
+                "duration",
+                "{value!r} is not a duration; expected e.g. 90s, 5m or 1h30m",
+                {"value": value},
+            )
+        h, mi, s = (int(g) if g else 0 for g in m.groups())
+        seconds = h * 3600 + mi * 60 + s
+    if seconds <= 0:
+        raise PydanticCustomError("duration", "duration must be positive", {})
+    return seconds
+
+
+DurationSeconds = Annotated[int, BeforeValidator(_duration)]
+
+
+def _quantity(value: Any) -> str:
+    text = str(value)
+    if not _QUANTITY.match(text):
+        raise PydanticCustomError(
+            "quantity",
+            "{value!r} is not a Kubernetes quantity; expected e.g. 512, 64Gi or 1500m",
+            {"value": value},
+        )
+    return text
+
+
+Quantity = Annotated[str, BeforeValidator(_quantity)]
+
+
+def _pkey(value: Any) -> str:
+    text = str(value).lower()
+    if not re.fullmatch(r"0x[0-9a-f]{1,4}", text):
+        raise PydanticCustomError(
+            "pkey",
+            "{value!r} is not a partition key; expected a hex value like 0x8001 "
+            "(quote it in YAML so it stays a string)",
+            {"value": value},
+        )
+    base = int(text, 16) & 0x7FFF
+    if base in (0, 0x7FFF):
+        raise PydanticCustomError(
+            "pkey",
+            "{value!r} is reserved (0x0000 is invalid, 0x7fff/0xffff is the default "
+            "partition); choose a pkey between 0x0001 and 0x7ffe",
+            {"value": value},
+        )
+    return f"0x{int(text, 16):04x}"
+
+
+PKey = Annotated[str, BeforeValidator(_pkey)]
+
+
+class SecretValue:
+    """A value that must stay secret: Pulumi ciphertext from a stack file, or plaintext
+    handed over by the Pulumi engine. Its repr never shows the value."""
+
+    __slots__ = ("ciphertext", "plaintext")
+
+    def __init__(self, *, ciphertext: str | None = None, plaintext: str | None = None) -> None:
+        self.ciphertext = ciphertext
+        self.plaintext = plaintext
+
+    @property
+    def is_encrypted(self) -> bool:
+        return self.ciphertext is not None
+
+    def __repr__(self) -> str:
+        return "SecretValue(<encrypted>)" if self.is_encrypted else "SecretValue(<plaintext>)"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SecretValue)
+            and (self.ciphertext, self.plaintext) == (other.ciphertext, other.plaintext)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.ciphertext, self.plaintext))
+
+
+def _secret(value: Any, info: ValidationInfo) -> SecretValue:
+    if isinstance(value, SecretValue):
+        return value
+    if isinstance(value, dict) and set(value) == {"secure"} and isinstance(value["secure"], str):
+        return SecretValue(ciphertext=value["secure"])
+    if isinstance(value, str):
+        if (info.context or {}).get("source") == "file":
+            raise PydanticCustomError(
+                "plaintext_secret",
+                "a plaintext secret in the stack file; store it encrypted with "
+                "`pulumi config set --secret --path 'gpufabric:<path>' <value>`",
+                {},
+            )
+        return SecretValue(plaintext=value)
+    raise PydanticCustomError(
+        "secret", "expected a secret set with `pulumi config set --secret`", {}
+    )
+
+
+Secret = Annotated[
+    SecretValue,
+    BeforeValidator(_secret),
+    PlainSerializer(lambda s: "<secret>"),
+    WithJsonSchema({"type": "string"}),
+]
+
+
+class Model(BaseModel):
+    """Base of every config section: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+# ---------------------------------------------------------------------------- sections
+
+
+class Cluster(Model):
+    """The Kubernetes cluster this stack targets."""
+
+    name: DnsLabel
+    kubernetesVersion: str = Field(pattern=r"^v?1\.\d{2}(\.\d+)?$")
+    kubeContext: str | None = None
+    podCIDR: Cidr | None = None
+    serviceCIDR: Cidr | None = None
+
+    @property
+    def kubernetes_minor(self) -> str:
+        """'1.33' from '1.33', 'v1.33' or '1.33.4'."""
+        major, minor = self.kubernetesVersion.lstrip("v").split(".")[:2]
+        return f"{major}.{minor}"
+
+
+class GpuNodes(Model):
+    """Which nodes carry GPUs and RDMA NICs, and how many the stack expects."""
+
+    nodeSelector: dict[LabelKey, str] = Field(
+        default_factory=lambda: {"feature.node.kubernetes.io/pci-10de.present": "true"}
+    )
+    gpusPerNode: int = Field(default=8, ge=1, le=16)
+    count: int = Field(ge=1, le=100_000)
+    gpuModel: str | None = None
+
+
+class Rail(Model):
+    """One rail of the fabric: a NIC port on every GPU node and its subnet."""
+
+    name: RailName
+    netdev: IfName
+    hca: HcaName | None = None
+    subnet: Cidr
+    gateway: IpAddress | None = None
+    exclude: list[str] = Field(default_factory=list)
+    """Address ranges the pool must not hand out: 'a.b.c.d' or 'a.b.c.d-a.b.c.e'."""
+
+
+class Ipam(Model):
+    """IP pools for the rails, served by NVIDIA IPAM (nv-ipam)."""
+
+    type: Literal["nv-ipam"] = "nv-ipam"
+    poolType: Literal["ippool", "cidrpool"] = "ippool"
+    perNodeBlockSize: int = Field(default=16, ge=2, le=65_536)
+    """IPPool: addresses handed to each node."""
+    perNodePrefix: int | None = Field(default=None, ge=8, le=128)
+    """CIDRPool: prefix length of the block each node gets (e.g. 28)."""
+
+
+class Ufm(Model):
+    """NVIDIA UFM, which programs pkeys for pods through ib-kubernetes."""
+
+    address: str
+    port: int = Field(default=443, ge=1, le=65_535)
+    httpSchema: Literal["https", "http"] = "https"
+    username: str
+    password: Secret
+
+
+class Infiniband(Model):
+    """InfiniBand-only settings."""
+
+    pkey: PKey | None = None
+    pkeyManagement: Literal["static", "ufm"] = "static"
+    ufm: Ufm | None = None
+
+
+class Roce(Model):
+    """RoCE-only settings; they must match the switches' lossless class."""
+
+    dscp: int = Field(default=26, ge=0, le=63)
+    trafficClass: int | None = Field(default=None, ge=0, le=255)
+    """Traffic class NCCL marks RDMA traffic with; defaults to dscp * 4."""
+    pfcPriority: int = Field(default=3, ge=0, le=7)
+    qpsPerConnection: int | None = Field(default=None, ge=1, le=128)
+    gidIndex: int | None = Field(default=None, ge=0, le=255)
+    """Leave unset: NCCL >= 2.21 picks the RoCEv2 GID itself, and fixed indices break
+    with macvlan, where every pod adds its own GIDs."""
+
+    @property
+    def effective_traffic_class(self) -> int:
+        return self.trafficClass if self.trafficClass is not None else self.dscp * 4
+
+
+class Sriov(Model):
+    """SR-IOV virtual functions carved from each rail's physical function."""
+
+    numVfs: int = Field(ge=1, le=127)
+    """VFs per physical function; each training pod takes one VF per rail."""
+
+
+class NicDriver(Model):
+    """Where the NIC driver (DOCA-OFED / MLNX_OFED, or the kernel's inbox driver) comes from."""
+
+    source: Literal["host", "operator"] = "host"
+    hostStack: Literal["doca", "inbox"] = "doca"
+    """What the host runs when source is host: DOCA-OFED/MLNX_OFED, or the inbox driver."""
+
+
+FabricType = Literal["infiniband", "roce"]
+RdmaMode = Literal["shared", "sriov", "hostdevice", "none"]
+
+
+class Fabric(Model):
+    """The RDMA fabric: its type, how pods get devices, and the rails."""
+
+    type: FabricType
+    rdma: RdmaMode = "shared"
+    gpuDirect: Literal["dmabuf", "peermem"] = "dmabuf"
+    nicDriver: NicDriver = Field(default_factory=NicDriver)
+    mtu: int | None = None
+    linkRateGbps: int = Field(default=400, ge=1, le=3_200)
+    """Line rate of one rail's port; the NCCL verdict compares bus bandwidth to it."""
+    rails: list[Rail] = Field(min_length=1, max_length=32)
+    ipam: Ipam = Field(default_factory=Ipam)
+    multus: Literal["thick", "network-operator"] = "thick"
+    networkNamespace: DnsLabel = "gpufabric-networks"
+    """Namespace of the shared NetworkAttachmentDefinitions (nadScope: system)."""
+    nadScope: Literal["system", "tenant"] = "system"
+    infiniband: Infiniband | None = None
+    roce: Roce | None = None
+    sriov: Sriov | None = None
+    ncclEnv: dict[str, str] = Field(default_factory=dict)
+    """Extra NCCL_* variables for every tenant; they win over computed ones."""
+
+    @property
+    def effective_mtu(self) -> int:
+        if self.mtu is not None:
+            return self.mtu
+        return 4092 if self.type == "infiniband" else 9000
+
+    @property
+    def roce_settings(self) -> Roce:
+        return self.roce or Roce()
+
+    @property
+    def infiniband_settings(self) -> Infiniband:
+        return self.infiniband or Infiniband()
+
+
+def _one_authority(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        raise PydanticCustomError(
+            "gang",
+            "{value} asks for several authorities; a cluster has exactly one gang/queue "
+            "authority: choose kueue or volcano",
+            {"value": list(value)},
+        )
+    return value
+
+
+def _not_mpijob(value: Any) -> Any:
+    if isinstance(value, str) and value.lower() == "mpijob":
+        raise PydanticCustomError(
+            "scheme",
+            "'mpijob' is served by the MPI Operator (training.mpiOperator: true, MPIJob "
+            "v2beta1); the Training Operator runs without its MPIJob scheme",
+            {},
+        )
+    return value
+
+
+class Scheduling(Model):
+    """The one gang-scheduling and queueing authority of the cluster."""
+
+    gang: Annotated[Literal["kueue", "volcano"], BeforeValidator(_one_authority)] = "kueue"
+    topologyLevels: list[LabelKey] = Field(default_factory=list)
+    """Node labels from the widest level (e.g. a block or spine) to the narrowest."""
+    allOrNothingTimeout: DurationSeconds = 300
+    """How long a gang may wait for all its pods to be ready before it is requeued."""
+
+
+TrainingScheme = Annotated[
+    Literal["pytorchjob", "tfjob", "jaxjob", "xgboostjob", "paddlejob"],
+    BeforeValidator(_not_mpijob),
+]
+
+
+class TrainingOperator(Model):
+    """Kubeflow Training Operator v1; MPIJob stays with the MPI Operator."""
+
+    schemes: list[TrainingScheme] = Field(default_factory=list)
+
+
+class Trainer(Model):
+    """Kubeflow Trainer v2 (TrainJob)."""
+
+    enabled: bool = False
+    runtimes: list[Literal["torch-distributed", "deepspeed-distributed", "mpi-distributed"]] = (
+        Field(default_factory=lambda: ["torch-distributed"])
+    )
+
+
+class Training(Model):
+    """Which training operators the cluster runs."""
+
+    mpiOperator: bool = True
+    trainingOperator: TrainingOperator = Field(default_factory=TrainingOperator)
+    trainer: Trainer = Field(default_factory=Trainer)
+
+
+class Tenant(Model):
+    """A team: its namespace, its share of the GPUs and its priority."""
+
+    namespace: DnsLabel
+    gpuQuota: int = Field(ge=0)
+    cpuQuota: Quantity | None = None
+    memoryQuota: Quantity | None = None
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+
+
+class StackModel(Model):
+    """Everything one stack (environment) says, validated."""
+
+    cluster: Cluster
+    gpuNodes: GpuNodes
+    fabric: Fabric
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    training: Training = Field(default_factory=Training)
+    tenants: list[Tenant] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+    """Overrides of the pins in manifests/versions.yaml, by component name."""
+
+
+SECTIONS: tuple[str, ...] = tuple(StackModel.model_fields)
+"""Top-level keys of the `gpufabric:` config namespace."""

@@ -1,0 +1,246 @@
+"""The Plan: every item a stack installs, in apply order, with its dependencies.
+
+A Plan is computed once from the stack model by pure functions (no I/O besides reading the
+templates and pins shipped with the project, no clock, no randomness), and everything else
+reads it: the Pulumi components register its items, ``gpufabric render`` writes them to
+files, the runbook describes them and ``verify`` checks a cluster against them.
+
+Each layer is a module in this package with a ``build(ctx)`` function returning items;
+:data:`LAYER_BUILDERS` lists them in layer order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gpufabric.config import SecretValue, StackModel
+from gpufabric.versions import Component, effective_components
+
+
+class Layer(StrEnum):
+    """What part of the platform an item belongs to, in apply order."""
+
+    GPU = "gpu"
+    NETWORK = "network"
+    TRAINING = "training"
+    SCHEDULING = "scheduling"
+    TENANTS = "tenants"
+
+
+LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Stands in for a secret inside an object body: render writes a placeholder, the
+    Pulumi components substitute the value as a Pulumi secret."""
+
+    path: str
+    value: SecretValue = field(compare=False, repr=False)
+
+    @property
+    def placeholder(self) -> str:
+        return f"<secret:{self.path}>"
+
+
+@dataclass(frozen=True)
+class HelmChart:
+    """A Helm chart release with values computed from the stack."""
+
+    repository: str
+    chart: str
+    version: str
+    namespace: str
+    release: str
+    values: Mapping[str, Any]
+
+    @property
+    def chart_ref(self) -> str:
+        """What helm.v4.Chart takes as `chart`: OCI charts by full reference."""
+        if self.repository.startswith("oci://"):
+            return f"{self.repository.rstrip('/')}/{self.chart}"
+        return self.chart
+
+
+@dataclass(frozen=True)
+class KustomizeOverlay:
+    """A local kustomize overlay (a directory under manifests/) over a pinned upstream."""
+
+    directory: str
+    namespace: str
+
+
+@dataclass(frozen=True)
+class K8sObject:
+    """One Kubernetes object gpufabric writes itself."""
+
+    body: Mapping[str, Any]
+
+    @property
+    def api_version(self) -> str:
+        return str(self.body["apiVersion"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.body["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str | None:
+        ns = self.body["metadata"].get("namespace")
+        return str(ns) if ns else None
+
+
+Payload = HelmChart | KustomizeOverlay | K8sObject
+
+
+@dataclass(frozen=True)
+class Item:
+    """One named thing to apply, its layer and the items it must follow."""
+
+    id: str
+    layer: Layer
+    payload: Payload
+    depends_on: tuple[str, ...] = ()
+    protect: bool = False
+    """Refuse to delete it (namespaces and CRDs hold users' work)."""
+    retain_on_delete: bool = False
+    """When it leaves the stack, stop managing it but leave it in the cluster."""
+
+    @property
+    def type(self) -> str:
+        if isinstance(self.payload, HelmChart):
+            return "helm-chart"
+        if isinstance(self.payload, KustomizeOverlay):
+            return "kustomize"
+        return "object"
+
+
+@dataclass(frozen=True)
+class TenantWiring:
+    """What a training pod in one tenant namespace needs from the fabric."""
+
+    namespace: str
+    networks: str
+    """Value of the pod annotation k8s.v1.cni.cncf.io/networks (all rails)."""
+    rdma_resources: Mapping[str, int]
+    """Extended resources (and counts) each pod requests for its rails."""
+    nccl_env: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Ordered items of one stack, plus the per-tenant pod wiring derived from it."""
+
+    stack: str
+    items: tuple[Item, ...]
+    wiring: Mapping[str, TenantWiring]
+    components: Mapping[str, Component]
+
+    def item(self, item_id: str) -> Item:
+        for it in self.items:
+            if it.id == item_id:
+                return it
+        raise KeyError(item_id)
+
+    def layer(self, layer: Layer) -> tuple[Item, ...]:
+        return tuple(it for it in self.items if it.layer == layer)
+
+    def objects(self) -> Iterator[tuple[Item, K8sObject]]:
+        for it in self.items:
+            if isinstance(it.payload, K8sObject):
+                yield it, it.payload
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What layer builders read: the stack and the effective pins."""
+
+    stack: str
+    model: StackModel
+    components: Mapping[str, Component]
+
+
+class PlanError(Exception):
+    """The plan's own invariants broke (a bug, not bad input)."""
+
+
+def order_items(items: Sequence[Item]) -> tuple[Item, ...]:
+    """Topological order; ties broken by layer, then by the order builders produced."""
+    by_id: dict[str, Item] = {}
+    for it in items:
+        if it.id in by_id:
+            raise PlanError(f"duplicate plan item id {it.id!r}")
+        by_id[it.id] = it
+    position = {it.id: i for i, it in enumerate(items)}
+    pending = {it.id: 0 for it in items}
+    followers: dict[str, list[str]] = {it.id: [] for it in items}
+    for it in items:
+        for dep in it.depends_on:
+            if dep not in by_id:
+                raise PlanError(f"plan item {it.id!r} depends on unknown item {dep!r}")
+            pending[it.id] += 1
+            followers[dep].append(it.id)
+
+    def key(item_id: str) -> tuple[int, int]:
+        return (LAYER_ORDER.index(by_id[item_id].layer), position[item_id])
+
+    ready = [key(i) + (i,) for i, n in pending.items() if n == 0]  # type: ignore[operator]
+    heapq.heapify(ready)
+    out: list[Item] = []
+    while ready:
+        *_, current = heapq.heappop(ready)
+        out.append(by_id[current])
+        for nxt in followers[current]:
+            pending[nxt] -= 1
+            if pending[nxt] == 0:
+                heapq.heappush(ready, key(nxt) + (nxt,))  # type: ignore[operator]
+    if len(out) != len(items):
+        stuck = sorted(i for i, n in pending.items() if n)
+        raise PlanError(f"dependency cycle among plan items: {', '.join(stuck)}")
+    return tuple(out)
+
+
+Builder = Callable[[PlanContext], list[Item]]
+
+
+def build_plan(stack: str, model: StackModel) -> Plan:
+    """The whole Plan of a validated stack."""
+    from gpufabric.plan import tenants  # layer modules import this package's types
+
+    ctx = PlanContext(stack=stack, model=model, components=effective_components(model.versions))
+    builders: list[Builder] = [tenants.build]
+    items: list[Item] = []
+    for build in builders:
+        items.extend(build(ctx))
+    return Plan(
+        stack=stack,
+        items=order_items(items),
+        wiring=tenants.wiring_by_namespace(ctx),
+        components=ctx.components,
+    )
+
+
+__all__ = [
+    "LAYER_ORDER",
+    "HelmChart",
+    "Item",
+    "K8sObject",
+    "KustomizeOverlay",
+    "Layer",
+    "Payload",
+    "Plan",
+    "PlanContext",
+    "PlanError",
+    "SecretRef",
+    "TenantWiring",
+    "build_plan",
+    "order_items",
+]

@@ -1,0 +1,157 @@
+"""Problems found in a stack file, each tied to the config path a user edits.
+
+Every check in gpufabric reports through :class:`Problem`, so the CLI and the Pulumi
+program print the same lines (``fabric.rails[2].subnet: ...``) and a stack with several
+mistakes shows all of them at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a stack: where (config path) and what (message)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class StackError(Exception):
+    """A stack file that cannot be used; carries every problem found."""
+
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        super().__init__(self.report())
+
+    def report(self) -> str:
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        lines = [f"{self.source}: {count} {noun}"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def join_path(parts: Iterable[str | int]) -> str:
+    """Render a location as users write it: ``fabric.rails[2].subnet``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif out:
+            out += f".{part}"
+        else:
+            out = str(part)
+    return out
+
+
+def _model_at(root: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """Walk a pydantic model class along an error location to the model it points into."""
+    current: Any = root
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(part, int):
+            args = typing.get_args(current)
+            if not args:
+                return None
+            current = args[0]
+            continue
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return None
+            current = field.annotation
+        elif typing.get_origin(current) is dict:
+            current = typing.get_args(current)[1]
+        else:
+            return None
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return current
+    return None
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Optional/Annotated so the walk reaches the model or container type."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            non_none = [a for a in typing.get_args(tp) if a is not type(None)]
+            models = [a for a in non_none if _is_container_or_model(a)]
+            tp = models[0] if models else non_none[0]
+        else:
+            return tp
+
+
+def _is_container_or_model(tp: Any) -> bool:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return True
+    return typing.get_origin(tp) in (list, dict, tuple)
+
+
+def allowed_keys(model: type[BaseModel]) -> list[str]:
+    return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """A 'did you mean' clause, or an empty string when nothing is close."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{matches[0]}'?" if matches else ""
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if not isinstance(value, dict | list) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def from_validation_error(
+    err: ValidationError, model: Any, prefix: Sequence[str | int] = ()
+) -> list[Problem]:
+    """Translate pydantic errors into problems that name the path, the value and what fits."""
+    problems: list[Problem] = []
+    for e in err.errors(include_url=False):
+        loc = tuple(p for p in e["loc"] if not _is_tag(p))
+        path = join_path([*prefix, *loc])
+        kind = e["type"]
+        value = e.get("input")
+        if kind == "extra_forbidden":
+            owner = _model_at(model, loc[:-1])
+            keys = allowed_keys(owner) if owner else []
+            key = str(loc[-1])
+            hint = suggest(key, keys)
+            accepted = f" (accepted keys: {', '.join(keys)})" if keys else ""
+            msg = f"unknown key '{key}'{hint}{accepted}"
+        elif kind == "missing":
+            msg = "required key is missing"
+        elif kind == "literal_error":
+            expected = e.get("ctx", {}).get("expected", "")
+            msg = f"{_show(value)} is not accepted; expected one of {expected}"
+        elif kind in ("model_type", "dict_type", "model_attributes_type"):
+            msg = f"expected a mapping of keys, got {_show(value)}"
+        elif kind == "list_type":
+            msg = f"expected a list, got {_show(value)}"
+        elif kind.startswith(("int_", "float_", "bool_", "string_", "greater", "less")):
+            msg = f"{_show(value)}: {e['msg'][0].lower() + e['msg'][1:]}"
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+        problems.append(Problem(path, msg))
+    return problems
+
+
+def _is_tag(part: str | int) -> bool:
+    # pydantic inserts validator names (e.g. 'function-after[...]') into locations.
+    return isinstance(part, str) and ("[" in part and "]" in part and "(" not in part)

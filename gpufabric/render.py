@@ -1,0 +1,160 @@
+"""Writing a Plan to files for GitOps and pull-request review (no cluster needed).
+
+Output contract (other tools build on it)::
+
+    <out>/plan.json                       items in apply order: id, type, layer, dependsOn, files
+    <out>/objects/<layer>/<ns>/<kind>-<name>.yaml   one object per file (_cluster: cluster-scoped)
+    <out>/charts/<release>/chart.yaml     repository, chart, version, namespace, release name
+    <out>/charts/<release>/values.yaml    values computed from the stack
+    <out>/kustomize/<name>/...            the local overlay, as applied
+
+Secrets are written as ``<secret:path>`` placeholders, never values. Output is
+byte-identical for the same stack: keys are sorted, nothing depends on time or order of
+dictionary insertion, and the directory is replaced whole so no stale file survives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, SecretRef
+from gpufabric.templates import MANIFESTS_DIR
+
+CLUSTER_SCOPE_DIR = "_cluster"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block-style YAML with multi-line strings as literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(data: Any) -> str:
+    return yaml.dump(
+        plain(data), Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100
+    )
+
+
+def plain(data: Any) -> Any:
+    """A JSON/YAML-ready copy of a body: secrets become placeholders, mappings dicts."""
+    if isinstance(data, SecretRef):
+        return data.placeholder
+    if isinstance(data, Mapping):
+        return {str(k): plain(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [plain(v) for v in data]
+    return data
+
+
+def object_path(item: Item, obj: K8sObject) -> str:
+    scope = obj.namespace or CLUSTER_SCOPE_DIR
+    return f"objects/{item.layer.value}/{scope}/{obj.kind.lower()}-{obj.name}.yaml"
+
+
+def files_of(item: Item) -> dict[str, str]:
+    """Relative path -> file content for one item."""
+    payload = item.payload
+    if isinstance(payload, K8sObject):
+        return {object_path(item, payload): to_yaml(payload.body)}
+    if isinstance(payload, HelmChart):
+        base = f"charts/{payload.release}"
+        meta = {
+            "repository": payload.repository,
+            "chart": payload.chart,
+            "version": payload.version,
+            "namespace": payload.namespace,
+            "release": payload.release,
+        }
+        return {f"{base}/chart.yaml": to_yaml(meta), f"{base}/values.yaml": to_yaml(payload.values)}
+    return _overlay_files(item, payload)
+
+
+def _overlay_files(item: Item, overlay: KustomizeOverlay) -> dict[str, str]:
+    src = MANIFESTS_DIR / overlay.directory
+    name = item.id.rsplit("/", 1)[-1]
+    out: dict[str, str] = {}
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        out[f"kustomize/{name}/{path.relative_to(src).as_posix()}"] = path.read_text()
+    return out
+
+
+def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:
+    return {
+        "stack": plan.stack,
+        "items": [
+            {
+                "id": it.id,
+                "type": it.type,
+                "layer": it.layer.value,
+                "dependsOn": list(it.depends_on),
+                "protect": it.protect,
+                "retainOnDelete": it.retain_on_delete,
+                "files": files[it.id],
+                **_summary(it),
+            }
+            for it in plan.items
+        ],
+    }
+
+
+def _summary(item: Item) -> dict[str, Any]:
+    p = item.payload
+    if isinstance(p, K8sObject):
+        return {"apiVersion": p.api_version, "kind": p.kind, "name": p.name, "namespace": p.namespace}
+    if isinstance(p, HelmChart):
+        return {"chart": p.chart, "version": p.version, "namespace": p.namespace}
+    return {"directory": p.directory, "namespace": p.namespace}
+
+
+def render_files(plan: Plan) -> dict[str, str]:
+    """Every output file of a plan, by relative path."""
+    files: dict[str, str] = {}
+    per_item: dict[str, list[str]] = {}
+    for item in plan.items:
+        item_files = files_of(item)
+        clash = files.keys() & item_files.keys()
+        if clash:
+            raise ValueError(f"two plan items write {sorted(clash)[0]}")
+        files.update(item_files)
+        per_item[item.id] = sorted(item_files)
+    doc = plan_document(plan, per_item)
+    files["plan.json"] = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return files
+
+
+def write_tree(files: Mapping[str, str], out: Path) -> None:
+    """Replace ``out`` with exactly ``files``; a failure leaves the old tree in place."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for rel, content in sorted(files.items()):
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(out, old)
+            os.replace(staging, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

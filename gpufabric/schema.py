@@ -1,0 +1,217 @@
+"""Offline schema validation of every rendered object, as strict as the API server.
+
+Core kinds are checked against the target Kubernetes minor's OpenAPI schemas bundled in
+the ``kubernetes-validate`` package (strict: unknown fields are errors). Custom resources
+are checked against the CRDs found in a directory (``--crd-dir``): each served version's
+``openAPIV3Schema`` is converted to JSON Schema the way server-side strict validation reads
+it: unknown fields rejected unless ``x-kubernetes-preserve-unknown-fields``, int-or-string
+and embedded resources honoured, ``nullable`` allowing null.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from kubernetes_validate import utils as kv
+from referencing import Registry, Resource
+
+from gpufabric.render import plain
+
+
+@dataclass(frozen=True)
+class ObjectError:
+    """One schema violation in one rendered object."""
+
+    where: str
+    """Which object: kind/namespace/name, or its file."""
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        at = f" at {self.path}" if self.path else ""
+        return f"{self.where}{at}: {self.message}"
+
+
+@dataclass
+class Report:
+    """Outcome of validating a set of objects."""
+
+    checked_core: int = 0
+    checked_custom: int = 0
+    unchecked: list[str] = field(default_factory=list)
+    """Custom resources left unchecked because no CRD directory was given."""
+    errors: list[ObjectError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+# --------------------------------------------------------------------------- core kinds
+
+
+@functools.cache
+def _core_validator(k8s_minor: str, api_version: str, kind: str) -> jsonschema.Validator | None:
+    """A strict validator for a built-in kind, or None if the kind is not built in."""
+    versions = [v for v in kv.all_versions() if kv.major_minor(v) <= kv.major_minor(k8s_minor)]
+    if not versions:
+        raise ValueError(f"no bundled Kubernetes schemas for {k8s_minor}")
+    schema_dir = f"v{versions[-1]}-local-strict"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = kv.schema_contents(
+            f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json", k8s_minor
+        )
+    except FileNotFoundError:
+        return None
+    definitions = kv.schema_contents(
+        f"kubernetes-json-schema/{schema_dir}/_definitions.json", k8s_minor
+    )
+    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(definitions) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def is_builtin(k8s_minor: str, api_version: str, kind: str) -> bool:
+    return _core_validator(k8s_minor, api_version, kind) is not None
+
+
+# ------------------------------------------------------------------------ custom kinds
+
+
+def crd_to_jsonschema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert a CRD openAPIV3Schema into JSON Schema with server-side strictness."""
+    return _convert(copy.deepcopy(dict(schema)), top=True)
+
+
+def _convert(node: dict[str, Any], top: bool = False) -> dict[str, Any]:
+    if node.pop("x-kubernetes-int-or-string", False):
+        node.pop("type", None)
+        node["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.pop("nullable", False) and "type" in node:
+        node["type"] = [node["type"], "null"]
+    embedded = node.pop("x-kubernetes-embedded-resource", False)
+    preserve = node.pop("x-kubernetes-preserve-unknown-fields", False)
+    for key in list(node):
+        if key.startswith("x-kubernetes-"):
+            del node[key]
+    props = node.get("properties")
+    if isinstance(props, dict):
+        node["properties"] = {k: _convert(v) for k, v in props.items()}
+    if embedded:
+        node.setdefault("properties", {})
+        for key in ("apiVersion", "kind"):
+            node["properties"].setdefault(key, {"type": "string"})
+        node["properties"].setdefault("metadata", {"type": "object"})
+    if top:
+        node.setdefault("properties", {})
+        node["properties"].setdefault("apiVersion", {"type": "string"})
+        node["properties"].setdefault("kind", {"type": "string"})
+        node["properties"]["metadata"] = {"type": "object"}  # checked by the API machinery
+    if isinstance(node.get("items"), dict):
+        node["items"] = _convert(node["items"])
+    if isinstance(node.get("additionalProperties"), dict):
+        node["additionalProperties"] = _convert(node["additionalProperties"])
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(node.get(key), list):
+            node[key] = [_convert(s) if isinstance(s, dict) else s for s in node[key]]
+    if isinstance(node.get("not"), dict):
+        node["not"] = _convert(node["not"])
+    object_like = node.get("type") == "object" or "properties" in node
+    if object_like and not preserve and "additionalProperties" not in node:
+        # Server-side strict field validation: fields the schema does not name are errors.
+        node["additionalProperties"] = False
+    return node
+
+
+@dataclass(frozen=True)
+class CrdIndex:
+    """CRD schemas found in a directory, by (apiVersion, kind)."""
+
+    schemas: Mapping[tuple[str, str], dict[str, Any]]
+    sources: Mapping[tuple[str, str], str]
+
+    def validator(self, api_version: str, kind: str) -> jsonschema.Validator | None:
+        schema = self.schemas.get((api_version, kind))
+        return jsonschema.Draft202012Validator(schema) if schema is not None else None
+
+
+@functools.cache
+def load_crds(directory: Path) -> CrdIndex:
+    """Every CustomResourceDefinition in YAML files under ``directory``."""
+    schemas: dict[tuple[str, str], dict[str, Any]] = {}
+    sources: dict[tuple[str, str], str] = {}
+    for path in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = doc.get("spec", {})
+            group, kind = spec.get("group"), spec.get("names", {}).get("kind")
+            for version in spec.get("versions", []):
+                if not version.get("served", True):
+                    continue
+                raw = (version.get("schema") or {}).get("openAPIV3Schema")
+                if raw is None:
+                    continue
+                key = (f"{group}/{version['name']}", kind)
+                schemas[key] = crd_to_jsonschema(raw)
+                sources[key] = str(path)
+    return CrdIndex(schemas=schemas, sources=sources)
+
+
+# ------------------------------------------------------------------------------ driver
+
+
+def _where(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    name = meta.get("name", "?")
+    return f"{obj.get('kind', '?')}/{ns}/{name}" if ns else f"{obj.get('kind', '?')}/{name}"
+
+
+def _errors(validator: jsonschema.Validator, obj: Any, where: str) -> Iterator[ObjectError]:
+    for err in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+        path = ".".join(str(p) for p in err.absolute_path)
+        yield ObjectError(where, path, err.message)
+
+
+def validate_objects(
+    objects: Iterable[Mapping[str, Any]], k8s_minor: str, crd_dir: Path | None = None
+) -> Report:
+    """Validate objects: built-in kinds always, custom resources when ``crd_dir`` is given."""
+    report = Report()
+    crds = load_crds(crd_dir.resolve()) if crd_dir is not None else None
+    for raw in objects:
+        obj = plain(raw)
+        where = _where(obj)
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        core = _core_validator(k8s_minor, api_version, kind)
+        if core is not None:
+            report.checked_core += 1
+            report.errors.extend(_errors(core, obj, where))
+            continue
+        if crds is None:
+            report.unchecked.append(where)
+            continue
+        custom = crds.validator(api_version, kind)
+        if custom is None:
+            report.errors.append(
+                ObjectError(
+                    where,
+                    "",
+                    f"no CRD serves {api_version} {kind} in {crd_dir} and it is not a built-in "
+                    f"kind of Kubernetes {k8s_minor}",
+                )
+            )
+            continue
+        report.checked_custom += 1
+        report.errors.extend(_errors(custom, obj, where))
+    return report

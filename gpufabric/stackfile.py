@@ -1,0 +1,172 @@
+"""Finding and reading stack files (``stacks/Pulumi.<env>.yaml``) into a validated model.
+
+The CLI reads the file directly, so no Pulumi CLI is needed; the Pulumi program hands over
+the values of the ``gpufabric:`` namespace it got from the engine. Both go through
+:func:`model_from_config`, so they accept and reject exactly the same stacks.
+Encrypted (``secure:``) values are kept as ciphertext and never decrypted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from gpufabric.config import SECTIONS, StackModel
+from gpufabric.problems import Problem, StackError, from_validation_error, suggest
+from gpufabric.validation import Parts, run_checks
+
+NAMESPACE = "gpufabric"
+_STACK_FILE_KEYS = {"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A stack's name, where it came from, and its validated model."""
+
+    name: str
+    source: str
+    model: StackModel
+
+
+def project_root(start: Path | None = None) -> Path | None:
+    """The nearest directory at or above ``start`` holding this project's Pulumi.yaml."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        candidate = d / "Pulumi.yaml"
+        if candidate.is_file():
+            try:
+                data = yaml.safe_load(candidate.read_text()) or {}
+            except yaml.YAMLError:
+                continue
+            if isinstance(data, dict) and data.get("name") == NAMESPACE:
+                return d
+    repo = Path(__file__).resolve().parent.parent
+    return repo if (repo / "Pulumi.yaml").is_file() else None
+
+
+def stacks_dir(root: Path | None = None) -> Path:
+    root = root or project_root()
+    if root is None:
+        return Path.cwd() / "stacks"
+    data = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+    return root / str(data.get("stackConfigDir", "."))
+
+
+def list_stacks(directory: Path | None = None) -> list[str]:
+    d = directory or stacks_dir()
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in d.glob("Pulumi.*.yaml"))
+
+
+def resolve(stack: str, directory: Path | None = None) -> tuple[str, Path]:
+    """Map ``--stack`` (a name, or a path to a stack file) to (name, path)."""
+    as_path = Path(stack)
+    if as_path.suffix in (".yaml", ".yml") or "/" in stack:
+        name = as_path.name
+        for prefix, suffix in (("Pulumi.", ".yaml"), ("Pulumi.", ".yml")):
+            if name.startswith(prefix) and name.endswith(suffix):
+                name = name[len(prefix) : -len(suffix)]
+                break
+        else:
+            name = as_path.stem
+        return name, as_path
+    d = directory or stacks_dir()
+    return stack, d / f"Pulumi.{stack}.yaml"
+
+
+def load_stack(stack: str, directory: Path | None = None) -> Stack:
+    """Read and validate a stack by name or path; raise StackError listing every problem."""
+    name, path = resolve(stack, directory)
+    source = str(path)
+    if not path.is_file():
+        known = list_stacks(directory) if directory or "/" not in stack else []
+        hint = f" (known stacks: {', '.join(known)})" if known else ""
+        raise StackError(source, [Problem("", f"no such stack file{suggest(name, known)}{hint}")])
+    return Stack(name=name, source=source, model=parse_stack_text(path.read_text(), source))
+
+
+def parse_stack_text(text: str, source: str) -> StackModel:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = getattr(exc, "problem", None) or str(exc)
+        raise StackError(source, [Problem("", f"YAML syntax error at {where}{what}")]) from None
+    if doc is None:
+        raise StackError(
+            source,
+            [Problem("", "the stack file is empty; expected a `config:` mapping with gpufabric:* keys")],
+        )
+    if not isinstance(doc, dict):
+        raise StackError(source, [Problem("", "expected a mapping with a `config:` key at the top")])
+    problems = [
+        Problem(str(k), f"unknown top-level key{suggest(str(k), _STACK_FILE_KEYS)}")
+        for k in doc
+        if k not in _STACK_FILE_KEYS
+    ]
+    config = doc.get("config")
+    if not isinstance(config, dict):
+        problems.append(Problem("config", "missing or not a mapping of gpufabric:* keys"))
+        raise StackError(source, problems)
+    values: dict[str, Any] = {}
+    for key, value in config.items():
+        namespace, _, section = str(key).partition(":")
+        if namespace == NAMESPACE:
+            values[section] = value
+    try:
+        return model_from_config(values, source, from_file=True)
+    except StackError as err:
+        raise StackError(source, problems + list(err.problems)) from None
+
+
+_ADAPTERS = {name: TypeAdapter(field.annotation) for name, field in StackModel.model_fields.items()}
+
+
+def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool) -> StackModel:
+    """Validate the ``gpufabric:`` sections; raise StackError listing every problem.
+
+    ``values`` maps section names (``fabric``) to their decoded values. ``from_file``
+    rejects plaintext where a secret belongs: in a stack file secrets must be encrypted.
+    """
+    problems: list[Problem] = []
+    for key in values:
+        if key not in SECTIONS:
+            problems.append(
+                Problem(
+                    f"{NAMESPACE}:{key}",
+                    f"unknown config key{suggest(key, SECTIONS)} (accepted: "
+                    + ", ".join(f"{NAMESPACE}:{s}" for s in SECTIONS)
+                    + ")",
+                )
+            )
+    context = {"source": "file" if from_file else "pulumi"}
+    parsed: dict[str, Any] = {}
+    for name, field in StackModel.model_fields.items():
+        if name not in values or values[name] is None:
+            if field.is_required():
+                problems.append(Problem(f"{NAMESPACE}:{name}", "required section is missing"))
+            else:
+                parsed[name] = field.get_default(call_default_factory=True)
+            continue
+        try:
+            parsed[name] = _ADAPTERS[name].validate_python(values[name], context=context)
+        except ValidationError as err:
+            problems += from_validation_error(err, field.annotation, prefix=(name,))
+    parts = Parts(**{name: parsed.get(name) for name in SECTIONS})
+    if all(parsed.get(n) is not None for n in ("cluster", "gpuNodes", "fabric")):
+        parts = Parts.of(StackModel(**parsed))
+    problems += run_checks(parts)
+    if problems:
+        raise StackError(source, sorted(dict.fromkeys(problems), key=_order))
+    return StackModel(**parsed)
+
+
+def _order(p: Problem) -> int:
+    """Group problems by section in file order; within a section keep detection order."""
+    section = p.path.split(".")[0].split("[")[0]
+    return SECTIONS.index(section) if section in SECTIONS else -1

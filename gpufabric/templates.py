@@ -1,0 +1,62 @@
+"""Jinja2 templates in manifests/ that produce the Kubernetes objects gpufabric writes.
+
+Values enter templates only through the ``json`` filter (JSON is valid YAML), never by
+pasting strings, and a template that refers to an undefined name fails loudly. Every
+rendered document is parsed back as YAML and checked to be one Kubernetes object.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+
+def _manifests_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    packaged = here / "_manifests"  # wheel installs carry manifests/ inside the package
+    return packaged if packaged.is_dir() else here.parent / "manifests"
+
+
+MANIFESTS_DIR: Path = _manifests_dir()
+TEMPLATES_DIR: Path = MANIFESTS_DIR / "templates"
+
+
+class TemplateError(Exception):
+    """A template produced something that is not one Kubernetes object."""
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["json"] = _to_json
+    return env
+
+
+def render_object(template: str, **context: Any) -> dict[str, Any]:
+    """Render one template into one Kubernetes object (a dict)."""
+    text = environment().get_template(template).render(**context)
+    try:
+        obj = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{template} rendered invalid YAML: {exc}") from exc
+    if not isinstance(obj, dict) or not {"apiVersion", "kind", "metadata"} <= obj.keys():
+        raise TemplateError(f"{template} did not render a Kubernetes object")
+    if not obj["metadata"].get("name"):
+        raise TemplateError(f"{template} rendered an object without metadata.name")
+    return obj

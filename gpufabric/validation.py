@@ -1,0 +1,428 @@
+"""Rules that relate several fields of a stack, reported all at once by config path.
+
+Each check looks at the sections it needs and is skipped when one of them failed to parse,
+so a stack with a typo in one section still gets its other sections checked.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from gpufabric.config import (
+    Cluster,
+    Fabric,
+    GpuNodes,
+    Scheduling,
+    StackModel,
+    Tenant,
+    Training,
+)
+from gpufabric.problems import Problem
+from gpufabric.versions import check_versions, effective_components
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 65520)}
+MAX_IB_VFS = 16
+_NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The sections of a stack that parsed; None where a section had errors."""
+
+    cluster: Cluster | None
+    gpuNodes: GpuNodes | None
+    fabric: Fabric | None
+    scheduling: Scheduling | None
+    training: Training | None
+    tenants: list[Tenant] | None
+    versions: dict[str, str] | None
+
+    @classmethod
+    def of(cls, model: StackModel) -> Parts:
+        return cls(
+            cluster=model.cluster,
+            gpuNodes=model.gpuNodes,
+            fabric=model.fabric,
+            scheduling=model.scheduling,
+            training=model.training,
+            tenants=model.tenants,
+            versions=model.versions,
+        )
+
+
+Check = Callable[[Parts], Iterator[Problem]]
+CHECKS: list[Check] = []
+
+
+def check(fn: Check) -> Check:
+    CHECKS.append(fn)
+    return fn
+
+
+def run_checks(parts: Parts) -> list[Problem]:
+    problems: list[Problem] = []
+    for fn in CHECKS:
+        problems.extend(fn(parts))
+    return problems
+
+
+# ------------------------------------------------------------------------------ fabric
+
+
+@check
+def _rails_unique(p: Parts) -> Iterator[Problem]:
+    if p.fabric is None:
+        return
+    for attr in ("name", "netdev", "hca"):
+        seen: dict[str, int] = {}
+        for i, rail in enumerate(p.fabric.rails):
+            value = getattr(rail, attr)
+            if value is None:
+                continue
+            if value in seen:
+                yield Problem(
+                    f"fabric.rails[{i}].{attr}",
+                    f"{value!r} is already used by rails[{seen[value]}]; each rail needs its own {attr}",
+                )
+            else:
+                seen[value] = i
+
+
+@check
+def _subnets(p: Parts) -> Iterator[Problem]:
+    if p.fabric is None:
+        return
+    rails = p.fabric.rails
+    for i, rail in enumerate(rails):
+        for j in range(i):
+            if rail.subnet.version == rails[j].subnet.version and rail.subnet.overlaps(
+                rails[j].subnet  # type: ignore[arg-type]
+            ):
+                yield Problem(
+                    f"fabric.rails[{i}].subnet",
+                    f"{rail.subnet} overlaps rails[{j}] {rails[j].subnet}; rails need disjoint subnets",
+                )
+        if p.cluster is not None:
+            for key in ("podCIDR", "serviceCIDR"):
+                other = getattr(p.cluster, key)
+                if other is not None and other.version == rail.subnet.version and rail.subnet.overlaps(other):
+                    yield Problem(
+                        f"fabric.rails[{i}].subnet",
+                        f"{rail.subnet} overlaps cluster.{key} {other}; rail traffic would be "
+                        "routed into the cluster network",
+                    )
+        if rail.gateway is not None:
+            if rail.gateway not in rail.subnet:
+                yield Problem(
+                    f"fabric.rails[{i}].gateway",
+                    f"{rail.gateway} is outside the rail subnet {rail.subnet}",
+                )
+            elif rail.subnet.num_addresses > 2 and rail.gateway in (
+                rail.subnet.network_address,
+                rail.subnet.broadcast_address,
+            ):
+                yield Problem(
+                    f"fabric.rails[{i}].gateway",
+                    f"{rail.gateway} is the network or broadcast address of {rail.subnet}",
+                )
+        for k, text in enumerate(rail.exclude):
+            problem = _exclusion_problem(text, rail.subnet)
+            if problem:
+                yield Problem(f"fabric.rails[{i}].exclude[{k}]", problem)
+
+
+def _exclusion_problem(
+    text: str, subnet: ipaddress.IPv4Network | ipaddress.IPv6Network
+) -> str | None:
+    parts = [t.strip() for t in text.split("-")]
+    if len(parts) not in (1, 2):
+        return f"{text!r} is not an address or range; expected 10.0.0.1 or 10.0.0.1-10.0.0.9"
+    try:
+        addrs = [ipaddress.ip_address(t) for t in parts]
+    except ValueError:
+        return f"{text!r} is not an address or range; expected 10.0.0.1 or 10.0.0.1-10.0.0.9"
+    if any(a not in subnet for a in addrs):
+        return f"{text!r} is outside the rail subnet {subnet}"
+    if len(addrs) == 2 and addrs[0] > addrs[1]:  # type: ignore[operator]
+        return f"{text!r} ends before it starts"
+    return None
+
+
+@check
+def _ipam_capacity(p: Parts) -> Iterator[Problem]:
+    if p.fabric is None:
+        return
+    ipam = p.fabric.ipam
+    nodes = p.gpuNodes.count if p.gpuNodes else None
+    if ipam.poolType == "ippool":
+        if ipam.perNodePrefix is not None:
+            yield Problem(
+                "fabric.ipam.perNodePrefix",
+                "applies to poolType: cidrpool; an ippool hands out perNodeBlockSize addresses",
+            )
+        if nodes is None:
+            return
+        need = ipam.perNodeBlockSize * nodes
+        for i, rail in enumerate(p.fabric.rails):
+            usable = rail.subnet.num_addresses - 2 - (1 if rail.gateway else 0)
+            if need > usable:
+                yield Problem(
+                    f"fabric.rails[{i}].subnet",
+                    f"{rail.subnet} has {usable} usable addresses but {nodes} nodes x "
+                    f"perNodeBlockSize {ipam.perNodeBlockSize} need {need}; widen the subnet "
+                    "or lower fabric.ipam.perNodeBlockSize",
+                )
+        return
+    if "perNodeBlockSize" in ipam.model_fields_set:
+        yield Problem(
+            "fabric.ipam.perNodeBlockSize",
+            "applies to poolType: ippool; a cidrpool gives each node a perNodePrefix block",
+        )
+    if ipam.perNodePrefix is None:
+        yield Problem(
+            "fabric.ipam.perNodePrefix",
+            "required with poolType: cidrpool (the prefix length of each node's block, e.g. 28)",
+        )
+        return
+    for i, rail in enumerate(p.fabric.rails):
+        prefix = rail.subnet.prefixlen
+        if ipam.perNodePrefix <= prefix or ipam.perNodePrefix > rail.subnet.max_prefixlen:
+            yield Problem(
+                "fabric.ipam.perNodePrefix",
+                f"{ipam.perNodePrefix} does not split rails[{i}] subnet {rail.subnet}; "
+                f"expected a prefix between {prefix + 1} and {rail.subnet.max_prefixlen}",
+            )
+            continue
+        blocks = 2 ** (ipam.perNodePrefix - prefix)
+        if nodes is not None and blocks < nodes:
+            yield Problem(
+                f"fabric.rails[{i}].subnet",
+                f"{rail.subnet} splits into {blocks} /{ipam.perNodePrefix} blocks but the stack "
+                f"expects {nodes} nodes; widen the subnet or raise fabric.ipam.perNodePrefix",
+            )
+
+
+@check
+def _fabric_modes(p: Parts) -> Iterator[Problem]:
+    f = p.fabric
+    if f is None:
+        return
+    low, high = MTU_RANGE[f.type]
+    if f.mtu is not None and not low <= f.mtu <= high:
+        hint = (
+            " (IPoIB: 2044 or 4092 in datagram mode, up to 65520 in connected mode)"
+            if f.type == "infiniband"
+            else " (jumbo frames: 9000 end to end, switches included)"
+        )
+        yield Problem("fabric.mtu", f"{f.mtu} is outside {low}-{high} for {f.type}{hint}")
+    if f.type == "roce" and f.infiniband is not None:
+        yield Problem(
+            "fabric.infiniband", "InfiniBand options are set but fabric.type is roce; remove them"
+        )
+    if f.type == "infiniband" and f.roce is not None:
+        yield Problem("fabric.roce", "RoCE options are set but fabric.type is infiniband; remove them")
+    if f.rdma == "none" and f.type != "roce":
+        yield Problem(
+            "fabric.rdma",
+            "'none' (secondary networks without RDMA devices, for development) needs "
+            "fabric.type: roce (Ethernet rails)",
+        )
+    if f.rdma == "none" and f.gpuDirect == "peermem":
+        yield Problem("fabric.gpuDirect", "'peermem' needs RDMA devices, but fabric.rdma is none")
+    if f.rdma in ("sriov", "hostdevice"):
+        if f.rdma == "sriov" and f.sriov is None:
+            yield Problem(
+                "fabric.sriov", "required with rdma: sriov (at least numVfs per physical function)"
+            )
+    elif f.sriov is not None:
+        yield Problem(
+            "fabric.sriov", f"applies to rdma: sriov or hostdevice, but fabric.rdma is {f.rdma}"
+        )
+    if f.sriov is not None:
+        if f.type == "infiniband" and f.sriov.numVfs > MAX_IB_VFS:
+            yield Problem(
+                "fabric.sriov.numVfs",
+                f"{f.sriov.numVfs} is more than {MAX_IB_VFS} VFs per PF, the limit on InfiniBand",
+            )
+    driver = f.nicDriver
+    if driver.source == "operator" and "hostStack" in driver.model_fields_set:
+        yield Problem(
+            "fabric.nicDriver.hostStack",
+            "applies to source: host; with source: operator the Network Operator installs DOCA-OFED",
+        )
+    if f.gpuDirect == "peermem" and driver.source == "host" and driver.hostStack == "inbox":
+        yield Problem(
+            "fabric.gpuDirect",
+            "'peermem' needs DOCA-OFED/MLNX_OFED, but fabric.nicDriver.hostStack is inbox; "
+            "install DOCA-OFED on the hosts (hostStack: doca), let the Network Operator "
+            "manage it (nicDriver.source: operator), or use gpuDirect: dmabuf (recommended)",
+        )
+    for name in sorted(f.ncclEnv):
+        if not _NCCL_NAME.match(name):
+            yield Problem(
+                f"fabric.ncclEnv.{name}",
+                "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals)",
+            )
+    yield from _infiniband(f)
+    yield from _roce(f)
+
+
+def _infiniband(f: Fabric) -> Iterator[Problem]:
+    ib = f.infiniband
+    if f.type != "infiniband" or ib is None:
+        return
+    if ib.pkey is not None and f.rdma != "sriov":
+        yield Problem(
+            "fabric.infiniband.pkey",
+            f"a pkey is carried by SR-IOV VFs (rdma: sriov), but fabric.rdma is {f.rdma}; with "
+            "shared devices use the pkey child interface (e.g. ibp24s0.8001) as the rail netdev",
+        )
+    if ib.pkeyManagement == "ufm":
+        if f.rdma != "sriov":
+            yield Problem(
+                "fabric.infiniband.pkeyManagement",
+                f"'ufm' needs rdma: sriov (ib-kubernetes adds VF GUIDs to the pkey), "
+                f"but fabric.rdma is {f.rdma}",
+            )
+        if ib.ufm is None:
+            yield Problem(
+                "fabric.infiniband.ufm",
+                "required with pkeyManagement: ufm (address, username, password)",
+            )
+        if ib.pkey is None:
+            yield Problem(
+                "fabric.infiniband.pkey", "required with pkeyManagement: ufm (e.g. '0x8001')"
+            )
+    elif ib.ufm is not None:
+        yield Problem(
+            "fabric.infiniband.ufm", "set, but pkeyManagement is static; set pkeyManagement: ufm"
+        )
+
+
+def _roce(f: Fabric) -> Iterator[Problem]:
+    r = f.roce
+    if f.type != "roce" or r is None:
+        return
+    if r.trafficClass is not None and "dscp" in r.model_fields_set and r.trafficClass >> 2 != r.dscp:
+        yield Problem(
+            "fabric.roce.trafficClass",
+            f"{r.trafficClass} marks DSCP {r.trafficClass >> 2}, but fabric.roce.dscp is "
+            f"{r.dscp}; set one of them (trafficClass defaults to dscp x 4 = {r.dscp * 4})",
+        )
+    if r.gidIndex is not None and f.rdma == "shared":
+        yield Problem(
+            "fabric.roce.gidIndex",
+            "a fixed GID index breaks with shared devices: every macvlan pod adds its own GIDs, "
+            "so the index differs per pod; leave it unset and NCCL >= 2.21 picks the RoCEv2 GID",
+        )
+
+
+# -------------------------------------------------------------------------- scheduling
+
+
+@check
+def _topology(p: Parts) -> Iterator[Problem]:
+    s = p.scheduling
+    if s is None or not s.topologyLevels:
+        return
+    seen: set[str] = set()
+    for i, level in enumerate(s.topologyLevels):
+        if level in seen:
+            yield Problem(f"scheduling.topologyLevels[{i}]", f"{level!r} is listed twice")
+        seen.add(level)
+    if s.gang == "kueue" and s.topologyLevels[-1] != HOSTNAME_LABEL:
+        yield Problem(
+            "scheduling.topologyLevels",
+            f"Kueue topologies end with the node level; add {HOSTNAME_LABEL!r} as the last level",
+        )
+
+
+@check
+def _training(p: Parts) -> Iterator[Problem]:
+    t = p.training
+    if t is None:
+        return
+    for attr, values in (
+        ("trainingOperator.schemes", t.trainingOperator.schemes),
+        ("trainer.runtimes", t.trainer.runtimes),
+    ):
+        seen: set[str] = set()
+        for i, v in enumerate(values):
+            if v in seen:
+                yield Problem(f"training.{attr}[{i}]", f"{v!r} is listed twice")
+            seen.add(v)
+    if not t.trainer.enabled and "runtimes" in t.trainer.model_fields_set:
+        yield Problem("training.trainer.runtimes", "set, but training.trainer.enabled is false")
+
+
+# ----------------------------------------------------------------------------- tenants
+
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+
+@check
+def _tenants(p: Parts) -> Iterator[Problem]:
+    if p.tenants is None:
+        return
+    reserved = set(SYSTEM_NAMESPACES)
+    versions = p.versions or {}
+    reserved |= {c.namespace for c in effective_components(versions).values()}
+    if p.fabric is not None:
+        reserved.add(p.fabric.networkNamespace)
+    seen: dict[str, int] = {}
+    capacity = p.gpuNodes.count * p.gpuNodes.gpusPerNode if p.gpuNodes else None
+    for i, tenant in enumerate(p.tenants):
+        ns = tenant.namespace
+        if ns in seen:
+            yield Problem(f"tenants[{i}].namespace", f"{ns!r} is already tenants[{seen[ns]}]")
+        seen[ns] = i
+        if ns in reserved:
+            yield Problem(
+                f"tenants[{i}].namespace",
+                f"{ns!r} is a system namespace; give the tenant a namespace of its own",
+            )
+        if capacity is not None and tenant.gpuQuota > capacity:
+            yield Problem(
+                f"tenants[{i}].gpuQuota",
+                f"{tenant.gpuQuota} is more than the cluster has ({p.gpuNodes.count} nodes x "  # type: ignore[union-attr]
+                f"{p.gpuNodes.gpusPerNode} GPUs = {capacity})",  # type: ignore[union-attr]
+            )
+
+
+# ---------------------------------------------------------------------------- versions
+
+
+def features(p: Parts) -> set[str]:
+    """Names of what a stack uses, as versions.yaml rules refer to them."""
+    out: set[str] = set()
+    if p.scheduling is not None:
+        out.add(p.scheduling.gang)
+        if p.scheduling.topologyLevels:
+            out.add("topology")
+    if p.training is not None:
+        if p.training.mpiOperator:
+            out.add("mpi-operator")
+        if p.training.trainingOperator.schemes:
+            out.add("training-operator")
+        if p.training.trainer.enabled:
+            out.add("trainer")
+    if p.fabric is not None:
+        out.add(p.fabric.type)
+        out.add(p.fabric.gpuDirect)
+        if p.fabric.rdma == "sriov":
+            out.add("sriov")
+        if p.fabric.nicDriver.source == "operator":
+            out.add("operator-nic-driver")
+    return out
+
+
+@check
+def _versions(p: Parts) -> Iterator[Problem]:
+    if p.versions is None:
+        return
+    minor = p.cluster.kubernetes_minor if p.cluster else None
+    yield from check_versions(p.versions, features(p), minor)
