@@ -153,14 +153,18 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
         (obj.body for _, obj in plan.objects()), stack.model.cluster.kubernetes_minor, crd_dir
     )
     if not report.ok:
-        print(f"{stack.name}: {len(report.errors)} schema errors in rendered objects", file=sys.stderr)
+        print(
+            f"{stack.name}: {len(report.errors)} schema errors in rendered objects", file=sys.stderr
+        )
         for err in report.errors:
             print(f"  - {err}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return EXIT_INVALID_OBJECTS
     files = render_files(plan)
     write_tree(files, out)
-    _print_summary(plan, out, len(files), report.checked_core, report.checked_custom, report.unchecked)
+    _print_summary(
+        plan, out, len(files), report.checked_core, report.checked_custom, report.unchecked
+    )
     return EXIT_OK
 
 
@@ -169,7 +173,9 @@ def _print_summary(
 ) -> None:
     per_layer = Counter(it.layer.value for it, _ in plan.objects())
     print(f"rendered stack {plan.stack}: {len(plan.items)} items, {nfiles} files in {out}/")
-    for layer in sorted(per_layer, key=lambda name: [x.value for x in type(plan.items[0].layer)].index(name)):
+    for layer in sorted(
+        per_layer, key=lambda name: [x.value for x in type(plan.items[0].layer)].index(name)
+    ):
         print(f"  {layer:<11} {per_layer[layer]:5d} objects")
     charts = [it.payload for it in plan.items if isinstance(it.payload, HelmChart)]
     for c in charts:

@@ -29,7 +29,9 @@ from pydantic_core import PydanticCustomError
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,14}$")
 _HCA = re.compile(r"^[A-Za-z0-9_]+(:[0-9]+)?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
@@ -38,7 +40,7 @@ def _dns_label(value: str) -> str:
     if len(value) > 63 or not _DNS_LABEL.match(value):
         raise PydanticCustomError(
             "dns_label",
-            "{value!r} is not a valid name; expected lowercase letters, digits and '-', "
+            "'{value}' is not a valid name; expected lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters",
             {"value": value},
         )
@@ -53,7 +55,7 @@ def _rail_name(value: str) -> str:
     if len(value) > 15 or not _DNS_LABEL.match(value):
         raise PydanticCustomError(
             "rail_name",
-            "{value!r} is not a valid rail name; expected lowercase letters, digits and '-', "
+            "'{value}' is not a valid rail name; expected lowercase letters, digits and '-', "
             "at most 15 characters (it becomes the pod's interface name)",
             {"value": value},
         )
@@ -67,7 +69,7 @@ def _ifname(value: str) -> str:
     if not _IFNAME.match(value):
         raise PydanticCustomError(
             "ifname",
-            "{value!r} is not a valid network interface name; expected at most 15 characters "
+            "'{value}' is not a valid network interface name; expected at most 15 characters "
             "of letters, digits, '_', '.', '-' (e.g. ens1f0np0, ibp24s0)",
             {"value": value},
         )
@@ -81,7 +83,7 @@ def _hca(value: str) -> str:
     if not _HCA.match(value):
         raise PydanticCustomError(
             "hca",
-            "{value!r} is not an RDMA device name; expected a name as `ibv_devices` shows it "
+            "'{value}' is not an RDMA device name; expected a name as `ibv_devices` shows it "
             "(e.g. mlx5_0), optionally with a port (mlx5_0:1)",
             {"value": value},
         )
@@ -95,7 +97,7 @@ def _label_key(value: str) -> str:
     if len(value) > 317 or not _LABEL_KEY.match(value):
         raise PydanticCustomError(
             "label_key",
-            "{value!r} is not a valid Kubernetes label key; expected [prefix/]name, "
+            "'{value}' is not a valid Kubernetes label key; expected [prefix/]name, "
             "e.g. topology.kubernetes.io/zone",
             {"value": value},
         )
@@ -111,7 +113,7 @@ def _network(value: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     if not isinstance(value, str) or "/" not in value:
         raise PydanticCustomError(
             "cidr",
-            "{value!r} is not a CIDR; expected a network like 10.10.0.0/16",
+            "'{value}' is not a CIDR; expected a network like 10.10.0.0/16",
             {"value": value},
         )
     try:
@@ -122,12 +124,12 @@ def _network(value: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
             fixed = ipaddress.ip_network(value, strict=False)
             raise PydanticCustomError(
                 "cidr",
-                "{value!r} has host bits set; did you mean {fixed}?",
+                "'{value}' has host bits set; did you mean {fixed}?",
                 {"value": value, "fixed": str(fixed)},
             ) from None
         raise PydanticCustomError(
             "cidr",
-            "{value!r} is not a CIDR; expected a network like 10.10.0.0/16",
+            "'{value}' is not a CIDR; expected a network like 10.10.0.0/16",
             {"value": value},
         ) from None
 
@@ -139,7 +141,7 @@ def _address(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         return ipaddress.ip_address(str(value))
     except ValueError:
         raise PydanticCustomError(
-            "ip", "{value!r} is not an IP address; expected e.g. 10.10.0.1", {"value": value}
+            "ip", "'{value}' is not an IP address; expected e.g. 10.10.0.1", {"value": value}
         ) from None
 
 
@@ -168,7 +170,7 @@ def _duration(value: Any) -> int:
         if not m or not any(m.groups()):
             raise PydanticCustomError(
                 "duration",
-                "{value!r} is not a duration; expected e.g. 90s, 5m or 1h30m",
+                "'{value}' is not a duration; expected e.g. 90s, 5m or 1h30m",
                 {"value": value},
             )
         h, mi, s = (int(g) if g else 0 for g in m.groups())
@@ -186,7 +188,7 @@ def _quantity(value: Any) -> str:
     if not _QUANTITY.match(text):
         raise PydanticCustomError(
             "quantity",
-            "{value!r} is not a Kubernetes quantity; expected e.g. 512, 64Gi or 1500m",
+            "'{value}' is not a Kubernetes quantity; expected e.g. 512, 64Gi or 1500m",
             {"value": value},
         )
     return text
@@ -200,7 +202,7 @@ def _pkey(value: Any) -> str:
     if not re.fullmatch(r"0x[0-9a-f]{1,4}", text):
         raise PydanticCustomError(
             "pkey",
-            "{value!r} is not a partition key; expected a hex value like 0x8001 "
+            "'{value}' is not a partition key; expected a hex value like 0x8001 "
             "(quote it in YAML so it stays a string)",
             {"value": value},
         )
@@ -208,7 +210,7 @@ def _pkey(value: Any) -> str:
     if base in (0, 0x7FFF):
         raise PydanticCustomError(
             "pkey",
-            "{value!r} is reserved (0x0000 is invalid, 0x7fff/0xffff is the default "
+            "'{value}' is reserved (0x0000 is invalid, 0x7fff/0xffff is the default "
             "partition); choose a pkey between 0x0001 and 0x7ffe",
             {"value": value},
         )
@@ -236,9 +238,9 @@ class SecretValue:
         return "SecretValue(<encrypted>)" if self.is_encrypted else "SecretValue(<plaintext>)"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, SecretValue)
-            and (self.ciphertext, self.plaintext) == (other.ciphertext, other.plaintext)
+        return isinstance(other, SecretValue) and (self.ciphertext, self.plaintext) == (
+            other.ciphertext,
+            other.plaintext,
         )
 
     def __hash__(self) -> int:
@@ -466,13 +468,18 @@ class TrainingOperator(Model):
     schemes: list[TrainingScheme] = Field(default_factory=list)
 
 
+TrainerRuntime = Literal["torch-distributed", "deepspeed-distributed", "mpi-distributed"]
+
+
+def _default_runtimes() -> list[TrainerRuntime]:
+    return ["torch-distributed"]
+
+
 class Trainer(Model):
     """Kubeflow Trainer v2 (TrainJob)."""
 
     enabled: bool = False
-    runtimes: list[Literal["torch-distributed", "deepspeed-distributed", "mpi-distributed"]] = (
-        Field(default_factory=lambda: ["torch-distributed"])
-    )
+    runtimes: list[TrainerRuntime] = Field(default_factory=_default_runtimes)
 
 
 class Training(Model):

@@ -114,7 +114,12 @@ def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:
 def _summary(item: Item) -> dict[str, Any]:
     p = item.payload
     if isinstance(p, K8sObject):
-        return {"apiVersion": p.api_version, "kind": p.kind, "name": p.name, "namespace": p.namespace}
+        return {
+            "apiVersion": p.api_version,
+            "kind": p.kind,
+            "name": p.name,
+            "namespace": p.namespace,
+        }
     if isinstance(p, HelmChart):
         return {"chart": p.chart, "version": p.version, "namespace": p.namespace}
     return {"directory": p.directory, "namespace": p.namespace}

@@ -100,10 +100,17 @@ def parse_stack_text(text: str, source: str) -> StackModel:
     if doc is None:
         raise StackError(
             source,
-            [Problem("", "the stack file is empty; expected a `config:` mapping with gpufabric:* keys")],
+            [
+                Problem(
+                    "",
+                    "the stack file is empty; expected a `config:` mapping with gpufabric:* keys",
+                )
+            ],
         )
     if not isinstance(doc, dict):
-        raise StackError(source, [Problem("", "expected a mapping with a `config:` key at the top")])
+        raise StackError(
+            source, [Problem("", "expected a mapping with a `config:` key at the top")]
+        )
     problems = [
         Problem(str(k), f"unknown top-level key{suggest(str(k), _STACK_FILE_KEYS)}")
         for k in doc
@@ -124,7 +131,10 @@ def parse_stack_text(text: str, source: str) -> StackModel:
         raise StackError(source, problems + list(err.problems)) from None
 
 
-_ADAPTERS = {name: TypeAdapter(field.annotation) for name, field in StackModel.model_fields.items()}
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    name: TypeAdapter(field.annotation)  # type: ignore[arg-type]
+    for name, field in StackModel.model_fields.items()
+}
 
 
 def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool) -> StackModel:

@@ -100,7 +100,7 @@ def _subnets(p: Parts) -> Iterator[Problem]:
     for i, rail in enumerate(rails):
         for j in range(i):
             if rail.subnet.version == rails[j].subnet.version and rail.subnet.overlaps(
-                rails[j].subnet  # type: ignore[arg-type]
+                rails[j].subnet
             ):
                 yield Problem(
                     f"fabric.rails[{i}].subnet",
@@ -109,7 +109,11 @@ def _subnets(p: Parts) -> Iterator[Problem]:
         if p.cluster is not None:
             for key in ("podCIDR", "serviceCIDR"):
                 other = getattr(p.cluster, key)
-                if other is not None and other.version == rail.subnet.version and rail.subnet.overlaps(other):
+                if (
+                    other is not None
+                    and other.version == rail.subnet.version
+                    and rail.subnet.overlaps(other)
+                ):
                     yield Problem(
                         f"fabric.rails[{i}].subnet",
                         f"{rail.subnet} overlaps cluster.{key} {other}; rail traffic would be "
@@ -224,7 +228,9 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
             "fabric.infiniband", "InfiniBand options are set but fabric.type is roce; remove them"
         )
     if f.type == "infiniband" and f.roce is not None:
-        yield Problem("fabric.roce", "RoCE options are set but fabric.type is infiniband; remove them")
+        yield Problem(
+            "fabric.roce", "RoCE options are set but fabric.type is infiniband; remove them"
+        )
     if f.rdma == "none" and f.type != "roce":
         yield Problem(
             "fabric.rdma",
@@ -242,12 +248,11 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
         yield Problem(
             "fabric.sriov", f"applies to rdma: sriov or hostdevice, but fabric.rdma is {f.rdma}"
         )
-    if f.sriov is not None:
-        if f.type == "infiniband" and f.sriov.numVfs > MAX_IB_VFS:
-            yield Problem(
-                "fabric.sriov.numVfs",
-                f"{f.sriov.numVfs} is more than {MAX_IB_VFS} VFs per PF, the limit on InfiniBand",
-            )
+    if f.sriov is not None and f.type == "infiniband" and f.sriov.numVfs > MAX_IB_VFS:
+        yield Problem(
+            "fabric.sriov.numVfs",
+            f"{f.sriov.numVfs} is more than {MAX_IB_VFS} VFs per PF, the limit on InfiniBand",
+        )
     driver = f.nicDriver
     if driver.source == "operator" and "hostStack" in driver.model_fields_set:
         yield Problem(
@@ -307,7 +312,11 @@ def _roce(f: Fabric) -> Iterator[Problem]:
     r = f.roce
     if f.type != "roce" or r is None:
         return
-    if r.trafficClass is not None and "dscp" in r.model_fields_set and r.trafficClass >> 2 != r.dscp:
+    if (
+        r.trafficClass is not None
+        and "dscp" in r.model_fields_set
+        and r.trafficClass >> 2 != r.dscp
+    ):
         yield Problem(
             "fabric.roce.trafficClass",
             f"{r.trafficClass} marks DSCP {r.trafficClass >> 2}, but fabric.roce.dscp is "

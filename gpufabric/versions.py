@@ -79,7 +79,7 @@ def load_catalog() -> Catalog:
     """Read manifests/versions.yaml once per process."""
     raw: dict[str, Any] = yaml.safe_load((MANIFESTS_DIR / "versions.yaml").read_text())
     components = {
-        name: Component(name=name, **{k: str(v) for k, v in body.items()})
+        name: Component(name=name, **{str(k): str(v) for k, v in body.items()})  # type: ignore[arg-type]
         for name, body in raw["components"].items()
     }
     rules = tuple(
@@ -114,8 +114,8 @@ def check_versions(
     catalog = load_catalog()
     problems: list[Problem] = []
     versions: dict[str, Version] = {}
-    for name, component in catalog.components.items():
-        versions[name] = parse_version(component.version)
+    for name, pinned in catalog.components.items():
+        versions[name] = parse_version(pinned.version)
     for name, text in sorted(overrides.items()):
         path = f"versions.{name}"
         if name not in catalog.components:
@@ -132,7 +132,10 @@ def check_versions(
             versions[name] = parse_version(str(text))
         except InvalidVersion:
             problems.append(
-                Problem(path, f"{text!r} is not a version; expected e.g. {catalog.components[name].version}")
+                Problem(
+                    path,
+                    f"{text!r} is not a version; expected e.g. {catalog.components[name].version}",
+                )
             )
     for rule in catalog.rules:
         if not rule.when <= features:

@@ -192,7 +192,7 @@ def order_items(items: Sequence[Item]) -> tuple[Item, ...]:
     def key(item_id: str) -> tuple[int, int]:
         return (LAYER_ORDER.index(by_id[item_id].layer), position[item_id])
 
-    ready = [key(i) + (i,) for i, n in pending.items() if n == 0]  # type: ignore[operator]
+    ready = [(*key(i), i) for i, n in pending.items() if n == 0]
     heapq.heapify(ready)
     out: list[Item] = []
     while ready:
@@ -201,7 +201,7 @@ def order_items(items: Sequence[Item]) -> tuple[Item, ...]:
         for nxt in followers[current]:
             pending[nxt] -= 1
             if pending[nxt] == 0:
-                heapq.heappush(ready, key(nxt) + (nxt,))  # type: ignore[operator]
+                heapq.heappush(ready, (*key(nxt), nxt))
     if len(out) != len(items):
         stuck = sorted(i for i, n in pending.items() if n)
         raise PlanError(f"dependency cycle among plan items: {', '.join(stuck)}")

@@ -42,9 +42,7 @@ def build(ctx: PlanContext) -> list[Item]:
                 id=ns_id,
                 layer=Layer.TENANTS,
                 payload=K8sObject(
-                    render_object(
-                        "tenants/namespace.yaml.j2", psa_version=psa_version, **common
-                    )
+                    render_object("tenants/namespace.yaml.j2", psa_version=psa_version, **common)
                 ),
                 protect=True,
                 retain_on_delete=True,

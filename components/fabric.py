@@ -1,0 +1,60 @@
+"""The root component: one explicit Kubernetes provider and a component per Plan layer."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.layer import LayerComponent
+from components.tenants import Tenants
+from gpufabric.config import StackModel
+from gpufabric.plan import LAYER_ORDER, Layer, Plan
+
+LAYER_COMPONENTS: dict[Layer, type[LayerComponent]] = {Layer.TENANTS: Tenants}
+
+
+class TrainingFabric(pulumi.ComponentResource):
+    """Everything one stack installs on its cluster, registered from its Plan."""
+
+    def __init__(
+        self,
+        name: str,
+        model: StackModel,
+        plan: Plan,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpufabric:index:TrainingFabric", name, None, opts)
+        self.plan = plan
+        # One explicit provider per stack; the cluster identifier keeps it (and with it every
+        # resource) from being replaced when kubeconfig credentials rotate.
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            context=model.cluster.kubeContext,
+            cluster_identifier=model.cluster.name,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        registered: dict[str, pulumi.Resource] = {}
+        self.layers: dict[Layer, LayerComponent] = {}
+        for layer in LAYER_ORDER:
+            items = tuple(it for it in plan.items if it.layer == layer)
+            if not items:
+                continue
+            cls = LAYER_COMPONENTS.get(layer, LayerComponent)
+            self.layers[layer] = cls(
+                f"{name}-{layer.value}",
+                layer,
+                items,
+                registered,
+                opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider}),
+            )
+        self.resources = registered
+        self.tenant_wiring = {
+            ns: {
+                "networks": w.networks,
+                "rdmaResources": dict(w.rdma_resources),
+                "ncclEnv": dict(w.nccl_env),
+            }
+            for ns, w in sorted(plan.wiring.items())
+        }
+        self.register_outputs({"items": len(plan.items), "tenants": self.tenant_wiring})

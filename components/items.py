@@ -1,0 +1,82 @@
+"""Maps Plan items onto pulumi-kubernetes resources; the only place that knows how.
+
+Helm charts become ``helm.v4.Chart`` (every object shows in previews and PR comments),
+overlays become ``kustomize.v2.Directory`` and objects become Kubernetes resources of their
+own type token, created from the rendered body as it is, so what ``gpufabric render``
+writes is what ``pulumi up`` applies. Secrets in bodies become Pulumi secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
+from gpufabric.templates import MANIFESTS_DIR
+
+
+def type_token(api_version: str, kind: str) -> str:
+    """The pulumi-kubernetes type token of a kind: core/v1 for the core group."""
+    group_version = "core/v1" if api_version == "v1" else api_version
+    return f"kubernetes:{group_version}:{kind}"
+
+
+def with_secrets(data: Any) -> Any:
+    """Replace SecretRef placeholders with Pulumi secrets holding the decrypted value."""
+    if isinstance(data, SecretRef):
+        if data.value.plaintext is None:
+            raise pulumi.RunError(
+                f"{data.path}: the secret is not available to this program "
+                "(set it with `pulumi config set --secret`)"
+            )
+        return pulumi.Output.secret(data.value.plaintext)
+    if isinstance(data, Mapping):
+        return {str(k): with_secrets(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [with_secrets(v) for v in data]
+    return data
+
+
+class KubernetesObject(pulumi.CustomResource):
+    """Any Kubernetes object, registered under its own type token with its body as inputs."""
+
+    def __init__(
+        self, resource_name: str, body: Mapping[str, Any], opts: pulumi.ResourceOptions
+    ) -> None:
+        token = type_token(str(body["apiVersion"]), str(body["kind"]))
+        super().__init__(token, resource_name, with_secrets(body), opts)
+
+
+def resource_for(name: str, item: Item, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """Create the Pulumi resource for one Plan item."""
+    opts = pulumi.ResourceOptions.merge(
+        opts,
+        pulumi.ResourceOptions(protect=item.protect, retain_on_delete=item.retain_on_delete),
+    )
+    payload = item.payload
+    if isinstance(payload, K8sObject):
+        return KubernetesObject(name, payload.body, opts)
+    if isinstance(payload, HelmChart):
+        oci = payload.repository.startswith("oci://")
+        return k8s.helm.v4.Chart(
+            name,
+            chart=payload.chart_ref,
+            version=payload.version,
+            name=payload.release,
+            namespace=payload.namespace,
+            repository_opts=None
+            if oci
+            else k8s.helm.v4.RepositoryOptsArgs(repo=payload.repository),
+            values=with_secrets(payload.values),
+            opts=opts,
+        )
+    assert isinstance(payload, KustomizeOverlay)
+    return k8s.kustomize.v2.Directory(
+        name,
+        directory=str(MANIFESTS_DIR / payload.directory),
+        namespace=payload.namespace,
+        opts=opts,
+    )

@@ -1,0 +1,94 @@
+"""The `gpufabric` command as users run it: exit codes, messages, files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from gpufabric.cli import main
+
+
+def test_validate_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--stack", "lab-roce"]) == 0
+    assert "ok (roce, 2 rails, rdma shared" in capsys.readouterr().out
+
+
+def test_stacks_lists_every_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stacks"]) == 0
+    out = capsys.readouterr().out
+    for name in ("lab-roce", "prod-ib", "roce-sriov-volcano", "kind-dev"):
+        assert name in out
+
+
+def test_plan_prints_items_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", "prod-ib"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "stack prod-ib: 8 items in apply order"
+    assert "Namespace llm-pretrain [protect]" in lines[1]
+
+
+def test_render_writes_the_contract_and_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "lab"
+    assert main(["render", "--stack", "lab-roce", "--out", str(out)]) == 0
+    summary = capsys.readouterr().out
+    assert "tenants" in summary
+    assert "4 objects" in summary
+    assert "schema-validated 4 built-in objects" in summary
+    doc = json.loads((out / "plan.json").read_text())
+    assert len(doc["items"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda c: c["gpufabric:fabric"].update(mtuu=9000), "fabric.mtuu"),
+        (
+            lambda c: c["gpufabric:fabric"]["rails"][1].update(subnet="192.168.10.0/25"),
+            "fabric.rails[1].subnet",
+        ),
+        (lambda c: c["gpufabric:gpuNodes"].update(count="four"), "gpuNodes.count"),
+        (lambda c: c["gpufabric:scheduling"].update(gang=["kueue", "volcano"]), "scheduling.gang"),
+    ],
+)
+def test_bad_stacks_exit_2_naming_the_path(
+    mutate: Callable[[dict[str, Any]], None],
+    path: str,
+    lab: dict[str, Any],
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mutate(lab)
+    stack = write_stack(lab)
+    assert main(["validate", "--stack", str(stack)]) == 2
+    assert main(["render", "--stack", str(stack), "--out", str(stack.parent / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"  - {path}: " in err
+    assert not (stack.parent / "out").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("text", ["", "config: [\n", "config:\n  gpufabric:cluster: 3\n"])
+def test_no_traceback_ever_reaches_the_user(text: str, write_stack: Callable[..., Path]) -> None:
+    stack = write_stack(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufabric.cli", "validate", "--stack", str(stack)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert str(stack) in proc.stderr
+
+
+def test_missing_crd_dir_is_bad_input(tmp_path: Path) -> None:
+    assert main(["render", "--stack", "kind-dev", "--crd-dir", str(tmp_path / "nope")]) == 2

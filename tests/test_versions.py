@@ -1,0 +1,80 @@
+"""Pins in manifests/versions.yaml and the compatibility rules a stack override must obey."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import sections
+
+from gpufabric.problems import StackError
+from gpufabric.stackfile import model_from_config
+from gpufabric.versions import check_versions, effective_components, load_catalog
+
+
+def problems_of(config: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(StackError) as info:
+        model_from_config(sections(config), "test", from_file=True)
+    return {p.path: p.message for p in info.value.problems}
+
+
+def test_pins_match_the_supported_releases() -> None:
+    c = load_catalog().components
+    assert c["gpu-operator"].version == "v26.7.0"
+    assert c["network-operator"].version == "26.4.1"
+    assert c["multus"].version == "v4.3.0"
+    assert c["kueue"].version == "0.19.2"
+    assert c["volcano"].version == "1.15.1"
+    assert c["training-operator"].version == "v1.9.4"
+    assert c["trainer"].version == "2.3.0"
+    assert c["mpi-operator"].version.startswith("v0.8.")
+
+
+def test_default_pins_satisfy_every_rule() -> None:
+    everything = {"kueue", "mpi-operator", "training-operator", "trainer", "topology", "dmabuf"}
+    assert check_versions({}, everything, "1.33") == []
+    assert check_versions({}, {"volcano", "topology", "peermem"}, "1.33") == []
+
+
+def test_manifest_urls_and_images_carry_the_pinned_tag() -> None:
+    multus = effective_components({"multus": "v4.2.4"})["multus"]
+    assert multus.manifest_url is not None
+    assert "/v4.2.4/" in multus.manifest_url
+    assert multus.image_ref == "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.2.4-thick"
+    mpi = effective_components({})["mpi-operator"]
+    assert mpi.image_ref == f"mpioperator/mpi-operator:{mpi.version.lstrip('v')}"
+
+
+def test_kueue_with_an_old_mpi_operator_is_refused(lab: dict[str, Any]) -> None:
+    lab["gpufabric:versions"] = {"mpi-operator": "v0.7.0"}
+    message = problems_of(lab)["versions.mpi-operator"]
+    assert "kueue-mpijob-needs-mpi-operator-0.8" in message
+    assert "'v0.7.0'" in message
+    assert ">=0.8.0" in message
+
+
+def test_the_same_old_mpi_operator_is_fine_without_kueue(lab: dict[str, Any]) -> None:
+    lab["gpufabric:versions"] = {"mpi-operator": "v0.7.0"}
+    lab["gpufabric:scheduling"]["gang"] = "volcano"
+    model = model_from_config(sections(lab), "test", from_file=True)
+    assert model.versions == {"mpi-operator": "v0.7.0"}
+
+
+def test_unknown_component_and_unparsable_version(lab: dict[str, Any]) -> None:
+    lab["gpufabric:versions"] = {"kueu": "0.19.0", "volcano": "latest"}
+    found = problems_of(lab)
+    assert "did you mean 'kueue'" in found["versions.kueu"]
+    assert "'latest' is not a version" in found["versions.volcano"]
+
+
+def test_conditional_rule_on_network_operator_version(lab: dict[str, Any]) -> None:
+    lab["gpufabric:versions"] = {"gpu-operator": "v25.0.0"}
+    found = problems_of(lab)
+    assert "network-operator-26-needs-gpu-operator-25.3" in found["versions.gpu-operator"]
+
+
+def test_kubernetes_version_outside_the_supported_range(lab: dict[str, Any]) -> None:
+    lab["gpufabric:cluster"]["kubernetesVersion"] = "1.29"
+    assert (
+        "outside what the pinned releases support" in problems_of(lab)["cluster.kubernetesVersion"]
+    )
