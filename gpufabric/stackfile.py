@@ -81,12 +81,20 @@ def resolve(stack: str, directory: Path | None = None) -> tuple[str, Path]:
 def load_stack(stack: str, directory: Path | None = None) -> Stack:
     """Read and validate a stack by name or path; raise StackError listing every problem."""
     name, path = resolve(stack, directory)
-    source = str(path)
+    source = _display(path)
     if not path.is_file():
         known = list_stacks(directory) if directory or "/" not in stack else []
         hint = f" (known stacks: {', '.join(known)})" if known else ""
         raise StackError(source, [Problem("", f"no such stack file{suggest(name, known)}{hint}")])
     return Stack(name=name, source=source, model=parse_stack_text(path.read_text(), source))
+
+
+def _display(path: Path) -> str:
+    """The path as the user would type it: relative to the working directory if inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def parse_stack_text(text: str, source: str) -> StackModel:

@@ -92,3 +92,30 @@ def test_no_traceback_ever_reaches_the_user(text: str, write_stack: Callable[...
 
 def test_missing_crd_dir_is_bad_input(tmp_path: Path) -> None:
     assert main(["render", "--stack", "kind-dev", "--crd-dir", str(tmp_path / "nope")]) == 2
+
+
+def test_invalid_rendered_objects_exit_3_and_write_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gpufabric.cli as cli
+    from gpufabric.plan import Item, K8sObject, Layer, Plan, build_plan
+
+    def broken(stack: str, model: Any) -> Plan:
+        plan = build_plan(stack, model)
+        bad = K8sObject(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "datta": {}}
+        )
+        return Plan(
+            plan.stack,
+            (*plan.items, Item("tenants/bad", Layer.TENANTS, bad)),
+            plan.wiring,
+            plan.components,
+        )
+
+    monkeypatch.setattr(cli, "build_plan", broken)
+    out = tmp_path / "out"
+    assert main(["render", "--stack", "kind-dev", "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert "ConfigMap/x" in err
+    assert "datta" in err
+    assert not out.exists()
