@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import EXAMPLE_STACKS, REPO
 
 from gpufabric.cli import main
 
@@ -119,3 +119,15 @@ def test_invalid_rendered_objects_exit_3_and_write_nothing(
     assert "ConfigMap/x" in err
     assert "datta" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_every_example_renders_against_the_pinned_crds_identically(
+    name: str, crd_dir: Path, tmp_path: Path
+) -> None:
+    trees = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        assert main(["render", "--stack", name, "--out", str(out), "--crd-dir", str(crd_dir)]) == 0
+        trees.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
+    assert trees[0] == trees[1]
