@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,75 +37,79 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
-def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise PydanticCustomError(
+def _matching(
+    kind: str, pattern: re.Pattern[str], max_len: int, expected: str
+) -> Callable[[str], str]:
+    """A check that a string matches ``pattern`` and fits ``max_len``, saying what fits."""
+
+    def check(value: str) -> str:
+        if len(value) > max_len or not pattern.match(value):
+            raise PydanticCustomError(kind, "'{value}' is not " + expected, {"value": value})
+        return value
+
+    return check
+
+
+DnsLabel = Annotated[
+    str,
+    AfterValidator(
+        _matching(
             "dns_label",
-            "'{value}' is not a valid name; expected lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit, at most 63 characters",
-            {"value": value},
+            _DNS_LABEL,
+            63,
+            "a valid name; expected lowercase letters, digits and '-', starting and ending with a "
+            "letter or digit, at most 63 characters",
         )
-    return value
-
-
-DnsLabel = Annotated[str, AfterValidator(_dns_label)]
-
-
-def _rail_name(value: str) -> str:
-    # The rail name is also the pod interface name, and Linux limits those to 15 bytes.
-    if len(value) > 15 or not _DNS_LABEL.match(value):
-        raise PydanticCustomError(
+    ),
+]
+# The rail name is also the pod interface name, and Linux limits those to 15 bytes.
+RailName = Annotated[
+    str,
+    AfterValidator(
+        _matching(
             "rail_name",
-            "'{value}' is not a valid rail name; expected lowercase letters, digits and '-', "
-            "at most 15 characters (it becomes the pod's interface name)",
-            {"value": value},
+            _DNS_LABEL,
+            15,
+            "a valid rail name; expected lowercase letters, digits and '-', at most 15 characters "
+            "(it becomes the pod's interface name)",
         )
-    return value
-
-
-RailName = Annotated[str, AfterValidator(_rail_name)]
-
-
-def _ifname(value: str) -> str:
-    if not _IFNAME.match(value):
-        raise PydanticCustomError(
+    ),
+]
+IfName = Annotated[
+    str,
+    AfterValidator(
+        _matching(
             "ifname",
-            "'{value}' is not a valid network interface name; expected at most 15 characters "
-            "of letters, digits, '_', '.', '-' (e.g. ens1f0np0, ibp24s0)",
-            {"value": value},
+            _IFNAME,
+            15,
+            "a valid network interface name; expected at most 15 characters of letters, digits, "
+            "'_', '.', '-' (e.g. ens1f0np0, ibp24s0)",
         )
-    return value
-
-
-IfName = Annotated[str, AfterValidator(_ifname)]
-
-
-def _hca(value: str) -> str:
-    if not _HCA.match(value):
-        raise PydanticCustomError(
+    ),
+]
+HcaName = Annotated[
+    str,
+    AfterValidator(
+        _matching(
             "hca",
-            "'{value}' is not an RDMA device name; expected a name as `ibv_devices` shows it "
-            "(e.g. mlx5_0), optionally with a port (mlx5_0:1)",
-            {"value": value},
+            _HCA,
+            64,
+            "an RDMA device name; expected a name as `ibv_devices` shows it (e.g. mlx5_0), "
+            "optionally with a port (mlx5_0:1)",
         )
-    return value
-
-
-HcaName = Annotated[str, AfterValidator(_hca)]
-
-
-def _label_key(value: str) -> str:
-    if len(value) > 317 or not _LABEL_KEY.match(value):
-        raise PydanticCustomError(
+    ),
+]
+LabelKey = Annotated[
+    str,
+    AfterValidator(
+        _matching(
             "label_key",
-            "'{value}' is not a valid Kubernetes label key; expected [prefix/]name, "
-            "e.g. topology.kubernetes.io/zone",
-            {"value": value},
+            _LABEL_KEY,
+            317,
+            "a valid Kubernetes label key; expected [prefix/]name, e.g. topology.kubernetes.io/zone",
         )
-    return value
-
-
-LabelKey = Annotated[str, AfterValidator(_label_key)]
+    ),
+]
 
 
 def _network(value: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gpufabric.config import (
@@ -333,16 +333,20 @@ def _roce(f: Fabric) -> Iterator[Problem]:
 # -------------------------------------------------------------------------- scheduling
 
 
+def _repeats(path: str, values: Sequence[str]) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for i, v in enumerate(values):
+        if v in seen:
+            yield Problem(f"{path}[{i}]", f"{v!r} is listed twice")
+        seen.add(v)
+
+
 @check
 def _topology(p: Parts) -> Iterator[Problem]:
     s = p.scheduling
     if s is None or not s.topologyLevels:
         return
-    seen: set[str] = set()
-    for i, level in enumerate(s.topologyLevels):
-        if level in seen:
-            yield Problem(f"scheduling.topologyLevels[{i}]", f"{level!r} is listed twice")
-        seen.add(level)
+    yield from _repeats("scheduling.topologyLevels", s.topologyLevels)
     if s.gang == "kueue" and s.topologyLevels[-1] != HOSTNAME_LABEL:
         yield Problem(
             "scheduling.topologyLevels",
@@ -355,15 +359,8 @@ def _training(p: Parts) -> Iterator[Problem]:
     t = p.training
     if t is None:
         return
-    for attr, values in (
-        ("trainingOperator.schemes", t.trainingOperator.schemes),
-        ("trainer.runtimes", t.trainer.runtimes),
-    ):
-        seen: set[str] = set()
-        for i, v in enumerate(values):
-            if v in seen:
-                yield Problem(f"training.{attr}[{i}]", f"{v!r} is listed twice")
-            seen.add(v)
+    yield from _repeats("training.trainingOperator.schemes", t.trainingOperator.schemes)
+    yield from _repeats("training.trainer.runtimes", t.trainer.runtimes)
     if not t.trainer.enabled and "runtimes" in t.trainer.model_fields_set:
         yield Problem("training.trainer.runtimes", "set, but training.trainer.enabled is false")
 
