@@ -161,11 +161,12 @@ class Plan:
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What layer builders read: the stack and the effective pins."""
+    """What layer builders read: the stack, the effective pins, the tenants' pod wiring."""
 
     stack: str
     model: StackModel
     components: Mapping[str, Component]
+    wiring: Mapping[str, TenantWiring]
 
 
 class PlanError(Exception):
@@ -215,7 +216,12 @@ def build_plan(stack: str, model: StackModel) -> Plan:
     """The whole Plan of a validated stack."""
     from gpufabric.plan import tenants  # layer modules import this package's types
 
-    ctx = PlanContext(stack=stack, model=model, components=effective_components(model.versions))
+    ctx = PlanContext(
+        stack=stack,
+        model=model,
+        components=effective_components(model.versions),
+        wiring=tenants.wiring_by_namespace(model),
+    )
     builders: list[Builder] = [tenants.build]
     items: list[Item] = []
     for build in builders:
@@ -223,7 +229,7 @@ def build_plan(stack: str, model: StackModel) -> Plan:
     return Plan(
         stack=stack,
         items=order_items(items),
-        wiring=tenants.wiring_by_namespace(ctx),
+        wiring=ctx.wiring,
         components=ctx.components,
     )
 

@@ -26,8 +26,8 @@ def wiring_for(model: StackModel, tenant: Tenant) -> TenantWiring:
     )
 
 
-def wiring_by_namespace(ctx: PlanContext) -> dict[str, TenantWiring]:
-    return {t.namespace: wiring_for(ctx.model, t) for t in ctx.model.tenants}
+def wiring_by_namespace(model: StackModel) -> dict[str, TenantWiring]:
+    return {t.namespace: wiring_for(model, t) for t in model.tenants}
 
 
 def build(ctx: PlanContext) -> list[Item]:
@@ -54,7 +54,7 @@ def build(ctx: PlanContext) -> list[Item]:
                 layer=Layer.TENANTS,
                 payload=K8sObject(
                     render_object(
-                        "tenants/nccl-env.yaml.j2", wiring=wiring_for(model, tenant), **common
+                        "tenants/nccl-env.yaml.j2", wiring=ctx.wiring[tenant.namespace], **common
                     )
                 ),
                 depends_on=(ns_id,),
