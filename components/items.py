@@ -50,6 +50,25 @@ class KubernetesObject(pulumi.CustomResource):
         super().__init__(token, resource_name, with_secrets(body), opts)
 
 
+def await_transform(awaits: Mapping[str, str]) -> pulumi.ResourceTransform:
+    """A transform that makes Pulumi wait for chart-created objects to report ready."""
+    tokens = {type_token(*key.rsplit("/", 1)): cond for key, cond in awaits.items()}
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        condition = tokens.get(args.type_)
+        if condition is None:
+            return None
+        props: dict[str, Any] = dict(args.props)
+        metadata: dict[str, Any] = dict(props.get("metadata") or {})
+        annotations: dict[str, Any] = dict(metadata.get("annotations") or {})
+        annotations["pulumi.com/waitFor"] = condition
+        metadata["annotations"] = annotations
+        props["metadata"] = metadata
+        return pulumi.ResourceTransformResult(props=props, opts=args.opts)
+
+    return transform
+
+
 def resource_for(name: str, item: Item, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """Create the Pulumi resource for one Plan item."""
     opts = pulumi.ResourceOptions.merge(
@@ -61,6 +80,10 @@ def resource_for(name: str, item: Item, opts: pulumi.ResourceOptions) -> pulumi.
         return KubernetesObject(name, payload.body, opts)
     if isinstance(payload, HelmChart):
         oci = payload.repository.startswith("oci://")
+        if payload.awaits:
+            opts = pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(transforms=[await_transform(payload.awaits)])
+            )
         return k8s.helm.v4.Chart(
             name,
             chart=payload.chart_ref,

@@ -315,6 +315,38 @@ class GpuNodes(Model):
     gpuModel: str | None = None
 
 
+class GpuDriver(Model):
+    """The NVIDIA driver the GPU Operator installs on GPU nodes."""
+
+    enabled: bool = True
+    """False when the hosts already run the NVIDIA driver."""
+    version: str | None = Field(default=None, pattern=r"^\d{3}\.\d{2,3}(\.\d{2,3})?$")
+    """Driver version (e.g. 595.91.07); default: the one the pinned GPU Operator ships."""
+    usePrecompiled: bool = False
+    useNvidiaDriverCRD: bool = False
+    """Manage drivers per node pool through NVIDIADriver resources instead of the ClusterPolicy."""
+
+
+class DcgmExporter(Model):
+    """GPU metrics for Prometheus."""
+
+    enabled: bool = True
+    serviceMonitor: bool = False
+    """Create a ServiceMonitor (needs the Prometheus Operator CRDs in the cluster)."""
+
+
+class GpuOperatorSettings(Model):
+    """Options of the NVIDIA GPU Operator beyond what the fabric decides."""
+
+    driver: GpuDriver = Field(default_factory=GpuDriver)
+    gdrcopy: bool = False
+    """GDRCopy driver sidecar (low-latency GPU memory copies, used by UCX/NVSHMEM)."""
+    gds: bool = False
+    """GPUDirect Storage (nvidia-fs); needs open kernel modules."""
+    dcgmExporter: DcgmExporter = Field(default_factory=DcgmExporter)
+    migStrategy: Literal["none", "single", "mixed"] = "single"
+
+
 class Rail(Model):
     """One rail of the fabric: a NIC port on every GPU node and its subnet."""
 
@@ -511,6 +543,7 @@ class StackModel(Model):
     cluster: Cluster
     gpuNodes: GpuNodes
     fabric: Fabric
+    gpuOperator: GpuOperatorSettings = Field(default_factory=GpuOperatorSettings)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     training: Training = Field(default_factory=Training)
     tenants: list[Tenant] = Field(default_factory=list)

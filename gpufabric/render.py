@@ -72,13 +72,15 @@ def files_of(item: Item) -> dict[str, str]:
         return {object_path(item, payload): to_yaml(payload.body)}
     if isinstance(payload, HelmChart):
         base = f"charts/{payload.release}"
-        meta = {
+        meta: dict[str, Any] = {
             "repository": payload.repository,
             "chart": payload.chart,
             "version": payload.version,
             "namespace": payload.namespace,
             "release": payload.release,
         }
+        if payload.awaits:
+            meta["awaits"] = dict(payload.awaits)
         return {f"{base}/chart.yaml": to_yaml(meta), f"{base}/values.yaml": to_yaml(payload.values)}
     return _overlay_files(item, payload)
 

@@ -15,6 +15,7 @@ from gpufabric.config import (
     Cluster,
     Fabric,
     GpuNodes,
+    GpuOperatorSettings,
     Scheduling,
     StackModel,
     Tenant,
@@ -36,6 +37,7 @@ class Parts:
     cluster: Cluster | None
     gpuNodes: GpuNodes | None
     fabric: Fabric | None
+    gpuOperator: GpuOperatorSettings | None
     scheduling: Scheduling | None
     training: Training | None
     tenants: list[Tenant] | None
@@ -47,6 +49,7 @@ class Parts:
             cluster=model.cluster,
             gpuNodes=model.gpuNodes,
             fabric=model.fabric,
+            gpuOperator=model.gpuOperator,
             scheduling=model.scheduling,
             training=model.training,
             tenants=model.tenants,
@@ -327,6 +330,35 @@ def _roce(f: Fabric) -> Iterator[Problem]:
             "fabric.roce.gidIndex",
             "a fixed GID index breaks with shared devices: every macvlan pod adds its own GIDs, "
             "so the index differs per pod; leave it unset and NCCL >= 2.21 picks the RoCEv2 GID",
+        )
+
+
+# --------------------------------------------------------------------------------- gpu
+
+
+@check
+def _gpu_operator(p: Parts) -> Iterator[Problem]:
+    g = p.gpuOperator
+    if g is None:
+        return
+    d = g.driver
+    if not d.enabled:
+        for key in ("version", "usePrecompiled", "useNvidiaDriverCRD"):
+            if key in d.model_fields_set:
+                yield Problem(
+                    f"gpuOperator.driver.{key}",
+                    "set, but gpuOperator.driver.enabled is false (the hosts bring their driver)",
+                )
+        if p.fabric is not None and p.fabric.gpuDirect == "peermem":
+            yield Problem(
+                "gpuOperator.driver.enabled",
+                "false, but fabric.gpuDirect: peermem needs the operator's driver container to "
+                "build nvidia-peermem; use gpuDirect: dmabuf with host drivers",
+            )
+    if d.usePrecompiled and d.useNvidiaDriverCRD:
+        yield Problem(
+            "gpuOperator.driver.usePrecompiled",
+            "set it per NVIDIADriver resource when useNvidiaDriverCRD is true, not here",
         )
 
 

@@ -30,8 +30,13 @@ def test_stacks_lists_every_example(capsys: pytest.CaptureFixture[str]) -> None:
 def test_plan_prints_items_in_order(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--stack", "prod-ib"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "stack prod-ib: 8 items in apply order"
-    assert "Namespace llm-pretrain [protect]" in lines[1]
+    assert lines[0] == "stack prod-ib: 10 items in apply order"
+    body = "\n".join(lines[1:])
+    # The GPU Operator (after its namespace) comes before the tenants.
+    assert body.index("helm gpu-operator v26.7.0 -n gpu-operator [protect]") < body.index(
+        "Namespace llm-pretrain [protect]"
+    )
+    assert "after: gpu/namespace" in body
 
 
 def test_render_writes_the_contract_and_a_summary(
@@ -40,11 +45,11 @@ def test_render_writes_the_contract_and_a_summary(
     out = tmp_path / "lab"
     assert main(["render", "--stack", "lab-roce", "--out", str(out)]) == 0
     summary = capsys.readouterr().out
-    assert "tenants" in summary
-    assert "4 objects" in summary
-    assert "schema-validated 4 built-in objects" in summary
+    assert "tenants         4 objects" in summary
+    assert "chart       gpu-operator v26.7.0" in summary
+    assert "schema-validated 5 built-in objects" in summary
     doc = json.loads((out / "plan.json").read_text())
-    assert len(doc["items"]) == 4
+    assert len(doc["items"]) == 6
 
 
 @pytest.mark.parametrize(

@@ -33,12 +33,14 @@ def test_plan_json_lists_items_in_apply_order_with_their_files(tmp_path: Path) -
     files = _render("lab-roce", tmp_path / "out")
     doc = json.loads(files["plan.json"])
     assert doc["stack"] == "lab-roce"
-    first = doc["items"][0]
-    assert first["id"] == "tenants/team-vision/namespace"
-    assert first["files"] == ["objects/tenants/_cluster/namespace-team-vision.yaml"]
-    assert first["protect"] is True
-    cm = doc["items"][1]
-    assert cm["dependsOn"] == ["tenants/team-vision/namespace"]
+    items = {item["id"]: item for item in doc["items"]}
+    ns = items["tenants/team-vision/namespace"]
+    assert ns["files"] == ["objects/tenants/_cluster/namespace-team-vision.yaml"]
+    assert ns["protect"] is True
+    assert items["tenants/team-vision/nccl-env"]["dependsOn"] == ["tenants/team-vision/namespace"]
+    chart = items["gpu/gpu-operator"]
+    assert chart["files"] == ["charts/gpu-operator/chart.yaml", "charts/gpu-operator/values.yaml"]
+    assert [i["id"] for i in doc["items"]][:2] == ["gpu/namespace", "gpu/gpu-operator"]
     for item in doc["items"]:
         for f in item["files"]:
             assert f in files

@@ -57,6 +57,8 @@ class HelmChart:
     namespace: str
     release: str
     values: Mapping[str, Any]
+    awaits: Mapping[str, str] = field(default_factory=dict)
+    """Readiness of objects the chart creates: "group/version/Kind" -> pulumi.com/waitFor."""
 
     @property
     def chart_ref(self) -> str:
@@ -96,6 +98,23 @@ class K8sObject:
     def namespace(self) -> str | None:
         ns = self.body["metadata"].get("namespace")
         return str(ns) if ns else None
+
+
+def helm_chart(
+    component: Component, values: Mapping[str, Any], awaits: Mapping[str, str] | None = None
+) -> HelmChart:
+    """The chart of a pinned Helm component; the release is named after the component."""
+    if component.source != "helm" or not component.repository or not component.chart:
+        raise PlanError(f"{component.name} is not pinned as a Helm chart in versions.yaml")
+    return HelmChart(
+        repository=component.repository,
+        chart=component.chart,
+        version=component.version,
+        namespace=component.namespace,
+        release=component.name,
+        values=values,
+        awaits=dict(awaits or {}),
+    )
 
 
 Payload = HelmChart | KustomizeOverlay | K8sObject
@@ -214,7 +233,7 @@ Builder = Callable[[PlanContext], list[Item]]
 
 def build_plan(stack: str, model: StackModel) -> Plan:
     """The whole Plan of a validated stack."""
-    from gpufabric.plan import tenants  # layer modules import this package's types
+    from gpufabric.plan import gpu, tenants  # layer modules import this package's types
 
     ctx = PlanContext(
         stack=stack,
@@ -222,7 +241,7 @@ def build_plan(stack: str, model: StackModel) -> Plan:
         components=effective_components(model.versions),
         wiring=tenants.wiring_by_namespace(model),
     )
-    builders: list[Builder] = [tenants.build]
+    builders: list[Builder] = [gpu.build, tenants.build]
     items: list[Item] = []
     for build in builders:
         items.extend(build(ctx))
@@ -248,5 +267,6 @@ __all__ = [
     "SecretRef",
     "TenantWiring",
     "build_plan",
+    "helm_chart",
     "order_items",
 ]

@@ -16,7 +16,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 
 from components.items import type_token
 from components.layer import child_name
-from gpufabric.plan import K8sObject, build_plan
+from gpufabric.plan import HelmChart, K8sObject, build_plan
 from gpufabric.stackfile import load_stack
 
 
@@ -35,9 +35,11 @@ class Registration:
 class Recorder(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.inputs: dict[str, dict[str, Any]] = {}
+        self.transforms: dict[str, list[Any]] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.inputs[args.name] = args.inputs
+        self.transforms[args.name] = list(args.transforms)
         return f"{args.name}-id", args.inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
@@ -117,10 +119,21 @@ def test_registered_resources_are_exactly_the_plan(name: str) -> None:
 
     for res_name, item in item_names.items():
         reg = regs[res_name]
-        assert isinstance(item.payload, K8sObject)
-        assert reg.type == type_token(item.payload.api_version, item.payload.kind)
-        # Inputs are the rendered body, unchanged.
-        assert recorder.inputs[res_name] == json.loads(json.dumps(dict(item.payload.body)))
+        payload = item.payload
+        if isinstance(payload, K8sObject):
+            assert reg.type == type_token(payload.api_version, payload.kind)
+            # Inputs are the rendered body, unchanged.
+            assert recorder.inputs[res_name] == json.loads(json.dumps(dict(payload.body)))
+        else:
+            assert isinstance(payload, HelmChart)
+            assert reg.type == "kubernetes:helm.sh/v4:Chart"
+            inputs = recorder.inputs[res_name]
+            assert inputs["chart"] == payload.chart_ref
+            assert inputs["version"] == payload.version
+            assert inputs["namespace"] == payload.namespace
+            assert inputs["values"] == json.loads(json.dumps(dict(payload.values)))
+            # Charts whose objects are awaited carry the readiness transform.
+            assert len(recorder.transforms[res_name]) == (1 if payload.awaits else 0)
         layer_component = f"{root}-{item.layer.value}"
         assert reg.parent.rsplit("::", 1)[-1] == layer_component
         expected_deps = {

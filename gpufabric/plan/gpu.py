@@ -1,0 +1,76 @@
+"""GPU layer: the NVIDIA GPU Operator, with values computed from the fabric.
+
+GPUDirect RDMA: DMA-BUF (default) needs the open kernel modules and no peermem; legacy
+nvidia-peermem is ``driver.rdma.enabled``; ``driver.rdma.useHostMofed`` when the NIC driver
+comes from the host. The GPU Operator runs the cluster's only Node Feature Discovery (the
+Network Operator's is switched off). The ClusterPolicy the chart creates is awaited until its
+``.status.state`` is ready.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.plan import Item, K8sObject, Layer, PlanContext, helm_chart
+from gpufabric.templates import render_object
+
+CHART_ID = "gpu/gpu-operator"
+NAMESPACE_ID = "gpu/namespace"
+CLUSTER_POLICY_READY = "jsonpath={.status.state}=ready"
+
+
+def values(ctx: PlanContext) -> dict[str, Any]:
+    model = ctx.model
+    fabric, gpu = model.fabric, model.gpuOperator
+    has_rdma = fabric.rdma != "none"
+    peermem = fabric.gpuDirect == "peermem" and has_rdma
+    driver: dict[str, Any] = {
+        "enabled": gpu.driver.enabled,
+        # DMA-BUF and GDS need the open kernel modules; pin them rather than rely on "auto",
+        # which only picks open modules from the R570 driver containers on.
+        "kernelModuleType": "open" if fabric.gpuDirect == "dmabuf" or gpu.gds else "auto",
+        "rdma": {
+            "enabled": peermem,
+            "useHostMofed": has_rdma and fabric.nicDriver.source == "host",
+        },
+        "usePrecompiled": gpu.driver.usePrecompiled,
+        "nvidiaDriverCRD": {"enabled": gpu.driver.useNvidiaDriverCRD},
+    }
+    if gpu.driver.version is not None:
+        driver["version"] = gpu.driver.version
+    return {
+        "nfd": {"enabled": True},
+        "driver": driver,
+        "gdrcopy": {"enabled": gpu.gdrcopy},
+        "gds": {"enabled": gpu.gds},
+        "mig": {"strategy": gpu.migStrategy},
+        "dcgmExporter": {
+            "enabled": gpu.dcgmExporter.enabled,
+            "serviceMonitor": {"enabled": gpu.dcgmExporter.serviceMonitor},
+        },
+    }
+
+
+def build(ctx: PlanContext) -> list[Item]:
+    component = ctx.components["gpu-operator"]
+    chart = helm_chart(
+        component,
+        values(ctx),
+        awaits={"nvidia.com/v1/ClusterPolicy": CLUSTER_POLICY_READY},
+    )
+    namespace = K8sObject(
+        render_object(
+            "system/namespace.yaml.j2",
+            name=component.namespace,
+            stack=ctx.stack,
+            level="privileged",
+        )
+    )
+    return [
+        Item(
+            id=NAMESPACE_ID, layer=Layer.GPU, payload=namespace, protect=True, retain_on_delete=True
+        ),
+        # The chart installs the ClusterPolicy CRD; deleting it would remove every node's
+        # driver stack, so it is protected.
+        Item(id=CHART_ID, layer=Layer.GPU, payload=chart, depends_on=(NAMESPACE_ID,), protect=True),
+    ]

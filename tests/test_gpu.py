@@ -1,0 +1,167 @@
+"""GPU layer: the GPU Operator values a stack produces for each GPUDirect mode and NIC
+driver source, and that every key set exists in the pinned chart's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from conftest import EXAMPLE_STACKS, SHARED, example_config, sections
+
+from components.items import await_transform
+from gpufabric.plan import HelmChart, build_plan
+from gpufabric.plan.gpu import CHART_ID
+from gpufabric.problems import StackError
+from gpufabric.stackfile import load_stack, model_from_config
+
+
+def chart_of(config: dict[str, Any]) -> HelmChart:
+    plan = build_plan("t", model_from_config(sections(config), "t", from_file=True))
+    chart = plan.item(CHART_ID).payload
+    assert isinstance(chart, HelmChart)
+    return chart
+
+
+def driver_of(config: dict[str, Any]) -> Mapping[str, Any]:
+    return chart_of(config).values["driver"]  # type: ignore[no-any-return]
+
+
+def test_dmabuf_with_host_drivers(lab: dict[str, Any]) -> None:
+    driver = driver_of(lab)
+    assert driver["kernelModuleType"] == "open"
+    assert driver["rdma"] == {"enabled": False, "useHostMofed": True}
+
+
+def test_dmabuf_with_operator_drivers() -> None:
+    driver = driver_of(example_config("prod-ib"))
+    assert driver["kernelModuleType"] == "open"
+    assert driver["rdma"] == {"enabled": False, "useHostMofed": False}
+
+
+def test_legacy_peermem(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["gpuDirect"] = "peermem"
+    lab["gpufabric:fabric"]["nicDriver"] = {"source": "host", "hostStack": "doca"}
+    driver = driver_of(lab)
+    assert driver["rdma"] == {"enabled": True, "useHostMofed": True}
+    assert driver["kernelModuleType"] == "auto"
+
+
+def test_no_rdma_means_no_gpudirect() -> None:
+    driver = driver_of(example_config("kind-dev"))
+    assert driver["rdma"] == {"enabled": False, "useHostMofed": False}
+
+
+def test_options_pass_through(lab: dict[str, Any]) -> None:
+    lab["gpufabric:gpuOperator"] = {
+        "driver": {"version": "595.91.07", "usePrecompiled": True},
+        "gdrcopy": True,
+        "gds": True,
+        "dcgmExporter": {"serviceMonitor": True},
+        "migStrategy": "mixed",
+    }
+    values = chart_of(lab).values
+    assert values["driver"]["version"] == "595.91.07"
+    assert values["driver"]["usePrecompiled"] is True
+    assert values["gdrcopy"] == {"enabled": True}
+    assert values["gds"] == {"enabled": True}
+    assert values["dcgmExporter"]["serviceMonitor"] == {"enabled": True}
+    assert values["mig"] == {"strategy": "mixed"}
+
+
+def test_node_feature_discovery_runs_from_the_gpu_operator(lab: dict[str, Any]) -> None:
+    assert chart_of(lab).values["nfd"] == {"enabled": True}
+
+
+def test_cluster_policy_is_awaited(lab: dict[str, Any]) -> None:
+    assert chart_of(lab).awaits == {"nvidia.com/v1/ClusterPolicy": "jsonpath={.status.state}=ready"}
+
+
+@pytest.mark.parametrize(
+    ("driver", "path"),
+    [
+        ({"enabled": False, "version": "595.91.07"}, "gpuOperator.driver.version"),
+        ({"version": "latest"}, "gpuOperator.driver.version"),
+        ({"usePrecompiled": True, "useNvidiaDriverCRD": True}, "gpuOperator.driver.usePrecompiled"),
+    ],
+)
+def test_driver_option_errors(lab: dict[str, Any], driver: dict[str, Any], path: str) -> None:
+    lab["gpufabric:gpuOperator"] = {"driver": driver}
+    with pytest.raises(StackError) as info:
+        model_from_config(sections(lab), "t", from_file=True)
+    assert path in {p.path for p in info.value.problems}
+
+
+def test_host_driver_cannot_do_peermem(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["gpuDirect"] = "peermem"
+    lab["gpufabric:fabric"]["nicDriver"] = {"source": "operator"}
+    lab["gpufabric:gpuOperator"] = {"driver": {"enabled": False}}
+    with pytest.raises(StackError) as info:
+        model_from_config(sections(lab), "t", from_file=True)
+    assert "gpuOperator.driver.enabled" in {p.path for p in info.value.problems}
+
+
+def _leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, Mapping) and value:
+            yield from _leaves(value, path)
+        else:
+            yield path
+
+
+def _has(defaults: Mapping[str, Any], path: str) -> bool:
+    node: Any = defaults
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_every_values_key_exists_in_the_pinned_chart(name: str) -> None:
+    stack = load_stack(name)
+    plan = build_plan(name, stack.model)
+    charts = [it.payload for it in plan.items if isinstance(it.payload, HelmChart)]
+    checked = 0
+    for chart in charts:
+        version = "v" + chart.version.lstrip("v")
+        defaults_file = SHARED / "chart-values" / f"{chart.chart}-{version}.values.yaml"
+        if not defaults_file.is_file():
+            if not (SHARED / "chart-values").is_dir():
+                pytest.skip("../shared/chart-values is absent (a user's clone has none)")
+            pytest.fail(f"no pinned default values for {chart.chart} {chart.version}")
+        defaults = yaml.safe_load(Path(defaults_file).read_text())
+        missing = [p for p in _leaves(chart.values) if not _has(defaults, p)]
+        assert missing == [], f"{chart.chart}: keys not in the chart's values.yaml: {missing}"
+        checked += 1
+    assert checked == len(charts)
+
+
+def test_await_transform_annotates_only_the_cluster_policy() -> None:
+    transform = await_transform({"nvidia.com/v1/ClusterPolicy": "jsonpath={.status.state}=ready"})
+    opts = pulumi.ResourceOptions()
+    hit = transform(
+        pulumi.ResourceTransformArgs(
+            custom=True,
+            type_="kubernetes:nvidia.com/v1:ClusterPolicy",
+            name="cluster-policy",
+            props={"metadata": {"name": "cluster-policy", "annotations": {"a": "b"}}},
+            opts=opts,
+        )
+    )
+    assert hit is not None
+    assert hit.props["metadata"]["annotations"] == {
+        "a": "b",
+        "pulumi.com/waitFor": "jsonpath={.status.state}=ready",
+    }
+    miss = transform(
+        pulumi.ResourceTransformArgs(
+            custom=True, type_="kubernetes:apps/v1:DaemonSet", name="x", props={}, opts=opts
+        )
+    )
+    assert miss is None
