@@ -8,14 +8,19 @@ writes is what ``pulumi up`` applies. Secrets in bodies become Pulumi secrets.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
-from gpufabric.templates import MANIFESTS_DIR
 
 
 def type_token(api_version: str, kind: str) -> str:
@@ -69,6 +74,25 @@ def await_transform(awaits: Mapping[str, str]) -> pulumi.ResourceTransform:
     return transform
 
 
+def materialize(overlay: KustomizeOverlay) -> Path:
+    """Write an overlay's rendered files to a directory named by their content hash, so the
+    same overlay always lands in the same place and kustomize reads exactly what render shows."""
+    files = overlay.files()
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / "gpufabric-kustomize" / digest
+    if not target.is_dir():
+        staging = Path(tempfile.mkdtemp(prefix="gpufabric-kustomize-"))
+        for rel, text in files.items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            (staging / rel).write_text(text)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(staging, target)
+        except OSError:  # another run wrote the same content first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def resource_for(name: str, item: Item, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     """Create the Pulumi resource for one Plan item."""
     opts = pulumi.ResourceOptions.merge(
@@ -99,7 +123,7 @@ def resource_for(name: str, item: Item, opts: pulumi.ResourceOptions) -> pulumi.
     assert isinstance(payload, KustomizeOverlay)
     return k8s.kustomize.v2.Directory(
         name,
-        directory=str(MANIFESTS_DIR / payload.directory),
+        directory=str(materialize(payload)),
         namespace=payload.namespace,
         opts=opts,
     )

@@ -186,9 +186,12 @@ def _print_summary(
     checked = f"schema-validated {core} built-in objects"
     if custom:
         checked += f" and {custom} custom resources"
-    if unchecked:
-        checked += f"; {len(unchecked)} custom resources not checked (pass --crd-dir)"
     print(f"  {checked}")
+    if unchecked:
+        kinds = sorted(
+            {u.split(" (", 1)[1].rstrip(")") if " (" in u else "pass --crd-dir" for u in unchecked}
+        )
+        print(f"  not checked: {len(unchecked)} custom resources ({'; '.join(kinds)})")
     print(f"  plan: {out}/plan.json")
 
 

@@ -28,9 +28,14 @@ def interface(rail: Rail) -> str:
     return rail.name
 
 
+def resource_base(rail: Rail) -> str:
+    """The rail's part of device-plugin resource names (they allow letters, digits, '_')."""
+    return rail.name.replace("-", "_")
+
+
 def resource_name(fabric: Fabric, rail: Rail) -> str | None:
     """The extended resource a pod requests to get this rail's RDMA device, if any."""
-    base = rail.name.replace("-", "_")
+    base = resource_base(rail)
     if fabric.rdma == "shared":
         return f"{SHARED_RESOURCE_PREFIX}/{base}"
     if fabric.rdma == "sriov":

@@ -26,7 +26,6 @@ from typing import Any
 import yaml
 
 from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, SecretRef
-from gpufabric.templates import MANIFESTS_DIR
 
 CLUSTER_SCOPE_DIR = "_cluster"
 
@@ -86,12 +85,8 @@ def files_of(item: Item) -> dict[str, str]:
 
 
 def _overlay_files(item: Item, overlay: KustomizeOverlay) -> dict[str, str]:
-    src = MANIFESTS_DIR / overlay.directory
     name = item.id.rsplit("/", 1)[-1]
-    out: dict[str, str] = {}
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        out[f"kustomize/{name}/{path.relative_to(src).as_posix()}"] = path.read_text()
-    return out
+    return {f"kustomize/{name}/{rel}": text for rel, text in overlay.files().items()}
 
 
 def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,27 @@ def environment() -> jinja2.Environment:
     )
     env.filters["json"] = _to_json
     return env
+
+
+def render_overlay(directory: str, parameters: Mapping[str, str]) -> dict[str, str]:
+    """Files of a kustomize overlay under manifests/: ``*.j2`` rendered, others as they are."""
+    src = MANIFESTS_DIR / directory
+    loader = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(src)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    loader.filters["json"] = _to_json
+    out: dict[str, str] = {}
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src).as_posix()
+        if rel.endswith(".j2"):
+            out[rel[: -len(".j2")]] = loader.get_template(rel).render(**parameters)
+        else:
+            out[rel] = path.read_text()
+    return out
 
 
 def render_object(template: str, **context: Any) -> dict[str, Any]:

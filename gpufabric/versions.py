@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,7 +22,7 @@ class Component:
 
     name: str
     version: str
-    source: Literal["helm", "manifest"]
+    source: Literal["helm", "manifest", "image"]
     namespace: str
     repository: str | None = None
     chart: str | None = None
@@ -64,6 +65,9 @@ class Catalog:
     kubernetes: SpecifierSet
     components: Mapping[str, Component]
     rules: tuple[Rule, ...]
+
+
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 def parse_version(text: str) -> Version:
@@ -115,7 +119,8 @@ def check_versions(
     problems: list[Problem] = []
     versions: dict[str, Version] = {}
     for name, pinned in catalog.components.items():
-        versions[name] = parse_version(pinned.version)
+        if pinned.source != "image":  # image tags are not release versions
+            versions[name] = parse_version(pinned.version)
     for name, text in sorted(overrides.items()):
         path = f"versions.{name}"
         if name not in catalog.components:
@@ -127,6 +132,10 @@ def check_versions(
                     f"(pinned components: {', '.join(known)})",
                 )
             )
+            continue
+        if catalog.components[name].source == "image":
+            if not _IMAGE_TAG.match(str(text)):
+                problems.append(Problem(path, f"{text!r} is not an image tag"))
             continue
         try:
             versions[name] = parse_version(str(text))

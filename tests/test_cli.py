@@ -13,6 +13,8 @@ import pytest
 from conftest import EXAMPLE_STACKS, REPO
 
 from gpufabric.cli import main
+from gpufabric.plan import build_plan
+from gpufabric.stackfile import load_stack
 
 
 def test_validate_ok(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,7 +32,8 @@ def test_stacks_lists_every_example(capsys: pytest.CaptureFixture[str]) -> None:
 def test_plan_prints_items_in_order(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--stack", "prod-ib"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "stack prod-ib: 10 items in apply order"
+    count = len(build_plan("prod-ib", load_stack("prod-ib").model).items)
+    assert lines[0] == f"stack prod-ib: {count} items in apply order"
     body = "\n".join(lines[1:])
     # The GPU Operator (after its namespace) comes before the tenants.
     assert body.index("helm gpu-operator v26.7.0 -n gpu-operator [protect]") < body.index(
@@ -47,9 +50,12 @@ def test_render_writes_the_contract_and_a_summary(
     summary = capsys.readouterr().out
     assert "tenants         4 objects" in summary
     assert "chart       gpu-operator v26.7.0" in summary
-    assert "schema-validated 5 built-in objects" in summary
+    assert "chart       network-operator 26.4.1" in summary
+    assert "kustomize   overlays/multus-thick -> kube-system" in summary
+    assert "schema-validated 7 built-in objects" in summary
+    assert "not checked: 5 custom resources (pass --crd-dir)" in summary
     doc = json.loads((out / "plan.json").read_text())
-    assert len(doc["items"]) == 6
+    assert len(doc["items"]) == len(build_plan("lab-roce", load_stack("lab-roce").model).items)
 
 
 @pytest.mark.parametrize(

@@ -70,10 +70,18 @@ class HelmChart:
 
 @dataclass(frozen=True)
 class KustomizeOverlay:
-    """A local kustomize overlay (a directory under manifests/) over a pinned upstream."""
+    """A local kustomize overlay (a directory under manifests/) over a pinned upstream; its
+    ``*.j2`` files are rendered with ``parameters`` (pinned URLs and images)."""
 
     directory: str
     namespace: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+    def files(self) -> dict[str, str]:
+        """The overlay as applied: relative path -> content."""
+        from gpufabric.templates import render_overlay
+
+        return render_overlay(self.directory, self.parameters)
 
 
 @dataclass(frozen=True)
@@ -233,7 +241,7 @@ Builder = Callable[[PlanContext], list[Item]]
 
 def build_plan(stack: str, model: StackModel) -> Plan:
     """The whole Plan of a validated stack."""
-    from gpufabric.plan import gpu, tenants  # layer modules import this package's types
+    from gpufabric.plan import gpu, network, tenants  # layer modules import this package
 
     ctx = PlanContext(
         stack=stack,
@@ -241,7 +249,7 @@ def build_plan(stack: str, model: StackModel) -> Plan:
         components=effective_components(model.versions),
         wiring=tenants.wiring_by_namespace(model),
     )
-    builders: list[Builder] = [gpu.build, tenants.build]
+    builders: list[Builder] = [gpu.build, network.build, tenants.build]
     items: list[Item] = []
     for build in builders:
         items.extend(build(ctx))

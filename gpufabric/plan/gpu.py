@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan import Item, K8sObject, Layer, PlanContext, helm_chart
+from gpufabric.plan import Item, K8sObject, Layer, PlanContext, helm_chart, network
 from gpufabric.templates import render_object
 
 CHART_ID = "gpu/gpu-operator"
@@ -39,7 +39,8 @@ def values(ctx: PlanContext) -> dict[str, Any]:
     if gpu.driver.version is not None:
         driver["version"] = gpu.driver.version
     return {
-        "nfd": {"enabled": True},
+        # Node Feature Discovery runs once per cluster; see gpufabric.plan.network.
+        "nfd": {"enabled": not network.network_operator_runs_nfd(model)},
         "driver": driver,
         "gdrcopy": {"enabled": gpu.gdrcopy},
         "gds": {"enabled": gpu.gds},
@@ -72,5 +73,13 @@ def build(ctx: PlanContext) -> list[Item]:
         ),
         # The chart installs the ClusterPolicy CRD; deleting it would remove every node's
         # driver stack, so it is protected.
-        Item(id=CHART_ID, layer=Layer.GPU, payload=chart, depends_on=(NAMESPACE_ID,), protect=True),
+        Item(
+            id=CHART_ID,
+            layer=Layer.GPU,
+            payload=chart,
+            depends_on=(NAMESPACE_ID, network.POLICY_ID)
+            if network.gpu_waits_for_nic_driver(ctx.model)
+            else (NAMESPACE_ID,),
+            protect=True,
+        ),
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -16,7 +17,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 
 from components.items import type_token
 from components.layer import child_name
-from gpufabric.plan import HelmChart, K8sObject, build_plan
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
 from gpufabric.stackfile import load_stack
 
 
@@ -124,6 +125,17 @@ def test_registered_resources_are_exactly_the_plan(name: str) -> None:
             assert reg.type == type_token(payload.api_version, payload.kind)
             # Inputs are the rendered body, unchanged.
             assert recorder.inputs[res_name] == json.loads(json.dumps(dict(payload.body)))
+        elif isinstance(payload, KustomizeOverlay):
+            assert reg.type == "kubernetes:kustomize/v2:Directory"
+            directory = Path(recorder.inputs[res_name]["directory"])
+            # kustomize reads exactly the overlay that render shows.
+            on_disk = {
+                p.relative_to(directory).as_posix(): p.read_text()
+                for p in directory.rglob("*")
+                if p.is_file()
+            }
+            assert on_disk == payload.files()
+            assert recorder.inputs[res_name]["namespace"] == payload.namespace
         else:
             assert isinstance(payload, HelmChart)
             assert reg.type == "kubernetes:helm.sh/v4:Chart"
