@@ -1,0 +1,266 @@
+"""Network layer: what each fabric x device-exposure mode gives a pod (the exact CNI config,
+the device-plugin resource, the IP pool), the NicClusterPolicy, SR-IOV policies, and the
+ordering rules between the GPU and Network Operators."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import EXAMPLE_STACKS, example_config, sections
+
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan, gpu, network
+from gpufabric.stackfile import load_stack, model_from_config
+from gpufabric.versions import effective_components
+
+
+def plan_of(config: dict[str, Any]) -> Plan:
+    return build_plan("t", model_from_config(sections(config), "t", from_file=True))
+
+
+def body(plan: Plan, item_id: str) -> dict[str, Any]:
+    payload = plan.item(item_id).payload
+    assert isinstance(payload, K8sObject)
+    return dict(payload.body)
+
+
+def nad(plan: Plan, rail: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    obj = body(plan, f"network/nad/{rail}")
+    return obj, json.loads(obj["spec"]["config"])
+
+
+def values(plan: Plan, item_id: str) -> Any:
+    chart = plan.item(item_id).payload
+    assert isinstance(chart, HelmChart)
+    return chart.values
+
+
+def test_roce_shared_is_macvlan_on_the_rail_netdev(lab: dict[str, Any]) -> None:
+    plan = plan_of(lab)
+    obj, cni = nad(plan, "rail1")
+    assert cni == {
+        "cniVersion": "0.3.1",
+        "name": "rail1",
+        "type": "macvlan",
+        "master": "ens2f0np0",
+        "mode": "bridge",
+        "mtu": 9000,
+        "ipam": {"type": "nv-ipam", "poolName": "rail1-pool"},
+    }
+    assert obj["metadata"]["namespace"] == "gpufabric-networks"
+    assert obj["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/resourceName": "rdma/rail1"}
+    pool = body(plan, "network/pool/rail1")
+    assert pool["kind"] == "IPPool"
+    assert pool["spec"] == {"subnet": "192.168.11.0/24", "perNodeBlockSize": 16}
+    config = json.loads(body(plan, network.POLICY_ID)["spec"]["rdmaSharedDevicePlugin"]["config"])
+    assert config["configList"][1] == {
+        "resourceName": "rail1",
+        "rdmaHcaMax": 63,
+        "selectors": {"ifNames": ["ens2f0np0"], "linkTypes": ["ether"]},
+    }
+
+
+def test_infiniband_shared_is_ipoib_with_the_ipoib_cni_installed() -> None:
+    config = example_config("prod-ib")
+    fabric = config["gpufabric:fabric"]
+    fabric["rdma"] = "shared"
+    del fabric["sriov"]
+    fabric["infiniband"] = {}
+    plan = plan_of(config)
+    _, cni = nad(plan, "rail3")
+    assert cni["type"] == "ipoib"
+    assert cni["master"] == "ibp79s0"
+    assert cni["mtu"] == 4092
+    spec = body(plan, network.POLICY_ID)["spec"]
+    assert "ipoib" in spec["secondaryNetwork"]
+    selectors = json.loads(spec["rdmaSharedDevicePlugin"]["config"])["configList"][0]["selectors"]
+    assert selectors["linkTypes"] == ["infiniband"]
+
+
+def test_infiniband_sriov_carries_the_pkey_with_rdma_isolation() -> None:
+    plan = plan_of(example_config("prod-ib"))
+    obj, cni = nad(plan, "rail0")
+    assert cni["type"] == "ib-sriov"
+    assert cni["pkey"] == "0x8001"
+    assert cni["rdmaIsolation"] is True
+    assert "ibKubernetesEnabled" not in cni  # static pkeys: no ib-kubernetes
+    assert (
+        obj["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
+        == "nvidia.com/sriov_rail0"
+    )
+    policy = body(plan, "network/sriov-policy/rail0")["spec"]
+    assert policy["linkType"] == "ib"
+    assert policy["numVfs"] == 8
+    assert policy["nicSelector"] == {"vendor": "15b3", "pfNames": ["ibp24s0"]}
+    assert policy["resourceName"] == "sriov_rail0"
+    assert values(plan, network.CHART_ID)["sriovNetworkOperator"] == {"enabled": True}
+
+
+def test_roce_sriov_chains_rdma_and_sets_exclusive_mode() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"))
+    _, cni = nad(plan, "rail2")
+    assert [p["type"] for p in cni["plugins"]] == ["sriov", "rdma"]
+    assert cni["plugins"][0]["ipam"] == {
+        "type": "nv-ipam",
+        "poolName": "rail2-pool",
+        "poolType": "cidrpool",
+    }
+    pool = body(plan, network.SRIOV_POOL_ID)
+    assert pool["spec"]["rdmaMode"] == "exclusive"
+    assert "reboots" in pool["metadata"]["annotations"][network.DISRUPTIVE]
+    assert body(plan, "network/sriov-policy/rail2")["spec"]["linkType"] == "eth"
+    cidr = body(plan, "network/pool/rail2")
+    assert cidr["kind"] == "CIDRPool"
+    assert cidr["spec"] == {"cidr": "172.20.16.0/21", "perNodeNetworkPrefix": 27, "gatewayIndex": 1}
+
+
+def test_hostdevice_uses_the_sriov_device_plugin(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["rdma"] = "hostdevice"
+    plan = plan_of(lab)
+    obj, cni = nad(plan, "rail0")
+    assert cni == {
+        "cniVersion": "0.3.1",
+        "name": "rail0",
+        "type": "host-device",
+        "ipam": {"type": "nv-ipam", "poolName": "rail0-pool"},
+    }
+    assert (
+        obj["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
+        == "nvidia.com/hostdev_rail0"
+    )
+    spec = body(plan, network.POLICY_ID)["spec"]
+    resources = json.loads(spec["sriovDevicePlugin"]["config"])["resourceList"]
+    assert resources[0]["resourceName"] == "hostdev_rail0"
+    assert resources[0]["selectors"]["isRdma"] is True
+    assert "rdmaSharedDevicePlugin" not in spec
+    assert values(plan, network.CHART_ID)["sriovNetworkOperator"] == {"enabled": False}
+
+
+def test_without_rdma_there_is_no_device_resource() -> None:
+    plan = plan_of(example_config("kind-dev"))
+    obj, cni = nad(plan, "rail0")
+    assert cni["type"] == "macvlan"
+    assert cni["master"] == "eth0"
+    assert "annotations" not in obj["metadata"]
+
+
+def test_ufm_pkeys_run_ib_kubernetes_after_its_secret() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:fabric"]["infiniband"] = {
+        "pkey": "0x8001",
+        "pkeyManagement": "ufm",
+        "ufm": {"address": "ufm.internal", "username": "k8s", "password": {"secure": "AAAB"}},
+    }
+    plan = plan_of(config)
+    spec = body(plan, network.POLICY_ID)["spec"]
+    assert spec["ibKubernetes"]["ufmSecret"] == network.UFM_SECRET_NAME
+    assert network.UFM_SECRET_ID in plan.item(network.POLICY_ID).depends_on
+    _, cni = nad(plan, "rail0")
+    assert cni["ibKubernetesEnabled"] is True
+
+
+def test_operator_managed_drivers_drain_one_node_at_a_time() -> None:
+    spec = body(plan_of(example_config("prod-ib")), network.POLICY_ID)["spec"]
+    driver = spec["ofedDriver"]
+    doca = effective_components({})["doca-driver"]
+    assert f"{driver['repository']}/{driver['image']}" == doca.image
+    assert driver["version"] == doca.version
+    assert driver["upgradePolicy"]["maxParallelUpgrades"] == 1
+    assert driver["upgradePolicy"]["drain"]["enable"] is True
+
+
+def test_host_drivers_mean_no_driver_container(lab: dict[str, Any]) -> None:
+    assert "ofedDriver" not in body(plan_of(lab), network.POLICY_ID)["spec"]
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_node_feature_discovery_runs_exactly_once(name: str) -> None:
+    plan = build_plan(name, load_stack(name).model)
+    enabled = [values(plan, c)["nfd"]["enabled"] for c in (gpu.CHART_ID, network.CHART_ID)]
+    assert enabled.count(True) == 1
+
+
+def test_peermem_with_operator_drivers_orders_the_gpu_operator_after_the_nic_driver(
+    lab: dict[str, Any],
+) -> None:
+    lab["gpufabric:fabric"]["gpuDirect"] = "peermem"
+    lab["gpufabric:fabric"]["nicDriver"] = {"source": "operator"}
+    plan = plan_of(lab)
+    ids = [it.id for it in plan.items]
+    assert network.POLICY_ID in plan.item(gpu.CHART_ID).depends_on
+    assert ids.index(network.POLICY_ID) < ids.index(gpu.CHART_ID)
+    # The Network Operator goes first, so it brings NFD.
+    assert values(plan, network.CHART_ID)["nfd"] == {"enabled": True}
+    assert values(plan, gpu.CHART_ID)["nfd"] == {"enabled": False}
+    assert gpu.CHART_ID not in plan.item(network.CHART_ID).depends_on
+    policy = body(plan, network.POLICY_ID)
+    assert (
+        policy["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state}=ready"
+    )
+
+
+def test_dmabuf_does_not_wait_for_the_nic_driver() -> None:
+    plan = plan_of(example_config("prod-ib"))  # DMA-BUF with operator-managed drivers
+    assert network.POLICY_ID not in plan.item(gpu.CHART_ID).depends_on
+    assert gpu.CHART_ID in plan.item(network.CHART_ID).depends_on
+
+
+def test_per_tenant_networks(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["nadScope"] = "tenant"
+    plan = plan_of(lab)
+    ids = {it.id for it in plan.items}
+    assert "network/nad/team-vision/rail0" in ids
+    assert "network/nad/team-speech/rail1" in ids
+    assert network.NETWORKS_NAMESPACE_ID not in ids
+    item = plan.item("network/nad/team-speech/rail1")
+    assert "tenants/team-speech/namespace" in item.depends_on
+
+
+def test_network_operator_multus_replaces_the_thick_overlay(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["multus"] = "network-operator"
+    plan = plan_of(lab)
+    assert network.MULTUS_ID not in {it.id for it in plan.items}
+    assert "multus" in body(plan, network.POLICY_ID)["spec"]["secondaryNetwork"]
+    assert network.POLICY_ID in plan.item("network/nad/rail0").depends_on
+
+
+def test_multus_overlay_pins_the_release_image(lab: dict[str, Any]) -> None:
+    lab["gpufabric:versions"] = {"multus": "v4.2.4"}
+    overlay = plan_of(lab).item(network.MULTUS_ID).payload
+    assert isinstance(overlay, KustomizeOverlay)
+    text = overlay.files()["kustomization.yaml"]
+    assert "/multus-cni/v4.2.4/deployments/multus-daemonset-thick.yml" in text
+    assert 'newTag: "v4.2.4-thick"' in text
+
+
+# Which item installs the CRD each custom resource needs.
+CRD_INSTALLER = {
+    "nvidia.com": gpu.CHART_ID,
+    "mellanox.com": network.CHART_ID,
+    "nv-ipam.nvidia.com": network.POLICY_ID,
+    "sriovnetwork.openshift.io": network.CHART_ID,
+    "k8s.cni.cncf.io": network.MULTUS_ID,
+}
+
+
+def _ancestors(plan: Plan, item_id: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(plan.item(item_id).depends_on)
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(plan.item(current).depends_on)
+    return seen
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_custom_resources_follow_what_installs_their_crd(name: str) -> None:
+    plan = build_plan(name, load_stack(name).model)
+    for item, obj in plan.objects():
+        group = obj.api_version.split("/")[0] if "/" in obj.api_version else ""
+        if group in CRD_INSTALLER:
+            assert CRD_INSTALLER[group] in _ancestors(plan, item.id), item.id
+    for installer in set(CRD_INSTALLER.values()) - {network.POLICY_ID}:
+        assert plan.item(installer).protect, installer
