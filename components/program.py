@@ -16,7 +16,7 @@ from components.fabric import TrainingFabric
 from gpufabric.config import StackModel
 from gpufabric.plan import build_plan
 from gpufabric.problems import StackError
-from gpufabric.stackfile import NAMESPACE, model_from_config
+from gpufabric.stackfile import NAMESPACE, model_from_config, stack_warnings
 
 
 def _config_keys() -> set[str]:
@@ -47,9 +47,12 @@ def read_config() -> dict[str, Any]:
 def load_model() -> StackModel:
     source = f"stack {pulumi.get_stack()}"
     try:
-        return model_from_config(read_config(), source, from_file=False)
+        model = model_from_config(read_config(), source, from_file=False)
     except StackError as err:
         raise pulumi.RunError(err.report()) from None
+    for warning in stack_warnings(model):
+        pulumi.log.warn(str(warning))
+    return model
 
 
 def main() -> TrainingFabric:

@@ -7,6 +7,7 @@ schema validation, 1 anything else that stopped the command (e.g. an unwritable 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_p
 from gpufabric.problems import StackError
 from gpufabric.render import render_files, write_tree
 from gpufabric.schema import validate_objects
-from gpufabric.stackfile import Stack, list_stacks, load_stack, stacks_dir
+from gpufabric.stackfile import Stack, list_stacks, load_stack, stack_warnings, stacks_dir
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -72,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "stacks":
             return cmd_stacks(args)
         stack = load_stack(args.stack, args.stacks_dir)
+        for warning in stack_warnings(stack.model):
+            print(f"{stack.source}: warning: {warning}", file=sys.stderr)
         if args.command == "validate":
             return cmd_validate(stack)
         if args.command == "plan":
@@ -139,7 +142,29 @@ def cmd_plan(stack: Stack) -> int:
         flags = " [protect]" if it.protect else ""
         after = f"  after: {', '.join(it.depends_on)}" if it.depends_on else ""
         print(f"{i + 1:4d}  {it.layer.value:<10}  {it.id:<{width}}  {_what(plan, i)}{flags}{after}")
+    _print_pod_contract(plan)
     return EXIT_OK
+
+
+def _print_pod_contract(plan: Plan) -> None:
+    """What a training pod in each tenant namespace gets from the fabric."""
+    if not plan.wiring:
+        return
+    print()
+    print("pod contract (pod annotation k8s.v1.cni.cncf.io/networks, resources, nccl-env):")
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for namespace, w in plan.wiring.items():
+        key = (w.networks, json.dumps(dict(w.rdma_resources)), json.dumps(dict(w.nccl_env)))
+        groups.setdefault(key, []).append(namespace)
+    for namespaces in groups.values():
+        wiring = plan.wiring[namespaces[0]]
+        print(f"  tenants: {', '.join(namespaces)}")
+        for net in json.loads(wiring.networks):
+            print(f"    network   {net['interface']:<8} <- {net['namespace']}/{net['name']}")
+        for resource, count in wiring.rdma_resources.items():
+            print(f"    resource  {resource}: {count}")
+        for name, value in wiring.nccl_env.items():
+            print(f"    env       {name}={value}")
 
 
 def cmd_render(stack: Stack, args: argparse.Namespace) -> int:

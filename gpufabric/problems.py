@@ -23,6 +23,8 @@ class Problem:
 
     path: str
     message: str
+    warning: bool = False
+    """A likely mistake that does not stop the stack (printed, exit code unchanged)."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message

@@ -178,10 +178,16 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
     parts = Parts(**{name: parsed.get(name) for name in SECTIONS})
     if all(parsed.get(n) is not None for n in ("cluster", "gpuNodes", "fabric")):
         parts = Parts.of(StackModel(**parsed))
-    problems += run_checks(parts)
+    found = run_checks(parts)
+    problems += [p for p in found if not p.warning]
     if problems:
         raise StackError(source, sorted(dict.fromkeys(problems), key=_order))
     return StackModel(**parsed)
+
+
+def stack_warnings(model: StackModel) -> list[Problem]:
+    """Likely mistakes in a valid stack: worth a look, never a stop."""
+    return [p for p in run_checks(Parts.of(model)) if p.warning]
 
 
 def _order(p: Problem) -> int:

@@ -25,7 +25,8 @@ from gpufabric.problems import Problem
 from gpufabric.versions import check_versions, effective_components
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 65520)}
+MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 4092)}
+ROCE_FULL_PATH_MTU = 4200  # the netdev MTU that still gives RDMA a 4096-byte path MTU
 MAX_IB_VFS = 16
 _NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 
@@ -204,6 +205,16 @@ def _ipam_capacity(p: Parts) -> Iterator[Problem]:
                 f"expected a prefix between {prefix + 1} and {rail.subnet.max_prefixlen}",
             )
             continue
+        block_size = 2 ** (rail.subnet.max_prefixlen - ipam.perNodePrefix)
+        if rail.gateway is not None:
+            index = int(rail.gateway) - int(rail.subnet.network_address)
+            if index >= block_size:
+                yield Problem(
+                    f"fabric.rails[{i}].gateway",
+                    f"{rail.gateway} is not in the first /{ipam.perNodePrefix} block of "
+                    f"{rail.subnet}; a cidrpool gives every node's block a gateway at the same "
+                    "offset, so name it in the first block (e.g. its .1)",
+                )
         blocks = 2 ** (ipam.perNodePrefix - prefix)
         if nodes is not None and blocks < nodes:
             yield Problem(
@@ -221,7 +232,8 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
     low, high = MTU_RANGE[f.type]
     if f.mtu is not None and not low <= f.mtu <= high:
         hint = (
-            " (IPoIB: 2044 or 4092 in datagram mode, up to 65520 in connected mode)"
+            " (enhanced IPoIB on ConnectX runs datagram mode only: 4092 with a 4K IB MTU, "
+            "2044 with 2K)"
             if f.type == "infiniband"
             else " (jumbo frames: 9000 end to end, switches included)"
         )
@@ -274,6 +286,29 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
             yield Problem(
                 f"fabric.ncclEnv.{name}",
                 "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals)",
+            )
+    if f.type == "roce" and f.rdma != "none" and f.effective_mtu < ROCE_FULL_PATH_MTU:
+        yield Problem(
+            "fabric.mtu",
+            f"{f.effective_mtu} caps the RDMA path MTU at 2048 or less; RoCE fabrics run "
+            "jumbo frames (9000 end to end) for full bandwidth",
+            warning=True,
+        )
+    for i, rail in enumerate(f.rails):
+        ib_name = rail.netdev.startswith("ib")
+        if f.type == "infiniband" and not ib_name:
+            yield Problem(
+                f"fabric.rails[{i}].netdev",
+                f"{rail.netdev!r} does not look like an IPoIB interface (ib*, e.g. ibp24s0) "
+                "on an infiniband fabric; check the port's link type",
+                warning=True,
+            )
+        elif f.type == "roce" and ib_name:
+            yield Problem(
+                f"fabric.rails[{i}].netdev",
+                f"{rail.netdev!r} looks like an IPoIB interface on a roce fabric; RoCE rails "
+                "are Ethernet netdevs (e.g. ens1f0np0)",
+                warning=True,
             )
     yield from _infiniband(f)
     yield from _roce(f)

@@ -142,3 +142,21 @@ def test_every_example_renders_against_the_pinned_crds_identically(
         assert main(["render", "--stack", name, "--out", str(out), "--crd-dir", str(crd_dir)]) == 0
         trees.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert trees[0] == trees[1]
+
+
+def test_plan_prints_the_pod_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", "lab-roce"]) == 0
+    out = capsys.readouterr().out
+    contract = out[out.index("pod contract") :]
+    assert "tenants: team-vision, team-speech" in contract
+    assert "network   rail0    <- gpufabric-networks/rail0" in contract
+    assert "resource  rdma/rail1: 1" in contract
+    assert "env       NCCL_IB_TC=104" in contract
+
+
+def test_warnings_go_to_stderr_and_keep_exit_0(
+    lab: dict[str, Any], write_stack: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab["gpufabric:fabric"]["mtu"] = 1500
+    assert main(["validate", "--stack", str(write_stack(lab))]) == 0
+    assert "warning: fabric.mtu: 1500 caps the RDMA path MTU" in capsys.readouterr().err

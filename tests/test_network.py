@@ -264,3 +264,53 @@ def test_custom_resources_follow_what_installs_their_crd(name: str) -> None:
             assert CRD_INSTALLER[group] in _ancestors(plan, item.id), item.id
     for installer in set(CRD_INSTALLER.values()) - {network.POLICY_ID}:
         assert plan.item(installer).protect, installer
+
+
+def _problems(config: dict[str, Any]) -> dict[str, str]:
+    from gpufabric.problems import StackError
+
+    with pytest.raises(StackError) as info:
+        model_from_config(sections(config), "t", from_file=True)
+    return {p.path: p.message for p in info.value.problems}
+
+
+def test_ipoib_mtu_is_limited_to_datagram_mode() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:fabric"]["mtu"] = 65520
+    assert "datagram mode only" in _problems(config)["fabric.mtu"]
+
+
+def test_cidrpool_gateway_must_be_an_offset_in_the_first_block() -> None:
+    config = example_config("roce-sriov-volcano")
+    config["gpufabric:fabric"]["rails"][0]["gateway"] = "172.20.7.254"
+    assert "first /27 block" in _problems(config)["fabric.rails[0].gateway"]
+
+
+def test_suspicious_netdevs_and_small_roce_mtu_are_warnings(lab: dict[str, Any]) -> None:
+    from gpufabric.stackfile import stack_warnings
+
+    lab["gpufabric:fabric"]["mtu"] = 1500
+    lab["gpufabric:fabric"]["rails"][1]["netdev"] = "ibp2s0"
+    model = model_from_config(sections(lab), "t", from_file=True)  # still valid
+    warnings = {w.path: w.message for w in stack_warnings(model)}
+    assert "jumbo frames" in warnings["fabric.mtu"]
+    assert "looks like an IPoIB interface" in warnings["fabric.rails[1].netdev"]
+    config = example_config("prod-ib")
+    config["gpufabric:fabric"]["rails"][0]["netdev"] = "ens1f0np0"
+    model = model_from_config(sections(config), "t", from_file=True)
+    assert "fabric.rails[0].netdev" in {w.path for w in stack_warnings(model)}
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_example_stacks_have_no_warnings(name: str) -> None:
+    from gpufabric.stackfile import stack_warnings
+
+    assert stack_warnings(load_stack(name).model) == []
+
+
+def test_no_nccl_pkey_variable_even_with_a_pkey() -> None:
+    # NCCL_IB_PKEY is a P_Key *table index* (qp pkey_index), not the partition value; a VF
+    # in one partition has it at index 0, NCCL's default.
+    plan = plan_of(example_config("prod-ib"))
+    for wiring in plan.wiring.values():
+        assert "NCCL_IB_PKEY" not in wiring.nccl_env
