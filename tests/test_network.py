@@ -112,7 +112,12 @@ def test_roce_sriov_chains_rdma_and_sets_exclusive_mode() -> None:
     assert body(plan, "network/sriov-policy/rail2")["spec"]["linkType"] == "eth"
     cidr = body(plan, "network/pool/rail2")
     assert cidr["kind"] == "CIDRPool"
-    assert cidr["spec"] == {"cidr": "172.20.16.0/21", "perNodeNetworkPrefix": 27, "gatewayIndex": 1}
+    assert cidr["spec"] == {
+        "cidr": "172.20.16.0/21",
+        "perNodeNetworkPrefix": 27,
+        "gatewayIndex": 1,
+        "routes": [{"dst": "172.20.16.0/21"}],
+    }
 
 
 def test_hostdevice_uses_the_sriov_device_plugin(lab: dict[str, Any]) -> None:

@@ -213,8 +213,10 @@ def pool_spec(fabric: Fabric, rail: Rail) -> tuple[str, dict[str, Any]]:
             "perNodeNetworkPrefix": fabric.ipam.perNodePrefix,
         }
         if rail.gateway is not None:
-            # CIDRPool names the gateway by its index inside each node's block.
+            # CIDRPool names the gateway by its index inside each node's block; pods reach
+            # the other nodes' blocks of the rail through it.
             spec["gatewayIndex"] = int(rail.gateway) - int(rail.subnet.network_address)
+            spec["routes"] = [{"dst": str(rail.subnet)}]
         if exclusions:
             spec["exclusions"] = exclusions
         return "CIDRPool", spec
