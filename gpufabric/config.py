@@ -535,6 +535,10 @@ class Tenant(Model):
     cpuQuota: Quantity | None = None
     memoryQuota: Quantity | None = None
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    pkey: PKey | None = None
+    """InfiniBand SR-IOV with nadScope: tenant: this tenant's own partition."""
+    vlan: int | None = Field(default=None, ge=1, le=4094)
+    """RoCE SR-IOV with nadScope: tenant: this tenant's own VLAN on the VFs."""
 
 
 class StackModel(Model):

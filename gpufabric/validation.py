@@ -448,6 +448,7 @@ def _tenants(p: Parts) -> Iterator[Problem]:
         reserved.add(p.fabric.networkNamespace)
     seen: dict[str, int] = {}
     capacity = p.gpuNodes.count * p.gpuNodes.gpusPerNode if p.gpuNodes else None
+    yield from _tenant_isolation(p)
     for i, tenant in enumerate(p.tenants):
         ns = tenant.namespace
         if ns in seen:
@@ -464,6 +465,35 @@ def _tenants(p: Parts) -> Iterator[Problem]:
                 f"{tenant.gpuQuota} is more than the cluster has ({p.gpuNodes.count} nodes x "  # type: ignore[union-attr]
                 f"{p.gpuNodes.gpusPerNode} GPUs = {capacity})",  # type: ignore[union-attr]
             )
+
+
+def _tenant_isolation(p: Parts) -> Iterator[Problem]:
+    """Per-tenant partitions and VLANs: only on per-tenant networks, only where the CNI has
+    them, and never shared (that would undo the isolation)."""
+    f, tenants = p.fabric, p.tenants or []
+    for attr, needs_type in (("pkey", "infiniband"), ("vlan", "roce")):
+        owners: dict[object, int] = {}
+        for i, tenant in enumerate(tenants):
+            value = getattr(tenant, attr)
+            if value is None:
+                continue
+            path = f"tenants[{i}].{attr}"
+            if value in owners:
+                yield Problem(
+                    path,
+                    f"{value} is already tenants[{owners[value]}]'s; isolation needs one per tenant",
+                )
+            owners[value] = i
+            if f is None:
+                continue
+            if f.nadScope != "tenant":
+                yield Problem(path, "applies to per-tenant networks; set fabric.nadScope: tenant")
+            if f.type != needs_type or f.rdma != "sriov":
+                yield Problem(
+                    path,
+                    f"a per-tenant {attr} is carried by {needs_type} SR-IOV VFs, but the fabric is "
+                    f"{f.type} with rdma: {f.rdma}",
+                )
 
 
 # ---------------------------------------------------------------------------- versions

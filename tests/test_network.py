@@ -319,3 +319,46 @@ def test_no_nccl_pkey_variable_even_with_a_pkey() -> None:
     plan = plan_of(example_config("prod-ib"))
     for wiring in plan.wiring.values():
         assert "NCCL_IB_PKEY" not in wiring.nccl_env
+
+
+def test_per_tenant_partitions_isolate_tenants() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:fabric"]["nadScope"] = "tenant"
+    config["gpufabric:tenants"][0]["pkey"] = "0x8010"
+    config["gpufabric:tenants"][1]["pkey"] = "0x8011"
+    plan = plan_of(config)
+    first = json.loads(body(plan, "network/nad/llm-pretrain/rail0")["spec"]["config"])
+    second = json.loads(body(plan, "network/nad/llm-finetune/rail0")["spec"]["config"])
+    third = json.loads(body(plan, "network/nad/research/rail0")["spec"]["config"])
+    assert (first["pkey"], second["pkey"], third["pkey"]) == ("0x8010", "0x8011", "0x8001")
+
+
+def test_per_tenant_vlans_on_roce_vfs() -> None:
+    config = example_config("roce-sriov-volcano")
+    config["gpufabric:fabric"]["nadScope"] = "tenant"
+    config["gpufabric:tenants"][0]["vlan"] = 101
+    plan = plan_of(config)
+    cni = json.loads(body(plan, "network/nad/ml-platform/rail0")["spec"]["config"])
+    assert cni["plugins"][0]["vlan"] == 101
+    other = json.loads(body(plan, "network/nad/ml-research/rail0")["spec"]["config"])
+    assert "vlan" not in other["plugins"][0]
+
+
+def test_tenant_isolation_errors(lab: dict[str, Any]) -> None:
+    lab["gpufabric:tenants"][0]["vlan"] = 100
+    lab["gpufabric:tenants"][1]["vlan"] = 100
+    from gpufabric.problems import StackError
+
+    with pytest.raises(StackError) as info:
+        model_from_config(sections(lab), "t", from_file=True)
+    messages = [str(p) for p in info.value.problems]
+    assert any(m.startswith("tenants[0].vlan: applies to per-tenant networks") for m in messages)
+    assert any(
+        m.startswith("tenants[0].vlan: a per-tenant vlan is carried by roce SR-IOV")
+        for m in messages
+    )
+    assert any(m.startswith("tenants[1].vlan: 100 is already tenants[0]'s") for m in messages)
+    config = example_config("prod-ib")
+    config["gpufabric:fabric"]["nadScope"] = "tenant"
+    config["gpufabric:tenants"][0]["vlan"] = 7
+    assert "carried by roce SR-IOV VFs" in _problems(config)["tenants[0].vlan"]

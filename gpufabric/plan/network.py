@@ -21,7 +21,7 @@ import ipaddress
 from typing import Any
 
 from gpufabric import rails
-from gpufabric.config import Fabric, Rail, StackModel
+from gpufabric.config import Fabric, Rail, StackModel, Tenant
 from gpufabric.plan import (
     Item,
     K8sObject,
@@ -239,8 +239,9 @@ def _exclusion(text: str) -> dict[str, str]:
 # ------------------------------------------------------------------------------- CNIs
 
 
-def cni_config(fabric: Fabric, rail: Rail) -> dict[str, Any]:
-    """The exact CNI configuration a pod's interface on this rail is created with."""
+def cni_config(fabric: Fabric, rail: Rail, tenant: Tenant | None = None) -> dict[str, Any]:
+    """The exact CNI configuration a pod's interface on this rail is created with; a
+    tenant's own partition or VLAN applies to its per-tenant networks."""
     name = rails.nad_name(rail)
     ipam: dict[str, Any] = {"type": "nv-ipam", "poolName": rails.pool_name(rail)}
     if fabric.ipam.poolType == "cidrpool":
@@ -278,16 +279,20 @@ def cni_config(fabric: Fabric, rail: Rail) -> dict[str, Any]:
             "rdmaIsolation": True,
             "ipam": ipam,
         }
-        if ib.pkey is not None:
-            config["pkey"] = ib.pkey
+        pkey = tenant.pkey if tenant is not None and tenant.pkey else ib.pkey
+        if pkey is not None:
+            config["pkey"] = pkey
         if ib.pkeyManagement == "ufm":
             config["ibKubernetesEnabled"] = True
         return config
+    sriov: dict[str, Any] = {"type": "sriov", "link_state": "enable", "ipam": ipam}
+    if tenant is not None and tenant.vlan is not None:
+        sriov["vlan"] = tenant.vlan
     return {
         "cniVersion": "0.3.1",
         "name": name,
         "plugins": [
-            {"type": "sriov", "link_state": "enable", "ipam": ipam},
+            sriov,
             # Moves the VF's RDMA device into the pod network namespace.
             {"type": "rdma"},
         ],
@@ -492,10 +497,12 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
                 retain_on_delete=True,
             )
         )
-        targets = [(fabric.networkNamespace, NETWORKS_NAMESPACE_ID)]
+        targets: list[tuple[str, str, Tenant | None]] = [
+            (fabric.networkNamespace, NETWORKS_NAMESPACE_ID, None)
+        ]
     else:
-        targets = [(t.namespace, f"tenants/{t.namespace}/namespace") for t in model.tenants]
-    for namespace, ns_id in targets:
+        targets = [(t.namespace, f"tenants/{t.namespace}/namespace", t) for t in model.tenants]
+    for namespace, ns_id, tenant in targets:
         for rail in fabric.rails:
             body = render_object(
                 "network/nad.yaml.j2",
@@ -504,7 +511,7 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
                 stack=ctx.stack,
                 rail=rail.name,
                 resource=rails.resource_name(fabric, rail),
-                cni=cni_config(fabric, rail),
+                cni=cni_config(fabric, rail, tenant),
             )
             scope = "" if fabric.nadScope == "system" else f"{namespace}/"
             items.append(
