@@ -36,9 +36,10 @@ def _to_json(value: Any) -> str:
 
 
 @functools.cache
-def environment() -> jinja2.Environment:
+def environment(directory: Path = TEMPLATES_DIR) -> jinja2.Environment:
+    """Templates under ``directory``: strict about undefined names, values via ``json``."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        loader=jinja2.FileSystemLoader(str(directory)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -52,14 +53,7 @@ def environment() -> jinja2.Environment:
 def render_overlay(directory: str, parameters: Mapping[str, str]) -> dict[str, str]:
     """Files of a kustomize overlay under manifests/: ``*.j2`` rendered, others as they are."""
     src = MANIFESTS_DIR / directory
-    loader = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(src)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    loader.filters["json"] = _to_json
+    loader = environment(src)
     out: dict[str, str] = {}
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
         rel = path.relative_to(src).as_posix()

@@ -125,6 +125,15 @@ def helm_chart(
     )
 
 
+def system_namespace(stack: str, item_id: str, layer: Layer, name: str, level: str) -> Item:
+    """A namespace for something gpufabric installs, with its Pod Security level; kept in
+    the cluster when it leaves the stack (it holds an operator and its state)."""
+    from gpufabric.templates import render_object
+
+    body = render_object("system/namespace.yaml.j2", name=name, stack=stack, level=level)
+    return Item(item_id, layer, K8sObject(body), protect=True, retain_on_delete=True)
+
+
 Payload = HelmChart | KustomizeOverlay | K8sObject
 
 
@@ -277,4 +286,5 @@ __all__ = [
     "build_plan",
     "helm_chart",
     "order_items",
+    "system_namespace",
 ]

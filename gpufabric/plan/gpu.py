@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan import Item, K8sObject, Layer, PlanContext, helm_chart, network
-from gpufabric.templates import render_object
+from gpufabric.plan import Item, Layer, PlanContext, helm_chart, network, system_namespace
 
 CHART_ID = "gpu/gpu-operator"
 NAMESPACE_ID = "gpu/namespace"
@@ -59,18 +58,8 @@ def build(ctx: PlanContext) -> list[Item]:
         values(ctx),
         awaits={"nvidia.com/v1/ClusterPolicy": CLUSTER_POLICY_READY},
     )
-    namespace = K8sObject(
-        render_object(
-            "system/namespace.yaml.j2",
-            name=component.namespace,
-            stack=ctx.stack,
-            level="privileged",
-        )
-    )
     return [
-        Item(
-            id=NAMESPACE_ID, layer=Layer.GPU, payload=namespace, protect=True, retain_on_delete=True
-        ),
+        system_namespace(ctx.stack, NAMESPACE_ID, Layer.GPU, component.namespace, "privileged"),
         # The chart installs the ClusterPolicy CRD; deleting it would remove every node's
         # driver stack, so it is protected.
         Item(

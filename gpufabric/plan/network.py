@@ -30,6 +30,7 @@ from gpufabric.plan import (
     PlanContext,
     SecretRef,
     helm_chart,
+    system_namespace,
 )
 from gpufabric.templates import render_object
 
@@ -307,20 +308,7 @@ def build(ctx: PlanContext) -> list[Item]:
     fabric = model.fabric
     operator = ctx.components["network-operator"]
     items: list[Item] = [
-        Item(
-            NAMESPACE_ID,
-            Layer.NETWORK,
-            K8sObject(
-                render_object(
-                    "system/namespace.yaml.j2",
-                    name=operator.namespace,
-                    stack=ctx.stack,
-                    level="privileged",
-                )
-            ),
-            protect=True,
-            retain_on_delete=True,
-        )
+        system_namespace(ctx.stack, NAMESPACE_ID, Layer.NETWORK, operator.namespace, "privileged")
     ]
     chart_deps = [NAMESPACE_ID]
     if not network_operator_runs_nfd(model):
@@ -481,20 +469,14 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
     model = ctx.model
     fabric = model.fabric
     if fabric.nadScope == "system":
+        # Holds only NetworkAttachmentDefinitions: the strictest Pod Security level.
         items.append(
-            Item(
+            system_namespace(
+                ctx.stack,
                 NETWORKS_NAMESPACE_ID,
                 Layer.NETWORK,
-                K8sObject(
-                    render_object(
-                        "system/namespace.yaml.j2",
-                        name=fabric.networkNamespace,
-                        stack=ctx.stack,
-                        level="restricted",
-                    )
-                ),
-                protect=True,
-                retain_on_delete=True,
+                fabric.networkNamespace,
+                "restricted",
             )
         )
         targets: list[tuple[str, str, Tenant | None]] = [
