@@ -18,6 +18,7 @@ Operator is installed first and runs it.
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 from gpufabric import rails
@@ -174,8 +175,6 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
 
 
 def _json(data: Any) -> str:
-    import json
-
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
