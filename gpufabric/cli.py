@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpufabric import __version__
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
 from gpufabric.problems import StackError
 from gpufabric.render import render_files, write_tree
-from gpufabric.schema import validate_objects
+from gpufabric.schema import Report, validate_objects
 from gpufabric.stackfile import Stack, list_stacks, load_stack, stack_warnings, stacks_dir
 
 EXIT_OK = 0
@@ -187,36 +187,31 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
         return EXIT_INVALID_OBJECTS
     files = render_files(plan)
     write_tree(files, out)
-    _print_summary(
-        plan, out, len(files), report.checked_core, report.checked_custom, report.unchecked
-    )
+    _print_summary(plan, out, len(files), report)
     return EXIT_OK
 
 
-def _print_summary(
-    plan: Plan, out: Path, nfiles: int, core: int, custom: int, unchecked: list[str]
-) -> None:
-    per_layer = Counter(it.layer.value for it, _ in plan.objects())
+def _print_summary(plan: Plan, out: Path, nfiles: int, report: Report) -> None:
+    per_layer = Counter(it.layer for it, _ in plan.objects())
     print(f"rendered stack {plan.stack}: {len(plan.items)} items, {nfiles} files in {out}/")
-    for layer in sorted(
-        per_layer, key=lambda name: [x.value for x in type(plan.items[0].layer)].index(name)
-    ):
-        print(f"  {layer:<11} {per_layer[layer]:5d} objects")
-    charts = [it.payload for it in plan.items if isinstance(it.payload, HelmChart)]
-    for c in charts:
-        print(f"  chart       {c.chart} {c.version} ({c.repository}) -> {c.namespace}")
-    overlays = [it.payload for it in plan.items if isinstance(it.payload, KustomizeOverlay)]
-    for o in overlays:
-        print(f"  kustomize   {o.directory} -> {o.namespace}")
-    checked = f"schema-validated {core} built-in objects"
-    if custom:
-        checked += f" and {custom} custom resources"
+    for layer in LAYER_ORDER:
+        if per_layer[layer]:
+            print(f"  {layer.value:<11} {per_layer[layer]:5d} objects")
+    for it in plan.items:
+        p = it.payload
+        if isinstance(p, HelmChart):
+            print(f"  chart       {p.chart} {p.version} ({p.repository}) -> {p.namespace}")
+    for it in plan.items:
+        p = it.payload
+        if isinstance(p, KustomizeOverlay):
+            print(f"  kustomize   {p.directory} -> {p.namespace}")
+    checked = f"schema-validated {report.checked_core} built-in objects"
+    if report.checked_custom:
+        checked += f" and {report.checked_custom} custom resources"
     print(f"  {checked}")
-    if unchecked:
-        kinds = sorted(
-            {u.split(" (", 1)[1].rstrip(")") if " (" in u else "pass --crd-dir" for u in unchecked}
-        )
-        print(f"  not checked: {len(unchecked)} custom resources ({'; '.join(kinds)})")
+    if report.unchecked:
+        reasons = "; ".join(sorted(report.unchecked_reasons))
+        print(f"  not checked: {len(report.unchecked)} custom resources ({reasons})")
     print(f"  plan: {out}/plan.json")
 
 

@@ -48,6 +48,8 @@ class Report:
     checked_custom: int = 0
     unchecked: list[str] = field(default_factory=list)
     """Custom resources left unchecked: no CRD directory, or no CRD for their kind in it."""
+    unchecked_reasons: set[str] = field(default_factory=set)
+    """Why they were left unchecked, once per reason (for summaries)."""
     errors: list[ObjectError] = field(default_factory=list)
 
     @property
@@ -138,10 +140,10 @@ class CrdIndex:
 
     schemas: Mapping[tuple[str, str], dict[str, Any]]
     sources: Mapping[tuple[str, str], str]
+    validators: Mapping[tuple[str, str], jsonschema.Validator]
 
     def validator(self, api_version: str, kind: str) -> jsonschema.Validator | None:
-        schema = self.schemas.get((api_version, kind))
-        return jsonschema.Draft202012Validator(schema) if schema is not None else None
+        return self.validators.get((api_version, kind))
 
 
 @functools.cache
@@ -164,7 +166,8 @@ def load_crds(directory: Path) -> CrdIndex:
                 key = (f"{group}/{version['name']}", kind)
                 schemas[key] = crd_to_jsonschema(raw)
                 sources[key] = str(path)
-    return CrdIndex(schemas=schemas, sources=sources)
+    validators = {key: jsonschema.Draft202012Validator(s) for key, s in schemas.items()}
+    return CrdIndex(schemas=schemas, sources=sources, validators=validators)
 
 
 # ------------------------------------------------------------------------------ driver
@@ -200,11 +203,14 @@ def validate_objects(
             continue
         if crds is None:
             report.unchecked.append(where)
+            report.unchecked_reasons.add("pass --crd-dir")
             continue
         custom = crds.validator(api_version, kind)
         if custom is None:
             # Not every upstream ships its CRDs where we can pin them; say so, loudly.
-            report.unchecked.append(f"{where} (no CRD for {api_version} {kind})")
+            reason = f"no CRD for {api_version} {kind}"
+            report.unchecked.append(f"{where} ({reason})")
+            report.unchecked_reasons.add(reason)
             continue
         report.checked_custom += 1
         report.errors.extend(_errors(custom, obj, where))

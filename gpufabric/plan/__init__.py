@@ -33,6 +33,9 @@ class Layer(StrEnum):
 
 LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)
 
+STATE_READY = "jsonpath={.status.state}=ready"
+"""pulumi.com/waitFor condition for NVIDIA operators' policies (ClusterPolicy, NicClusterPolicy)."""
+
 
 @dataclass(frozen=True)
 class SecretRef:
@@ -272,6 +275,7 @@ def build_plan(stack: str, model: StackModel) -> Plan:
 
 __all__ = [
     "LAYER_ORDER",
+    "STATE_READY",
     "HelmChart",
     "Item",
     "K8sObject",

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan import Item, Layer, PlanContext, helm_chart, network, system_namespace
+from gpufabric.plan import (
+    STATE_READY,
+    Item,
+    Layer,
+    PlanContext,
+    helm_chart,
+    network,
+    system_namespace,
+)
 
 CHART_ID = "gpu/gpu-operator"
 NAMESPACE_ID = "gpu/namespace"
-CLUSTER_POLICY_READY = "jsonpath={.status.state}=ready"
 
 
 def values(ctx: PlanContext) -> dict[str, Any]:
@@ -56,7 +63,7 @@ def build(ctx: PlanContext) -> list[Item]:
     chart = helm_chart(
         component,
         values(ctx),
-        awaits={"nvidia.com/v1/ClusterPolicy": CLUSTER_POLICY_READY},
+        awaits={"nvidia.com/v1/ClusterPolicy": STATE_READY},
     )
     return [
         system_namespace(ctx.stack, NAMESPACE_ID, Layer.GPU, component.namespace, "privileged"),

@@ -24,6 +24,7 @@ from typing import Any
 from gpufabric import rails
 from gpufabric.config import Fabric, Rail, StackModel, Tenant
 from gpufabric.plan import (
+    STATE_READY,
     Item,
     K8sObject,
     KustomizeOverlay,
@@ -45,7 +46,6 @@ SRIOV_POOL_ID = "network/sriov-rdma-exclusive"
 
 NO_IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 UFM_SECRET_NAME = "ib-kubernetes-ufm-secret"
-POLICY_READY = "jsonpath={.status.state}=ready"
 RDMA_HCA_MAX = 63  # pods sharing one HCA, as in NVIDIA's examples
 IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
 SRIOV_API = "sriovnetwork.openshift.io/v1"
@@ -346,7 +346,7 @@ def build(ctx: PlanContext) -> list[Item]:
                 "NicClusterPolicy",
                 "nic-cluster-policy",
                 policy_spec(ctx),
-                annotations={"pulumi.com/waitFor": POLICY_READY},
+                annotations={"pulumi.com/waitFor": STATE_READY},
             ),
             tuple(policy_deps),
         )
