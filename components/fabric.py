@@ -36,18 +36,23 @@ class TrainingFabric(pulumi.ComponentResource):
         )
         registered: dict[str, pulumi.Resource] = {}
         self.layers: dict[Layer, LayerComponent] = {}
+        used = {it.layer for it in plan.items}
         for layer in LAYER_ORDER:
-            items = tuple(it for it in plan.items if it.layer == layer)
-            if not items:
-                continue
-            cls = LAYER_COMPONENTS.get(layer, LayerComponent)
-            self.layers[layer] = cls(
-                f"{name}-{layer.value}",
-                layer,
-                items,
-                registered,
-                opts=pulumi.ResourceOptions(parent=self, providers={"kubernetes": self.provider}),
-            )
+            if layer in used:
+                cls = LAYER_COMPONENTS.get(layer, LayerComponent)
+                self.layers[layer] = cls(
+                    f"{name}-{layer.value}",
+                    layer,
+                    opts=pulumi.ResourceOptions(
+                        parent=self, providers={"kubernetes": self.provider}
+                    ),
+                )
+        # Plan order is a topological order over all layers: every dependency is registered
+        # before the items that follow it.
+        for item in plan.items:
+            self.layers[item.layer].add(item, registered)
+        for component in self.layers.values():
+            component.finish()
         self.resources = registered
         self.tenant_wiring = {
             ns: {

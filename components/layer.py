@@ -16,28 +16,27 @@ def child_name(component: str, item: Item) -> str:
 
 
 class LayerComponent(pulumi.ComponentResource):
-    """Registers one layer's items in apply order, with dependencies from the Plan."""
+    """Parent of one layer's items. Items are added in the Plan's global apply order (a
+    layer's item may follow an item of a later layer, e.g. the job operators follow Volcano),
+    then :meth:`finish` registers the outputs."""
 
     token = "gpufabric:index:Layer"
 
-    def __init__(
-        self,
-        name: str,
-        layer: Layer,
-        items: tuple[Item, ...],
-        registered: MutableMapping[str, pulumi.Resource],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, layer: Layer, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.token, name, None, opts)
+        self.name = name
         self.layer = layer
         self.resources: dict[str, pulumi.Resource] = {}
-        for item in items:
-            deps = [registered[d] for d in item.depends_on]
-            resource = resource_for(
-                child_name(name, item), item, pulumi.ResourceOptions(parent=self, depends_on=deps)
-            )
-            registered[item.id] = resource
-            self.resources[item.id] = resource
+
+    def add(self, item: Item, registered: MutableMapping[str, pulumi.Resource]) -> None:
+        deps = [registered[d] for d in item.depends_on]
+        resource = resource_for(
+            child_name(self.name, item), item, pulumi.ResourceOptions(parent=self, depends_on=deps)
+        )
+        registered[item.id] = resource
+        self.resources[item.id] = resource
+
+    def finish(self) -> None:
         self.register_layer_outputs()
 
     def register_layer_outputs(self) -> None:

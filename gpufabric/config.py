@@ -27,6 +27,8 @@ from pydantic_core import PydanticCustomError
 
 # ---------------------------------------------------------------------------- value types
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,14}$")
 _HCA = re.compile(r"^[A-Za-z0-9_]+(:[0-9]+)?$")
@@ -304,6 +306,15 @@ class Cluster(Model):
         return f"{major}.{minor}"
 
 
+class Toleration(Model):
+    """A taint the GPU nodes carry that training pods tolerate."""
+
+    key: LabelKey
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
 class GpuNodes(Model):
     """Which nodes carry GPUs and RDMA NICs, and how many the stack expects."""
 
@@ -313,6 +324,13 @@ class GpuNodes(Model):
     gpusPerNode: int = Field(default=8, ge=1, le=16)
     count: int = Field(ge=1, le=100_000)
     gpuModel: str | None = None
+    tolerations: list[Toleration] = Field(default_factory=list)
+    """Taints of the GPU nodes; the queue's flavor adds these tolerations to admitted jobs."""
+
+    @property
+    def capacity(self) -> int:
+        """GPUs the stack expects in the cluster."""
+        return self.count * self.gpusPerNode
 
 
 class GpuDriver(Model):
@@ -483,14 +501,27 @@ def _not_mpijob(value: Any) -> Any:
     return value
 
 
+class Requeuing(Model):
+    """Kueue: how a gang that timed out waiting for its pods is requeued."""
+
+    backoffLimitCount: int = Field(default=5, ge=0, le=1000)
+    """Requeues before the workload is deactivated."""
+    backoffBase: DurationSeconds = 60
+    backoffMax: DurationSeconds = 3600
+
+
 class Scheduling(Model):
     """The one gang-scheduling and queueing authority of the cluster."""
 
     gang: Annotated[Literal["kueue", "volcano"], BeforeValidator(_one_authority)] = "kueue"
     topologyLevels: list[LabelKey] = Field(default_factory=list)
-    """Node labels from the widest level (e.g. a block or spine) to the narrowest."""
+    """Node labels from the widest level (e.g. a block or spine) to the narrowest. Unset with
+    Kueue: the node level only (kubernetes.io/hostname)."""
     allOrNothingTimeout: DurationSeconds = 300
     """How long a gang may wait for all its pods to be ready before it is requeued."""
+    requeuing: Requeuing = Field(default_factory=Requeuing)
+    cohort: DnsLabel = "gpufabric"
+    """Kueue cohort of all tenants' ClusterQueues: where idle quota is lent and borrowed."""
 
 
 TrainingScheme = Annotated[
@@ -505,7 +536,9 @@ class TrainingOperator(Model):
     schemes: list[TrainingScheme] = Field(default_factory=list)
 
 
-TrainerRuntime = Literal["torch-distributed", "deepspeed-distributed", "mpi-distributed"]
+# ClusterTrainingRuntimes gpufabric writes (upstream removed its mpi-distributed runtime in
+# Trainer v2.1; MPI TrainJobs run on deepspeed-distributed, an OpenMPI launcher + sshd nodes).
+TrainerRuntime = Literal["torch-distributed", "deepspeed-distributed"]
 
 
 def _default_runtimes() -> list[TrainerRuntime]:
@@ -534,7 +567,11 @@ class Tenant(Model):
     gpuQuota: int = Field(ge=0)
     cpuQuota: Quantity | None = None
     memoryQuota: Quantity | None = None
-    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    gpuBorrowingLimit: int = Field(default=0, ge=0)
+    """GPUs beyond gpuQuota the tenant may borrow while other tenants' quota is idle."""
+    priority: int = Field(default=0, ge=0, le=1_000_000)
+    """Priority of the tenant's jobs (a WorkloadPriorityClass under Kueue, a PriorityClass
+    and the queue's priority under Volcano); higher reclaims borrowed GPUs from lower."""
     pkey: PKey | None = None
     """InfiniBand SR-IOV with nadScope: tenant: this tenant's own partition."""
     vlan: int | None = Field(default=None, ge=1, le=4094)

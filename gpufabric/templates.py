@@ -50,7 +50,7 @@ def environment(directory: Path = TEMPLATES_DIR) -> jinja2.Environment:
     return env
 
 
-def render_overlay(directory: str, parameters: Mapping[str, str]) -> dict[str, str]:
+def render_overlay(directory: str, parameters: Mapping[str, Any]) -> dict[str, str]:
     """Files of a kustomize overlay under manifests/: ``*.j2`` rendered, others as they are."""
     src = MANIFESTS_DIR / directory
     loader = environment(src)

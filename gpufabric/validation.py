@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gpufabric.config import (
+    HOSTNAME_LABEL,
     Cluster,
     Fabric,
     GpuNodes,
@@ -24,7 +25,6 @@ from gpufabric.config import (
 from gpufabric.problems import Problem
 from gpufabric.versions import check_versions, effective_components
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 4092)}
 ROCE_FULL_PATH_MTU = 4200  # the netdev MTU that still gives RDMA a 4096-byte path MTU
 MAX_IB_VFS = 16
@@ -411,7 +411,15 @@ def _repeats(path: str, values: Sequence[str]) -> Iterator[Problem]:
 @check
 def _topology(p: Parts) -> Iterator[Problem]:
     s = p.scheduling
-    if s is None or not s.topologyLevels:
+    if s is None:
+        return
+    if s.gang == "kueue" and not s.topologyLevels and "topologyLevels" in s.model_fields_set:
+        yield Problem(
+            "scheduling.topologyLevels",
+            f"[] leaves Kueue without a topology; list the levels widest first ending with "
+            f"{HOSTNAME_LABEL!r}, or remove the key for the node level only",
+        )
+    if not s.topologyLevels:
         return
     yield from _repeats("scheduling.topologyLevels", s.topologyLevels)
     if s.gang == "kueue" and s.topologyLevels[-1] != HOSTNAME_LABEL:
@@ -430,6 +438,24 @@ def _training(p: Parts) -> Iterator[Problem]:
     yield from _repeats("training.trainer.runtimes", t.trainer.runtimes)
     if not t.trainer.enabled and "runtimes" in t.trainer.model_fields_set:
         yield Problem("training.trainer.runtimes", "set, but training.trainer.enabled is false")
+    if t.trainer.enabled and not t.trainer.runtimes:
+        yield Problem(
+            "training.trainer.runtimes",
+            "[] gives TrainJobs no runtime to reference; accepted: torch-distributed, "
+            "deepspeed-distributed",
+        )
+    if not (t.mpiOperator or t.trainingOperator.schemes or t.trainer.enabled):
+        yield Problem(
+            "training",
+            "installs no job operator; enable mpiOperator, trainingOperator.schemes or trainer",
+        )
+    elif not t.mpiOperator:
+        yield Problem(
+            "training.mpiOperator",
+            "false: `gpufabric verify nccl` runs its acceptance test as an MPIJob and will "
+            "not work on this cluster",
+            warning=True,
+        )
 
 
 # ----------------------------------------------------------------------------- tenants
@@ -465,6 +491,32 @@ def _tenants(p: Parts) -> Iterator[Problem]:
                 f"{tenant.gpuQuota} is more than the cluster has ({p.gpuNodes.count} nodes x "  # type: ignore[union-attr]
                 f"{p.gpuNodes.gpusPerNode} GPUs = {capacity})",  # type: ignore[union-attr]
             )
+        elif capacity is not None and tenant.gpuQuota + tenant.gpuBorrowingLimit > capacity:
+            yield Problem(
+                f"tenants[{i}].gpuBorrowingLimit",
+                f"{tenant.gpuBorrowingLimit} lets the tenant reach "
+                f"{tenant.gpuQuota + tenant.gpuBorrowingLimit} GPUs, more than the cluster's "
+                f"{capacity}; the excess can never be used",
+                warning=True,
+            )
+    yield from _quota_total(p.tenants, capacity, p.gpuNodes)
+
+
+def _quota_total(
+    tenants: Sequence[Tenant], capacity: int | None, nodes: GpuNodes | None
+) -> Iterator[Problem]:
+    """Nominal quotas are what each tenant is guaranteed; together they must fit."""
+    total = sum(t.gpuQuota for t in tenants)
+    if capacity is None or nodes is None or total <= capacity:
+        return
+    shares = " + ".join(f"{t.gpuQuota} ({t.namespace})" for t in tenants)
+    yield Problem(
+        "tenants",
+        f"gpuQuota totals {total} GPUs ({shares}) but the cluster has {capacity} "
+        f"({nodes.count} nodes x {nodes.gpusPerNode} GPUs): the cluster is oversubscribed and "
+        f"the quotas cannot all be honoured. Lower the quotas so they sum to at most {capacity}; "
+        f"to let a tenant use idle GPUs beyond its share, give it a gpuBorrowingLimit instead",
+    )
 
 
 def _tenant_isolation(p: Parts) -> Iterator[Problem]:
@@ -504,8 +556,8 @@ def features(p: Parts) -> set[str]:
     out: set[str] = set()
     if p.scheduling is not None:
         out.add(p.scheduling.gang)
-        if p.scheduling.topologyLevels:
-            out.add("topology")
+        if p.scheduling.topologyLevels or p.scheduling.gang == "kueue":
+            out.add("topology")  # Kueue always places through a Topology
     if p.training is not None:
         if p.training.mpiOperator:
             out.add("mpi-operator")

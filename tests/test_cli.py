@@ -14,6 +14,7 @@ from conftest import EXAMPLE_STACKS, REPO
 
 from gpufabric.cli import main
 from gpufabric.plan import build_plan
+from gpufabric.schema import is_builtin
 from gpufabric.stackfile import load_stack
 
 
@@ -48,14 +49,21 @@ def test_render_writes_the_contract_and_a_summary(
     out = tmp_path / "lab"
     assert main(["render", "--stack", "lab-roce", "--out", str(out)]) == 0
     summary = capsys.readouterr().out
-    assert "tenants         4 objects" in summary
+    plan = build_plan("lab-roce", load_stack("lab-roce").model)
+    objects = [obj for _, obj in plan.objects()]
+    tenants = sum(1 for it, _ in plan.objects() if it.layer.value == "tenants")
+    minor = load_stack("lab-roce").model.cluster.kubernetes_minor
+    core = sum(1 for o in objects if is_builtin(minor, o.api_version, o.kind))
+    assert f"tenants        {tenants:>2} objects" in summary
     assert "chart       gpu-operator v26.7.0" in summary
     assert "chart       network-operator 26.4.1" in summary
+    assert "chart       kueue 0.19.2" in summary
     assert "kustomize   overlays/multus-thick -> kube-system" in summary
-    assert "schema-validated 7 built-in objects" in summary
-    assert "not checked: 5 custom resources (pass --crd-dir)" in summary
+    assert "kustomize   overlays/mpi-operator -> mpi-operator" in summary
+    assert f"schema-validated {core} built-in objects" in summary
+    assert f"not checked: {len(objects) - core} custom resources (pass --crd-dir)" in summary
     doc = json.loads((out / "plan.json").read_text())
-    assert len(doc["items"]) == len(build_plan("lab-roce", load_stack("lab-roce").model).items)
+    assert len(doc["items"]) == len(plan.items)
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,8 @@ class KustomizeOverlay:
 
     directory: str
     namespace: str
-    parameters: Mapping[str, str] = field(default_factory=dict)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    """Template values (strings, or lists of strings such as controller flags)."""
 
     def files(self) -> dict[str, str]:
         """The overlay as applied: relative path -> content."""
@@ -253,7 +254,8 @@ Builder = Callable[[PlanContext], list[Item]]
 
 def build_plan(stack: str, model: StackModel) -> Plan:
     """The whole Plan of a validated stack."""
-    from gpufabric.plan import gpu, network, tenants  # layer modules import this package
+    # layer modules import this package
+    from gpufabric.plan import gpu, network, scheduling, tenants, training
 
     ctx = PlanContext(
         stack=stack,
@@ -261,7 +263,13 @@ def build_plan(stack: str, model: StackModel) -> Plan:
         components=effective_components(model.versions),
         wiring=tenants.wiring_by_namespace(model),
     )
-    builders: list[Builder] = [gpu.build, network.build, tenants.build]
+    builders: list[Builder] = [
+        gpu.build,
+        network.build,
+        training.build,
+        scheduling.build,
+        tenants.build,
+    ]
     items: list[Item] = []
     for build in builders:
         items.extend(build(ctx))
