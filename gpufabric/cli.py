@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpufabric import __version__
+from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
 from gpufabric.problems import StackError
-from gpufabric.render import render_files, write_tree
+from gpufabric.render import render_files, to_yaml, write_tree
 from gpufabric.schema import Report, validate_objects
 from gpufabric.stackfile import Stack, list_stacks, load_stack, stack_warnings, stacks_dir
 
@@ -64,6 +65,30 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory of upstream CRDs to validate custom resources against",
     )
+
+    p = sub.add_parser(
+        "job",
+        help="print a training job wired for a stack and tenant (queue, rails, NCCL, GPUs)",
+    )
+    _stack_arg(p)
+    p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
+    p.add_argument("--kind", required=True, choices=JOB_KINDS, help="job kind")
+    p.add_argument("--nodes", type=int, default=2, help="GPU nodes (pods) the job spans (2)")
+    p.add_argument("--image", help="container image (default: the pinned training image)")
+    p.add_argument(
+        "--command",
+        dest="program",
+        metavar="COMMAND",
+        help="program the job runs, one shell-quoted string (default: an NCCL all-reduce test); "
+        "MPIJobs run it under mpirun on every GPU",
+    )
+    p.add_argument("--name", help="job name (default: <tenant>-<kind>)")
+    p.add_argument("--runtime", help="TrainJob runtime (default: the stack's first)")
+    p.add_argument(
+        "--crd-dir",
+        type=Path,
+        help="directory of upstream CRDs to validate the job against before printing it",
+    )
     return ap
 
 
@@ -79,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_validate(stack)
         if args.command == "plan":
             return cmd_plan(stack)
+        if args.command == "job":
+            return cmd_job(stack, args)
         return cmd_render(stack, args)
     except StackError as err:
         print(err.report(), file=sys.stderr)
@@ -188,6 +215,34 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     files = render_files(plan)
     write_tree(files, out)
     _print_summary(plan, out, len(files), report)
+    return EXIT_OK
+
+
+def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
+    plan = build_plan(stack.name, stack.model)
+    request = JobRequest(
+        tenant=args.tenant,
+        kind=args.kind,
+        nodes=args.nodes,
+        image=args.image,
+        command=args.program,
+        name=args.name,
+        runtime=args.runtime,
+    )
+    manifest = job_manifest(plan, stack.model, request)
+    if args.crd_dir is not None:
+        if not args.crd_dir.is_dir():
+            print(f"gpufabric: --crd-dir {args.crd_dir}: not a directory", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        report = validate_objects([manifest], stack.model.cluster.kubernetes_minor, args.crd_dir)
+        if not report.ok or report.unchecked:
+            print(f"gpufabric: the {args.kind} did not validate:", file=sys.stderr)
+            for err in report.errors:
+                print(f"  - {err}", file=sys.stderr)
+            for reason in sorted(report.unchecked_reasons):
+                print(f"  - not checked: {reason}", file=sys.stderr)
+            return EXIT_INVALID_OBJECTS
+    print(to_yaml(manifest), end="")
     return EXIT_OK
 
 
