@@ -49,7 +49,9 @@ def expected_frameworks(config: dict[str, Any]) -> set[str]:
     return out
 
 
-KUEUE_STACKS = [n for n in EXAMPLE_STACKS if example_config(n)["gpufabric:scheduling"]["gang"] == "kueue"]
+KUEUE_STACKS = [
+    n for n in EXAMPLE_STACKS if example_config(n)["gpufabric:scheduling"]["gang"] == "kueue"
+]
 
 
 @pytest.mark.parametrize("name", KUEUE_STACKS)
@@ -106,7 +108,9 @@ def test_kueue_queue_objects_per_tenant() -> None:
         cq = obj(plan, f"scheduling/{ns}/queue")
         assert cq["kind"] == "ClusterQueue"
         assert cq["spec"]["cohortName"] == "gpufabric"
-        assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+        assert cq["spec"]["namespaceSelector"] == {
+            "matchLabels": {"kubernetes.io/metadata.name": ns}
+        }
         (group,) = cq["spec"]["resourceGroups"]
         assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
         (flavor,) = group["flavors"]
@@ -130,7 +134,9 @@ def test_kueue_queue_objects_per_tenant() -> None:
 
 def test_topology_and_flavor() -> None:
     config = example_config("prod-ib")
-    config["gpufabric:gpuNodes"]["tolerations"] = [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    config["gpufabric:gpuNodes"]["tolerations"] = [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    ]
     plan = plan_of(config)
     levels = [lv["nodeLabel"] for lv in obj(plan, scheduling.TOPOLOGY_ID)["spec"]["levels"]]
     assert levels == config["gpufabric:scheduling"]["topologyLevels"]
@@ -149,7 +155,9 @@ def test_kueue_without_levels_places_by_node() -> None:
 
 
 def volcano_conf(plan: Plan, key: str) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(chart(plan, scheduling.VOLCANO_CHART_ID).values["custom"][key])
+    doc: dict[str, Any] = yaml.safe_load(
+        chart(plan, scheduling.VOLCANO_CHART_ID).values["custom"][key]
+    )
     return doc
 
 
@@ -158,24 +166,36 @@ def test_volcano_scheduler_configuration() -> None:
     conf = volcano_conf(plan, "scheduler_config_override")
     plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
     assert "gang" in plugins
-    assert "capacity" in plugins and "proportion" not in plugins
+    assert "capacity" in plugins
+    assert "proportion" not in plugins
     assert "network-topology-aware" in plugins
     assert "reclaim" in conf["actions"]
     discovery = volcano_conf(plan, "controller_config_override")["networkTopologyDiscovery"]
     (source,) = discovery
-    assert source["source"] == "label" and source["enabled"] is True
+    assert source["source"] == "label"
+    assert source["enabled"] is True
     levels = source["config"]["networkTopologyTypes"][scheduling.TOPOLOGY_NAME]
     # HyperNodes from the stack's levels, widest first, the node last.
-    assert levels == [{"nodeLabel": "topology.gpufabric.io/leaf"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    assert levels == [
+        {"nodeLabel": "topology.gpufabric.io/leaf"},
+        {"nodeLabel": "kubernetes.io/hostname"},
+    ]
 
 
 def test_volcano_without_levels_has_no_topology_placement() -> None:
     config = example_config("roce-sriov-volcano")
     del config["gpufabric:scheduling"]["topologyLevels"]
     plan = plan_of(config)
-    plugins = [p["name"] for t in volcano_conf(plan, "scheduler_config_override")["tiers"] for p in t["plugins"]]
+    plugins = [
+        p["name"]
+        for t in volcano_conf(plan, "scheduler_config_override")["tiers"]
+        for p in t["plugins"]
+    ]
     assert "network-topology-aware" not in plugins
-    assert "controller_config_override" not in chart(plan, scheduling.VOLCANO_CHART_ID).values["custom"]
+    assert (
+        "controller_config_override"
+        not in chart(plan, scheduling.VOLCANO_CHART_ID).values["custom"]
+    )
 
 
 def test_volcano_queues_per_tenant() -> None:
@@ -185,7 +205,8 @@ def test_volcano_queues_per_tenant() -> None:
     for tenant in config["gpufabric:tenants"]:
         ns = tenant["namespace"]
         q = obj(plan, f"scheduling/{ns}/queue")
-        assert q["kind"] == "Queue" and q["metadata"]["name"] == ns
+        assert q["kind"] == "Queue"
+        assert q["metadata"]["name"] == ns
         assert q["spec"]["deserved"] == {"nvidia.com/gpu": tenant["gpuQuota"]}
         assert q["spec"]["capability"] == {
             "nvidia.com/gpu": tenant["gpuQuota"] + tenant.get("gpuBorrowingLimit", 0)
@@ -223,12 +244,16 @@ def test_switching_kueue_to_volcano_changes_only_what_it_must() -> None:
         training.MPI_OPERATOR_ID,  # --gang-scheduling=volcano
         training.TRAINING_OPERATOR_ID,  # --gang-scheduler-name=volcano
         *(f"scheduling/{ns}/queue" for ns in tenant_ns),  # ClusterQueue -> Queue
-        *(f"scheduling/{ns}/priority" for ns in tenant_ns),  # WorkloadPriorityClass -> PriorityClass
+        *(
+            f"scheduling/{ns}/priority" for ns in tenant_ns
+        ),  # WorkloadPriorityClass -> PriorityClass
         *(tenants.namespace_id(ns) for ns in tenant_ns),  # queue annotation
     }
     # GPU, network, NCCL settings, quotas and the admission policy are untouched.
     for item_id in before.keys() & after.keys():
-        if item_id.startswith(("gpu/", "network/")) or item_id.endswith(("nccl-env", "resource-quota")):
+        if item_id.startswith(("gpu/", "network/")) or item_id.endswith(
+            ("nccl-env", "resource-quota")
+        ):
             assert before[item_id] == after[item_id], item_id
 
 
@@ -243,7 +268,11 @@ def test_scheduling_and_tenant_objects_validate_against_the_crds(
     if gang == "kueue" and levels and levels[-1] != "kubernetes.io/hostname":
         levels.append("kubernetes.io/hostname")
     plan = plan_of(config)
-    bodies = [o.body for it, o in plan.objects() if it.layer.value in ("scheduling", "tenants", "training")]
+    bodies = [
+        o.body
+        for it, o in plan.objects()
+        if it.layer.value in ("scheduling", "tenants", "training")
+    ]
     report = validate_objects(bodies, "1.33", crd_dir)
     assert report.ok, report.errors
     assert not report.unchecked
@@ -298,4 +327,6 @@ def test_a_cluster_needs_a_job_operator() -> None:
 def test_kueue_mpijob_needs_mpi_operator_080() -> None:
     config = example_config("lab-roce")
     config["gpufabric:versions"] = {"mpi-operator": "v0.7.0"}
-    assert any("kueue-mpijob-needs-mpi-operator-0.8" in m or "v0.8.0" in m for m in problems(config))
+    assert any(
+        "kueue-mpijob-needs-mpi-operator-0.8" in m or "v0.8.0" in m for m in problems(config)
+    )

@@ -78,14 +78,19 @@ def test_training_operator_comes_after_the_mpi_operator() -> None:
     assert ids.index(training.MPI_OPERATOR_ID) < ids.index(training.TRAINING_OPERATOR_ID)
 
 
-@pytest.mark.parametrize(("gang", "extra"), [("kueue", []), ("volcano", ["--gang-scheduling=volcano"])])
+@pytest.mark.parametrize(
+    ("gang", "extra"), [("kueue", []), ("volcano", ["--gang-scheduling=volcano"])]
+)
 def test_mpi_operator_flags_and_pinned_image(gang: str, extra: list[str]) -> None:
     plan = plan_of(with_gang(example_config("lab-roce"), gang))
     objects = built(plan, training.MPI_OPERATOR_ID, "mpi-operator-v0.8.yaml")
     c = container(deployment(objects, "mpi-operator"))
     assert c["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", *extra]
     # The release manifest names a branch tag; the overlay pins the release image.
-    assert c["image"] == f"mpioperator/mpi-operator:{plan.components['mpi-operator'].version.lstrip('v')}"
+    assert (
+        c["image"]
+        == f"mpioperator/mpi-operator:{plan.components['mpi-operator'].version.lstrip('v')}"
+    )
     assert crds(objects) == {"mpijobs.kubeflow.org"}
 
 
@@ -131,7 +136,9 @@ def test_trainer_chart_and_runtimes_under_kueue() -> None:
     assert chart.values["jobset"] == {"install": True}
     rt = runtime(plan, "torch-distributed")
     assert "podGroupPolicy" not in rt["spec"]  # Kueue admits TrainJobs through its integration
-    assert plan.item("training/runtime-torch-distributed").depends_on == (training.TRAINER_CHART_ID,)
+    assert plan.item("training/runtime-torch-distributed").depends_on == (
+        training.TRAINER_CHART_ID,
+    )
 
 
 def test_trainer_runtimes_carry_the_volcano_pod_group_policy() -> None:

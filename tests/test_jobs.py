@@ -1,0 +1,212 @@
+"""`gpufabric job`: manifests wired for each stack, kind and authority, validated against the
+CRDs, and clear refusals for requests the stack cannot run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import EXAMPLE_STACKS, example_config, sections
+
+from gpufabric.cli import main
+from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.plan import Plan, build_plan, scheduling
+from gpufabric.schema import validate_objects
+from gpufabric.stackfile import model_from_config
+
+
+def setup(config: dict[str, Any]) -> tuple[Plan, Any]:
+    model = model_from_config(sections(config), "t", from_file=True)
+    return build_plan("t", model), model
+
+
+def installed(config: dict[str, Any]) -> list[str]:
+    t = config.get("gpufabric:training", {})
+    out = []
+    if t.get("mpiOperator", True):
+        out.append("mpijob")
+    if "pytorchjob" in t.get("trainingOperator", {}).get("schemes", []):
+        out.append("pytorchjob")
+    if t.get("trainer", {}).get("enabled"):
+        out.append("trainjob")
+    return out
+
+
+CASES = [
+    (name, gang, kind)
+    for name in EXAMPLE_STACKS
+    for gang in ("kueue", "volcano")
+    for kind in installed(example_config(name))
+]
+
+
+def config_for(name: str, gang: str) -> dict[str, Any]:
+    config = example_config(name)
+    config["gpufabric:scheduling"]["gang"] = gang
+    levels = config["gpufabric:scheduling"].get("topologyLevels")
+    if levels and levels[-1] != "kubernetes.io/hostname":
+        levels.append("kubernetes.io/hostname")
+    return config
+
+
+def gpu_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pod templates of the pods that hold GPUs."""
+    if job["kind"] == "MPIJob":
+        return [job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]]
+    if job["kind"] == "PyTorchJob":
+        return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
+    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
+    return [rj["template"]["spec"]["template"] for rj in patch["spec"]["replicatedJobs"]]
+
+
+@pytest.mark.parametrize(("name", "gang", "kind"), CASES)
+def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) -> None:
+    config = config_for(name, gang)
+    plan, model = setup(config)
+    tenant = config["gpufabric:tenants"][-1]["namespace"]
+    job = job_manifest(plan, model, JobRequest(tenant=tenant, kind=kind, nodes=2))  # type: ignore[arg-type]
+    wiring = plan.wiring[tenant]
+    gpus = model.gpuNodes.gpusPerNode
+    meta = job["metadata"]
+    assert meta["namespace"] == tenant
+    if gang == "kueue":
+        assert meta["labels"][scheduling.QUEUE_LABEL] == scheduling.LOCAL_QUEUE_NAME
+        assert meta["labels"][scheduling.PRIORITY_LABEL] == f"tenant-{tenant}"
+    elif kind != "trainjob":
+        assert meta["annotations"][scheduling.VOLCANO_QUEUE_ANNOTATION] == tenant
+        policy = job["spec"]["runPolicy"]["schedulingPolicy"]
+        assert policy["queue"] == tenant
+        assert policy["minAvailable"] == (3 if kind == "mpijob" else 2)
+    for template in gpu_templates(job):
+        annotations = template["metadata"]["annotations"]
+        assert annotations["k8s.v1.cni.cncf.io/networks"] == wiring.networks
+        assert json.loads(annotations["k8s.v1.cni.cncf.io/networks"])
+        if gang == "kueue":
+            assert "kueue.x-k8s.io/podset-preferred-topology" in annotations
+        spec = template["spec"]
+        (container,) = spec["containers"]
+        assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+        (shm,) = [v for v in spec["volumes"] if v["name"] == "dshm"]
+        assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{8 * gpus}Gi"}
+        if kind != "trainjob":
+            assert container["envFrom"] == [{"configMapRef": {"name": "nccl-env"}}]
+            assert container["resources"]["limits"] == {
+                "nvidia.com/gpu": gpus,
+                **wiring.rdma_resources,
+            }
+    if kind == "mpijob":
+        spec = job["spec"]
+        assert spec["slotsPerWorker"] == gpus
+        assert spec["runPolicy"]["cleanPodPolicy"] == "Running"
+        assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+        assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+        launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        assert launcher["command"][:4] == ["mpirun", "--allow-run-as-root", "-np", str(2 * gpus)]
+        for var in wiring.nccl_env:
+            assert ["-x", var] in [
+                launcher["command"][i : i + 2] for i in range(len(launcher["command"]))
+            ]
+    if kind == "pytorchjob":
+        assert job["spec"]["nprocPerNode"] == str(gpus)
+        assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    if kind == "trainjob":
+        trainer = job["spec"]["trainer"]
+        assert trainer["numNodes"] == 2
+        assert trainer["numProcPerNode"] == gpus
+        assert trainer["resourcesPerNode"]["limits"] == {
+            "nvidia.com/gpu": gpus,
+            **wiring.rdma_resources,
+        }
+        assert {e["name"] for e in trainer["env"]} == set(wiring.nccl_env)
+        assert all(e["valueFrom"]["configMapKeyRef"]["name"] == "nccl-env" for e in trainer["env"])
+        if gang == "volcano":
+            patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
+            assert patch["metadata"]["annotations"] == {scheduling.VOLCANO_QUEUE_ANNOTATION: tenant}
+
+
+@pytest.mark.parametrize(("name", "gang", "kind"), CASES)
+def test_job_validates_against_the_crds(name: str, gang: str, kind: str, crd_dir: Path) -> None:
+    plan, model = setup(config_for(name, gang))
+    tenant = model.tenants[0].namespace
+    job = job_manifest(plan, model, JobRequest(tenant=tenant, kind=kind))  # type: ignore[arg-type]
+    report = validate_objects([job], model.cluster.kubernetes_minor, crd_dir)
+    assert report.ok, report.errors
+    assert report.checked_custom == 1
+
+
+def test_cli_prints_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "job",
+        "--stack",
+        "prod-ib",
+        "--tenant",
+        "eval",
+        "--kind",
+        "mpijob",
+        "--nodes",
+        "4",
+        "--image",
+        "registry.example/nccl:1",
+        "--command",
+        "all_reduce_perf_mpi -b 8 -e 16G -f 2",
+        "--name",
+        "nccl-check",
+    ]
+    assert main(argv) == 0
+    job = yaml.safe_load(capsys.readouterr().out)
+    assert job["metadata"]["name"] == "nccl-check"
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["image"] == "registry.example/nccl:1"
+    assert launcher["command"][-7:] == ["all_reduce_perf_mpi", "-b", "8", "-e", "16G", "-f", "2"]
+
+
+def test_cli_output_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["job", "--stack", "prod-ib", "--tenant", "eval", "--kind", "trainjob"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert main(argv) == 0
+    assert capsys.readouterr().out == first
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--tenant", "nobody", "--kind", "mpijob"],
+            "--tenant: 'nobody' is not a tenant of this stack; accepted: team-speech, team-vision",
+        ),
+        (
+            ["--tenant", "team-vision", "--kind", "trainjob"],
+            "--kind: trainjob: training.trainer.enabled is false",
+        ),
+        (
+            ["--tenant", "team-vision", "--kind", "mpijob", "--nodes", "99"],
+            "--nodes: 99 is not between 1 and the stack's 4 GPU nodes",
+        ),
+        (
+            ["--tenant", "team-vision", "--kind", "mpijob", "--name", "Bad_Name"],
+            "--name: 'Bad_Name' is not a valid job name",
+        ),
+        (
+            ["--tenant", "team-vision", "--kind", "mpijob", "--runtime", "torch-distributed"],
+            "--runtime: applies to --kind trainjob only",
+        ),
+    ],
+)
+def test_bad_requests_exit_2_naming_the_option(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["job", "--stack", "lab-roce", *args]) == 2
+    captured = capsys.readouterr()
+    assert expected in captured.err
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+
+
+def test_all_kinds_are_offered() -> None:
+    assert set(JOB_KINDS) == {"mpijob", "pytorchjob", "trainjob"}

@@ -1,0 +1,222 @@
+"""The tenant pod admission policy, evaluated as the API server would: its CEL expressions run
+against pods (cel-python), so a pod with IPC_LOCK is allowed and anything else baseline
+forbids is denied, including the pods of the jobs gpufabric generates."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import celpy
+import pytest
+from conftest import example_config, sections
+
+from gpufabric.jobs import JobRequest, job_manifest
+from gpufabric.plan import K8sObject, build_plan, tenants
+from gpufabric.stackfile import model_from_config
+
+PLAN = build_plan(
+    "lab", model_from_config(sections(example_config("lab-roce")), "lab", from_file=True)
+)
+
+
+def _policy() -> dict[str, Any]:
+    payload = PLAN.item(tenants.POLICY_ID).payload
+    assert isinstance(payload, K8sObject)
+    return dict(payload.body)
+
+
+class Policy:
+    """A ValidatingAdmissionPolicy's variables and validations, compiled once."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.env = celpy.Environment()
+        spec = body["spec"]
+        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
+        self.validations = [
+            (
+                v["message" if "message" in v else "messageExpression"],
+                self._compile(v["expression"]),
+            )
+            for v in spec["validations"]
+        ]
+
+    def _compile(self, expression: str) -> Any:
+        return self.env.program(self.env.compile(expression))
+
+    def denials(self, pod: dict[str, Any]) -> list[str]:
+        """Messages of the validations the pod fails (empty: admitted)."""
+        activation: dict[str, Any] = {"object": celpy.json_to_cel(pod)}
+        variables: dict[str, Any] = {}
+        for name, program in self.variables:
+            activation["variables"] = celpy.celtypes.MapType(variables)
+            variables[celpy.celtypes.StringType(name)] = program.evaluate(activation)
+        activation["variables"] = celpy.celtypes.MapType(variables)
+        out = []
+        for message, program in self.validations:
+            result = program.evaluate(activation)
+            assert isinstance(result, celpy.celtypes.BoolType), (message, result)
+            if not result:
+                out.append(message)
+        return out
+
+
+POLICY = Policy(_policy())
+
+
+def rdma_pod(**container_extra: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": "trainer:1",
+        "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+        "resources": {"limits": {"nvidia.com/gpu": 8, "rdma/rail0": 1}},
+    }
+    container.update(container_extra)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-vision"},
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        },
+    }
+
+
+def test_rdma_pod_with_ipc_lock_is_allowed() -> None:
+    assert POLICY.denials(rdma_pod()) == []
+
+
+def test_baseline_capabilities_are_allowed() -> None:
+    pod = rdma_pod(
+        securityContext={
+            "capabilities": {"add": ["IPC_LOCK", "NET_BIND_SERVICE", "CHOWN"], "drop": ["ALL"]}
+        }
+    )
+    assert POLICY.denials(pod) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "denied"),
+    [
+        (
+            lambda p: p["spec"]["containers"][0]["securityContext"]["capabilities"]["add"].append(
+                "SYS_ADMIN"
+            ),
+            "capabilities",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["securityContext"].update(privileged=True),
+            "privileged",
+        ),
+        (lambda p: p["spec"].update(hostNetwork=True), "host namespaces"),
+        (lambda p: p["spec"].update(hostIPC=True), "host namespaces"),
+        (
+            lambda p: p["spec"]["volumes"].append(
+                {"name": "ib", "hostPath": {"path": "/dev/infiniband"}}
+            ),
+            "hostPath",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0].update(
+                ports=[{"containerPort": 22, "hostPort": 2222}]
+            ),
+            "host ports",
+        ),
+        (
+            lambda p: p["spec"].update(securityContext={"seccompProfile": {"type": "Unconfined"}}),
+            "seccomp",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["securityContext"].update(procMount="Unmasked"),
+            "procMount",
+        ),
+        (
+            lambda p: p["spec"].update(
+                securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}
+            ),
+            "sysctls",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0]["securityContext"].update(
+                seLinuxOptions={"type": "spc_t"}
+            ),
+            "SELinux",
+        ),
+        (
+            lambda p: p["metadata"].update(
+                annotations={"container.apparmor.security.beta.kubernetes.io/worker": "unconfined"}
+            ),
+            "AppArmor",
+        ),
+        (
+            lambda p: p["spec"].update(
+                initContainers=[
+                    {
+                        "name": "i",
+                        "image": "x",
+                        "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+                    }
+                ]
+            ),
+            "capabilities",
+        ),
+    ],
+)
+def test_what_baseline_forbids_is_denied(change: Any, denied: str) -> None:
+    pod = rdma_pod()
+    change(pod)
+    messages = POLICY.denials(pod)
+    assert len(messages) == 1, messages
+    assert denied in messages[0]
+
+
+def test_safe_sysctls_and_runtime_default_profiles_pass() -> None:
+    pod = rdma_pod()
+    pod["spec"]["securityContext"] = {
+        "sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}],
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    pod["metadata"]["annotations"] = {
+        "container.apparmor.security.beta.kubernetes.io/worker": "runtime/default"
+    }
+    assert POLICY.denials(pod) == []
+
+
+def test_binding_selects_exactly_tenant_namespaces() -> None:
+    payload = PLAN.item(tenants.BINDING_ID).payload
+    assert isinstance(payload, K8sObject)
+    spec = payload.body["spec"]
+    assert spec["policyName"] == _policy()["metadata"]["name"]
+    assert spec["validationActions"] == ["Deny"]
+    assert spec["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"gpufabric.io/tenant": "true"}
+    }
+    for t in PLAN.wiring:
+        ns = PLAN.item(tenants.namespace_id(t)).payload
+        assert isinstance(ns, K8sObject)
+        assert ns.body["metadata"]["labels"]["gpufabric.io/tenant"] == "true"
+        # Namespaces come after the policy guarding them.
+        assert tenants.BINDING_ID in PLAN.item(tenants.namespace_id(t)).depends_on
+
+
+def _pod_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
+    if job["kind"] == "MPIJob":
+        specs = job["spec"]["mpiReplicaSpecs"]
+    else:
+        specs = job["spec"]["pytorchReplicaSpecs"]
+    return [s["template"] for s in specs.values()]
+
+
+@pytest.mark.parametrize("kind", ["mpijob", "pytorchjob"])
+def test_generated_job_pods_pass_the_policy(kind: str) -> None:
+    model = model_from_config(sections(example_config("lab-roce")), "lab", from_file=True)
+    job = job_manifest(PLAN, model, JobRequest(tenant="team-vision", kind=kind))  # type: ignore[arg-type]
+    for template in _pod_templates(job):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": copy.deepcopy(template.get("metadata", {})),
+            "spec": template["spec"],
+        }
+        assert POLICY.denials(pod) == []
