@@ -30,8 +30,12 @@ from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, S
 CLUSTER_SCOPE_DIR = "_cluster"
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML with multi-line strings as literal blocks."""
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_SafeDumper):  # type: ignore[valid-type,misc]
+    """Block-style YAML with multi-line strings as literal blocks (libyaml's emitter when
+    PyYAML has it)."""
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

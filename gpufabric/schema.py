@@ -24,6 +24,7 @@ from kubernetes_validate import utils as kv
 from referencing import Registry, Resource
 
 from gpufabric.render import plain
+from gpufabric.templates import YamlLoader
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def load_crds(directory: Path) -> CrdIndex:
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     sources: dict[tuple[str, str], str] = {}
     for path in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=YamlLoader):
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc.get("spec", {})

@@ -27,6 +27,14 @@ MANIFESTS_DIR: Path = _manifests_dir()
 TEMPLATES_DIR: Path = MANIFESTS_DIR / "templates"
 
 
+# libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster, same result.
+YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=YamlLoader)
+
+
 class TemplateError(Exception):
     """A template produced something that is not one Kubernetes object."""
 
@@ -68,7 +76,7 @@ def render_object(template: str, **context: Any) -> dict[str, Any]:
     """Render one template into one Kubernetes object (a dict)."""
     text = environment().get_template(template).render(**context)
     try:
-        obj = yaml.safe_load(text)
+        obj = load_yaml(text)
     except yaml.YAMLError as exc:
         raise TemplateError(f"{template} rendered invalid YAML: {exc}") from exc
     if not isinstance(obj, dict) or not {"apiVersion", "kind", "metadata"} <= obj.keys():
