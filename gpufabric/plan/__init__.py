@@ -138,6 +138,15 @@ def system_namespace(stack: str, item_id: str, layer: Layer, name: str, level: s
     return Item(item_id, layer, K8sObject(body), protect=True, retain_on_delete=True)
 
 
+def object_item(
+    item_id: str, layer: Layer, template: str, depends_on: tuple[str, ...] = (), **context: Any
+) -> Item:
+    """An item holding one object rendered from a template under manifests/templates/."""
+    from gpufabric.templates import render_object
+
+    return Item(item_id, layer, K8sObject(render_object(template, **context)), depends_on)
+
+
 Payload = HelmChart | KustomizeOverlay | K8sObject
 
 
@@ -297,6 +306,7 @@ __all__ = [
     "TenantWiring",
     "build_plan",
     "helm_chart",
+    "object_item",
     "order_items",
     "system_namespace",
 ]

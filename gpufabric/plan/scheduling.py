@@ -17,8 +17,7 @@ import yaml
 
 from gpufabric import rails
 from gpufabric.config import HOSTNAME_LABEL, StackModel, Tenant
-from gpufabric.plan import Item, K8sObject, Layer, PlanContext, helm_chart, system_namespace
-from gpufabric.templates import render_object
+from gpufabric.plan import Item, Layer, PlanContext, helm_chart, object_item, system_namespace
 
 KUEUE_CHART_ID = "scheduling/kueue"
 VOLCANO_CHART_ID = "scheduling/volcano"
@@ -222,71 +221,60 @@ def _resources(tenant: Tenant) -> list[dict[str, Any]]:
 
 
 def cluster_queue_id(tenant: Tenant) -> str:
+    """The tenant's ClusterQueue (Kueue) or Queue (Volcano)."""
     return f"scheduling/{tenant.namespace}/queue"
 
 
+def priority_id(tenant: Tenant) -> str:
+    return f"scheduling/{tenant.namespace}/priority"
+
+
 def _kueue(ctx: PlanContext) -> list[Item]:
-    model, stack = ctx.model, ctx.stack
+    model, stack, layer = ctx.model, ctx.stack, Layer.SCHEDULING
     items: list[Item] = [
-        Item(
-            id=TOPOLOGY_ID,
-            layer=Layer.SCHEDULING,
-            payload=K8sObject(
-                render_object(
-                    "scheduling/topology.yaml.j2",
-                    stack=stack,
-                    name=TOPOLOGY_NAME,
-                    levels=topology_levels(model),
-                )
-            ),
-            depends_on=(KUEUE_CHART_ID,),
+        object_item(
+            TOPOLOGY_ID,
+            layer,
+            "scheduling/topology.yaml.j2",
+            (KUEUE_CHART_ID,),
+            stack=stack,
+            name=TOPOLOGY_NAME,
+            levels=topology_levels(model),
         ),
-        Item(
-            id=FLAVOR_ID,
-            layer=Layer.SCHEDULING,
-            payload=K8sObject(
-                render_object(
-                    "scheduling/resource-flavor.yaml.j2",
-                    stack=stack,
-                    name=FLAVOR_NAME,
-                    node_labels=dict(model.gpuNodes.nodeSelector),
-                    tolerations=tolerations(model),
-                    topology=TOPOLOGY_NAME,
-                )
-            ),
-            depends_on=(TOPOLOGY_ID,),
+        object_item(
+            FLAVOR_ID,
+            layer,
+            "scheduling/resource-flavor.yaml.j2",
+            (TOPOLOGY_ID,),
+            stack=stack,
+            name=FLAVOR_NAME,
+            node_labels=dict(model.gpuNodes.nodeSelector),
+            tolerations=tolerations(model),
+            topology=TOPOLOGY_NAME,
         ),
     ]
     for tenant in model.tenants:
-        common = {"stack": stack, "tenant": tenant}
+        common: dict[str, Any] = {"stack": stack, "tenant": tenant}
         items.append(
-            Item(
-                id=f"scheduling/{tenant.namespace}/priority",
-                layer=Layer.SCHEDULING,
-                payload=K8sObject(
-                    render_object(
-                        "scheduling/workload-priority-class.yaml.j2",
-                        name=priority_class_name(tenant),
-                        **common,
-                    )
-                ),
-                depends_on=(KUEUE_CHART_ID,),
+            object_item(
+                priority_id(tenant),
+                layer,
+                "scheduling/workload-priority-class.yaml.j2",
+                (KUEUE_CHART_ID,),
+                name=priority_class_name(tenant),
+                **common,
             )
         )
         items.append(
-            Item(
-                id=cluster_queue_id(tenant),
-                layer=Layer.SCHEDULING,
-                payload=K8sObject(
-                    render_object(
-                        "scheduling/cluster-queue.yaml.j2",
-                        cohort=model.scheduling.cohort,
-                        flavor=FLAVOR_NAME,
-                        resources=_resources(tenant),
-                        **common,
-                    )
-                ),
-                depends_on=(FLAVOR_ID,),
+            object_item(
+                cluster_queue_id(tenant),
+                layer,
+                "scheduling/cluster-queue.yaml.j2",
+                (FLAVOR_ID,),
+                cohort=model.scheduling.cohort,
+                flavor=FLAVOR_NAME,
+                resources=_resources(tenant),
+                **common,
             )
         )
     return items
@@ -308,35 +296,25 @@ def _volcano_resources(tenant: Tenant, limit: int) -> dict[str, Any]:
 def _volcano(ctx: PlanContext) -> list[Item]:
     items: list[Item] = []
     for tenant in ctx.model.tenants:
-        common = {"stack": ctx.stack, "tenant": tenant}
+        common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
         items.append(
-            Item(
-                id=f"scheduling/{tenant.namespace}/priority",
-                layer=Layer.SCHEDULING,
-                payload=K8sObject(
-                    render_object(
-                        "scheduling/priority-class.yaml.j2",
-                        name=priority_class_name(tenant),
-                        **common,
-                    )
-                ),
+            object_item(
+                priority_id(tenant),
+                Layer.SCHEDULING,
+                "scheduling/priority-class.yaml.j2",
+                name=priority_class_name(tenant),
+                **common,
             )
         )
         items.append(
-            Item(
-                id=cluster_queue_id(tenant),
-                layer=Layer.SCHEDULING,
-                payload=K8sObject(
-                    render_object(
-                        "scheduling/volcano-queue.yaml.j2",
-                        deserved=_volcano_resources(tenant, tenant.gpuQuota),
-                        capability=_volcano_resources(
-                            tenant, tenant.gpuQuota + tenant.gpuBorrowingLimit
-                        ),
-                        **common,
-                    )
-                ),
-                depends_on=(VOLCANO_CHART_ID,),
+            object_item(
+                cluster_queue_id(tenant),
+                Layer.SCHEDULING,
+                "scheduling/volcano-queue.yaml.j2",
+                (VOLCANO_CHART_ID,),
+                deserved=_volcano_resources(tenant, tenant.gpuQuota),
+                capability=_volcano_resources(tenant, tenant.gpuQuota + tenant.gpuBorrowingLimit),
+                **common,
             )
         )
     return items
