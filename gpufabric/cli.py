@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpufabric import __version__
+from gpufabric import __version__, nccl_report
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
 from gpufabric.problems import StackError
@@ -67,6 +67,21 @@ def parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser(
+        "nccl-report",
+        help="judge nccl-tests output: PASS (0), FAIL (4) or INCONCLUSIVE (5)",
+    )
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="nccl-tests log or -J JSON")
+    p.add_argument("--stack", help="stack whose fabric sets the expected transport and line rate")
+    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold in GB/s")
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=nccl_report.DEFAULT_FRACTION,
+        help="threshold as a fraction of the line rate (default 0.9)",
+    )
+    p.add_argument("--json", action="store_true", help="print the stable JSON document")
+
+    p = sub.add_parser(
         "job",
         help="print a training job wired for a stack and tenant (queue, rails, NCCL, GPUs)",
     )
@@ -97,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "stacks":
             return cmd_stacks(args)
+        if args.command == "nccl-report":
+            return cmd_nccl_report(args)
         stack = load_stack(args.stack, args.stacks_dir)
         for warning in stack_warnings(stack.model):
             print(f"{stack.source}: warning: {warning}", file=sys.stderr)
@@ -216,6 +233,34 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     write_tree(files, out)
     _print_summary(plan, out, len(files), report)
     return EXIT_OK
+
+
+def cmd_nccl_report(args: argparse.Namespace) -> int:
+    if not 0 < args.fraction <= 1:
+        print(
+            f"gpufabric: --fraction {args.fraction}: expected a number in (0, 1]", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    if args.min_busbw is not None and args.min_busbw <= 0:
+        print(f"gpufabric: --min-busbw {args.min_busbw}: expected GB/s > 0", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    model = None
+    if args.stack:
+        stack = load_stack(args.stack, args.stacks_dir)
+        model = stack.model
+    files: dict[str, str] = {}
+    for path in args.files:
+        try:
+            files[str(path)] = path.read_text(errors="replace")
+        except OSError as err:
+            print(f"gpufabric: {path}: {err.strerror or err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    doc = nccl_report.report(files, nccl_report.expectation(model, args.min_busbw, args.fraction))
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        print(nccl_report.format_text(doc), end="")
+    return nccl_report.EXIT_CODES[doc["verdict"]]
 
 
 def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
