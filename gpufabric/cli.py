@@ -211,12 +211,19 @@ def _print_pod_contract(plan: Plan) -> None:
             print(f"    env       {name}={value}")
 
 
+def _crd_dir_ok(crd_dir: Path | None) -> bool:
+    """--crd-dir, when given, must be a directory (said on stderr when it is not)."""
+    if crd_dir is not None and not crd_dir.is_dir():
+        print(f"gpufabric: --crd-dir {crd_dir}: not a directory", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     plan = build_plan(stack.name, stack.model)
     out: Path = args.out or Path("out") / stack.name
     crd_dir: Path | None = args.crd_dir
-    if crd_dir is not None and not crd_dir.is_dir():
-        print(f"gpufabric: --crd-dir {crd_dir}: not a directory", file=sys.stderr)
+    if not _crd_dir_ok(crd_dir):
         return EXIT_BAD_INPUT
     report = validate_objects(
         (obj.body for _, obj in plan.objects()), stack.model.cluster.kubernetes_minor, crd_dir
@@ -276,8 +283,7 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
     )
     manifest = job_manifest(plan, stack.model, request)
     if args.crd_dir is not None:
-        if not args.crd_dir.is_dir():
-            print(f"gpufabric: --crd-dir {args.crd_dir}: not a directory", file=sys.stderr)
+        if not _crd_dir_ok(args.crd_dir):
             return EXIT_BAD_INPUT
         report = validate_objects([manifest], stack.model.cluster.kubernetes_minor, args.crd_dir)
         if not report.ok or report.unchecked:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpufabric.config import StackModel
+
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 GIB = 1 << 30
 DEFAULT_FRACTION = 0.9
@@ -321,7 +323,7 @@ def judge(run: Run, exp: Expectation) -> dict[str, Any]:
 
 
 def expectation(
-    model: Any | None, min_busbw: float | None, fraction: float = DEFAULT_FRACTION
+    model: StackModel | None, min_busbw: float | None, fraction: float = DEFAULT_FRACTION
 ) -> Expectation:
     """From the stack (a StackModel) and the command line: the threshold is --min-busbw, or
     ``fraction`` of the node's line rate (rails x link rate)."""

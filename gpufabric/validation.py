@@ -10,6 +10,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 from gpufabric.config import (
     HOSTNAME_LABEL,
@@ -20,6 +21,7 @@ from gpufabric.config import (
     Scheduling,
     StackModel,
     Tenant,
+    TrainerRuntime,
     Training,
 )
 from gpufabric.problems import Problem
@@ -441,8 +443,8 @@ def _training(p: Parts) -> Iterator[Problem]:
     if t.trainer.enabled and not t.trainer.runtimes:
         yield Problem(
             "training.trainer.runtimes",
-            "[] gives TrainJobs no runtime to reference; accepted: torch-distributed, "
-            "deepspeed-distributed",
+            "[] gives TrainJobs no runtime to reference; accepted: "
+            + ", ".join(get_args(TrainerRuntime)),
         )
     if not (t.mpiOperator or t.trainingOperator.schemes or t.trainer.enabled):
         yield Problem(

@@ -46,6 +46,12 @@ class Component:
     def image_ref(self) -> str | None:
         return self.expand(self.image)
 
+    @property
+    def image_name_tag(self) -> tuple[str, str]:
+        """(repository, tag) of the pinned image, as kustomize and chart values take them."""
+        name, _, tag = (self.image_ref or "").rpartition(":")
+        return name, tag
+
 
 @dataclass(frozen=True)
 class Rule:

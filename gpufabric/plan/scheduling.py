@@ -124,8 +124,7 @@ def _excluded_resources(model: StackModel) -> dict[str, Any]:
 
 
 def kueue_values(ctx: PlanContext) -> dict[str, Any]:
-    component = ctx.components["kueue"]
-    repository, _, tag = (component.image_ref or "").rpartition(":")
+    repository, tag = ctx.components["kueue"].image_name_tag
     config = yaml.safe_dump(kueue_manager_config(ctx.model), sort_keys=False, width=100)
     return {
         "controllerManager": {

@@ -12,9 +12,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpufabric import nccl, rails
 from gpufabric.config import StackModel, Tenant
-from gpufabric.plan import Item, K8sObject, Layer, PlanContext, TenantWiring, scheduling
+from gpufabric.plan import (
+    Item,
+    K8sObject,
+    Layer,
+    PlanContext,
+    TenantWiring,
+    object_item,
+    scheduling,
+)
 from gpufabric.templates import render_object
 
 POLICY_ID = "tenants/pod-security-policy"
@@ -97,7 +107,7 @@ def build(ctx: PlanContext) -> list[Item]:
     # Pods are admitted only once the policy guards the namespaces.
     items = _policy_items(ctx.stack)
     for tenant in model.tenants:
-        common = {"stack": ctx.stack, "tenant": tenant}
+        common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
         ns_id = namespace_id(tenant.namespace)
         annotations = {scheduling.VOLCANO_QUEUE_ANNOTATION: tenant.namespace} if volcano else {}
         items.append(
@@ -117,49 +127,38 @@ def build(ctx: PlanContext) -> list[Item]:
                 retain_on_delete=True,
             )
         )
+        ns = tenant.namespace
+        gpus = tenant.gpuQuota + tenant.gpuBorrowingLimit
         items.append(
-            Item(
-                id=f"tenants/{tenant.namespace}/resource-quota",
-                layer=Layer.TENANTS,
-                payload=K8sObject(
-                    render_object(
-                        "tenants/resource-quota.yaml.j2",
-                        hard={
-                            f"requests.{scheduling.GPU_RESOURCE}": tenant.gpuQuota
-                            + tenant.gpuBorrowingLimit
-                        },
-                        **common,
-                    )
-                ),
-                depends_on=(ns_id,),
+            object_item(
+                f"tenants/{ns}/resource-quota",
+                Layer.TENANTS,
+                "tenants/resource-quota.yaml.j2",
+                (ns_id,),
+                hard={f"requests.{scheduling.GPU_RESOURCE}": gpus},
+                **common,
             )
         )
         if not volcano:
             items.append(
-                Item(
-                    id=f"tenants/{tenant.namespace}/local-queue",
-                    layer=Layer.TENANTS,
-                    payload=K8sObject(
-                        render_object(
-                            "tenants/local-queue.yaml.j2",
-                            name=scheduling.LOCAL_QUEUE_NAME,
-                            cluster_queue=tenant.namespace,
-                            **common,
-                        )
-                    ),
-                    depends_on=(ns_id, scheduling.cluster_queue_id(tenant)),
+                object_item(
+                    f"tenants/{ns}/local-queue",
+                    Layer.TENANTS,
+                    "tenants/local-queue.yaml.j2",
+                    (ns_id, scheduling.cluster_queue_id(tenant)),
+                    name=scheduling.LOCAL_QUEUE_NAME,
+                    cluster_queue=ns,
+                    **common,
                 )
             )
         items.append(
-            Item(
-                id=f"tenants/{tenant.namespace}/nccl-env",
-                layer=Layer.TENANTS,
-                payload=K8sObject(
-                    render_object(
-                        "tenants/nccl-env.yaml.j2", wiring=ctx.wiring[tenant.namespace], **common
-                    )
-                ),
-                depends_on=(ns_id,),
+            object_item(
+                f"tenants/{ns}/nccl-env",
+                Layer.TENANTS,
+                "tenants/nccl-env.yaml.j2",
+                (ns_id,),
+                wiring=ctx.wiring[ns],
+                **common,
             )
         )
     return items

@@ -90,7 +90,7 @@ def build(ctx: PlanContext) -> list[Item]:
     volcano = _after_volcano(model)
     if t.mpiOperator:
         mpi = ctx.components["mpi-operator"]
-        image_name, _, image_tag = (mpi.image_ref or "").rpartition(":")
+        image_name, image_tag = mpi.image_name_tag
         items.append(
             Item(
                 id=MPI_OPERATOR_ID,
