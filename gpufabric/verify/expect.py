@@ -1,0 +1,86 @@
+"""What a stack expects of its nodes and pods, in a form the testinfra suite can load.
+
+The CLI builds a :class:`Expectation` from the stack and hands it to the suite as JSON, so
+the suite needs no stack file and the same checks can be pointed at any host.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric import rails
+from gpufabric.config import Roce, StackModel
+from gpufabric.jobs import SHM_PER_GPU_GIB
+
+
+@dataclass(frozen=True)
+class RailExpectation:
+    name: str
+    netdev: str
+    """Host netdev (the PF for SR-IOV, the IPoIB or Ethernet port otherwise)."""
+    hca: str | None
+    """RDMA device; None means: find it from the netdev."""
+    subnet: str
+    pod_interface: str
+
+
+@dataclass(frozen=True)
+class Expectation:
+    stack: str
+    gpus: int
+    driver_version: str | None
+    gpudirect: str  # dmabuf | peermem
+    fabric: str  # infiniband | roce
+    rdma: bool
+    link_rate_gbps: int
+    mtu: int | None
+    pfc_priority: int | None
+    rails: tuple[RailExpectation, ...] = field(default_factory=tuple)
+    shm_gib: int = 0
+
+    @property
+    def link_layer(self) -> str:
+        """sysfs link_layer of the rail ports."""
+        return "InfiniBand" if self.fabric == "infiniband" else "Ethernet"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Expectation:
+        data = dict(data)
+        data["rails"] = tuple(RailExpectation(**r) for r in data.get("rails", ()))
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: Path) -> Expectation:
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def from_model(name: str, model: StackModel) -> Expectation:
+    f = model.fabric
+    return Expectation(
+        stack=name,
+        gpus=model.gpuNodes.gpusPerNode,
+        driver_version=model.gpuOperator.driver.version,
+        gpudirect=f.gpuDirect,
+        fabric=f.type,
+        rdma=f.rdma != "none",
+        link_rate_gbps=f.linkRateGbps,
+        mtu=f.mtu,
+        pfc_priority=(f.roce or Roce()).pfcPriority if f.type == "roce" else None,
+        rails=tuple(
+            RailExpectation(
+                name=r.name,
+                netdev=r.netdev,
+                hca=r.hca,
+                subnet=str(r.subnet),
+                pod_interface=rails.interface(r),
+            )
+            for r in f.rails
+        ),
+        shm_gib=SHM_PER_GPU_GIB * model.gpuNodes.gpusPerNode,
+    )

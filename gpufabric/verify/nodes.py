@@ -1,0 +1,554 @@
+"""Node preflight checks, tailored to a stack, read through a :class:`Probe`.
+
+Every check reads the node's files (sysfs, procfs, /dev, /boot) under the probe's root and
+runs a command only where no file says it (PFC: ``mlnx_qos`` or iproute2's ``dcb``). Pass
+criteria follow the references gpufabric's docs cite: LBNL NHC / Azure ``check_hw_ib`` for
+ports (ACTIVE, LinkUp, rate), NCCL's own module probe for nvidia-peermem, the GPU Operator's
+DMA-BUF prerequisites (open kernel modules, kernel >= 5.12), NCCL's troubleshooting guide for
+PCIe ACS and IOMMU.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from gpufabric.verify.expect import Expectation, RailExpectation
+from gpufabric.verify.probe import Probe
+from gpufabric.verify.results import Check, error, failed, passed, skipped
+
+_DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_KERNEL = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)")
+_LIMIT = re.compile(r"^Max locked memory\s+(?P<soft>\S+)\s+(?P<hard>\S+)", re.MULTILINE)
+PEERMEM_PATHS = (
+    "/sys/module/nvidia_peermem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+)
+"""The files NCCL's GDR probe looks for (net_ib/gdr.cc), in that order of preference."""
+DMABUF_MIN_KERNEL = (5, 12)
+ACS_CAP_ID = 0x000D
+ACS_SRC_VALID, ACS_REQ_REDIR, ACS_CMPLT_REDIR = 0x1, 0x4, 0x8
+RUNTIMES = ("containerd", "crio", "dockerd")
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    id: str
+    run: Callable[[Probe, Expectation], Check]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
+
+
+def gpu_bdfs(probe: Probe) -> list[str]:
+    """PCI addresses of the GPUs the NVIDIA driver registered (/proc/driver/nvidia/gpus)."""
+    return [d for d in probe.listdir("/proc/driver/nvidia/gpus") if _BDF.match(d.lower())]
+
+
+def driver_version(probe: Probe) -> str | None:
+    m = _DRIVER.search(probe.read("/proc/driver/nvidia/version") or "")
+    return m["version"] if m else None
+
+
+def rail_hca(probe: Probe, rail: RailExpectation) -> str | None:
+    """The rail's RDMA device: the stack's ``hca`` or the one behind its netdev."""
+    if rail.hca:
+        return rail.hca
+    devices = probe.listdir(f"/sys/class/net/{rail.netdev}/device/infiniband")
+    return devices[0] if devices else None
+
+
+def ipv4_of_gid(gid: str) -> str | None:
+    """The IPv4 address of an IPv4-mapped GID (``0000:...:ffff:c0a8:0a02``), else None."""
+    groups = gid.lower().split(":")
+    if len(groups) != 8 or groups[:5] != ["0000"] * 5 or groups[5] != "ffff":
+        return None
+    raw = bytes.fromhex(groups[6] + groups[7])
+    return ".".join(str(b) for b in raw)
+
+
+def _port(hca: str) -> str:
+    return f"/sys/class/infiniband/{hca}/ports/1"
+
+
+def kernel_release(probe: Probe) -> str | None:
+    return _first_line(probe.read("/proc/sys/kernel/osrelease")) or None
+
+
+# ---------------------------------------------------------------------------- GPU checks
+
+
+def check_gpu_count(probe: Probe, exp: Expectation) -> Check:
+    bdfs = gpu_bdfs(probe)
+    if not probe.exists("/proc/driver/nvidia"):
+        return failed(
+            "gpu.count",
+            probe.name,
+            "the NVIDIA driver is not loaded (/proc/driver/nvidia missing)",
+            "kubectl -n gpu-operator get pods (driver DaemonSet); dmesg | grep -i nvrm",
+        )
+    if len(bdfs) != exp.gpus:
+        return failed(
+            "gpu.count",
+            probe.name,
+            f"{len(bdfs)} GPUs registered with the driver, the stack expects {exp.gpus}",
+            "nvidia-smi -L; dmesg | grep -i -e xid -e 'fallen off the bus'",
+            found=bdfs,
+        )
+    return passed("gpu.count", probe.name, f"{len(bdfs)} GPUs", gpus=bdfs)
+
+
+def check_driver(probe: Probe, exp: Expectation) -> Check:
+    version = driver_version(probe)
+    if version is None:
+        return failed(
+            "gpu.driver",
+            probe.name,
+            "no driver version: /proc/driver/nvidia/version missing or unrecognised",
+            "cat /proc/driver/nvidia/version",
+        )
+    module = _first_line(probe.read("/sys/module/nvidia/version"))
+    if module and module != version:
+        return failed(
+            "gpu.driver",
+            probe.name,
+            f"loaded kernel module {module} differs from the driver's {version}",
+            "reboot or reload the driver so user space and kernel module match",
+        )
+    if exp.driver_version and version != exp.driver_version:
+        return failed(
+            "gpu.driver",
+            probe.name,
+            f"driver {version}, the stack pins {exp.driver_version} (gpuOperator.driver.version)",
+            "kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset; pulumi up",
+            version=version,
+        )
+    return passed("gpu.driver", probe.name, f"driver {version}", version=version)
+
+
+def check_gpudirect(probe: Probe, exp: Expectation) -> Check:
+    cid = f"gpudirect.{exp.gpudirect}"
+    if not exp.rdma:
+        return skipped(cid, probe.name, "fabric.rdma is none")
+    if exp.gpudirect == "peermem":
+        found = next((p for p in PEERMEM_PATHS if probe.exists(p)), None)
+        if found is None:
+            return failed(
+                cid,
+                probe.name,
+                "nvidia-peermem is not loaded (NCCL will run without GPUDirect RDMA)",
+                "kubectl -n gpu-operator logs ds/nvidia-driver-daemonset -c nvidia-peermem-ctr; "
+                "lsmod | grep peermem",
+            )
+        return passed(cid, probe.name, f"peer memory module loaded ({found})")
+    problems = []
+    version_text = probe.read("/proc/driver/nvidia/version") or ""
+    if "Open Kernel Module" not in version_text:
+        problems.append("the driver is the proprietary kernel module, DMA-BUF needs the open one")
+    release = kernel_release(probe)
+    m = _KERNEL.match(release or "")
+    if m is None:
+        problems.append("kernel release unknown (/proc/sys/kernel/osrelease)")
+    elif (int(m["major"]), int(m["minor"])) < DMABUF_MIN_KERNEL:
+        problems.append(f"kernel {release} is older than 5.12")
+    config = probe.read(f"/boot/config-{release}") if release else None
+    note = ""
+    if config is not None and "CONFIG_PCI_P2PDMA=y" not in config:
+        problems.append(f"kernel {release} is built without CONFIG_PCI_P2PDMA")
+    elif config is None:
+        note = " (kernel config not readable, CONFIG_PCI_P2PDMA not verified)"
+    if problems:
+        return failed(
+            cid,
+            probe.name,
+            "; ".join(problems),
+            "gpuOperator driver with kernelModuleType open; a kernel >= 5.12 with "
+            "CONFIG_PCI_P2PDMA; or fabric.gpuDirect: peermem",
+        )
+    return passed(cid, probe.name, f"open kernel module, kernel {release}{note}")
+
+
+# --------------------------------------------------------------------------- rail checks
+
+
+def check_rail_hca(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.hca"
+        hca = rail_hca(probe, rail)
+        if hca is None:
+            return failed(
+                cid,
+                probe.name,
+                f"no RDMA device behind netdev {rail.netdev}",
+                "ls /sys/class/infiniband; ibdev2netdev; is mlx5_ib loaded?",
+            )
+        if not probe.exists(f"/sys/class/infiniband/{hca}"):
+            present = ", ".join(probe.listdir("/sys/class/infiniband")) or "none"
+            return failed(
+                cid,
+                probe.name,
+                f"RDMA device {hca} is missing (present: {present})",
+                "fabric.rails[].hca must name the device on every GPU node; rdma link show",
+            )
+        if not probe.exists(f"/sys/class/net/{rail.netdev}"):
+            return failed(
+                cid,
+                probe.name,
+                f"netdev {rail.netdev} is missing",
+                "ip link show; fabric.rails[].netdev must exist on every GPU node",
+            )
+        return passed(cid, probe.name, f"{hca} / {rail.netdev}", hca=hca)
+
+    return run
+
+
+def check_rail_port(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.port"
+        hca = rail_hca(probe, rail)
+        if hca is None or not probe.exists(_port(hca)):
+            return error(cid, probe.name, f"no port 1 for rail {rail.name}'s device")
+        base = _port(hca)
+        state = _first_line(probe.read(f"{base}/state"))
+        phys = _first_line(probe.read(f"{base}/phys_state"))
+        rate = _first_line(probe.read(f"{base}/rate"))
+        layer = _first_line(probe.read(f"{base}/link_layer"))
+        bad = []
+        if not state.endswith("ACTIVE"):
+            bad.append(f"state {state or '?'} (expected ACTIVE)")
+        if not phys.endswith("LinkUp"):
+            bad.append(f"phys_state {phys or '?'} (expected LinkUp)")
+        rate_gbps = rate.split(" ", 1)[0]
+        if rate_gbps != str(exp.link_rate_gbps):
+            bad.append(f"rate {rate or '?'} (expected {exp.link_rate_gbps} Gb/sec)")
+        if layer != exp.link_layer:
+            bad.append(f"link_layer {layer or '?'} (expected {exp.link_layer})")
+        if bad:
+            hint = (
+                "cable, transceiver or switch port; ibstat / ethtool; for InfiniBand is the "
+                "subnet manager running (sminfo)?"
+                if "state" in bad[0] or "phys" in bad[0]
+                else "fabric.linkRateGbps and fabric.type must match the NIC ports"
+            )
+            return failed(cid, probe.name, f"{hca} port 1: " + "; ".join(bad), hint)
+        return passed(cid, probe.name, f"{hca} port 1 ACTIVE LinkUp {rate}")
+
+    return run
+
+
+def check_rail_gid(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.gid"
+        hca = rail_hca(probe, rail)
+        if hca is None:
+            return error(cid, probe.name, f"no RDMA device for rail {rail.name}")
+        base = _port(hca)
+        types = probe.listdir(f"{base}/gid_attrs/types")
+        found = []
+        for idx in sorted(types, key=lambda s: int(s) if s.isdigit() else 0):
+            if _first_line(probe.read(f"{base}/gid_attrs/types/{idx}")) != "RoCE v2":
+                continue
+            if _first_line(probe.read(f"{base}/gid_attrs/ndevs/{idx}")) != rail.netdev:
+                continue
+            ipv4 = ipv4_of_gid(_first_line(probe.read(f"{base}/gids/{idx}")))
+            if ipv4:
+                found.append(f"{idx} ({ipv4})")
+        if not found:
+            return failed(
+                cid,
+                probe.name,
+                f"no IPv4 RoCE v2 GID of {hca} on {rail.netdev}",
+                f"the netdev needs its IPv4 address (ip addr show {rail.netdev}; show_gids); "
+                "the RoCE v2 GID appears with it",
+            )
+        return passed(cid, probe.name, f"RoCE v2 GID {', '.join(found)} on {rail.netdev}")
+
+    return run
+
+
+def check_rail_mtu(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.mtu"
+        text = _first_line(probe.read(f"/sys/class/net/{rail.netdev}/mtu"))
+        if not text.isdigit():
+            return error(cid, probe.name, f"cannot read the MTU of {rail.netdev}")
+        if int(text) != exp.mtu:
+            return failed(
+                cid,
+                probe.name,
+                f"{rail.netdev} MTU {text}, the stack expects {exp.mtu} (fabric.mtu)",
+                "set the MTU on the node (netplan / NetworkManager / NicClusterPolicy) and on "
+                "the switches end to end",
+            )
+        return passed(cid, probe.name, f"{rail.netdev} MTU {text}")
+
+    return run
+
+
+def parse_pfc(text: str) -> dict[int, bool] | None:
+    """Per-priority PFC state from ``mlnx_qos -i IF`` or ``dcb pfc show dev IF``."""
+    m = re.search(r"prio-pfc\s+((?:\d:(?:on|off)\s*)+)", text)
+    if m:
+        return {int(p): s == "on" for p, s in re.findall(r"(\d):(on|off)", m[1])}
+    prio = re.search(r"^\s*priority\s+((?:\d\s+)*\d)\s*$", text, re.MULTILINE)
+    enabled = re.search(r"^\s*enabled\s+((?:[01]\s+)*[01])\s*$", text, re.MULTILINE)
+    if prio and enabled:
+        keys = [int(x) for x in prio[1].split()]
+        values = [x == "1" for x in enabled[1].split()]
+        if len(keys) == len(values):
+            return dict(zip(keys, values, strict=True))
+    return None
+
+
+def check_rail_pfc(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.pfc"
+        prio = exp.pfc_priority
+        states = None
+        for cmd in ("mlnx_qos -i %s", "dcb pfc show dev %s"):
+            rc, out = probe.run(cmd, rail.netdev)
+            if rc == 0 and (states := parse_pfc(out)) is not None:
+                break
+        if states is None:
+            return error(
+                cid,
+                probe.name,
+                f"PFC state of {rail.netdev} unknown: neither mlnx_qos nor dcb answered",
+                "install mlnx-tools or iproute2's dcb on the node (or in the probe image)",
+            )
+        on = sorted(p for p, v in states.items() if v)
+        if prio not in on:
+            return failed(
+                cid,
+                probe.name,
+                f"PFC is off on priority {prio} of {rail.netdev} (enabled: {on or 'none'})",
+                f"mlnx_qos -i {rail.netdev} --pfc "
+                + ",".join("1" if p == prio else "0" for p in range(8))
+                + " --trust dscp; the switches must pause on the same priority",
+            )
+        extra = [p for p in on if p != prio]
+        note = f"; also on {extra}" if extra else ""
+        return passed(cid, probe.name, f"PFC on priority {prio} of {rail.netdev}{note}")
+
+    return run
+
+
+# --------------------------------------------------------------------- PCIe and devices
+
+
+def acs_control(config: bytes) -> int | None:
+    """The ACS Control register from a PCI config space dump, None without ACS capability
+    (or when only the first 256 bytes were readable)."""
+    offset, seen = 0x100, set()
+    while 0x100 <= offset <= len(config) - 8 and offset not in seen:
+        seen.add(offset)
+        (header,) = struct.unpack_from("<I", config, offset)
+        if header in (0, 0xFFFFFFFF):
+            return None
+        if header & 0xFFFF == ACS_CAP_ID:
+            (ctl,) = struct.unpack_from("<H", config, offset + 6)
+            return int(ctl)
+        offset = (header >> 20) & 0xFFC
+        if offset == 0:
+            return None
+    return None
+
+
+def _acs_flags(ctl: int) -> list[str]:
+    names = (
+        (ACS_SRC_VALID, "SrcValid"),
+        (ACS_REQ_REDIR, "ReqRedir"),
+        (ACS_CMPLT_REDIR, "CmpltRedir"),
+    )
+    return [name for bit, name in names if ctl & bit]
+
+
+def _upstream_bridges(probe: Probe, device_path: str) -> list[str]:
+    real = probe.realpath(device_path)
+    if real is None:
+        return []
+    parts = [p for p in real.split("/") if _BDF.match(p)]
+    return [
+        "/".join(real.split("/")[: real.split("/").index(p) + 1])
+        for p in parts[:-1]  # the device itself is not a bridge on its own path
+    ]
+
+
+def check_acs(probe: Probe, exp: Expectation) -> Check:
+    if not exp.rdma:
+        return skipped("pcie.acs", probe.name, "fabric.rdma is none")
+    devices = [f"/sys/bus/pci/devices/{b}" for b in gpu_bdfs(probe)]
+    for rail in exp.rails:
+        hca = rail_hca(probe, rail)
+        if hca:
+            devices.append(f"/sys/class/infiniband/{hca}/device")
+    bridges = sorted({b for d in devices for b in _upstream_bridges(probe, d)})
+    if not bridges:
+        return error("pcie.acs", probe.name, "no PCIe path from the GPUs and NICs found in sysfs")
+    enabled, unreadable = [], []
+    for bridge in bridges:
+        config = probe.read_bytes(f"{bridge}/config")
+        if config is None or len(config) <= 256:
+            unreadable.append(bridge.rsplit("/", 1)[-1])
+            continue
+        ctl = acs_control(config)
+        if ctl is not None and (flags := _acs_flags(ctl)):
+            enabled.append(f"{bridge.rsplit('/', 1)[-1]} ({'+ '.join(flags)}+)")
+    if enabled:
+        return failed(
+            "pcie.acs",
+            probe.name,
+            f"ACS redirects peer-to-peer traffic on {len(enabled)} bridges: {', '.join(enabled)}",
+            "disable ACS in the BIOS, or per boot: setpci -s <BDF> ECAP_ACS+0x6.w=0000 "
+            "(NCCL troubleshooting: PCI Access Control Services)",
+            bridges=enabled,
+        )
+    if unreadable:
+        return error(
+            "pcie.acs",
+            probe.name,
+            f"extended config space unreadable for {', '.join(unreadable)} (needs root)",
+            "run the probe privileged / with sudo",
+        )
+    return passed("pcie.acs", probe.name, f"ACS off on {len(bridges)} bridges above GPUs and NICs")
+
+
+def check_iommu(probe: Probe, exp: Expectation) -> Check:
+    cmdline = (probe.read("/proc/cmdline") or "").split()
+    if "iommu=pt" in cmdline or "iommu.passthrough=1" in cmdline:
+        return passed("pcie.iommu", probe.name, "IOMMU in passthrough mode (kernel command line)")
+    if not probe.listdir("/sys/class/iommu"):
+        return passed("pcie.iommu", probe.name, "IOMMU off")
+    kinds = set()
+    for bdf in gpu_bdfs(probe):
+        kinds.add(_first_line(probe.read(f"/sys/bus/pci/devices/{bdf}/iommu_group/type")) or "?")
+    if kinds and kinds <= {"identity"}:
+        return passed("pcie.iommu", probe.name, "IOMMU on, GPUs' groups in identity (passthrough)")
+    return failed(
+        "pcie.iommu",
+        probe.name,
+        f"IOMMU translates GPU DMA (group type {', '.join(sorted(kinds)) or 'unknown'})",
+        "boot with iommu=pt (or disable VT-d / AMD-Vi on bare metal): translation sends "
+        "peer-to-peer traffic through the root complex",
+    )
+
+
+def check_rdma_devices(probe: Probe, exp: Expectation) -> Check:
+    if not exp.rdma:
+        return skipped("rdma.devices", probe.name, "fabric.rdma is none")
+    entries = probe.listdir("/dev/infiniband")
+    uverbs = [e for e in entries if e.startswith("uverbs")]
+    missing = []
+    if len(uverbs) < len(exp.rails):
+        missing.append(f"{len(uverbs)} uverbs devices for {len(exp.rails)} rails")
+    if "rdma_cm" not in entries:
+        missing.append("no rdma_cm")
+    if missing:
+        return failed(
+            "rdma.devices",
+            probe.name,
+            "/dev/infiniband: " + "; ".join(missing),
+            "modprobe ib_uverbs rdma_ucm (or let the NIC driver container load them)",
+        )
+    return passed("rdma.devices", probe.name, f"{len(uverbs)} uverbs + rdma_cm")
+
+
+def check_memlock(probe: Probe, exp: Expectation) -> Check:
+    """Containers inherit the container runtime's locked-memory limit."""
+    pattern = "|".join(RUNTIMES)
+    proc = shlex.quote(probe.root.rstrip("/") + "/proc")
+    rc, out = probe.run(f"grep -l -x -E %s {proc}/[0-9]*/comm 2>/dev/null", pattern)
+    if rc == 0 and out.strip():
+        comm = _unroot(probe, out.strip().splitlines()[0])
+        limits = probe.read(comm[: -len("/comm")] + "/limits")
+        who = f"container runtime ({_first_line(probe.read(comm))})"
+    else:
+        limits = probe.read("/proc/self/limits")
+        who = "this process (no container runtime found)"
+    m = _LIMIT.search(limits or "")
+    if m is None:
+        return error("limits.memlock", probe.name, "cannot read 'Max locked memory'")
+    if m["soft"] != "unlimited":
+        return failed(
+            "limits.memlock",
+            probe.name,
+            f"locked-memory limit of the {who} is {m['soft']} bytes, not unlimited",
+            "LimitMEMLOCK=infinity in the runtime's systemd unit (or a drop-in), then restart it; "
+            "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
+        )
+    return passed("limits.memlock", probe.name, f"memlock unlimited for the {who}")
+
+
+def _unroot(probe: Probe, path: str) -> str:
+    root = probe.root.rstrip("/")
+    if root and path.startswith(root + "/"):
+        return path[len(root) :]
+    return path
+
+
+# ------------------------------------------------------------------------------- suite
+
+
+def node_checks(exp: Expectation) -> list[NodeCheck]:
+    """The checks that apply to this stack, in the order a person would debug a node."""
+    checks = [
+        NodeCheck("gpu.count", check_gpu_count),
+        NodeCheck("gpu.driver", check_driver),
+        NodeCheck(f"gpudirect.{exp.gpudirect}", check_gpudirect),
+    ]
+    if exp.rdma:
+        for rail in exp.rails:
+            checks.append(NodeCheck(f"rail.{rail.name}.hca", check_rail_hca(rail)))
+            checks.append(NodeCheck(f"rail.{rail.name}.port", check_rail_port(rail)))
+            if exp.fabric == "roce":
+                checks.append(NodeCheck(f"rail.{rail.name}.gid", check_rail_gid(rail)))
+            if exp.mtu is not None:
+                checks.append(NodeCheck(f"rail.{rail.name}.mtu", check_rail_mtu(rail)))
+            if exp.fabric == "roce" and exp.pfc_priority is not None:
+                checks.append(NodeCheck(f"rail.{rail.name}.pfc", check_rail_pfc(rail)))
+        checks.append(NodeCheck("rdma.devices", check_rdma_devices))
+        checks.append(NodeCheck("pcie.acs", check_acs))
+    checks.append(NodeCheck("pcie.iommu", check_iommu))
+    checks.append(NodeCheck("limits.memlock", check_memlock))
+    return checks
+
+
+def run_checks(
+    probe: Probe, exp: Expectation, checks: Sequence[NodeCheck] | None = None
+) -> Iterator[Check]:
+    for check in node_checks(exp) if checks is None else checks:
+        try:
+            yield check.run(probe, exp)
+        except Exception as exc:  # a check that crashes is undecided, never passed
+            yield error(check.id, probe.name, f"check crashed: {type(exc).__name__}: {exc}")
+
+
+def fleet_checks(results: list[Check]) -> list[Check]:
+    """Checks across nodes: one driver version everywhere."""
+    versions: dict[str, list[str]] = {}
+    for c in results:
+        if c.check == "gpu.driver" and "version" in c.details:
+            versions.setdefault(c.details["version"], []).append(c.target)
+    if len(versions) > 1:
+        spread = "; ".join(f"{v}: {', '.join(sorted(t))}" for v, t in sorted(versions.items()))
+        return [
+            failed(
+                "fleet.driver-version",
+                "all nodes",
+                f"{len(versions)} driver versions across nodes ({spread})",
+                "NCCL needs one driver version across a job; upgrade the stragglers",
+            )
+        ]
+    if versions:
+        (v,) = versions
+        return [passed("fleet.driver-version", "all nodes", f"one driver version ({v})")]
+    return []

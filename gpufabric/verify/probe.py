@@ -1,0 +1,89 @@
+"""How checks read a machine: files under a root, and a few commands.
+
+Checks never open files themselves; they ask a :class:`Probe`. :class:`HostProbe` wraps a
+pytest-testinfra host (``local://``, ``ssh://``, ``kubectl://pod``, ...) and prefixes every
+path with a root: ``/`` on a host, ``/host`` in the probe pod that mounts the node's root
+file system, a fixture directory in tests. Commands (``mlnx_qos``, ``ip``) run as they are,
+since the node's network namespace is where they look (the probe pod uses hostNetwork).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Protocol
+
+
+class Probe(Protocol):
+    name: str
+    root: str
+    """Where the node's root file system is seen (``/`` on the node itself)."""
+
+    def read(self, path: str) -> str | None:
+        """Text of a file, None when it does not exist or cannot be read."""
+
+    def read_bytes(self, path: str) -> bytes | None: ...
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entry names, [] when the directory does not exist."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def realpath(self, path: str) -> str | None:
+        """The path with symlinks resolved, relative to the root (as on the node)."""
+
+    def run(self, command: str, *args: str) -> tuple[int, str]:
+        """Run a command (``%s`` placeholders are shell-quoted args): exit status, stdout."""
+
+
+class HostProbe:
+    """A :class:`Probe` over a testinfra host with a root prefix."""
+
+    def __init__(self, host: Any, root: str = "/", name: str | None = None, prefix: str = ""):
+        self.host = host
+        self.root = "/" + root.strip("/") if root.strip("/") else "/"
+        self.prefix = prefix
+        """Prepended to every command, e.g. ``ip netns exec NS`` to look inside a namespace."""
+        backend = getattr(host, "backend", None)
+        self.name = name or (backend.get_pytest_id() if backend is not None else "local")
+
+    def _path(self, path: str) -> str:
+        if self.root == "/":
+            return path
+        return self.root + "/" + path.lstrip("/")
+
+    def read(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def read_bytes(self, path: str) -> bytes | None:
+        out = self.host.run("cat -- %s", self._path(path))
+        return bytes(out.stdout_bytes) if out.rc == 0 else None
+
+    def listdir(self, path: str) -> list[str]:
+        out = self.host.run("ls -1 -A -- %s", self._path(path))
+        if out.rc != 0:
+            return []
+        return sorted(line for line in out.stdout.splitlines() if line)
+
+    def exists(self, path: str) -> bool:
+        return bool(self.host.run("test -e %s", self._path(path)).rc == 0)
+
+    def realpath(self, path: str) -> str | None:
+        out = self.host.run("readlink -f -- %s", self._path(path))
+        if out.rc != 0 or not out.stdout.strip():
+            return None
+        resolved = str(out.stdout).strip()
+        if self.root == "/":
+            return resolved
+        if resolved == self.root or resolved.startswith(self.root + "/"):
+            return "/" + resolved[len(self.root) :].lstrip("/")
+        return None
+
+    def run(self, command: str, *args: str) -> tuple[int, str]:
+        cmd = f"{self.prefix} {command}" if self.prefix else command
+        out = self.host.run(cmd, *args)
+        return int(out.rc), str(out.stdout)
+
+
+def join(*parts: str) -> str:
+    return posixpath.join(*parts)

@@ -1,0 +1,141 @@
+"""One result model for every ``gpufabric verify`` command, and its three outputs.
+
+A check is PASS, FAIL, SKIP (does not apply to this stack or node) or ERROR (could not be
+decided: a file unreadable, a tool missing, the API refusing). The command's exit code is
+4 when anything failed, else 5 when anything could not be decided, else 0, matching
+``gpufabric nccl-report`` (0 PASS, 4 FAIL, 5 INCONCLUSIVE).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
+STATUSES: tuple[Status, ...] = ("PASS", "FAIL", "SKIP", "ERROR")
+EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 4, 5
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one check on one target (a node, a pod, the cluster)."""
+
+    check: str
+    """Stable identifier, e.g. ``rail.rail0.port``."""
+    target: str
+    status: Status
+    message: str
+    hint: str = ""
+    """What to look at or change when the check did not pass."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def passed(check: str, target: str, message: str, **details: Any) -> Check:
+    return Check(check, target, "PASS", message, details=details)
+
+
+def failed(check: str, target: str, message: str, hint: str = "", **details: Any) -> Check:
+    return Check(check, target, "FAIL", message, hint, details)
+
+
+def skipped(check: str, target: str, message: str) -> Check:
+    return Check(check, target, "SKIP", message)
+
+
+def error(check: str, target: str, message: str, hint: str = "") -> Check:
+    return Check(check, target, "ERROR", message, hint)
+
+
+def verdict(checks: Iterable[Check]) -> str:
+    statuses = {c.status for c in checks}
+    if "FAIL" in statuses:
+        return "FAIL"
+    if "ERROR" in statuses or not statuses:
+        return "INCONCLUSIVE"
+    return "PASS"
+
+
+def exit_code(checks: Iterable[Check]) -> int:
+    return {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}[
+        verdict(checks)
+    ]
+
+
+def counts(checks: Iterable[Check]) -> dict[str, int]:
+    c = Counter(ch.status for ch in checks)
+    return {s: c.get(s, 0) for s in STATUSES}
+
+
+def document(suite: str, checks: Sequence[Check], **extra: Any) -> dict[str, Any]:
+    """The stable ``--json`` document."""
+    return {
+        "suite": suite,
+        "verdict": verdict(checks),
+        "counts": counts(checks),
+        **extra,
+        "checks": [c.as_dict() for c in checks],
+    }
+
+
+def to_json(suite: str, checks: Sequence[Check], **extra: Any) -> str:
+    return json.dumps(document(suite, checks, **extra), indent=2, sort_keys=False) + "\n"
+
+
+def format_table(title: str, checks: Sequence[Check]) -> str:
+    """Terminal table: one line per check, failures with their hint underneath."""
+    if not checks:
+        return f"{title}: no checks ran\n"
+    w_target = max(len("TARGET"), *(len(c.target) for c in checks))
+    w_check = max(len("CHECK"), *(len(c.check) for c in checks))
+    lines = [f"{'TARGET':<{w_target}}  {'CHECK':<{w_check}}  {'STATUS':<6}  DETAIL"]
+    for c in checks:
+        lines.append(f"{c.target:<{w_target}}  {c.check:<{w_check}}  {c.status:<6}  {c.message}")
+        if c.hint and c.status in ("FAIL", "ERROR"):
+            lines.append(f"{'':<{w_target}}  {'':<{w_check}}  {'':<6}  -> {c.hint}")
+    n = counts(checks)
+    summary = ", ".join(f"{v} {k.lower()}" for k, v in n.items() if v)
+    lines.append(f"{title}: {verdict(checks)} ({summary})")
+    return "\n".join(lines) + "\n"
+
+
+def junit_xml(suite: str, checks: Sequence[Check]) -> str:
+    """JUnit XML as CI systems read it: one testcase per check, classname = target."""
+    n = counts(checks)
+    root = ET.Element(
+        "testsuites", name="gpufabric verify", tests=str(len(checks)), failures=str(n["FAIL"])
+    )
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name=suite,
+        tests=str(len(checks)),
+        failures=str(n["FAIL"]),
+        errors=str(n["ERROR"]),
+        skipped=str(n["SKIP"]),
+    )
+    for c in checks:
+        tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{c.target}", name=c.check)
+        text = c.message + (f"\nhint: {c.hint}" if c.hint else "")
+        if c.status == "FAIL":
+            ET.SubElement(tc, "failure", message=c.message).text = text
+        elif c.status == "ERROR":
+            ET.SubElement(tc, "error", message=c.message).text = text
+        elif c.status == "SKIP":
+            ET.SubElement(tc, "skipped", message=c.message)
+        else:
+            ET.SubElement(tc, "system-out").text = c.message
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(path: Path, suite: str, checks: Sequence[Check]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(junit_xml(suite, checks), encoding="utf-8")

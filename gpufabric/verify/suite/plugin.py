@@ -1,0 +1,72 @@
+"""pytest plugin of the verify suite: options, fixtures, result recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufabric.verify.expect import Expectation
+from gpufabric.verify.probe import HostProbe
+from gpufabric.verify.results import Check
+
+RESULTS_PLUGIN = "gpufabric-results"
+
+
+class Recorder:
+    """Collects every :class:`Check` the suite produced (registered by the CLI)."""
+
+    def __init__(self) -> None:
+        self.results: list[Check] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpufabric")
+    group.addoption("--gpufabric-expect", type=Path, help="expectations JSON of a stack")
+    group.addoption(
+        "--gpufabric-root",
+        default="/",
+        help="where the node's root file system is seen (default /; /host in the probe pod)",
+    )
+    group.addoption(
+        "--gpufabric-netns",
+        default="",
+        help="run commands inside this network namespace (ip netns exec)",
+    )
+
+
+def load_expectation(config: pytest.Config) -> Expectation:
+    path = config.getoption("--gpufabric-expect")
+    if path is None:
+        raise pytest.UsageError("--gpufabric-expect FILE is required (gpufabric verify writes it)")
+    return Expectation.load(Path(path))
+
+
+@pytest.fixture(scope="session")
+def expectation(request: pytest.FixtureRequest) -> Expectation:
+    return load_expectation(request.config)
+
+
+@pytest.fixture(scope="module")
+def probe(host: Any, request: pytest.FixtureRequest) -> HostProbe:
+    netns = request.config.getoption("--gpufabric-netns")
+    return HostProbe(
+        host,
+        root=request.config.getoption("--gpufabric-root"),
+        prefix=f"ip netns exec {netns}" if netns else "",
+    )
+
+
+def report(request: pytest.FixtureRequest, check: Check) -> None:
+    """Record a check and turn it into the pytest outcome."""
+    recorder = request.config.pluginmanager.get_plugin(RESULTS_PLUGIN)
+    if isinstance(recorder, Recorder):
+        recorder.results.append(check)
+    text = check.message + (f" -> {check.hint}" if check.hint else "")
+    if check.status == "SKIP":
+        pytest.skip(text)
+    if check.status == "ERROR":
+        pytest.fail(f"could not check: {text}", pytrace=False)
+    if check.status == "FAIL":
+        pytest.fail(text, pytrace=False)

@@ -1,0 +1,199 @@
+"""Build a node's sysfs / procfs / dev tree in a directory, in the kernel's real formats.
+
+The layout follows the kernel ABI (Documentation/ABI/stable/sysfs-class-infiniband, PCI
+sysfs): /sys/class/* entries are relative symlinks into /sys/devices, each GPU and NIC sits
+below a PCIe switch under a root port, port files read ``4: ACTIVE`` / ``5: LinkUp`` /
+``400 Gb/sec (4X NDR)``, config space dumps carry an extended capability list with ACS.
+Variants (degraded port, no peermem, ACS on, ...) are keyword arguments so each test states
+what differs from a healthy node.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu May 22 23:49:18 UTC 2025\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+LIMITS = """Limit                     Soft Limit           Hard Limit           Units
+Max cpu time              unlimited            unlimited            seconds
+Max file size             unlimited            unlimited            bytes
+Max open files            1048576              1048576              files
+Max locked memory         {memlock}            {memlock}            bytes
+Max address space         unlimited            unlimited            bytes
+"""
+MLNX_QOS = """DCBX mode: OS controlled
+Priority trust state: dscp
+dscp2prio mapping:
+\tprio:0 dscp:07,06,05,04,03,02,01,00,
+\tprio:3 dscp:31,30,29,28,27,26,25,24,
+default priority:
+Receive buffer size (bytes): 130944,130944,0,0,0,0,0,0,
+Cable len: 7
+PFC configuration:
+\tpriority    0   1   2   3   4   5   6   7
+\tenabled     {enabled}
+\tbuffer      0   0   0   1   0   0   0   0
+tc: 0 ratelimit: unlimited, tsa: vendor
+\t priority:  1
+"""
+
+
+@dataclass
+class Node:
+    fabric: str = "infiniband"  # infiniband | roce
+    rails: list[tuple[str, str]] = field(
+        default_factory=lambda: [(f"mlx5_{i}", f"ibp{i}s0") for i in range(8)]
+    )
+    gpus: int = 8
+    driver: str = "575.57.08"
+    open_module: bool = True
+    kernel: str = "6.8.0-60-generic"
+    p2pdma: bool = True
+    peermem: bool = False
+    rate: int = 400
+    mtu: int = 4092
+    degraded: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """hca -> (state, phys_state) overrides, e.g. ("1: DOWN", "3: Disabled")."""
+    acs_on: bool = False
+    iommu: str = "off"  # off | pt | dma
+    memlock: str = "unlimited"
+    pfc_priority: int | None = 3
+    gid_on_netdev: bool = True
+    uverbs: int | None = None
+
+
+def _write(path: Path, text: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+def _link(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def config_space(acs_ctl: int | None) -> bytes:
+    """4 KiB PCIe config space: AER at 0x100 -> ACS at 0x148 (when given) -> end."""
+    data = bytearray(4096)
+    struct.pack_into("<HH", data, 0, 0x15B3, 0x1021)
+    nxt = 0x148 if acs_ctl is not None else 0
+    struct.pack_into("<I", data, 0x100, 0x0001 | (1 << 16) | (nxt << 20))
+    if acs_ctl is not None:
+        struct.pack_into("<I", data, 0x148, 0x000D | (1 << 16))
+        struct.pack_into("<HH", data, 0x14C, 0x005F, acs_ctl)
+    return bytes(data)
+
+
+def build(root: Path, node: Node) -> Path:
+    sys_ = root / "sys"
+    devices = sys_ / "devices"
+    version = OPEN.format(v=node.driver) if node.open_module else PROPRIETARY
+    _write(root / "proc/driver/nvidia/version", version)
+    module_version = node.driver if node.open_module else "550.54.14"
+    _write(sys_ / "module/nvidia/version", module_version + "\n")
+    if node.peermem:
+        _write(sys_ / "module/nvidia_peermem/version", module_version + "\n")
+    _write(root / "proc/sys/kernel/osrelease", node.kernel + "\n")
+    p2p = "CONFIG_PCI_P2PDMA=y" if node.p2pdma else "# CONFIG_PCI_P2PDMA is not set"
+    _write(root / f"boot/config-{node.kernel}", f"CONFIG_PCI=y\n{p2p}\nCONFIG_DMABUF_MOVE_NOTIFY=y\n")
+    cmdline = f"BOOT_IMAGE=/vmlinuz-{node.kernel} root=/dev/nvme0n1p2 ro"
+    if node.iommu == "pt":
+        cmdline += " intel_iommu=on iommu=pt"
+    elif node.iommu == "dma":
+        cmdline += " intel_iommu=on"
+    _write(root / "proc/cmdline", cmdline + "\n")
+    (sys_ / "class/iommu").mkdir(parents=True, exist_ok=True)
+    if node.iommu != "off":
+        (sys_ / "class/iommu/dmar0").mkdir()
+    acs = 0x001D if node.acs_on else 0x0000
+    pairs = max(node.gpus, len(node.rails))
+    for i in range(pairs):
+        bus = 0x10 + 0x10 * i
+        rootport = devices / f"pci0000:{bus:02x}" / f"0000:{bus:02x}:01.0"
+        upstream = rootport / f"0000:{bus + 1:02x}:00.0"
+        down_gpu = upstream / f"0000:{bus + 2:02x}:00.0"
+        down_nic = upstream / f"0000:{bus + 2:02x}:01.0"
+        for bridge in (rootport, upstream, down_gpu, down_nic):
+            _write(bridge / "config", config_space(acs))
+        if i < node.gpus:
+            bdf = f"0000:{bus + 3:02x}:00.0"
+            gpu = down_gpu / bdf
+            _write(gpu / "config", config_space(None))
+            _link(sys_ / "bus/pci/devices" / bdf, gpu)
+            _write(
+                root / f"proc/driver/nvidia/gpus/{bdf}/information",
+                f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nBus Location: \t {bdf}\n",
+            )
+            group = sys_ / "kernel/iommu_groups" / str(i)
+            _write(group / "type", {"pt": "identity", "dma": "DMA-FQ"}.get(node.iommu, "") + "\n")
+            if node.iommu != "off":
+                _link(gpu / "iommu_group", group)
+        if i < len(node.rails):
+            hca, netdev = node.rails[i]
+            nic_bdf = f"0000:{bus + 4:02x}:00.0"
+            nic = down_nic / nic_bdf
+            _write(nic / "config", config_space(None))
+            _link(sys_ / "bus/pci/devices" / nic_bdf, nic)
+            ibdev = nic / "infiniband" / hca
+            _link(ibdev / "device", nic)
+            _link(sys_ / "class/infiniband" / hca, ibdev)
+            port = ibdev / "ports/1"
+            state, phys = node.degraded.get(hca, ("4: ACTIVE", "5: LinkUp"))
+            speed = {400: "4X NDR", 200: "4X HDR", 100: "4X EDR"}.get(node.rate, "4X")
+            _write(port / "state", state + "\n")
+            _write(port / "phys_state", phys + "\n")
+            _write(port / "rate", f"{node.rate} Gb/sec ({speed})\n")
+            layer = "InfiniBand" if node.fabric == "infiniband" else "Ethernet"
+            _write(port / "link_layer", layer + "\n")
+            _write(ibdev / "fw_ver", "28.41.1000\n")
+            net = nic / "net" / netdev
+            _write(net / "mtu", f"{node.mtu}\n")
+            _write(net / "operstate", "up\n")
+            _link(net / "device", nic)
+            _link(sys_ / "class/net" / netdev, net)
+            if node.fabric == "roce":
+                ip = f"c0a8:{10 + i:02x}{i + 2:02x}"
+                mapped = f"0000:0000:0000:0000:0000:ffff:{ip[:4]}:{ip[5:]}"
+                gids = [
+                    ("fe80:0000:0000:0000:0a00:27ff:fe00:0001", "IB/RoCE v1"),
+                    ("fe80:0000:0000:0000:0a00:27ff:fe00:0001", "RoCE v2"),
+                ]
+                if node.gid_on_netdev:  # the netdev has its IPv4 address
+                    gids += [(mapped, "IB/RoCE v1"), (mapped, "RoCE v2")]
+                for idx, (gid, kind) in enumerate(gids):
+                    _write(port / f"gids/{idx}", gid + "\n")
+                    _write(port / f"gid_attrs/types/{idx}", kind + "\n")
+                    _write(port / f"gid_attrs/ndevs/{idx}", netdev + "\n")
+                if node.pfc_priority is not None:
+                    enabled = "   ".join("1" if p == node.pfc_priority else "0" for p in range(8))
+                    script = root / "usr/bin/mlnx_qos"
+                    body = MLNX_QOS.format(enabled=enabled)
+                    _write(
+                        script,
+                        '#!/bin/sh\n[ "$1" = "-i" ] || exit 1\ncat <<\'EOF\'\n' + body + "EOF\n",
+                    )
+                    script.chmod(0o755)
+            else:
+                _write(port / "gids/0", "fe80:0000:0000:0000:9803:9b03:0067:f7a0\n")
+    uverbs = len(node.rails) if node.uverbs is None else node.uverbs
+    for i in range(uverbs):
+        _write(root / f"dev/infiniband/uverbs{i}", "")
+    _write(root / "dev/infiniband/rdma_cm", "")
+    _write(root / "proc/1234/comm", "containerd\n")
+    _write(root / "proc/1234/limits", LIMITS.format(memlock=node.memlock))
+    _write(root / "proc/1/comm", "systemd\n")
+    _write(root / "proc/1/limits", LIMITS.format(memlock="8388608"))
+    return root
+
+
+def roce_node(**overrides: object) -> Node:
+    rails = [("mlx5_0", "ens1f0np0"), ("mlx5_1", "ens2f0np0")]
+    base: dict[str, object] = {"fabric": "roce", "rails": rails, "mtu": 9000}
+    base.update(overrides)
+    return Node(**base)  # type: ignore[arg-type]
