@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gpufabric.verify.expect import Expectation, RailExpectation
-from gpufabric.verify.probe import Probe
+from gpufabric.verify.probe import Probe, Unreachable
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 _DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
@@ -528,6 +528,8 @@ def run_checks(
     for check in node_checks(exp) if checks is None else checks:
         try:
             yield check.run(probe, exp)
+        except Unreachable as exc:
+            yield error(check.id, probe.name, f"cannot reach the host: {exc}")
         except Exception as exc:  # a check that crashes is undecided, never passed
             yield error(check.id, probe.name, f"check crashed: {type(exc).__name__}: {exc}")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric.verify.expect import Expectation, RailExpectation
-from gpufabric.verify.probe import Probe
+from gpufabric.verify.probe import Probe, Unreachable
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 CAP_IPC_LOCK = 14
@@ -179,5 +179,7 @@ def run_checks(
     for check in pod_checks(exp) if checks is None else checks:
         try:
             yield check.run(probe, exp)
+        except Unreachable as exc:
+            yield error(check.id, probe.name, f"cannot reach the host: {exc}")
         except Exception as exc:  # a crashing check is undecided, never passed
             yield error(check.id, probe.name, f"check crashed: {type(exc).__name__}: {exc}")

@@ -35,6 +35,10 @@ class Probe(Protocol):
         """Run a command (``%s`` placeholders are shell-quoted args): exit status, stdout."""
 
 
+class Unreachable(Exception):
+    """The host's backend (ssh, kubectl exec, ...) could not run a command at all."""
+
+
 class HostProbe:
     """A :class:`Probe` over a testinfra host with a root prefix."""
 
@@ -46,6 +50,15 @@ class HostProbe:
         backend = getattr(host, "backend", None)
         self.name = name or (backend.get_pytest_id() if backend is not None else "local")
 
+    def _run(self, command: str, *args: str) -> Any:
+        try:
+            return self.host.run(command, *args)
+        except RuntimeError as exc:  # testinfra: the transport itself failed
+            result = exc.args[0] if exc.args else None
+            stderr = getattr(result, "stderr", "") or str(exc)
+            line = next((ln for ln in str(stderr).splitlines() if ln.strip()), str(exc))
+            raise Unreachable(line.strip()) from exc
+
     def _path(self, path: str) -> str:
         if self.root == "/":
             return path
@@ -56,20 +69,20 @@ class HostProbe:
         return None if data is None else data.decode("utf-8", "replace")
 
     def read_bytes(self, path: str) -> bytes | None:
-        out = self.host.run("cat -- %s", self._path(path))
+        out = self._run("cat -- %s", self._path(path))
         return bytes(out.stdout_bytes) if out.rc == 0 else None
 
     def listdir(self, path: str) -> list[str]:
-        out = self.host.run("ls -1 -A -- %s", self._path(path))
+        out = self._run("ls -1 -A -- %s", self._path(path))
         if out.rc != 0:
             return []
         return sorted(line for line in out.stdout.splitlines() if line)
 
     def exists(self, path: str) -> bool:
-        return bool(self.host.run("test -e %s", self._path(path)).rc == 0)
+        return bool(self._run("test -e %s", self._path(path)).rc == 0)
 
     def realpath(self, path: str) -> str | None:
-        out = self.host.run("readlink -f -- %s", self._path(path))
+        out = self._run("readlink -f -- %s", self._path(path))
         if out.rc != 0 or not out.stdout.strip():
             return None
         resolved = str(out.stdout).strip()
@@ -81,7 +94,7 @@ class HostProbe:
 
     def run(self, command: str, *args: str) -> tuple[int, str]:
         cmd = f"{self.prefix} {command}" if self.prefix else command
-        out = self.host.run(cmd, *args)
+        out = self._run(cmd, *args)
         return int(out.rc), str(out.stdout)
 
 

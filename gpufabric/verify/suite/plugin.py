@@ -11,14 +11,17 @@ from gpufabric.verify.expect import Expectation
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.results import Check
 
-RESULTS_PLUGIN = "gpufabric-results"
-
 
 class Recorder:
     """Collects every :class:`Check` the suite produced (registered by the CLI)."""
 
     def __init__(self) -> None:
         self.results: list[Check] = []
+        self.recorded: set[str] = set()
+
+    def add(self, nodeid: str, check: Check) -> None:
+        self.results.append(check)
+        self.recorded.add(nodeid)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,9 +63,9 @@ def probe(host: Any, request: pytest.FixtureRequest) -> HostProbe:
 
 def report(request: pytest.FixtureRequest, check: Check) -> None:
     """Record a check and turn it into the pytest outcome."""
-    recorder = request.config.pluginmanager.get_plugin(RESULTS_PLUGIN)
-    if isinstance(recorder, Recorder):
-        recorder.results.append(check)
+    for plugin in request.config.pluginmanager.get_plugins():
+        if isinstance(plugin, Recorder):
+            plugin.add(request.node.nodeid, check)
     text = check.message + (f" -> {check.hint}" if check.hint else "")
     if check.status == "SKIP":
         pytest.skip(text)

@@ -1,0 +1,219 @@
+"""Cluster readiness: is what the stack's Plan installs actually running?
+
+Read-only, through the Kubernetes API. For every chart and overlay of the Plan its
+workloads (Deployments, DaemonSets, StatefulSets) are ready; the GPU Operator's
+ClusterPolicy and the NicClusterPolicy report ``ready``; every object gpufabric wrote exists
+(and queues are active); every GPU node is Ready and advertises ``nvidia.com/gpu`` and the
+RDMA resources the stack's pods request. A miss names the object, node or resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpufabric import rails
+from gpufabric.config import StackModel
+from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, scheduling
+from gpufabric.verify.kube import Kube, collection_path, path_of
+from gpufabric.verify.results import Check, failed, passed
+
+WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
+SHARED_NAMESPACE_FILTERS = {"kube-system": ("kube-multus",)}
+"""In namespaces gpufabric shares with the cluster, only these workload names are ours."""
+CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
+CONDITION_KINDS = {"ClusterQueue": "Active", "LocalQueue": "Active"}
+
+
+def _workload_ready(kind: str, obj: dict[str, Any]) -> tuple[bool, str]:
+    spec, status = obj.get("spec", {}), obj.get("status", {})
+    if kind == "DaemonSet":
+        desired = int(status.get("desiredNumberScheduled", 0))
+        ready = int(status.get("numberReady", 0))
+        return ready >= desired, f"{ready}/{desired} ready"
+    want = int(spec.get("replicas", 1))
+    ready = int(status.get("readyReplicas", 0))
+    return ready >= want, f"{ready}/{want} ready"
+
+
+def check_workloads(kube: Kube, item: Item, namespace: str) -> Check:
+    prefixes = SHARED_NAMESPACE_FILTERS.get(namespace)
+    found, not_ready = 0, []
+    for kind in WORKLOAD_KINDS:
+        for obj in kube.list(collection_path("apps/v1", kind, namespace)):
+            name = obj.get("metadata", {}).get("name", "?")
+            if prefixes and not name.startswith(prefixes):
+                continue
+            found += 1
+            ok, text = _workload_ready(kind, obj)
+            if not ok:
+                not_ready.append(f"{kind} {name} {text}")
+    cid = f"workloads.{item.id}"
+    if not found:
+        return failed(
+            cid,
+            namespace,
+            f"no workloads of {item.id} in namespace {namespace}",
+            f"pulumi up --target the {item.id} resources; kubectl get all -n {namespace}",
+        )
+    if not_ready:
+        return failed(
+            cid,
+            namespace,
+            "not ready: " + "; ".join(sorted(not_ready)),
+            f"kubectl -n {namespace} get pods; kubectl -n {namespace} describe <pod> / logs",
+        )
+    return passed(cid, namespace, f"{found} workloads ready")
+
+
+def _state_ready(kind: str, obj: dict[str, Any]) -> tuple[bool, str]:
+    state = obj.get("status", {}).get("state")
+    return state == "ready", f"state {state or 'unset'}"
+
+
+def _condition(obj: dict[str, Any], ctype: str) -> tuple[bool, str]:
+    for cond in obj.get("status", {}).get("conditions", []) or []:
+        if cond.get("type") == ctype:
+            ok = cond.get("status") == "True"
+            why = cond.get("message") or cond.get("reason") or ""
+            return ok, f"{ctype}={cond.get('status')}" + (f" ({why})" if why and not ok else "")
+    return False, f"no {ctype} condition yet"
+
+
+def check_object(kube: Kube, item: Item, obj: K8sObject) -> Check:
+    where = f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
+    cid = f"object.{item.id}"
+    live = kube.get(path_of(obj.body))
+    if live is None:
+        return failed(
+            cid,
+            where,
+            f"{obj.kind} {where} is missing",
+            f"pulumi up (item {item.id}); kubectl get {obj.kind.lower()} -A",
+        )
+    ok, text = True, "present"
+    if obj.kind == "NicClusterPolicy":
+        ok, text = _state_ready(obj.kind, live)
+    elif obj.kind in CONDITION_KINDS:
+        ok, text = _condition(live, CONDITION_KINDS[obj.kind])
+    elif obj.kind == "Queue" and obj.api_version.startswith("scheduling.volcano.sh/"):
+        state = live.get("status", {}).get("state")
+        ok, text = state == "Open", f"state {state or 'unset'}"
+    if not ok:
+        return failed(
+            cid,
+            where,
+            f"{obj.kind} {where}: {text}",
+            f"kubectl describe {obj.kind.lower()} {obj.name}"
+            + (f" -n {obj.namespace}" if obj.namespace else ""),
+        )
+    return passed(cid, where, f"{obj.kind} {text}")
+
+
+def check_cluster_policy(kube: Kube) -> Check:
+    api_version, kind = CLUSTER_POLICY
+    policies = kube.list(collection_path(api_version, kind))
+    if not policies:
+        return failed(
+            "policy.cluster-policy",
+            "cluster",
+            "no ClusterPolicy: the GPU Operator has not created its policy",
+            "kubectl -n gpu-operator logs deploy/gpu-operator",
+        )
+    bad = []
+    for p in policies:
+        ok, text = _state_ready(kind, p)
+        if not ok:
+            bad.append(f"{p['metadata']['name']} {text}")
+    if bad:
+        return failed(
+            "policy.cluster-policy",
+            "cluster",
+            "ClusterPolicy not ready: " + "; ".join(bad),
+            "kubectl -n gpu-operator get pods (driver, toolkit, device plugin, validators)",
+        )
+    return passed("policy.cluster-policy", "cluster", "ClusterPolicy ready")
+
+
+def _selector(model: StackModel) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(model.gpuNodes.nodeSelector.items()))
+
+
+def _node_ready(node: dict[str, Any]) -> bool:
+    conds = node.get("status", {}).get("conditions", []) or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def check_nodes(kube: Kube, model: StackModel) -> Iterator[Check]:
+    selector = _selector(model)
+    nodes = sorted(kube.list("/api/v1/nodes", selector), key=lambda n: n["metadata"]["name"])
+    want = model.gpuNodes.count
+    ready = [n for n in nodes if _node_ready(n)]
+    if len(ready) < want:
+        not_ready = sorted(n["metadata"]["name"] for n in nodes if not _node_ready(n))
+        yield failed(
+            "nodes.count",
+            "cluster",
+            f"{len(ready)} Ready GPU nodes match {selector}, the stack expects {want}"
+            + (f" (not Ready: {', '.join(not_ready)})" if not_ready else ""),
+            "kubectl get nodes -l "
+            + selector
+            + "; NFD labels the nodes once the GPU Operator runs",
+        )
+    else:
+        yield passed("nodes.count", "cluster", f"{len(ready)} Ready GPU nodes ({selector})")
+    gpus = model.gpuNodes.gpusPerNode
+    rdma = rails.rdma_resources(model.fabric)
+    for node in nodes:
+        name = node["metadata"]["name"]
+        alloc = node.get("status", {}).get("allocatable", {}) or {}
+        missing = []
+        have = _quantity(alloc.get(scheduling.GPU_RESOURCE, 0))
+        if have != gpus:
+            missing.append(f"{scheduling.GPU_RESOURCE} {have} (expected {gpus})")
+        for resource, per_pod in rdma.items():
+            if _quantity(alloc.get(resource, 0)) < per_pod:
+                missing.append(f"{resource} {alloc.get(resource, 0)}")
+        if not _node_ready(node):
+            missing.insert(0, "node not Ready")
+        if missing:
+            yield failed(
+                "node.resources",
+                name,
+                "; ".join(missing),
+                "kubectl describe node " + name + " (allocatable); device plugin pods: "
+                "kubectl -n gpu-operator / nvidia-network-operator get pods -o wide",
+            )
+        else:
+            extra = ", ".join(f"{r} {alloc.get(r)}" for r in rdma)
+            yield passed(
+                "node.resources",
+                name,
+                f"{scheduling.GPU_RESOURCE} {have}" + (f", {extra}" if extra else ""),
+            )
+
+
+def _namespace_of(payload: HelmChart | KustomizeOverlay) -> str:
+    return payload.namespace
+
+
+def readiness(kube: Kube, plan: Plan, model: StackModel) -> list[Check]:
+    """Every readiness check of the stack, in the Plan's apply order, then the nodes."""
+    out: list[Check] = []
+    for item in plan.items:
+        payload = item.payload
+        if isinstance(payload, HelmChart | KustomizeOverlay):
+            out.append(check_workloads(kube, item, _namespace_of(payload)))
+            if item.id == "gpu/gpu-operator":
+                out.append(check_cluster_policy(kube))
+        elif isinstance(payload, K8sObject):
+            out.append(check_object(kube, item, payload))
+    out.extend(check_nodes(kube, model))
+    return out

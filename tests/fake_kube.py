@@ -1,0 +1,180 @@
+"""A local fake of the Kubernetes API server for verify tests.
+
+It speaks the REST paths the real one does (``/api/v1/...``, ``/apis/<group>/<version>/...``,
+namespaced and cluster-scoped, label selectors on lists, pod logs, ``Status`` bodies on
+errors, bearer-token auth), keeps objects in memory, and lets a test react to creations
+(``on_create``) the way a controller would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+TOKEN = "fake-token-for-tests"
+PLURALS = {
+    "NetworkAttachmentDefinition": "network-attachment-definitions",
+    "Topology": "topologies",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "PriorityClass": "priorityclasses",
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+    "ClusterTrainingRuntime": "clustertrainingruntimes",
+}
+
+
+def plural(kind: str) -> str:
+    if kind in PLURALS:
+        return PLURALS[kind]
+    return kind.lower() + ("es" if kind.endswith("s") else "s")
+
+
+def path_of(obj: dict[str, Any]) -> str:
+    api = obj["apiVersion"]
+    base = f"/api/{api}" if "/" not in api else f"/apis/{api}"
+    ns = obj["metadata"].get("namespace")
+    where = f"/namespaces/{ns}" if ns else ""
+    return f"{base}{where}/{plural(obj['kind'])}/{obj['metadata']['name']}"
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.logs: dict[str, str] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.on_create: list[Callable[[FakeKube, dict[str, Any]], None]] = []
+        self.on_get: list[Callable[[FakeKube, str], None]] = []
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> FakeKube:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add(self, *objs: dict[str, Any]) -> None:
+        for obj in objs:
+            self.objects[path_of(obj)] = obj
+
+    def kubeconfig(self, directory: Path, token: str = TOKEN) -> Path:
+        path = directory / "kubeconfig"
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
+            "current-context": "fake",
+        }
+        path.write_text(json.dumps(cfg), encoding="utf-8")
+        return path
+
+    # ------------------------------------------------------------------ request handling
+
+    def _list(self, path: str, selector: str | None) -> dict[str, Any]:
+        want = dict(kv.split("=", 1) for kv in selector.split(",")) if selector else {}
+        items = []
+        for p, obj in sorted(self.objects.items()):
+            parent, _, _name = p.rpartition("/")
+            if parent != path:
+                continue
+            labels = obj.get("metadata", {}).get("labels", {}) or {}
+            if all(labels.get(k) == v for k, v in want.items()):
+                items.append(obj)
+        return {"kind": "List", "apiVersion": "v1", "items": items}
+
+    def handle(self, method: str, raw: str, body: bytes, auth: str | None) -> tuple[int, Any]:
+        url = urlparse(raw)
+        path, query = url.path.rstrip("/"), parse_qs(url.query)
+        self.requests.append((method, path))
+        if auth != f"Bearer {TOKEN}":
+            return 401, _status(401, "Unauthorized", "Unauthorized")
+        with self.lock:
+            if method == "GET" and path.endswith("/log"):
+                pod = path[: -len("/log")]
+                if pod not in self.objects:
+                    return 404, _status(404, "NotFound", f"pod {pod} not found")
+                return 200, self.logs.get(pod, "")
+            if method == "GET":
+                for hook in self.on_get:
+                    hook(self, path)
+                if path in self.objects:
+                    return 200, self.objects[path]
+                listing = self._list(path, query.get("labelSelector", [None])[0])
+                if listing["items"] or self._is_collection(path):
+                    return 200, listing
+                return 404, _status(404, "NotFound", f"{path} not found")
+            if method == "POST":
+                obj = json.loads(body)
+                target = path_of(obj)
+                if target.rpartition("/")[0] != path:
+                    return 400, _status(400, "BadRequest", "object does not belong here")
+                if target in self.objects:
+                    return 409, _status(409, "AlreadyExists", f"{target} already exists")
+                obj.setdefault("metadata", {}).setdefault("uid", f"uid-{len(self.objects)}")
+                self.objects[target] = obj
+                for hook in self.on_create:
+                    hook(self, obj)
+                return 201, obj
+            if method == "DELETE":
+                if path not in self.objects:
+                    return 404, _status(404, "NotFound", f"{path} not found")
+                del self.objects[path]
+                return 200, _status(200, "Success", "deleted") | {"status": "Success"}
+        return 405, _status(405, "MethodNotAllowed", method)
+
+    @staticmethod
+    def _is_collection(path: str) -> bool:
+        parts = path.strip("/").split("/")
+        # /api/v1/<plural>, /api/v1/namespaces/<ns>/<plural>, /apis/<g>/<v>/..., odd lengths
+        if parts[0] == "api":
+            return len(parts) in (3, 5)
+        return len(parts) in (4, 6)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                code, out = fake.handle(
+                    self.command, self.path, body, self.headers.get("Authorization")
+                )
+                data = out.encode() if isinstance(out, str) else json.dumps(out).encode()
+                self.send_response(code)
+                ctype = "text/plain" if isinstance(out, str) else "application/json"
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = _serve
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
