@@ -1,7 +1,10 @@
-"""The ``gpufabric`` command: validate, plan and render stacks without a cluster.
+"""The ``gpufabric`` command: validate, plan and render stacks without a cluster, and
+verify a cluster built from one.
 
 Exit codes: 0 success, 2 bad input (stack file or arguments), 3 rendered objects failed
-schema validation, 1 anything else that stopped the command (e.g. an unwritable --out).
+schema validation (``verify``: the cluster or hosts could not be asked), 4 / 5 a verdict
+of FAIL / INCONCLUSIVE (``nccl-report``, ``verify``), 1 anything else that stopped the
+command (e.g. an unwritable --out).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from gpufabric.problems import StackError
 from gpufabric.render import render_files, to_yaml, write_tree
 from gpufabric.schema import Report, validate_objects
 from gpufabric.stackfile import Stack, list_stacks, load_stack, stack_warnings, stacks_dir
+from gpufabric.verify import commands as verify_commands
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -104,6 +108,8 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory of upstream CRDs to validate the job against before printing it",
     )
+
+    verify_commands.add_parser(sub, _stack_arg)
     return ap
 
 
@@ -123,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_plan(stack)
         if args.command == "job":
             return cmd_job(stack, args)
+        if args.command == "verify":
+            return verify_commands.run(stack, args)
         return cmd_render(stack, args)
     except StackError as err:
         print(err.report(), file=sys.stderr)

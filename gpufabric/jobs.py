@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -197,9 +198,12 @@ def topology_annotation(model: StackModel) -> dict[str, str]:
 # ------------------------------------------------------------------------------- kinds
 
 
-def _mpirun(w: Wiring, nodes: int, program: list[str]) -> list[str]:
+def mpirun_command(
+    w: Wiring, nodes: int, program: list[str], env: Mapping[str, str] | None = None
+) -> list[str]:
     """mpirun over every GPU; NCCL variables are exported to the ranks explicitly, since ranks
-    started over ssh do not inherit the worker container's environment."""
+    started over ssh do not inherit the worker container's environment. ``env`` adds
+    variables set for this run only (``-x NAME=value``)."""
     args = [
         "mpirun",
         "--allow-run-as-root",
@@ -212,6 +216,8 @@ def _mpirun(w: Wiring, nodes: int, program: list[str]) -> list[str]:
     ]
     for var in sorted(w.tenant_wiring.nccl_env):
         args += ["-x", var]
+    for var, value in sorted((env or {}).items()):
+        args += ["-x", f"{var}={value}"]
     args += ["-x", "LD_LIBRARY_PATH", "-x", "PATH", *program]
     return args
 
@@ -229,7 +235,7 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
     launcher = {
         "name": "launcher",
         "image": image,
-        "command": _mpirun(w, nodes, program),
+        "command": mpirun_command(w, nodes, program),
         "envFrom": w.env_from(),
     }
     worker = w.gpu_container("worker", image, ["/usr/sbin/sshd", "-De"])

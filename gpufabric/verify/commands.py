@@ -1,0 +1,252 @@
+"""``gpufabric verify nodes|pods|cluster|nccl``: arguments, orchestration, reports.
+
+Exit codes: 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could not be decided, or the NCCL
+run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpufabric import nccl_report
+from gpufabric.plan import build_plan
+from gpufabric.stackfile import Stack
+from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
+from gpufabric.verify.kube import Kube, KubeError
+from gpufabric.verify.results import (
+    EXIT_INCONCLUSIVE,
+    Check,
+    error,
+    exit_code,
+    failed,
+    format_table,
+    passed,
+    to_json,
+    write_junit,
+)
+from gpufabric.verify.suite_runner import SuiteError, run_suite
+
+EXIT_UNREACHABLE = 3
+
+
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the JSON document instead")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML for CI")
+
+
+def _kube_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG / ~/.kube/config)")
+    p.add_argument(
+        "--context", help="kubeconfig context (default: the stack's cluster.kubeContext)"
+    )
+
+
+def add_parser(sub: Any, stack_arg: Any) -> None:
+    verify = sub.add_parser(
+        "verify",
+        help="prove a cluster built from the stack works: nodes, pods, cluster, nccl",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vsub = verify.add_subparsers(dest="verify_command", required=True, metavar="CHECK")
+
+    p = vsub.add_parser("nodes", help="node preflight (testinfra) over ssh or probe pods")
+    stack_arg(p)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--hosts", help="testinfra hosts, comma-separated: ssh://gpu-a,ssh://gpu-b, local://"
+    )
+    where.add_argument(
+        "--via-cluster",
+        action="store_true",
+        help="run a privileged probe DaemonSet on the GPU nodes and check through kubectl exec",
+    )
+    p.add_argument(
+        "--root",
+        default="/",
+        help="where the node's root file system is seen (default /; --via-cluster uses /host)",
+    )
+    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
+    p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
+    p.add_argument(
+        "--write-expect",
+        type=Path,
+        metavar="FILE",
+        help="write the stack's expectations for running the suite with pytest directly, and exit",
+    )
+    _kube_args(p)
+    _outputs(p)
+
+    p = vsub.add_parser("pods", help="checks inside running training pods (testinfra)")
+    stack_arg(p)
+    p.add_argument(
+        "--hosts",
+        required=True,
+        help="pods as testinfra hosts: kubectl://POD?namespace=NS&container=C,...",
+    )
+    p.add_argument("--netns", default="", help="run the network checks in this netns instead")
+    _outputs(p)
+
+    p = vsub.add_parser("cluster", help="readiness of everything the stack installs (API)")
+    stack_arg(p)
+    _kube_args(p)
+    _outputs(p)
+
+    p = vsub.add_parser("nccl", help="run the NCCL acceptance MPIJob and judge it")
+    stack_arg(p)
+    p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
+    p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
+    p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
+    p.add_argument("--name", default=nccl.DEFAULT_NAME, help="MPIJob name (gpufabric-nccl)")
+    p.add_argument(
+        "--timeout", type=float, default=nccl.DEFAULT_TIMEOUT, help="seconds (default 1800)"
+    )
+    p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
+    p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
+    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold, GB/s")
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=nccl_report.DEFAULT_FRACTION,
+        help="threshold as a fraction of the line rate (default 0.9)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
+    )
+    _kube_args(p)
+    _outputs(p)
+
+
+def _progress(msg: str) -> None:
+    print(f"verify: {msg}", file=sys.stderr, flush=True)
+
+
+def _kube(stack: Stack, args: argparse.Namespace) -> Kube:
+    return Kube(args.kubeconfig, args.context or stack.model.cluster.kubeContext)
+
+
+def _report(args: argparse.Namespace, title: str, checks: list[Check], **extra: Any) -> int:
+    if args.junit:
+        write_junit(args.junit, title, checks)
+    if args.json:
+        sys.stdout.write(to_json(title, checks, **extra))
+    else:
+        sys.stdout.write(format_table(title, checks))
+    return exit_code(checks)
+
+
+def run(stack: Stack, args: argparse.Namespace) -> int:
+    try:
+        if args.verify_command == "nodes":
+            return cmd_nodes(stack, args)
+        if args.verify_command == "pods":
+            return cmd_pods(stack, args)
+        if args.verify_command == "cluster":
+            return cmd_cluster(stack, args)
+        return cmd_nccl(stack, args)
+    except (KubeError, SuiteError) as exc:
+        print(f"gpufabric verify {args.verify_command}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+
+
+def cmd_nodes(stack: Stack, args: argparse.Namespace) -> int:
+    exp = expect.from_model(stack.name, stack.model)
+    if args.write_expect:
+        args.write_expect.write_text(exp.to_json(), encoding="utf-8")
+        print(f"wrote {args.write_expect}", file=sys.stderr)
+        return 0
+    if not args.hosts and not args.via_cluster:
+        print(
+            "gpufabric verify nodes: pass --hosts ssh://a,ssh://b or --via-cluster",
+            file=sys.stderr,
+        )
+        return 2
+    if args.hosts:
+        hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
+        results = run_suite("node", exp, hosts, root=args.root)
+    else:
+        probe_daemonset.require_kubectl()
+        kube = _kube(stack, args)
+        plan = build_plan(stack.name, stack.model)
+        image = args.probe_image or plan.components["probe-image"].image_ref or ""
+        try:
+            pods = probe_daemonset.start(kube, stack.model, image, progress=_progress)
+            context = args.context or stack.model.cluster.kubeContext
+            hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
+            names = {f"kubectl://{p}": node for p, node in pods.items()}
+            results = run_suite("node", exp, hosts, root=probe_daemonset.HOST_ROOT, names=names)
+        finally:
+            if not args.keep_probe:
+                probe_daemonset.stop(kube)
+    results += nodes.fleet_checks(results)
+    return _report(args, f"nodes ({stack.name})", results)
+
+
+def cmd_pods(stack: Stack, args: argparse.Namespace) -> int:
+    exp = expect.from_model(stack.name, stack.model)
+    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
+    results = run_suite("pod", exp, hosts, netns=args.netns)
+    return _report(args, f"pods ({stack.name})", results)
+
+
+def cmd_cluster(stack: Stack, args: argparse.Namespace) -> int:
+    kube = _kube(stack, args)
+    plan = build_plan(stack.name, stack.model)
+    return _report(args, f"cluster ({stack.name})", cluster.readiness(kube, plan, stack.model))
+
+
+def cmd_nccl(stack: Stack, args: argparse.Namespace) -> int:
+    plan = build_plan(stack.name, stack.model)
+    job = nccl.acceptance_job(plan, stack.model, args.tenant, args.nodes, args.image, args.name)
+    if args.dry_run:
+        from gpufabric.render import to_yaml
+
+        sys.stdout.write(to_yaml(job))
+        return 0
+    exp = nccl_report.expectation(stack.model, args.min_busbw, args.fraction)
+    outcome = nccl.run_job(
+        _kube(stack, args),
+        job,
+        timeout=args.timeout,
+        poll=args.poll,
+        keep=args.keep,
+        progress=_progress,
+    )
+    doc = nccl.judge(outcome, exp)
+    checks = nccl_checks(doc, args.nodes)
+    if args.junit:
+        write_junit(args.junit, f"nccl ({stack.name})", checks)
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        if outcome.state == "Timeout":
+            print(f"NCCL acceptance: {outcome.message}")
+        sys.stdout.write(nccl_report.format_text(doc) if doc["runs"] else "")
+        if not doc["runs"]:
+            print(f"NCCL acceptance: {doc['verdict']}: " + "; ".join(doc["reasons"]))
+    code = nccl_report.EXIT_CODES[doc["verdict"]]
+    return EXIT_INCONCLUSIVE if outcome.state == "Timeout" and code == 0 else code
+
+
+def nccl_checks(doc: dict[str, Any], nodes_: int) -> list[Check]:
+    """The acceptance document as checks, for JUnit."""
+    target = f"{nodes_} nodes"
+    out: list[Check] = []
+    if doc.get("job", {}).get("state") in ("Failed", "Timeout"):
+        out.append(failed("nccl.job", target, doc["job"]["message"]))
+    for run in doc["runs"]:
+        msg = "; ".join(run["reasons"]) or f"best busbw {run['busbw_max_gbps']} GB/s"
+        cid = f"nccl.{run['file']}"
+        if run["verdict"] == "PASS":
+            out.append(passed(cid, target, msg))
+        elif run["verdict"] == "FAIL":
+            out.append(failed(cid, target, msg))
+        else:
+            out.append(error(cid, target, msg))
+    if not doc["runs"]:
+        out.append(error("nccl.log", target, "; ".join(doc["reasons"])))
+    return out

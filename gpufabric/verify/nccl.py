@@ -1,0 +1,196 @@
+"""The NCCL acceptance test: an MPIJob with the tenant's full wiring, judged by the analyzer.
+
+The job is the one ``gpufabric job --kind mpijob`` prints (queue, priority, rails, RDMA
+resources, nccl-env, IPC_LOCK, /dev/shm), with a launcher that runs nccl-tests twice under
+``NCCL_DEBUG=INFO`` (INIT,NET: the transport lines the verdict needs): ``all_reduce_perf_mpi``
+(with ``NCCL_ALGO=Ring`` on two nodes, where tree algorithms report bus bandwidth above the
+NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB. The launcher log is split per
+test at gpufabric's marker lines and judged by :mod:`gpufabric.nccl_report`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufabric import nccl_report
+from gpufabric.config import StackModel
+from gpufabric.jobs import JobRequest, Wiring, check_request, mpijob, mpirun_command
+from gpufabric.plan import Plan
+from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path
+
+SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
+TESTS = ("all_reduce_perf_mpi", "all_gather_perf_mpi")
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+MARKER = "==> gpufabric nccl-test: {test} <=="
+JOB_LABEL = "training.kubeflow.org/job-name"
+ROLE_LABEL = "training.kubeflow.org/job-role"
+DEFAULT_NAME = "gpufabric-nccl"
+DEFAULT_TIMEOUT = 1800
+
+
+def test_env(test: str, nodes: int) -> dict[str, str]:
+    env = dict(DEBUG_ENV)
+    if test.startswith("all_reduce") and nodes == 2:
+        env["NCCL_ALGO"] = "Ring"
+    return env
+
+
+def launcher_script(w: Wiring, nodes: int) -> str:
+    """Run every test even when one fails; exit non-zero when any did."""
+    steps = ["rc=0"]
+    for test in TESTS:
+        cmd = mpirun_command(w, nodes, [test, *SIZES], test_env(test, nodes))
+        steps.append(f"echo {shlex.quote(MARKER.format(test=test))}")
+        steps.append(f"{shlex.join(cmd)} || rc=1")
+    steps.append("exit $rc")
+    return "\n".join(steps)
+
+
+def acceptance_job(
+    plan: Plan,
+    model: StackModel,
+    tenant: str,
+    nodes: int = 2,
+    image: str | None = None,
+    name: str = DEFAULT_NAME,
+) -> dict[str, Any]:
+    """The MPIJob ``verify nccl`` submits; StackError naming the option when it cannot run."""
+    req = JobRequest(tenant=tenant, kind="mpijob", nodes=nodes, image=image, name=name)
+    t = check_request(model, req)
+    w = Wiring(model, t, plan.wiring[t.namespace])
+    job = mpijob(w, name, nodes, image or plan.components["training-image"].image_ref or "", [])
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["command"] = ["/bin/bash", "-c", launcher_script(w, nodes)]
+    job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
+    return job
+
+
+def split_log(log: str) -> dict[str, str]:
+    """The launcher log per test, by gpufabric's markers (the whole log when none)."""
+    parts: dict[str, list[str]] = {}
+    current = None
+    for line in log.splitlines():
+        for test in TESTS:
+            if line.strip() == MARKER.format(test=test):
+                current = test
+                parts[current] = []
+                break
+        else:
+            if current is not None:
+                parts[current].append(line)
+    if not parts:
+        return {"launcher": log}
+    return {test: "\n".join(lines) + "\n" for test, lines in parts.items()}
+
+
+@dataclass
+class Outcome:
+    state: str  # Succeeded | Failed | Timeout
+    message: str
+    log: str
+    waited_s: float
+    events: list[str] = field(default_factory=list)
+
+
+def _condition(job: dict[str, Any]) -> tuple[str | None, str]:
+    """Terminal state of an MPIJob from its conditions, and the latest condition's text."""
+    conds = job.get("status", {}).get("conditions", []) or []
+    for kind in ("Succeeded", "Failed"):
+        for c in conds:
+            if c.get("type") == kind and c.get("status") == "True":
+                return kind, c.get("message") or c.get("reason") or kind
+    last = conds[-1] if conds else None
+    if job.get("spec", {}).get("runPolicy", {}).get("suspend"):
+        return None, "suspended: waiting for admission by the queue (quota, gang, topology)"
+    if last:
+        return None, f"{last.get('type')}: {last.get('message') or last.get('reason') or ''}"
+    return None, "created, no status yet"
+
+
+def launcher_log(kube: Kube, namespace: str, name: str) -> str:
+    pods = kube.list(
+        collection_path("v1", "Pod", namespace), f"{JOB_LABEL}={name},{ROLE_LABEL}=launcher"
+    )
+    if not pods:
+        return ""
+    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    return kube.log(namespace, pods[-1]["metadata"]["name"])
+
+
+def run_job(
+    kube: Kube,
+    job: dict[str, Any],
+    timeout: float = DEFAULT_TIMEOUT,
+    poll: float = 10.0,
+    keep: bool = False,
+    progress: Callable[[str], None] = lambda _msg: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
+    """Create the job, wait for it to finish or time out, collect the launcher log, and
+    delete the job (unless ``keep``) whatever happened."""
+    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    path = object_path(job["apiVersion"], job["kind"], name, ns)
+    if kube.get(path) is not None:
+        raise KubeError(
+            f"MPIJob {ns}/{name} already exists (a previous run?); delete it with "
+            f"`kubectl -n {ns} delete mpijob {name}` or pass --name"
+        )
+    kube.create(job)
+    progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
+    start = clock()
+    events: list[str] = []
+    state, text = None, ""
+    try:
+        while True:
+            live = kube.get(path)
+            if live is None:
+                state, text = "Failed", "the MPIJob disappeared (deleted by someone else?)"
+                break
+            state, text = _condition(live)
+            if not events or events[-1] != text:
+                events.append(text)
+                progress(text)
+            if state is not None:
+                break
+            if clock() - start >= timeout:
+                state = "Timeout"
+                text = (
+                    f"timed out after {timeout:g}s; last state: {text}. Check "
+                    f"`kubectl -n {ns} describe mpijob {name}` and the workload's admission"
+                )
+                break
+            sleep(poll)
+        log = launcher_log(kube, ns, name)
+    finally:
+        if not keep:
+            kube.delete(path)
+            progress(f"deleted MPIJob {ns}/{name}")
+    return Outcome(state, text, log, clock() - start, events)
+
+
+def judge(outcome: Outcome, exp: nccl_report.Expectation) -> dict[str, Any]:
+    """The analyzer's document for the collected log, with the job's own outcome."""
+    if not outcome.log.strip():
+        doc: dict[str, Any] = {
+            "verdict": "INCONCLUSIVE",
+            "reasons": ["no launcher log to judge"],
+            "threshold_gbps": exp.threshold_gbps,
+            "threshold_source": exp.threshold_source,
+            "runs": [],
+        }
+    else:
+        doc = nccl_report.report(split_log(outcome.log), exp)
+    if outcome.state == "Timeout":
+        doc["reasons"].insert(0, outcome.message)
+        if doc["verdict"] != "FAIL":  # a timed-out run never passes
+            doc["verdict"] = "INCONCLUSIVE"
+    elif outcome.state == "Failed":
+        doc["reasons"].insert(0, f"the MPIJob failed: {outcome.message}")
+        doc["verdict"] = "FAIL"
+    doc["job"] = {"state": outcome.state, "message": outcome.message, "waited_s": outcome.waited_s}
+    return doc
