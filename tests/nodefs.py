@@ -101,7 +101,9 @@ def build(root: Path, node: Node) -> Path:
         _write(sys_ / "module/nvidia_peermem/version", module_version + "\n")
     _write(root / "proc/sys/kernel/osrelease", node.kernel + "\n")
     p2p = "CONFIG_PCI_P2PDMA=y" if node.p2pdma else "# CONFIG_PCI_P2PDMA is not set"
-    _write(root / f"boot/config-{node.kernel}", f"CONFIG_PCI=y\n{p2p}\nCONFIG_DMABUF_MOVE_NOTIFY=y\n")
+    _write(
+        root / f"boot/config-{node.kernel}", f"CONFIG_PCI=y\n{p2p}\nCONFIG_DMABUF_MOVE_NOTIFY=y\n"
+    )
     cmdline = f"BOOT_IMAGE=/vmlinuz-{node.kernel} root=/dev/nvme0n1p2 ro"
     if node.iommu == "pt":
         cmdline += " intel_iommu=on iommu=pt"

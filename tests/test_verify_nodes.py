@@ -1,0 +1,306 @@
+"""Node preflight checks against fixture sysfs/procfs trees, through testinfra's local backend.
+
+Each tree is built by tests/nodefs.py in the kernel's formats; a variant changes exactly
+what a broken node would differ in (a port down, no peermem, ACS on, ...). The suite itself
+runs in-process as ``gpufabric verify nodes --hosts local:// --root TREE`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import struct
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import nodefs
+import pytest
+import testinfra
+
+from gpufabric.cli import main
+from gpufabric.stackfile import load_stack
+from gpufabric.verify import expect, nodes
+from gpufabric.verify.probe import HostProbe
+from gpufabric.verify.results import Check
+from gpufabric.verify.suite_runner import run_suite
+
+
+def expectation(stack: str) -> expect.Expectation:
+    return expect.from_model(stack, load_stack(stack, None).model)
+
+
+def node_for(exp: expect.Expectation, **overrides: object) -> nodefs.Node:
+    """A healthy node of this stack: its HCAs and netdevs, rate, MTU, PFC priority."""
+    base: dict[str, object] = {
+        "fabric": exp.fabric,
+        "rails": [(r.hca or f"mlx5_{i}", r.netdev) for i, r in enumerate(exp.rails)],
+        "rate": exp.link_rate_gbps,
+        "mtu": exp.mtu or (9000 if exp.fabric == "roce" else 4092),
+        "pfc_priority": exp.pfc_priority,
+        "peermem": exp.gpudirect == "peermem",
+        "gpus": exp.gpus,
+    }
+    base.update(overrides)
+    return nodefs.Node(**base)  # type: ignore[arg-type]
+
+
+def check(tmp_path: Path, exp: expect.Expectation, node: nodefs.Node) -> dict[str, Check]:
+    root = nodefs.build(tmp_path / "node", node)
+    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
+    return {c.check: c for c in nodes.run_checks(probe, exp)}
+
+
+@pytest.fixture
+def mlnx_qos_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RoCE trees carry a fake mlnx_qos printing the tool's real output format."""
+    monkeypatch.setenv("PATH", f"{tmp_path / 'node/usr/bin'}:{Path('/usr/bin')}:{Path('/bin')}")
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "lab-roce", "roce-sriov-volcano"])
+def test_healthy_node_passes_every_check(
+    stack: str, tmp_path: Path, mlnx_qos_on_path: None
+) -> None:
+    exp = expectation(stack)
+    results = check(tmp_path, exp, node_for(exp))
+    bad = {k: c.message for k, c in results.items() if c.status != "PASS"}
+    assert bad == {}
+    expected = {"gpu.count", "gpu.driver", f"gpudirect.{exp.gpudirect}", "pcie.acs", "pcie.iommu"}
+    expected |= {"rdma.devices", "limits.memlock"}
+    expected |= {f"rail.{r.name}.{what}" for r in exp.rails for what in ("hca", "port")}
+    if exp.fabric == "roce":
+        expected |= {f"rail.{r.name}.{what}" for r in exp.rails for what in ("gid", "pfc")}
+    if exp.mtu:
+        expected |= {f"rail.{r.name}.mtu" for r in exp.rails}
+    assert set(results) == expected
+
+
+def test_ib_node_has_no_roce_checks(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    results = check(tmp_path, exp, node_for(exp))
+    assert not [k for k in results if k.endswith((".gid", ".pfc"))]
+    assert results["rail.rail0.port"].message.endswith("400 Gb/sec (4X NDR)")
+
+
+def test_degraded_port_fails_with_state(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    node = node_for(exp, degraded={"mlx5_3": ("1: DOWN", "3: Disabled")})
+    results = check(tmp_path, exp, node)
+    port = results["rail.rail3.port"]
+    assert port.status == "FAIL"
+    assert "state 1: DOWN (expected ACTIVE)" in port.message
+    assert "phys_state 3: Disabled (expected LinkUp)" in port.message
+    assert "subnet manager" in port.hint
+    assert all(results[f"rail.rail{i}.port"].status == "PASS" for i in (0, 1, 2, 4, 5, 6, 7))
+
+
+def test_port_initialising_without_subnet_manager_fails(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    node = node_for(exp, degraded={"mlx5_0": ("2: INIT", "5: LinkUp")})
+    assert "state 2: INIT" in check(tmp_path, exp, node)["rail.rail0.port"].message
+
+
+def test_wrong_rate_and_link_layer_fail(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    results = check(tmp_path, exp, node_for(exp, rate=200, fabric="roce", pfc_priority=None))
+    msg = results["rail.rail0.port"].message
+    assert "rate 200 Gb/sec (4X HDR) (expected 400 Gb/sec)" in msg
+    assert "link_layer Ethernet (expected InfiniBand)" in msg
+
+
+def test_missing_peermem_fails_for_peermem_stacks(tmp_path: Path) -> None:
+    exp = dataclasses.replace(expectation("prod-ib"), gpudirect="peermem")
+    res = check(tmp_path, exp, node_for(exp, peermem=False))["gpudirect.peermem"]
+    assert res.status == "FAIL"
+    assert "nvidia-peermem is not loaded" in res.message
+    assert "nvidia-peermem-ctr" in res.hint
+
+
+def test_loaded_peermem_passes(tmp_path: Path) -> None:
+    exp = dataclasses.replace(expectation("prod-ib"), gpudirect="peermem")
+    res = check(tmp_path, exp, node_for(exp, peermem=True))["gpudirect.peermem"]
+    assert res.status == "PASS"
+    assert "/sys/module/nvidia_peermem/version" in res.message
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ({"open_module": False}, "proprietary kernel module"),
+        ({"kernel": "5.4.0-216-generic"}, "kernel 5.4.0-216-generic is older than 5.12"),
+        ({"p2pdma": False}, "without CONFIG_PCI_P2PDMA"),
+    ],
+)
+def test_dmabuf_prerequisites(tmp_path: Path, variant: dict[str, object], message: str) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, **variant))["gpudirect.dmabuf"]
+    assert res.status == "FAIL"
+    assert message in res.message
+
+
+def test_gpu_count_and_pinned_driver(tmp_path: Path) -> None:
+    exp = dataclasses.replace(expectation("prod-ib"), driver_version="580.95.05")
+    results = check(tmp_path, exp, node_for(exp, gpus=7))
+    assert results["gpu.count"].message == "7 GPUs registered with the driver, the stack expects 8"
+    assert "driver 575.57.08, the stack pins 580.95.05" in results["gpu.driver"].message
+
+
+def test_acs_enabled_fails_naming_bridges(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, acs_on=True))["pcie.acs"]
+    assert res.status == "FAIL"
+    assert "0000:10:01.0 (SrcValid+ ReqRedir+ CmpltRedir+)" in res.message
+    assert "setpci" in res.hint
+
+
+@pytest.mark.parametrize(("iommu", "status"), [("off", "PASS"), ("pt", "PASS"), ("dma", "FAIL")])
+def test_iommu(tmp_path: Path, iommu: str, status: str) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, iommu=iommu))["pcie.iommu"]
+    assert res.status == status
+    if status == "FAIL":
+        assert "DMA-FQ" in res.message
+
+
+def test_memlock_of_the_container_runtime(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, memlock="8388608"))["limits.memlock"]
+    assert res.status == "FAIL"
+    assert "container runtime (containerd) is 8388608 bytes" in res.message
+    assert "LimitMEMLOCK=infinity" in res.hint
+
+
+def test_missing_uverbs_devices(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, uverbs=6))["rdma.devices"]
+    assert res.message == "/dev/infiniband: 6 uverbs devices for 8 rails"
+
+
+def test_roce_gid_mtu_pfc_failures(tmp_path: Path, mlnx_qos_on_path: None) -> None:
+    exp = expectation("lab-roce")
+    node = node_for(exp, gid_on_netdev=False, mtu=1500, pfc_priority=0)
+    results = check(tmp_path, exp, node)
+    assert "no IPv4 RoCE v2 GID of mlx5_0 on ens1f0np0" in results["rail.rail0.gid"].message
+    assert results["rail.rail0.mtu"].message == (
+        "ens1f0np0 MTU 1500, the stack expects 9000 (fabric.mtu)"
+    )
+    pfc = results["rail.rail0.pfc"]
+    assert pfc.message == "PFC is off on priority 3 of ens1f0np0 (enabled: [0])"
+    assert "--pfc 0,0,0,1,0,0,0,0" in pfc.hint
+
+
+def test_pfc_without_any_tool_is_undecided(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = expectation("lab-roce")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    results = check(tmp_path, exp, node_for(exp, pfc_priority=None))
+    assert results["rail.rail0.pfc"].status == "ERROR"
+
+
+def test_parse_pfc_formats() -> None:
+    dcb = "pfc-cap 8 macsec-bypass off delay 0\nprio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n"
+    assert nodes.parse_pfc(dcb) == {p: p == 3 for p in range(8)}
+    qos = nodefs.MLNX_QOS.format(enabled="0   0   0   0   1   0   0   0")
+    assert nodes.parse_pfc(qos) == {p: p == 4 for p in range(8)}
+    assert nodes.parse_pfc("garbage") is None
+
+
+def test_acs_control_walks_the_extended_capability_list() -> None:
+    assert nodes.acs_control(nodefs.config_space(0x001D)) == 0x001D
+    assert nodes.acs_control(nodefs.config_space(None)) is None
+    assert nodes.acs_control(nodefs.config_space(0x001D)[:256]) is None  # non-root read
+    looped = bytearray(4096)
+    struct.pack_into("<I", looped, 0x100, 0x0001 | (0x100 << 20))
+    assert nodes.acs_control(bytes(looped)) is None
+
+
+def test_ipv4_of_gid() -> None:
+    assert nodes.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:c0a8:0a02") == "192.168.10.2"
+    assert nodes.ipv4_of_gid("fe80:0000:0000:0000:0a00:27ff:fe00:0001") is None
+
+
+def test_fleet_driver_versions() -> None:
+    def drv(node: str, v: str) -> Check:
+        return Check("gpu.driver", node, "PASS", f"driver {v}", details={"version": v})
+
+    (one,) = nodes.fleet_checks([drv("a", "575.57.08"), drv("b", "575.57.08")])
+    assert one.status == "PASS"
+    (two,) = nodes.fleet_checks([drv("a", "575.57.08"), drv("b", "570.124.06")])
+    assert two.status == "FAIL"
+    assert "570.124.06: b; 575.57.08: a" in two.message
+
+
+# ------------------------------------------------------------------- suite and CLI
+
+
+def test_suite_runs_under_pytest_and_records_every_check(
+    tmp_path: Path, mlnx_qos_on_path: None
+) -> None:
+    exp = expectation("lab-roce")
+    root = nodefs.build(
+        tmp_path / "node", node_for(exp, degraded={"mlx5_1": ("1: DOWN", "2: Polling")})
+    )
+    results = run_suite("node", exp, ["local://"], root=str(root))
+    assert [c.check for c in results] == [c.id for c in nodes.node_checks(exp)]
+    failed = [c.check for c in results if c.status == "FAIL"]
+    assert failed == ["rail.rail1.port"]
+
+
+def test_cli_verify_nodes_reports(
+    tmp_path: Path, mlnx_qos_on_path: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exp = expectation("lab-roce")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    junit = tmp_path / "out/nodes.xml"
+    argv = ["verify", "nodes", "--stack", "lab-roce", "--hosts", "local://", "--root", str(root)]
+    assert main([*argv, "--json", "--junit", str(junit)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "PASS"
+    assert doc["counts"]["FAIL"] == 0
+    assert {c["check"] for c in doc["checks"]} >= {"rail.rail0.pfc", "fleet.driver-version"}
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "0"
+    assert len(suite.findall("testcase")) == len(doc["checks"])
+
+    shutil.rmtree(root)
+    nodefs.build(root, node_for(exp, acs_on=True))
+    assert main(argv) == 4
+    table = capsys.readouterr().out
+    assert "pcie.acs" in table
+    assert "FAIL" in table
+    assert "-> disable ACS in the BIOS" in table
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client on this machine")
+def test_unreachable_host_is_inconclusive_not_passed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "verify",
+            "nodes",
+            "--stack",
+            "lab-roce",
+            "--hosts",
+            "ssh://gpu-node.invalid?timeout=3",
+            "--json",
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 5
+    assert doc["verdict"] == "INCONCLUSIVE"
+    assert all(c["status"] == "ERROR" for c in doc["checks"])
+    assert "cannot reach the host" in doc["checks"][0]["message"]
+
+
+def test_cli_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "nodes", "--stack", "lab-roce"]) == 2
+    assert "--hosts ssh://a,ssh://b or --via-cluster" in capsys.readouterr().err
+
+
+def test_write_expect_for_direct_pytest_use(tmp_path: Path) -> None:
+    out = tmp_path / "expect.json"
+    assert main(["verify", "nodes", "--stack", "prod-ib", "--write-expect", str(out)]) == 0
+    exp = expect.Expectation.load(out)
+    assert exp == expectation("prod-ib")
+    assert exp.link_layer == "InfiniBand"
