@@ -17,20 +17,16 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 TOKEN = "fake-token-for-tests"
-PLURALS = {
-    "NetworkAttachmentDefinition": "network-attachment-definitions",
-    "Topology": "topologies",
-    "WorkloadPriorityClass": "workloadpriorityclasses",
-    "PriorityClass": "priorityclasses",
-    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
-    "ClusterTrainingRuntime": "clustertrainingruntimes",
-}
+PLURALS = {"NetworkAttachmentDefinition": "network-attachment-definitions"}
 
 
 def plural(kind: str) -> str:
     if kind in PLURALS:
         return PLURALS[kind]
-    return kind.lower() + ("es" if kind.endswith("s") else "s")
+    low = kind.lower()
+    if low.endswith("y"):
+        return low[:-1] + "ies"
+    return low + ("es" if low.endswith("s") else "s")
 
 
 def path_of(obj: dict[str, Any]) -> str:

@@ -1,0 +1,298 @@
+"""Cluster readiness against a local fake API server serving what a healthy cluster built
+from the stack would hold (operator workloads, ClusterPolicy, the Plan's objects with their
+status, labelled GPU nodes with allocatable resources), then broken one thing at a time."""
+
+from __future__ import annotations
+
+import json
+import socket
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_kube import FakeKube, path_of
+
+from gpufabric import rails
+from gpufabric.cli import main
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
+from gpufabric.stackfile import load_stack
+from gpufabric.verify import cluster
+from gpufabric.verify.kube import Kube
+
+WORKLOADS = {
+    "gpu-operator": [
+        ("Deployment", "gpu-operator"),
+        ("Deployment", "gpu-operator-node-feature-discovery-master"),
+        ("DaemonSet", "nvidia-driver-daemonset"),
+        ("DaemonSet", "nvidia-container-toolkit-daemonset"),
+        ("DaemonSet", "nvidia-device-plugin-daemonset"),
+        ("DaemonSet", "nvidia-dcgm-exporter"),
+        ("DaemonSet", "gpu-feature-discovery"),
+        ("DaemonSet", "nvidia-operator-validator"),
+    ],
+    "nvidia-network-operator": [
+        ("Deployment", "nvidia-network-operator"),
+        ("Deployment", "nv-ipam-controller"),
+        ("DaemonSet", "rdma-shared-dp-ds"),
+        ("DaemonSet", "cni-plugins-ds"),
+        ("DaemonSet", "nv-ipam-node"),
+    ],
+    "kube-system": [("DaemonSet", "kube-multus-ds"), ("Deployment", "coredns")],
+    "mpi-operator": [("Deployment", "mpi-operator")],
+    "kubeflow": [("Deployment", "training-operator")],
+    "kubeflow-system": [
+        ("Deployment", "kubeflow-trainer-controller-manager"),
+        ("Deployment", "jobset-controller-manager"),
+    ],
+    "kueue-system": [("Deployment", "kueue-controller-manager")],
+    "volcano-system": [
+        ("Deployment", "volcano-scheduler"),
+        ("Deployment", "volcano-controllers"),
+        ("Deployment", "volcano-admission"),
+    ],
+}
+
+
+def workload(kind: str, name: str, namespace: str, nodes: int) -> dict[str, Any]:
+    meta = {"name": name, "namespace": namespace}
+    if kind == "DaemonSet":
+        status = {"desiredNumberScheduled": nodes, "numberReady": nodes}
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "status": status}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {"replicas": 1},
+        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
+    }
+
+
+def with_status(obj: K8sObject) -> dict[str, Any]:
+    body = json.loads(json.dumps(obj.body))
+    if obj.kind == "NicClusterPolicy":
+        body["status"] = {"state": "ready"}
+    elif obj.kind in ("ClusterQueue", "LocalQueue"):
+        body["status"] = {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "Can admit new workloads",
+                }
+            ]
+        }
+    elif obj.kind == "Queue":
+        body["status"] = {"state": "Open"}
+    return body
+
+
+def healthy(fake: FakeKube, stack: str) -> None:
+    model = load_stack(stack, None).model
+    plan = build_plan(stack, model)
+    count = model.gpuNodes.count
+    for item in plan.items:
+        p = item.payload
+        if isinstance(p, HelmChart | KustomizeOverlay):
+            for kind, name in WORKLOADS[p.namespace]:
+                fake.add(workload(kind, name, p.namespace, count))
+        elif isinstance(p, K8sObject):
+            fake.add(with_status(p))
+    fake.add(
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "status": {"state": "ready", "namespace": "gpu-operator"},
+        }
+    )
+    rdma = dict.fromkeys(rails.rdma_resources(model.fabric), "63")
+    for i in range(count):
+        fake.add(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"gpu-node-{i}",
+                    "labels": {
+                        **model.gpuNodes.nodeSelector,
+                        "kubernetes.io/hostname": f"gpu-node-{i}",
+                    },
+                },
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                    "allocatable": {"cpu": "190", "memory": "2Ti", "nvidia.com/gpu": "8", **rdma},
+                },
+            }
+        )
+    fake.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "cpu-node-0", "labels": {"kubernetes.io/hostname": "cpu-node-0"}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": {"cpu": "32"},
+            },
+        }
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    with FakeKube() as f:
+        yield f
+
+
+def readiness(
+    fake: FakeKube, tmp_path: Path, stack: str = "lab-roce"
+) -> dict[tuple[str, str], Any]:
+    kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
+    model = load_stack(stack, None).model
+    checks = cluster.readiness(kube, build_plan(stack, model), model)
+    return {(c.check, c.target): c for c in checks}
+
+
+@pytest.mark.parametrize("stack", ["lab-roce", "prod-ib", "roce-sriov-volcano"])
+def test_healthy_cluster_passes(fake: FakeKube, tmp_path: Path, stack: str) -> None:
+    healthy(fake, stack)
+    results = readiness(fake, tmp_path, stack)
+    assert {k: c.message for k, c in results.items() if c.status != "PASS"} == {}
+    model = load_stack(stack, None).model
+    assert ("nodes.count", "cluster") in results
+    assert sum(k[0] == "node.resources" for k in results) == model.gpuNodes.count
+    assert ("policy.cluster-policy", "cluster") in results
+
+
+def test_missing_nad_is_named(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "lab-roce")
+    del fake.objects[
+        "/apis/k8s.cni.cncf.io/v1/namespaces/gpufabric-networks/network-attachment-definitions/rail1"
+    ]
+    c = readiness(fake, tmp_path)[("object.network/nad/rail1", "gpufabric-networks/rail1")]
+    assert c.status == "FAIL"
+    assert c.message == "NetworkAttachmentDefinition gpufabric-networks/rail1 is missing"
+
+
+def test_node_without_rdma_resource_is_named(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "lab-roce")
+    fake.objects["/api/v1/nodes/gpu-node-2"]["status"]["allocatable"]["rdma/rail1"] = "0"
+    fake.objects["/api/v1/nodes/gpu-node-3"]["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    results = readiness(fake, tmp_path)
+    assert results[("node.resources", "gpu-node-2")].message == "rdma/rail1 0"
+    assert results[("node.resources", "gpu-node-3")].message == "nvidia.com/gpu 0 (expected 8)"
+    assert results[("node.resources", "gpu-node-0")].status == "PASS"
+
+
+def test_unready_daemonset_and_policies(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "lab-roce")
+    ds = fake.objects[
+        "/apis/apps/v1/namespaces/nvidia-network-operator/daemonsets/rdma-shared-dp-ds"
+    ]
+    ds["status"]["numberReady"] = 3
+    fake.objects["/apis/nvidia.com/v1/clusterpolicies/cluster-policy"]["status"]["state"] = (
+        "notReady"
+    )
+    fake.objects["/apis/mellanox.com/v1alpha1/nicclusterpolicies/nic-cluster-policy"]["status"] = {}
+    results = readiness(fake, tmp_path)
+    w = results[("workloads.network/network-operator", "nvidia-network-operator")]
+    assert w.message == "not ready: DaemonSet rdma-shared-dp-ds 3/4 ready"
+    assert results[("policy.cluster-policy", "cluster")].message == (
+        "ClusterPolicy not ready: cluster-policy state notReady"
+    )
+    nic = results[("object.network/nic-cluster-policy", "nic-cluster-policy")]
+    assert nic.message == "NicClusterPolicy nic-cluster-policy: state unset"
+
+
+def test_shared_namespace_only_counts_our_workloads(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "lab-roce")
+    fake.objects["/apis/apps/v1/namespaces/kube-system/deployments/coredns"]["status"][
+        "readyReplicas"
+    ] = 0
+    assert readiness(fake, tmp_path)[("workloads.network/multus", "kube-system")].status == "PASS"
+    del fake.objects["/apis/apps/v1/namespaces/kube-system/daemonsets/kube-multus-ds"]
+    c = readiness(fake, tmp_path)[("workloads.network/multus", "kube-system")]
+    assert c.message == "no workloads of network/multus in namespace kube-system"
+
+
+def test_inactive_queue_and_missing_nodes(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "lab-roce")
+    cq = fake.objects["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-vision"]
+    cq["status"]["conditions"][0].update(
+        status="False",
+        reason="FlavorNotFound",
+        message="Can't admit new workloads: references missing ResourceFlavor(s): gpu-nodes",
+    )
+    fake.objects["/api/v1/nodes/gpu-node-1"]["status"]["conditions"][0]["status"] = "False"
+    results = readiness(fake, tmp_path)
+    q = results[("object.scheduling/team-vision/queue", "team-vision")]
+    assert (
+        "Active=False (Can't admit new workloads: references missing ResourceFlavor(s): gpu-nodes)"
+        in q.message
+    )
+    nodes = results[("nodes.count", "cluster")]
+    assert nodes.message == (
+        "3 Ready GPU nodes match feature.node.kubernetes.io/pci-10de.present=true, "
+        "the stack expects 4 (not Ready: gpu-node-1)"
+    )
+    assert results[("node.resources", "gpu-node-1")].message.startswith("node not Ready")
+
+
+def test_operator_not_installed(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "lab-roce")
+    del fake.objects["/apis/apps/v1/namespaces/mpi-operator/deployments/mpi-operator"]
+    c = readiness(fake, tmp_path)[("workloads.training/mpi-operator", "mpi-operator")]
+    assert c.message == "no workloads of training/mpi-operator in namespace mpi-operator"
+
+
+def test_cli_reports_and_exit_codes(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    healthy(fake, "lab-roce")
+    cfg = str(fake.kubeconfig(tmp_path))
+    argv = ["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg, "--context", "fake"]
+    junit = tmp_path / "cluster.xml"
+    assert main([*argv, "--json", "--junit", str(junit)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "PASS"
+    assert ET.parse(junit).getroot().find("testsuite").get("tests") == str(len(doc["checks"]))  # type: ignore[union-attr]
+    del fake.objects[
+        path_of(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "training", "namespace": "team-speech"},
+            }
+        )
+    ]
+    assert main(argv) == 4
+    out = capsys.readouterr().out
+    assert "LocalQueue team-speech/training is missing" in out
+    assert "cluster (lab-roce): FAIL" in out
+
+
+def test_cli_unauthorized_and_unreachable(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = fake.kubeconfig(tmp_path, token="wrong")
+    argv = ["verify", "cluster", "--stack", "lab-roce", "--context", "fake"]
+    assert main([*argv, "--kubeconfig", str(bad)]) == 3
+    assert "401 Unauthorized" in capsys.readouterr().err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = json.loads(bad.read_text())
+    cfg["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{port}"
+    bad.write_text(json.dumps(cfg))
+    assert main([*argv, "--kubeconfig", str(bad)]) == 3
+    assert "cannot reach the API server" in capsys.readouterr().err
+
+
+def test_cli_default_context_comes_from_the_stack(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(fake.kubeconfig(tmp_path))
+    assert main(["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg]) == 3
+    assert "lab-roce-admin" in capsys.readouterr().err
