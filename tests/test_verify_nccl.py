@@ -1,0 +1,356 @@
+"""``verify nccl`` end to end against the fake API server: the MPIJob it submits (CRD-valid,
+wired like ``gpufabric job``), the wait, the launcher log, the verdict, the cleanup, the
+timeout. The fake plays the MPI Operator: on create it starts a launcher pod whose log is a
+realistic nccl-tests run, and after a few polls marks the job Succeeded or Failed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLE_STACKS
+from fake_kube import FakeKube
+
+from gpufabric.cli import main
+from gpufabric.jobs import JobRequest, job_manifest
+from gpufabric.plan import build_plan
+from gpufabric.schema import validate_objects
+from gpufabric.stackfile import load_stack
+from gpufabric.verify import nccl, probe_daemonset
+from gpufabric.verify.kube import Kube
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
+MPIJOB = "/apis/kubeflow.org/v2beta1/namespaces/team-vision/mpijobs/gpufabric-nccl"
+
+
+def launcher_log(
+    all_reduce: str = "roce-pass.log", all_gather: str = "roce-all-gather-pass.log"
+) -> str:
+    parts = []
+    for test, fixture in zip(nccl.TESTS, (all_reduce, all_gather), strict=True):
+        parts.append(nccl.MARKER.format(test=test))
+        parts.append((FIXTURES / fixture).read_text())
+    return "\n".join(parts)
+
+
+def operator(log: str, outcome: str = "Succeeded", after_polls: int = 2) -> Any:
+    """Hooks making the fake behave like the MPI Operator for one job."""
+    polls = {"n": 0}
+
+    def on_create(fake: FakeKube, obj: dict[str, Any]) -> None:
+        if obj["kind"] != "MPIJob":
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        obj["status"] = {
+            "conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated"}]
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-launcher-x7k2p",
+                "namespace": ns,
+                "creationTimestamp": "2026-11-21T10:00:00Z",
+                "labels": {nccl.JOB_LABEL: name, nccl.ROLE_LABEL: "launcher"},
+            },
+            "status": {"phase": "Running"},
+        }
+        fake.add(pod)
+        fake.logs[f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}"] = log
+
+    def on_get(fake: FakeKube, path: str) -> None:
+        if path != MPIJOB or path not in fake.objects:
+            return
+        polls["n"] += 1
+        conds = fake.objects[path]["status"]["conditions"]
+        if polls["n"] == 1:
+            conds.append(
+                {
+                    "type": "Running",
+                    "status": "True",
+                    "reason": "MPIJobRunning",
+                    "message": "MPIJob team-vision/gpufabric-nccl is running.",
+                }
+            )
+        if polls["n"] >= after_polls and outcome != "never":
+            message = (
+                "MPIJob team-vision/gpufabric-nccl successfully completed."
+                if outcome == "Succeeded"
+                else "launcher exited with code 1"
+            )
+            conds.append(
+                {
+                    "type": outcome,
+                    "status": "True",
+                    "reason": f"MPIJob{outcome}",
+                    "message": message,
+                }
+            )
+
+    return on_create, on_get
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    with FakeKube() as f:
+        yield f
+
+
+def argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
+    cfg = str(fake.kubeconfig(tmp_path))
+    return [
+        "verify",
+        "nccl",
+        "--stack",
+        "lab-roce",
+        "--tenant",
+        "team-vision",
+        "--kubeconfig",
+        cfg,
+        "--context",
+        "fake",
+        "--poll",
+        "0.01",
+        *extra,
+    ]
+
+
+def job(stack: str = "lab-roce", tenant: str = "team-vision", nodes: int = 2) -> dict[str, Any]:
+    model = load_stack(stack, None).model
+    return nccl.acceptance_job(build_plan(stack, model), model, tenant, nodes)
+
+
+# ----------------------------------------------------------------------- the MPIJob
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_acceptance_mpijob_validates_against_the_crd(stack: str, crd_dir: Path) -> None:
+    model = load_stack(stack, None).model
+    if not model.training.mpiOperator or not model.tenants:
+        pytest.skip("stack runs no MPIJobs")
+    body = nccl.acceptance_job(build_plan(stack, model), model, model.tenants[0].namespace, 2)
+    report = validate_objects([body], model.cluster.kubernetes_minor, crd_dir)
+    assert report.ok, report.errors
+    assert report.checked_custom == 1
+
+
+def test_acceptance_job_is_the_tenants_wired_mpijob() -> None:
+    """Same wiring as `gpufabric job --kind mpijob`; only the launcher's program differs."""
+    model = load_stack("lab-roce", None).model
+    plan = build_plan("lab-roce", model)
+    acc = nccl.acceptance_job(plan, model, "team-vision", 2)
+    ref = job_manifest(plan, model, JobRequest("team-vision", "mpijob", 2, name="gpufabric-nccl"))
+    acc_spec, ref_spec = acc["spec"], ref["spec"]
+    assert acc_spec["mpiReplicaSpecs"]["Worker"] == ref_spec["mpiReplicaSpecs"]["Worker"]
+    assert acc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    launcher = acc_spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["command"][:2] == ["/bin/bash", "-c"]
+
+
+def test_launcher_runs_all_reduce_ring_then_all_gather_with_transport_logging() -> None:
+    script = job()["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "command"
+    ][2]
+    lines = script.splitlines()
+    runs = [
+        shlex.split(line.removesuffix(" || rc=1")) for line in lines if line.startswith("mpirun")
+    ]
+    assert [r[-9:] for r in runs] == [[test, *nccl.SIZES] for test in nccl.TESTS]
+    reduce, gather = runs
+    assert "NCCL_ALGO=Ring" in reduce
+    assert "NCCL_ALGO=Ring" not in gather
+    for r in runs:
+        assert {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_IB_HCA"} <= set(r)
+        assert r[r.index("-np") + 1] == "16"
+    assert lines[-1] == "exit $rc"
+
+
+def test_more_than_two_nodes_keep_nccls_algorithm_choice() -> None:
+    script = job(nodes=4)["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][
+        0
+    ]["command"][2]
+    assert "NCCL_ALGO" not in script
+    assert "-np 32" in script
+
+
+def test_split_log_by_markers() -> None:
+    parts = nccl.split_log(launcher_log())
+    assert list(parts) == list(nccl.TESTS)
+    assert "all_reduce_perf_mpi" in parts["all_reduce_perf_mpi"]
+    assert "all_gather_perf_mpi" in parts["all_gather_perf_mpi"]
+    assert nccl.split_log("no markers") == {"launcher": "no markers"}
+
+
+# ----------------------------------------------------------------- against the fake
+
+
+def test_passing_run_prints_verdict_and_cleans_up(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on_create, on_get = operator(launcher_log())
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+    junit = tmp_path / "nccl.xml"
+    assert main(argv(fake, tmp_path, "--junit", str(junit))) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("NCCL acceptance: PASS")
+    assert "all_gather_perf_mpi: PASS" in out.out
+    assert "created MPIJob team-vision/gpufabric-nccl" in out.err
+    assert "deleted MPIJob team-vision/gpufabric-nccl" in out.err
+    assert MPIJOB not in fake.objects
+    assert ("POST", "/apis/kubeflow.org/v2beta1/namespaces/team-vision/mpijobs") in fake.requests
+    cases = ET.parse(junit).getroot().findall("testsuite/testcase")
+    assert [c.get("name") for c in cases] == [
+        "nccl.all_reduce_perf_mpi",
+        "nccl.all_gather_perf_mpi",
+    ]
+
+
+def test_submitted_job_is_the_acceptance_job(fake: FakeKube, tmp_path: Path) -> None:
+    submitted: list[dict[str, Any]] = []
+    fake.on_create.append(lambda _f, obj: submitted.append(json.loads(json.dumps(obj))))
+    on_create, on_get = operator(launcher_log())
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+    assert main(argv(fake, tmp_path, "--json")) == 0
+    mpijob = next(o for o in submitted if o["kind"] == "MPIJob")
+    mpijob["metadata"].pop("uid")
+    assert mpijob == job()
+
+
+def test_poor_bandwidth_fails(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on_create, on_get = operator(launcher_log(all_reduce="healthy-average-poor-large.log"))
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+    assert main(argv(fake, tmp_path, "--json")) == 4
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "FAIL"
+    assert doc["job"]["state"] == "Succeeded"
+    assert [r["verdict"] for r in doc["runs"]] == ["FAIL", "PASS"]
+
+
+def test_failed_job_fails_with_its_message(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on_create, on_get = operator(launcher_log(all_reduce="socket-fallback.log"), outcome="Failed")
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+    assert main(argv(fake, tmp_path, "--json")) == 4
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reasons"][0] == "the MPIJob failed: launcher exited with code 1"
+    assert any("socket fallback" in r for r in doc["reasons"])
+
+
+def test_timeout_ends_the_run_clearly_and_deletes_the_job(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on_create, on_get = operator("", outcome="never")
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+    assert main(argv(fake, tmp_path, "--timeout", "0.2")) == 5
+    out = capsys.readouterr()
+    assert (
+        "NCCL acceptance: timed out after 0.2s; last state: Running: MPIJob team-vision/gpufabric-nccl is running."
+        in out.out
+    )
+    assert "kubectl -n team-vision describe mpijob gpufabric-nccl" in out.out
+    assert MPIJOB not in fake.objects
+
+
+def test_existing_job_is_not_overwritten(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.add(job())
+    assert main(argv(fake, tmp_path)) == 3
+    assert "already exists" in capsys.readouterr().err
+    assert MPIJOB in fake.objects
+
+
+def test_keep_leaves_the_job(fake: FakeKube, tmp_path: Path) -> None:
+    on_create, on_get = operator(launcher_log())
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+    assert main(argv(fake, tmp_path, "--keep")) == 0
+    assert MPIJOB in fake.objects
+
+
+def test_bad_tenant_and_nodes_are_input_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["verify", "nccl", "--stack", "lab-roce", "--dry-run"]
+    assert main([*base, "--tenant", "nobody"]) == 2
+    assert "--tenant: 'nobody' is not a tenant of this stack" in capsys.readouterr().err
+    assert main([*base, "--tenant", "team-vision", "--nodes", "9"]) == 2
+    assert "--nodes: 9 is not between 1 and the stack's 4 GPU nodes" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_job(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["verify", "nccl", "--stack", "lab-roce", "--tenant", "team-vision", "--dry-run"]) == 0
+    )
+    assert "all_gather_perf_mpi -b 1G -e 8G -f 2 -g 1" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------- probe DaemonSet
+
+
+def test_probe_daemonset_is_a_valid_privileged_host_reader() -> None:
+    model = load_stack("prod-ib", None).model
+    ns, ds = probe_daemonset.manifests(model, "docker.io/nicolaka/netshoot:v0.13")
+    report = validate_objects([ns, ds], model.cluster.kubernetes_minor)
+    assert report.ok, report.errors
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["hostNetwork"]
+    assert spec["hostPID"]
+    assert spec["nodeSelector"] == dict(model.gpuNodes.nodeSelector)
+    mount = spec["containers"][0]["volumeMounts"][0]
+    assert (mount["mountPath"], mount["readOnly"]) == ("/host", True)
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_probe_lifecycle_against_the_fake(fake: FakeKube, tmp_path: Path) -> None:
+    def schedule(f: FakeKube, obj: dict[str, Any]) -> None:
+        if obj["kind"] != "DaemonSet":
+            return
+        obj["status"] = {"desiredNumberScheduled": 2, "numberReady": 2}
+        for i in range(2):
+            f.add(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"gpufabric-probe-{'ab'[i]}x9",
+                        "namespace": "gpufabric-probe",
+                        "labels": dict(probe_daemonset.LABELS),
+                    },
+                    "spec": {"nodeName": f"gpu-node-{i}"},
+                    "status": {"phase": "Running"},
+                }
+            )
+
+    fake.on_create.append(schedule)
+    kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
+    model = load_stack("lab-roce", None).model
+    pods = probe_daemonset.start(kube, model, "img", poll=0.01)
+    assert pods == {"gpufabric-probe-ax9": "gpu-node-0", "gpufabric-probe-bx9": "gpu-node-1"}
+    spec = probe_daemonset.host_spec("gpufabric-probe-ax9", "/k/config", "lab")
+    assert (
+        spec
+        == "kubectl://gpufabric-probe-ax9?namespace=gpufabric-probe&container=probe&context=lab&kubeconfig=%2Fk%2Fconfig"
+    )
+    probe_daemonset.stop(kube)
+    assert not [p for p in fake.objects if "gpufabric-probe" in p and "/pods/" not in p]
+
+
+def test_via_cluster_needs_kubectl(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["verify", "nodes", "--stack", "lab-roce", "--via-cluster"]) == 3
+    assert "install kubectl or use --hosts ssh://" in capsys.readouterr().err
