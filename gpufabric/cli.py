@@ -76,13 +76,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="nccl-tests log or -J JSON")
     p.add_argument("--stack", help="stack whose fabric sets the expected transport and line rate")
-    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold in GB/s")
-    p.add_argument(
-        "--fraction",
-        type=float,
-        default=nccl_report.DEFAULT_FRACTION,
-        help="threshold as a fraction of the line rate (default 0.9)",
-    )
+    nccl_report.add_threshold_args(p)
     p.add_argument("--json", action="store_true", help="print the stable JSON document")
 
     p = sub.add_parser(

@@ -10,6 +10,7 @@ judged is INCONCLUSIVE, never PASS. The "# Avg bus bandwidth" line is reported, 
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from dataclasses import dataclass, field
@@ -348,6 +349,17 @@ def expectation(
         threshold_gbps=threshold,
         threshold_source=source,
         gpus_per_node=model.gpuNodes.gpusPerNode,
+    )
+
+
+def add_threshold_args(p: argparse.ArgumentParser) -> None:
+    """--min-busbw / --fraction, shared by ``nccl-report`` and ``verify nccl``."""
+    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold in GB/s")
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=DEFAULT_FRACTION,
+        help="threshold as a fraction of the line rate (default 0.9)",
     )
 
 

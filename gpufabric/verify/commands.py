@@ -107,13 +107,7 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     )
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
-    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold, GB/s")
-    p.add_argument(
-        "--fraction",
-        type=float,
-        default=nccl_report.DEFAULT_FRACTION,
-        help="threshold as a fraction of the line rate (default 0.9)",
-    )
+    nccl_report.add_threshold_args(p)
     p.add_argument(
         "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
     )

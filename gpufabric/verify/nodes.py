@@ -14,10 +14,10 @@ import re
 import shlex
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 from gpufabric.verify.expect import Expectation, RailExpectation
-from gpufabric.verify.probe import Probe, Unreachable
+from gpufabric.verify.probe import Probe, ProbeCheck
+from gpufabric.verify.probe import run_checks as probe_run_checks
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 _DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
@@ -34,12 +34,6 @@ DMABUF_MIN_KERNEL = (5, 12)
 ACS_CAP_ID = 0x000D
 ACS_SRC_VALID, ACS_REQ_REDIR, ACS_CMPLT_REDIR = 0x1, 0x4, 0x8
 RUNTIMES = ("containerd", "crio", "dockerd")
-
-
-@dataclass(frozen=True)
-class NodeCheck:
-    id: str
-    run: Callable[[Probe, Expectation], Check]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -498,40 +492,34 @@ def _unroot(probe: Probe, path: str) -> str:
 # ------------------------------------------------------------------------------- suite
 
 
-def node_checks(exp: Expectation) -> list[NodeCheck]:
+def node_checks(exp: Expectation) -> list[ProbeCheck]:
     """The checks that apply to this stack, in the order a person would debug a node."""
     checks = [
-        NodeCheck("gpu.count", check_gpu_count),
-        NodeCheck("gpu.driver", check_driver),
-        NodeCheck(f"gpudirect.{exp.gpudirect}", check_gpudirect),
+        ProbeCheck("gpu.count", check_gpu_count),
+        ProbeCheck("gpu.driver", check_driver),
+        ProbeCheck(f"gpudirect.{exp.gpudirect}", check_gpudirect),
     ]
     if exp.rdma:
         for rail in exp.rails:
-            checks.append(NodeCheck(f"rail.{rail.name}.hca", check_rail_hca(rail)))
-            checks.append(NodeCheck(f"rail.{rail.name}.port", check_rail_port(rail)))
+            checks.append(ProbeCheck(f"rail.{rail.name}.hca", check_rail_hca(rail)))
+            checks.append(ProbeCheck(f"rail.{rail.name}.port", check_rail_port(rail)))
             if exp.fabric == "roce":
-                checks.append(NodeCheck(f"rail.{rail.name}.gid", check_rail_gid(rail)))
+                checks.append(ProbeCheck(f"rail.{rail.name}.gid", check_rail_gid(rail)))
             if exp.mtu is not None:
-                checks.append(NodeCheck(f"rail.{rail.name}.mtu", check_rail_mtu(rail)))
+                checks.append(ProbeCheck(f"rail.{rail.name}.mtu", check_rail_mtu(rail)))
             if exp.fabric == "roce" and exp.pfc_priority is not None:
-                checks.append(NodeCheck(f"rail.{rail.name}.pfc", check_rail_pfc(rail)))
-        checks.append(NodeCheck("rdma.devices", check_rdma_devices))
-        checks.append(NodeCheck("pcie.acs", check_acs))
-    checks.append(NodeCheck("pcie.iommu", check_iommu))
-    checks.append(NodeCheck("limits.memlock", check_memlock))
+                checks.append(ProbeCheck(f"rail.{rail.name}.pfc", check_rail_pfc(rail)))
+        checks.append(ProbeCheck("rdma.devices", check_rdma_devices))
+        checks.append(ProbeCheck("pcie.acs", check_acs))
+    checks.append(ProbeCheck("pcie.iommu", check_iommu))
+    checks.append(ProbeCheck("limits.memlock", check_memlock))
     return checks
 
 
 def run_checks(
-    probe: Probe, exp: Expectation, checks: Sequence[NodeCheck] | None = None
+    probe: Probe, exp: Expectation, checks: Sequence[ProbeCheck] | None = None
 ) -> Iterator[Check]:
-    for check in node_checks(exp) if checks is None else checks:
-        try:
-            yield check.run(probe, exp)
-        except Unreachable as exc:
-            yield error(check.id, probe.name, f"cannot reach the host: {exc}")
-        except Exception as exc:  # a check that crashes is undecided, never passed
-            yield error(check.id, probe.name, f"check crashed: {type(exc).__name__}: {exc}")
+    return probe_run_checks(probe, exp, node_checks(exp) if checks is None else checks)
 
 
 def fleet_checks(results: list[Check]) -> list[Check]:

@@ -12,11 +12,11 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpufabric.verify.expect import Expectation, RailExpectation
-from gpufabric.verify.probe import Probe, Unreachable
+from gpufabric.verify.probe import Probe, ProbeCheck
+from gpufabric.verify.probe import run_checks as probe_run_checks
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 CAP_IPC_LOCK = 14
@@ -24,12 +24,6 @@ MIN_SHM_BYTES = 1 << 30
 _CAP_EFF = re.compile(r"^CapEff:\s*(?P<hex>[0-9a-fA-F]+)\s*$", re.MULTILINE)
 _LIMIT = re.compile(r"^Max locked memory\s+(?P<soft>\S+)", re.MULTILINE)
 _NVIDIA_DEV = re.compile(r"^nvidia\d+$")
-
-
-@dataclass(frozen=True)
-class PodCheck:
-    id: str
-    run: Callable[[Probe, Expectation], Check]
 
 
 def interfaces(probe: Probe) -> dict[str, dict[str, Any]] | None:
@@ -159,27 +153,21 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
     return passed("pod.memlock", probe.name, "memlock unlimited")
 
 
-def pod_checks(exp: Expectation) -> list[PodCheck]:
+def pod_checks(exp: Expectation) -> list[ProbeCheck]:
     checks = []
     if exp.rdma:
-        checks += [PodCheck(f"pod.{r.name}.interface", check_interface(r)) for r in exp.rails]
-        checks.append(PodCheck("pod.rdma-devices", check_rdma_devices))
+        checks += [ProbeCheck(f"pod.{r.name}.interface", check_interface(r)) for r in exp.rails]
+        checks.append(ProbeCheck("pod.rdma-devices", check_rdma_devices))
     checks += [
-        PodCheck("pod.gpus", check_gpus),
-        PodCheck("pod.shm", check_shm),
-        PodCheck("pod.ipc-lock", check_ipc_lock),
-        PodCheck("pod.memlock", check_memlock),
+        ProbeCheck("pod.gpus", check_gpus),
+        ProbeCheck("pod.shm", check_shm),
+        ProbeCheck("pod.ipc-lock", check_ipc_lock),
+        ProbeCheck("pod.memlock", check_memlock),
     ]
     return checks
 
 
 def run_checks(
-    probe: Probe, exp: Expectation, checks: Sequence[PodCheck] | None = None
+    probe: Probe, exp: Expectation, checks: Sequence[ProbeCheck] | None = None
 ) -> Iterator[Check]:
-    for check in pod_checks(exp) if checks is None else checks:
-        try:
-            yield check.run(probe, exp)
-        except Unreachable as exc:
-            yield error(check.id, probe.name, f"cannot reach the host: {exc}")
-        except Exception as exc:  # a crashing check is undecided, never passed
-            yield error(check.id, probe.name, f"check crashed: {type(exc).__name__}: {exc}")
+    return probe_run_checks(probe, exp, pod_checks(exp) if checks is None else checks)

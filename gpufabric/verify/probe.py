@@ -10,7 +10,13 @@ since the node's network namespace is where they look (the probe pod uses hostNe
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from gpufabric.verify.expect import Expectation
+    from gpufabric.verify.results import Check
 
 
 class Probe(Protocol):
@@ -100,3 +106,25 @@ class HostProbe:
 
 def join(*parts: str) -> str:
     return posixpath.join(*parts)
+
+
+@dataclass(frozen=True)
+class ProbeCheck:
+    """A named check run through a probe (node and pod checks alike)."""
+
+    id: str
+    run: Callable[[Probe, Expectation], Check]
+
+
+def run_checks(probe: Probe, exp: Expectation, checks: Sequence[ProbeCheck]) -> Iterator[Check]:
+    """Run checks in order; a host that cannot be reached or a check that crashes is an
+    ERROR result for that check, never a pass and never an exception."""
+    from gpufabric.verify.results import error
+
+    for check in checks:
+        try:
+            yield check.run(probe, exp)
+        except Unreachable as exc:
+            yield error(check.id, probe.name, f"cannot reach the host: {exc}")
+        except Exception as exc:
+            yield error(check.id, probe.name, f"check crashed: {type(exc).__name__}: {exc}")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufabric.verify.expect import Expectation
-from gpufabric.verify.probe import HostProbe
+from gpufabric.verify.probe import HostProbe, ProbeCheck, run_checks
 from gpufabric.verify.results import Check
 
 
@@ -39,16 +40,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_EXPECTATION = pytest.StashKey[Expectation]()
+
+
 def load_expectation(config: pytest.Config) -> Expectation:
-    path = config.getoption("--gpufabric-expect")
-    if path is None:
-        raise pytest.UsageError("--gpufabric-expect FILE is required (gpufabric verify writes it)")
-    return Expectation.load(Path(path))
-
-
-@pytest.fixture(scope="session")
-def expectation(request: pytest.FixtureRequest) -> Expectation:
-    return load_expectation(request.config)
+    """The stack's expectations, read once per run."""
+    if _EXPECTATION not in config.stash:
+        path = config.getoption("--gpufabric-expect")
+        if path is None:
+            raise pytest.UsageError(
+                "--gpufabric-expect FILE is required (gpufabric verify nodes --write-expect FILE)"
+            )
+        config.stash[_EXPECTATION] = Expectation.load(Path(path))
+    return config.stash[_EXPECTATION]
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +77,17 @@ def report(request: pytest.FixtureRequest, check: Check) -> None:
         pytest.fail(f"could not check: {text}", pytrace=False)
     if check.status == "FAIL":
         pytest.fail(text, pytrace=False)
+
+
+def parametrize_checks(
+    metafunc: pytest.Metafunc, argname: str, checks_for: Callable[[Expectation], list[ProbeCheck]]
+) -> None:
+    """One test per check of the stack (ids = check ids); testinfra adds the host axis."""
+    if argname in metafunc.fixturenames:
+        checks = checks_for(load_expectation(metafunc.config))
+        metafunc.parametrize(argname, checks, ids=[c.id for c in checks])
+
+
+def run_one(request: pytest.FixtureRequest, probe: HostProbe, check: ProbeCheck) -> None:
+    exp = load_expectation(request.config)
+    report(request, next(run_checks(probe, exp, [check])))

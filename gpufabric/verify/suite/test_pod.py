@@ -5,22 +5,13 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.verify import pods
-from gpufabric.verify.expect import Expectation
-from gpufabric.verify.probe import HostProbe
-from gpufabric.verify.suite.plugin import load_expectation, report
+from gpufabric.verify.probe import HostProbe, ProbeCheck
+from gpufabric.verify.suite.plugin import parametrize_checks, run_one
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "pod_check" in metafunc.fixturenames:
-        exp = load_expectation(metafunc.config)
-        checks = pods.pod_checks(exp)
-        metafunc.parametrize("pod_check", checks, ids=[c.id for c in checks])
+    parametrize_checks(metafunc, "pod_check", pods.pod_checks)
 
 
-def test_pod(
-    pod_check: pods.PodCheck,
-    probe: HostProbe,
-    expectation: Expectation,
-    request: pytest.FixtureRequest,
-) -> None:
-    report(request, next(pods.run_checks(probe, expectation, [pod_check])))
+def test_pod(pod_check: ProbeCheck, probe: HostProbe, request: pytest.FixtureRequest) -> None:
+    run_one(request, probe, pod_check)
