@@ -464,10 +464,10 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
     if rc == 0 and out.strip():
         comm = _unroot(probe, out.strip().splitlines()[0])
         limits = probe.read(comm[: -len("/comm")] + "/limits")
-        who = f"container runtime ({_first_line(probe.read(comm))})"
+        who = f"the container runtime ({_first_line(probe.read(comm))})"
     else:
         limits = probe.read("/proc/self/limits")
-        who = "this process (no container runtime found)"
+        who = "this shell (no container runtime process found)"
     m = _LIMIT.search(limits or "")
     if m is None:
         return error("limits.memlock", probe.name, "cannot read 'Max locked memory'")
@@ -475,11 +475,11 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
         return failed(
             "limits.memlock",
             probe.name,
-            f"locked-memory limit of the {who} is {m['soft']} bytes, not unlimited",
+            f"locked-memory limit of {who} is {m['soft']} bytes, not unlimited",
             "LimitMEMLOCK=infinity in the runtime's systemd unit (or a drop-in), then restart it; "
             "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
         )
-    return passed("limits.memlock", probe.name, f"memlock unlimited for the {who}")
+    return passed("limits.memlock", probe.name, f"memlock unlimited for {who}")
 
 
 def _unroot(probe: Probe, path: str) -> str:
