@@ -17,12 +17,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpufabric import __version__, nccl_report
+from gpufabric import diff as semantic_diff
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
 from gpufabric.problems import StackError
 from gpufabric.render import render_files, to_yaml, write_tree
 from gpufabric.schema import Report, validate_objects
-from gpufabric.stackfile import Stack, list_stacks, load_stack, stack_warnings, stacks_dir
+from gpufabric.stackfile import (
+    Stack,
+    list_stacks,
+    load_stack,
+    project_root,
+    stack_warnings,
+    stacks_dir,
+)
 from gpufabric.verify import commands as verify_commands
 
 EXIT_OK = 0
@@ -103,6 +111,23 @@ def parser() -> argparse.ArgumentParser:
         help="directory of upstream CRDs to validate the job against before printing it",
     )
 
+    p = sub.add_parser(
+        "diff",
+        help="what changes against a git ref or an earlier render, disruptive changes first",
+    )
+    _stack_arg(p)
+    p.add_argument(
+        "--base",
+        required=True,
+        help="git ref (rendered with that ref's code) or a directory from `gpufabric render`",
+    )
+    p.add_argument("--format", choices=("md", "json"), default="md", help="output (md)")
+    p.add_argument(
+        "--fail-on-disruptive",
+        action="store_true",
+        help="exit 4 when any change is disruptive (for CI gates)",
+    )
+
     verify_commands.add_parser(sub, _stack_arg)
     return ap
 
@@ -125,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_job(stack, args)
         if args.command == "verify":
             return verify_commands.run(stack, args)
+        if args.command == "diff":
+            return cmd_diff(stack, args)
         return cmd_render(stack, args)
     except StackError as err:
         print(err.report(), file=sys.stderr)
@@ -241,6 +268,28 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     files = render_files(plan)
     write_tree(files, out)
     _print_summary(plan, out, len(files), report)
+    return EXIT_OK
+
+
+def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
+    base_dir = Path(args.base)
+    try:
+        if base_dir.is_dir():
+            base = semantic_diff.side_from_dir(base_dir)
+        else:
+            repo = project_root() or Path.cwd()
+            base = semantic_diff.render_ref(repo, args.base, args.stack)
+    except ValueError as exc:
+        print(f"gpufabric diff: --base {args.base}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    head = semantic_diff.side_from_files(render_files(build_plan(stack.name, stack.model)))
+    diffs = semantic_diff.diff(base, head)
+    if args.format == "json":
+        sys.stdout.write(semantic_diff.to_json(stack.name, args.base, diffs))
+    else:
+        sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs))
+    if args.fail_on_disruptive and any(d.klass == "disruptive" for d in diffs):
+        return 4
     return EXIT_OK
 
 

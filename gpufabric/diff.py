@@ -1,0 +1,430 @@
+"""Semantic diff of two renders of a stack, with the disruption each change causes.
+
+Both sides are render outputs (``plan.json`` + the files it lists): the working tree is
+rendered in-process; a git ref is rendered by *that ref's* code (``git archive`` into a
+temporary directory, run with the same interpreter), so a pin bump shows exactly what the
+older code would have produced; a directory is taken as an earlier ``gpufabric render``.
+
+Items are matched by Plan id and listed in apply order. Each change is classified:
+
+* **disruptive**: applying it restarts or reboots nodes or kills running jobs — objects that
+  carry gpufabric's ``gpufabric.io/disruptive`` annotation (SR-IOV VFs, RDMA exclusive mode),
+  GPU or NIC driver changes, a rail's MTU or subnet, a rail removed, an operator removed
+  whose CRDs hold users' jobs;
+* **replacing**: Pulumi deletes and recreates instead of updating (identity or immutable
+  fields changed);
+* otherwise an **update** (or a plain add / remove).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from gpufabric.templates import YamlLoader
+
+DISRUPTIVE_ANNOTATION = "gpufabric.io/disruptive"
+Change = Literal["added", "removed", "changed"]
+Klass = Literal["disruptive", "replacing", "update"]
+
+OPERATORS_WITH_JOBS = {
+    "training/mpi-operator": "MPIJobs",
+    "training/training-operator": "PyTorchJobs / JAXJobs / other v1 jobs",
+    "training/trainer": "TrainJobs",
+    "scheduling/kueue": "Workloads and queues (admitted jobs lose their admission)",
+    "scheduling/volcano": "PodGroups and Volcano Jobs",
+}
+GPU_DRIVER_VALUES = re.compile(
+    r"^values\.driver\.(version|kernelModuleType|rdma\..*|usePrecompiled)$"
+)
+MTU = re.compile(r"(^|\.)mtu$")
+SUBNET = re.compile(r"^spec\.(subnet|cidr|perNodeNetworkPrefix|gatewayIndex|perNodeBlockSize)$")
+IMMUTABLE = {
+    # x-kubernetes-validations "self == oldSelf" in the pinned CRDs
+    "Topology": ("spec.levels",),
+    "LocalQueue": ("spec.clusterQueue",),
+}
+
+
+@dataclass
+class Side:
+    """One render: items by id in apply order, with their parsed documents."""
+
+    items: dict[str, dict[str, Any]]
+    docs: dict[str, dict[str, Any]]
+
+
+@dataclass
+class FieldChange:
+    path: str
+    old: Any
+    new: Any
+
+
+@dataclass
+class ItemDiff:
+    id: str
+    what: str
+    change: Change
+    klass: Klass
+    reasons: list[str] = field(default_factory=list)
+    fields: list[FieldChange] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "what": self.what,
+            "change": self.change,
+            "class": self.klass,
+            "reasons": self.reasons,
+            "fields": [{"path": f.path, "old": f.old, "new": f.new} for f in self.fields],
+        }
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+def side_from_files(files: Mapping[str, str]) -> Side:
+    """A render given as relative path -> text (``plan.json`` included)."""
+    if "plan.json" not in files:
+        return Side({}, {})
+    plan = json.loads(files["plan.json"])
+    items = {i["id"]: i for i in plan["items"]}
+    docs: dict[str, dict[str, Any]] = {}
+    for item_id, item in items.items():
+        doc: dict[str, Any] = {}
+        for name in item.get("files", []):
+            data = yaml.load(files.get(name, ""), Loader=YamlLoader)
+            key = Path(name).stem if item["type"] != "object" else "object"
+            doc[key] = _expand_json(data)
+        docs[item_id] = doc
+    return Side(items, docs)
+
+
+def side_from_dir(directory: Path) -> Side:
+    if not (directory / "plan.json").is_file():
+        raise ValueError(f"{directory} is not a gpufabric render (no plan.json)")
+    files = {
+        str(p.relative_to(directory)): p.read_text(encoding="utf-8")
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+    return side_from_files(files)
+
+
+def _expand_json(value: Any) -> Any:
+    """JSON carried in strings (a NAD's CNI config) is compared field by field."""
+    if isinstance(value, dict):
+        return {k: _expand_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_json(v) for v in value]
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+        try:
+            return _expand_json(json.loads(value))
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def render_ref(repo: Path, ref: str, stack: str) -> Side:
+    """The stack rendered by the code and stack file at a git ref."""
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", ref],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise ValueError(f"git cannot read {ref!r}: {archive.stderr.decode().strip()}")
+    with tempfile.TemporaryDirectory(prefix="gpufabric-diff-") as tmp:
+        root = Path(tmp) / "src"
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(root, filter="data")
+        stack_file = Path(stack)
+        rel = (
+            stack_file.resolve().relative_to(repo.resolve())
+            if stack_file.suffix in (".yaml", ".yml") and stack_file.exists()
+            else Path("stacks") / f"Pulumi.{stack}.yaml"
+        )
+        if not (root / rel).is_file():
+            return Side({}, {})  # the stack is new in this change
+        out = Path(tmp) / "out"
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from gpufabric.cli import main; sys.exit(main(sys.argv[2:]))"
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(root),
+                "render",
+                "--stack",
+                str(root / rel),
+                "--out",
+                str(out),
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise ValueError(f"rendering {stack} at {ref} failed:\n{proc.stderr.strip()}")
+        return side_from_dir(out)
+
+
+# ------------------------------------------------------------------------------ diffing
+
+
+def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict) and value:
+        for k in sorted(value):
+            yield from _flatten(value[k], f"{prefix}.{k}" if prefix else str(k))
+    elif (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and "name" in v for v in value)
+    ):
+        for v in value:
+            yield from _flatten(v, f"{prefix}[{v['name']}]")
+    else:
+        yield prefix, value
+
+
+def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldChange]:
+    a, b = dict(_flatten(old)), dict(_flatten(new))
+    out = []
+    for path in sorted(set(a) | set(b)):
+        if a.get(path, _MISSING) != b.get(path, _MISSING):
+            out.append(FieldChange(path, a.get(path), b.get(path)))
+    return out
+
+
+_MISSING = object()
+
+
+def describe(item: Mapping[str, Any]) -> str:
+    if item["type"] == "helm-chart":
+        return f"helm {item['chart']} {item['version']} -n {item['namespace']}"
+    if item["type"] == "kustomize":
+        return f"kustomize {item.get('directory', item['id'])} -n {item.get('namespace')}"
+    ns = f"{item['namespace']}/" if item.get("namespace") else ""
+    return f"{item['kind']} {ns}{item['name']}"
+
+
+def _annotation(doc: Mapping[str, Any]) -> str | None:
+    obj = doc.get("object") or {}
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(DISRUPTIVE_ANNOTATION)
+    return str(value) if value else None
+
+
+def _rail(item_id: str) -> str:
+    return item_id.rsplit("/", 1)[-1]
+
+
+def classify(
+    item_id: str,
+    item: Mapping[str, Any],
+    change: Change,
+    old: dict[str, Any],
+    new: dict[str, Any],
+    fields: list[FieldChange],
+) -> tuple[Klass, list[str]]:
+    disruptive: list[str] = []
+    replacing: list[str] = []
+    note = _annotation(new) or _annotation(old)
+    meaningful = [f for f in fields if not f.path.startswith("object.metadata.annotations")]
+    if note and (change != "changed" or meaningful):
+        disruptive.append(note)
+    if change == "removed":
+        if item_id in OPERATORS_WITH_JOBS:
+            disruptive.append(
+                f"removing the operator deletes its CRDs and with them every {OPERATORS_WITH_JOBS[item_id]}"
+            )
+        if item_id.startswith("network/nad/"):
+            disruptive.append(
+                f"rail {_rail(item_id)} removed: pods requesting it no longer start and jobs "
+                "lose that rail when they restart"
+            )
+    kind = item.get("kind")
+    for f in fields:
+        path = f.path
+        if item_id == "gpu/gpu-operator" and (
+            path == "chart.version" or GPU_DRIVER_VALUES.match(path)
+        ):
+            disruptive.append(
+                f"GPU driver change ({path}): the driver DaemonSet restarts, GPUs are drained and "
+                "running jobs are killed"
+            )
+        elif kind == "NicClusterPolicy" and path.startswith("object.spec.ofedDriver"):
+            disruptive.append(
+                f"NIC driver change ({path}): the DOCA driver reloads on every GPU node, rails go "
+                "down and RDMA jobs fail"
+            )
+        elif item_id.startswith("network/") and MTU.search(path):
+            disruptive.append(
+                f"MTU change on {_rail(item_id)} ({f.old} -> {f.new}): interfaces are reconfigured "
+                "and both ends and the switches must match, or RDMA traffic stalls"
+            )
+        elif kind in ("IPPool", "CIDRPool") and SUBNET.match(path.removeprefix("object.")):
+            disruptive.append(
+                f"rail subnet change ({path}: {f.old} -> {f.new}): pods get new addresses; "
+                "running jobs lose their peers"
+            )
+        body_path = path.removeprefix("object.")
+        if body_path in ("apiVersion", "kind", "metadata.name", "metadata.namespace"):
+            replacing.append(f"{body_path} changed: Pulumi replaces the object")
+        elif kind in IMMUTABLE and any(body_path.startswith(p) for p in IMMUTABLE[kind]):
+            replacing.append(f"{body_path} is immutable: Pulumi replaces the {kind}")
+        elif path in ("chart.namespace", "chart.release", "chart.chart", "chart.repository"):
+            replacing.append(f"{path} changed: the release is replaced")
+        elif (
+            kind == "ConfigMap"
+            and (new.get("object") or {}).get("immutable")
+            and body_path.startswith("data")
+        ):
+            replacing.append("immutable ConfigMap data changed: Pulumi replaces it")
+    if disruptive:
+        return "disruptive", _unique(disruptive + replacing)
+    if replacing:
+        return "replacing", _unique(replacing)
+    return "update", []
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def diff(base: Side, head: Side) -> list[ItemDiff]:
+    """Per item, in the head's apply order; removed items follow at the end, in reverse
+    base order (the order Pulumi deletes them)."""
+    out: list[ItemDiff] = []
+    for item_id, item in head.items.items():
+        new = head.docs[item_id]
+        if item_id not in base.items:
+            klass, reasons = classify(item_id, item, "added", {}, new, [])
+            out.append(
+                ItemDiff(item_id, describe(item), "added", klass, reasons, field_changes({}, new))
+            )
+            continue
+        old = base.docs[item_id]
+        fields = field_changes(old, new)
+        meta_changed = {
+            k: v for k, v in item.items() if k not in ("files",) and base.items[item_id].get(k) != v
+        }
+        if not fields and not meta_changed:
+            continue
+        fields += [
+            FieldChange(f"plan.{k}", base.items[item_id].get(k), v)
+            for k, v in sorted(meta_changed.items())
+            if k in ("dependsOn", "protect", "retainOnDelete")
+        ]
+        if not fields:
+            continue
+        klass, reasons = classify(item_id, item, "changed", old, new, fields)
+        out.append(ItemDiff(item_id, describe(item), "changed", klass, reasons, fields))
+    for item_id in reversed(list(base.items)):
+        if item_id not in head.items:
+            old = base.docs[item_id]
+            klass, reasons = classify(item_id, base.items[item_id], "removed", old, {}, [])
+            out.append(
+                ItemDiff(
+                    item_id,
+                    describe(base.items[item_id]),
+                    "removed",
+                    klass,
+                    reasons,
+                    field_changes(old, {}),
+                )
+            )
+    return out
+
+
+# ------------------------------------------------------------------------------- output
+
+
+def summary(diffs: list[ItemDiff]) -> dict[str, int]:
+    return {
+        "disruptive": sum(d.klass == "disruptive" for d in diffs),
+        "replacing": sum(d.klass == "replacing" for d in diffs),
+        "update": sum(d.klass == "update" for d in diffs),
+        "added": sum(d.change == "added" for d in diffs),
+        "removed": sum(d.change == "removed" for d in diffs),
+        "changed": sum(d.change == "changed" for d in diffs),
+    }
+
+
+def summary_line(stack: str, diffs: list[ItemDiff]) -> str:
+    if not diffs:
+        return f"`{stack}`: no changes"
+    s = summary(diffs)
+    head = []
+    if s["disruptive"]:
+        head.append(f"**{s['disruptive']} disruptive**")
+    if s["replacing"]:
+        head.append(f"{s['replacing']} replacing")
+    head.append(f"{s['update']} plain")
+    return (
+        f"`{stack}`: {len(diffs)} items change — {', '.join(head)} "
+        f"({s['added']} added, {s['changed']} changed, {s['removed']} removed)"
+    )
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    text = "∅" if value is None else text
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def to_markdown(stack: str, base_label: str, diffs: list[ItemDiff]) -> str:
+    lines = [
+        f"### gpufabric diff: `{stack}` against `{base_label}`",
+        "",
+        summary_line(stack, diffs),
+        "",
+    ]
+    disruptive = [d for d in diffs if d.klass == "disruptive"]
+    replacing = [d for d in diffs if d.klass == "replacing"]
+    if disruptive:
+        lines.append("#### Disruptive (nodes restart or running jobs are killed)")
+        for d in disruptive:
+            lines.append(f"- **{d.id}** ({d.what}, {d.change})")
+            lines += [f"  - {r}" for r in d.reasons]
+        lines.append("")
+    if replacing:
+        lines.append("#### Replaced by Pulumi")
+        for d in replacing:
+            lines.append(f"- **{d.id}** ({d.what}): " + "; ".join(d.reasons))
+        lines.append("")
+    if diffs:
+        lines += ["<details><summary>All changes in apply order</summary>", ""]
+        for d in diffs:
+            lines.append(f"- `{d.id}` {d.what}: {d.change}, {d.klass}")
+            for f in d.fields[:40]:
+                lines.append(f"  - `{f.path}`: {_short(f.old)} → {_short(f.new)}")
+            if len(d.fields) > 40:
+                lines.append(f"  - ... {len(d.fields) - 40} more fields")
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(stack: str, base_label: str, diffs: list[ItemDiff]) -> str:
+    doc = {
+        "stack": stack,
+        "base": base_label,
+        "summary": summary(diffs),
+        "items": [d.as_dict() for d in diffs],
+    }
+    return json.dumps(doc, indent=2, default=str) + "\n"
