@@ -50,6 +50,8 @@ GPU_DRIVER_VALUES = re.compile(
 )
 MTU = re.compile(r"(^|\.)mtu$")
 SUBNET = re.compile(r"^spec\.(subnet|cidr|perNodeNetworkPrefix|gatewayIndex|perNodeBlockSize)$")
+PLAN_FIELDS = ("dependsOn", "protect", "retainOnDelete")
+"""Plan metadata that changes what Pulumi does with an item (order, protection)."""
 IMMUTABLE = {
     # x-kubernetes-validations "self == oldSelf" in the pinned CRDs
     "Topology": ("spec.levels",),
@@ -188,6 +190,9 @@ def render_ref(repo: Path, ref: str, stack: str) -> Side:
 # ------------------------------------------------------------------------------ diffing
 
 
+_MISSING = object()
+
+
 def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(value, dict) and value:
         for k in sorted(value):
@@ -210,9 +215,6 @@ def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldC
         if a.get(path, _MISSING) != b.get(path, _MISSING):
             out.append(FieldChange(path, a.get(path), b.get(path)))
     return out
-
-
-_MISSING = object()
 
 
 def describe(item: Mapping[str, Any]) -> str:
@@ -320,16 +322,11 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
             )
             continue
         old = base.docs[item_id]
-        fields = field_changes(old, new)
-        meta_changed = {
-            k: v for k, v in item.items() if k not in ("files",) and base.items[item_id].get(k) != v
-        }
-        if not fields and not meta_changed:
-            continue
-        fields += [
-            FieldChange(f"plan.{k}", base.items[item_id].get(k), v)
-            for k, v in sorted(meta_changed.items())
-            if k in ("dependsOn", "protect", "retainOnDelete")
+        was = base.items[item_id]
+        fields = field_changes(old, new) + [
+            FieldChange(f"plan.{k}", was.get(k), item.get(k))
+            for k in PLAN_FIELDS
+            if was.get(k) != item.get(k)
         ]
         if not fields:
             continue

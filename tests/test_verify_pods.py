@@ -153,6 +153,9 @@ class PodFiles:
     def realpath(self, path: str) -> str | None:
         return path
 
+    def unroot(self, path: str) -> str | None:
+        return path
+
     def run(self, command: str, *args: str) -> tuple[int, str]:
         cmd = command % args if args else command
         return (0, self.commands[cmd]) if cmd in self.commands else (127, "")

@@ -66,7 +66,7 @@ def check_workloads(kube: Kube, item: Item, namespace: str) -> Check:
     return passed(cid, namespace, f"{found} workloads ready")
 
 
-def _state_ready(kind: str, obj: dict[str, Any]) -> tuple[bool, str]:
+def _state_ready(obj: dict[str, Any]) -> tuple[bool, str]:
     state = obj.get("status", {}).get("state")
     return state == "ready", f"state {state or 'unset'}"
 
@@ -93,7 +93,7 @@ def check_object(kube: Kube, item: Item, obj: K8sObject) -> Check:
         )
     ok, text = True, "present"
     if obj.kind == "NicClusterPolicy":
-        ok, text = _state_ready(obj.kind, live)
+        ok, text = _state_ready(live)
     elif obj.kind in CONDITION_KINDS:
         ok, text = _condition(live, CONDITION_KINDS[obj.kind])
     elif obj.kind == "Queue" and obj.api_version.startswith("scheduling.volcano.sh/"):
@@ -122,7 +122,7 @@ def check_cluster_policy(kube: Kube) -> Check:
         )
     bad = []
     for p in policies:
-        ok, text = _state_ready(kind, p)
+        ok, text = _state_ready(p)
         if not ok:
             bad.append(f"{p['metadata']['name']} {text}")
     if bad:
@@ -200,17 +200,13 @@ def check_nodes(kube: Kube, model: StackModel) -> Iterator[Check]:
             )
 
 
-def _namespace_of(payload: HelmChart | KustomizeOverlay) -> str:
-    return payload.namespace
-
-
 def readiness(kube: Kube, plan: Plan, model: StackModel) -> list[Check]:
     """Every readiness check of the stack, in the Plan's apply order, then the nodes."""
     out: list[Check] = []
     for item in plan.items:
         payload = item.payload
         if isinstance(payload, HelmChart | KustomizeOverlay):
-            out.append(check_workloads(kube, item, _namespace_of(payload)))
+            out.append(check_workloads(kube, item, payload.namespace))
             if item.id == "gpu/gpu-operator":
                 out.append(check_cluster_policy(kube))
         elif isinstance(payload, K8sObject):

@@ -18,7 +18,6 @@ from gpufabric.stackfile import Stack
 from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
 from gpufabric.verify.kube import Kube, KubeError
 from gpufabric.verify.results import (
-    EXIT_INCONCLUSIVE,
     Check,
     error,
     exit_code,
@@ -29,6 +28,7 @@ from gpufabric.verify.results import (
     write_junit,
 )
 from gpufabric.verify.suite_runner import SuiteError, run_suite
+from gpufabric.versions import effective_components
 
 EXIT_UNREACHABLE = 3
 
@@ -115,6 +115,10 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     _outputs(p)
 
 
+def _hosts(text: str) -> list[str]:
+    return [h.strip() for h in text.split(",") if h.strip()]
+
+
 def _progress(msg: str) -> None:
     print(f"verify: {msg}", file=sys.stderr, flush=True)
 
@@ -123,11 +127,11 @@ def _kube(stack: Stack, args: argparse.Namespace) -> Kube:
     return Kube(args.kubeconfig, args.context or stack.model.cluster.kubeContext)
 
 
-def _report(args: argparse.Namespace, title: str, checks: list[Check], **extra: Any) -> int:
+def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
     if args.junit:
         write_junit(args.junit, title, checks)
     if args.json:
-        sys.stdout.write(to_json(title, checks, **extra))
+        sys.stdout.write(to_json(title, checks))
     else:
         sys.stdout.write(format_table(title, checks))
     return exit_code(checks)
@@ -160,13 +164,12 @@ def cmd_nodes(stack: Stack, args: argparse.Namespace) -> int:
         )
         return 2
     if args.hosts:
-        hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
-        results = run_suite("node", exp, hosts, root=args.root)
+        results = run_suite("node", exp, _hosts(args.hosts), root=args.root)
     else:
         probe_daemonset.require_kubectl()
         kube = _kube(stack, args)
-        plan = build_plan(stack.name, stack.model)
-        image = args.probe_image or plan.components["probe-image"].image_ref or ""
+        pinned = effective_components(stack.model.versions)["probe-image"]
+        image = args.probe_image or pinned.image_ref or ""
         try:
             pods = probe_daemonset.start(kube, stack.model, image, progress=_progress)
             context = args.context or stack.model.cluster.kubeContext
@@ -182,8 +185,7 @@ def cmd_nodes(stack: Stack, args: argparse.Namespace) -> int:
 
 def cmd_pods(stack: Stack, args: argparse.Namespace) -> int:
     exp = expect.from_model(stack.name, stack.model)
-    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
-    results = run_suite("pod", exp, hosts, netns=args.netns)
+    results = run_suite("pod", exp, _hosts(args.hosts), netns=args.netns)
     return _report(args, f"pods ({stack.name})", results)
 
 
@@ -222,8 +224,7 @@ def cmd_nccl(stack: Stack, args: argparse.Namespace) -> int:
         sys.stdout.write(nccl_report.format_text(doc) if doc["runs"] else "")
         if not doc["runs"]:
             print(f"NCCL acceptance: {doc['verdict']}: " + "; ".join(doc["reasons"]))
-    code = nccl_report.EXIT_CODES[doc["verdict"]]
-    return EXIT_INCONCLUSIVE if outcome.state == "Timeout" and code == 0 else code
+    return nccl_report.EXIT_CODES[doc["verdict"]]
 
 
 def nccl_checks(doc: dict[str, Any], nodes_: int) -> list[Check]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import nccl_report
@@ -93,7 +93,6 @@ class Outcome:
     message: str
     log: str
     waited_s: float
-    events: list[str] = field(default_factory=list)
 
 
 def _condition(job: dict[str, Any]) -> tuple[str | None, str]:
@@ -143,7 +142,7 @@ def run_job(
     kube.create(job)
     progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
     start = clock()
-    events: list[str] = []
+    last = ""
     state, text = None, ""
     try:
         while True:
@@ -152,8 +151,8 @@ def run_job(
                 state, text = "Failed", "the MPIJob disappeared (deleted by someone else?)"
                 break
             state, text = _condition(live)
-            if not events or events[-1] != text:
-                events.append(text)
+            if text != last:
+                last = text
                 progress(text)
             if state is not None:
                 break
@@ -170,7 +169,7 @@ def run_job(
         if not keep:
             kube.delete(path)
             progress(f"deleted MPIJob {ns}/{name}")
-    return Outcome(state, text, log, clock() - start, events)
+    return Outcome(state, text, log, clock() - start)
 
 
 def judge(outcome: Outcome, exp: nccl_report.Expectation) -> dict[str, Any]:

@@ -370,11 +370,10 @@ def _upstream_bridges(probe: Probe, device_path: str) -> list[str]:
     real = probe.realpath(device_path)
     if real is None:
         return []
-    parts = [p for p in real.split("/") if _BDF.match(p)]
-    return [
-        "/".join(real.split("/")[: real.split("/").index(p) + 1])
-        for p in parts[:-1]  # the device itself is not a bridge on its own path
-    ]
+    parts = real.split("/")
+    pci = [i for i, p in enumerate(parts) if _BDF.match(p)]
+    # every PCI ancestor on the path; the device itself is not a bridge on its own path
+    return ["/".join(parts[: i + 1]) for i in pci[:-1]]
 
 
 def check_acs(probe: Probe, exp: Expectation) -> Check:
@@ -461,8 +460,8 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
     pattern = "|".join(RUNTIMES)
     proc = shlex.quote(probe.root.rstrip("/") + "/proc")
     rc, out = probe.run(f"grep -l -x -E %s {proc}/[0-9]*/comm 2>/dev/null", pattern)
-    if rc == 0 and out.strip():
-        comm = _unroot(probe, out.strip().splitlines()[0])
+    comm = probe.unroot(out.strip().splitlines()[0]) if rc == 0 and out.strip() else None
+    if comm is not None:
         limits = probe.read(comm[: -len("/comm")] + "/limits")
         who = f"the container runtime ({_first_line(probe.read(comm))})"
     else:
@@ -480,13 +479,6 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
             "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
         )
     return passed("limits.memlock", probe.name, f"memlock unlimited for {who}")
-
-
-def _unroot(probe: Probe, path: str) -> str:
-    root = probe.root.rstrip("/")
-    if root and path.startswith(root + "/"):
-        return path[len(root) :]
-    return path
 
 
 # ------------------------------------------------------------------------------- suite

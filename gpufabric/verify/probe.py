@@ -9,7 +9,6 @@ since the node's network namespace is where they look (the probe pod uses hostNe
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,6 +35,9 @@ class Probe(Protocol):
 
     def realpath(self, path: str) -> str | None:
         """The path with symlinks resolved, relative to the root (as on the node)."""
+
+    def unroot(self, path: str) -> str | None:
+        """A path as seen here (under the root) as it is on the node; None outside the root."""
 
     def run(self, command: str, *args: str) -> tuple[int, str]:
         """Run a command (``%s`` placeholders are shell-quoted args): exit status, stdout."""
@@ -91,21 +93,19 @@ class HostProbe:
         out = self._run("readlink -f -- %s", self._path(path))
         if out.rc != 0 or not out.stdout.strip():
             return None
-        resolved = str(out.stdout).strip()
+        return self.unroot(str(out.stdout).strip())
+
+    def unroot(self, path: str) -> str | None:
         if self.root == "/":
-            return resolved
-        if resolved == self.root or resolved.startswith(self.root + "/"):
-            return "/" + resolved[len(self.root) :].lstrip("/")
+            return path
+        if path == self.root or path.startswith(self.root + "/"):
+            return "/" + path[len(self.root) :].lstrip("/")
         return None
 
     def run(self, command: str, *args: str) -> tuple[int, str]:
         cmd = f"{self.prefix} {command}" if self.prefix else command
         out = self._run(cmd, *args)
         return int(out.rc), str(out.stdout)
-
-
-def join(*parts: str) -> str:
-    return posixpath.join(*parts)
 
 
 @dataclass(frozen=True)
