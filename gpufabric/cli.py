@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpufabric import __version__, nccl_report
+from gpufabric import __version__, images, nccl_report
 from gpufabric import diff as semantic_diff
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
@@ -128,6 +128,18 @@ def parser() -> argparse.ArgumentParser:
         help="exit 4 when any change is disruptive (for CI gates)",
     )
 
+    p = sub.add_parser(
+        "images",
+        help="every chart, manifest and image the stack pulls (for filling a mirror)",
+    )
+    _stack_arg(p)
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "refs"),
+        default="text",
+        help="text (default); json; refs: one image per line, with its mirror when one is set",
+    )
+
     verify_commands.add_parser(sub, _stack_arg)
     return ap
 
@@ -152,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return verify_commands.run(stack, args)
         if args.command == "diff":
             return cmd_diff(stack, args)
+        if args.command == "images":
+            return cmd_images(stack, args)
         return cmd_render(stack, args)
     except StackError as err:
         print(err.report(), file=sys.stderr)
@@ -290,6 +304,17 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
         sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs))
     if args.fail_on_disruptive and any(d.klass == "disruptive" for d in diffs):
         return 4
+    return EXIT_OK
+
+
+def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
+    pulled = images.collect(stack.name, stack.model)
+    if args.format == "json":
+        sys.stdout.write(pulled.to_json())
+    elif args.format == "refs":
+        sys.stdout.write(pulled.to_refs())
+    else:
+        sys.stdout.write(pulled.to_text())
     return EXIT_OK
 
 

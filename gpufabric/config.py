@@ -25,6 +25,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gpufabric.sources import Mirrors
+
 # ---------------------------------------------------------------------------- value types
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -578,6 +580,72 @@ class Tenant(Model):
     """RoCE SR-IOV with nadScope: tenant: this tenant's own VLAN on the VFs."""
 
 
+_REGISTRY_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$")
+_MIRROR_PREFIX = re.compile(
+    r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
+)
+_CHART_URL = re.compile(r"^(https?|oci)://[^\s/]+(/[^\s]*)?$")
+_HTTP_URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+
+RegistryHost = Annotated[
+    str,
+    AfterValidator(
+        _matching("registry", _REGISTRY_HOST, 253, "a registry host; expected e.g. nvcr.io")
+    ),
+]
+MirrorPrefix = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "mirror",
+            _MIRROR_PREFIX,
+            255,
+            "a registry mirror; expected HOST[:PORT][/PATH] without scheme or tag, "
+            "e.g. registry.example.com/nvcr",
+        )
+    ),
+]
+ChartRepositoryUrl = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "chart_url",
+            _CHART_URL,
+            2048,
+            "a chart repository; expected an https:// or oci:// URL",
+        )
+    ),
+]
+HttpUrl = Annotated[
+    str,
+    AfterValidator(
+        _matching("http_url", _HTTP_URL, 2048, "a base URL; expected https://HOST[/PATH]")
+    ),
+]
+
+
+class Sources(Model):
+    """Mirrors of everything the stack pulls, for clusters without internet access.
+
+    ``gpufabric images --stack S`` lists the upstreams a stack uses and what each becomes."""
+
+    registries: dict[RegistryHost, MirrorPrefix] = Field(default_factory=dict)
+    """Upstream image registry -> mirror prefix (nvcr.io: registry.example.com/nvcr)."""
+    charts: dict[ChartRepositoryUrl, ChartRepositoryUrl] = Field(default_factory=dict)
+    """Upstream chart repository URL -> mirror repository URL (HTTP or OCI either side)."""
+    manifests: HttpUrl | None = None
+    """Base URL of upstream manifests: https://HOST/PATH is fetched from BASE/HOST/PATH."""
+    airGapped: bool = False
+    """Every upstream the stack pulls from must have a mirror (checked, by name)."""
+
+    def mirrors(self) -> Mirrors:
+        return Mirrors(
+            registries={k: v.rstrip("/") for k, v in self.registries.items()},
+            charts={k.rstrip("/"): v.rstrip("/") for k, v in self.charts.items()},
+            manifests=self.manifests.rstrip("/") if self.manifests else None,
+        )
+
+
 class StackModel(Model):
     """Everything one stack (environment) says, validated."""
 
@@ -590,6 +658,7 @@ class StackModel(Model):
     tenants: list[Tenant] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
     """Overrides of the pins in manifests/versions.yaml, by component name."""
+    sources: Sources = Field(default_factory=Sources)
 
 
 SECTIONS: tuple[str, ...] = tuple(StackModel.model_fields)

@@ -182,7 +182,15 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
     problems += [p for p in found if not p.warning]
     if problems:
         raise StackError(source, sorted(dict.fromkeys(problems), key=_order))
-    return StackModel(**parsed)
+    model = StackModel(**parsed)
+    if model.sources.airGapped:
+        from gpufabric.images import air_gap_problems
+
+        stack = model.cluster.name
+        gaps = air_gap_problems(stack, model)
+        if gaps:
+            raise StackError(source, gaps)
+    return model
 
 
 def stack_warnings(model: StackModel) -> list[Problem]:

@@ -19,12 +19,13 @@ from gpufabric.config import (
     GpuNodes,
     GpuOperatorSettings,
     Scheduling,
+    Sources,
     StackModel,
     Tenant,
     TrainerRuntime,
     Training,
 )
-from gpufabric.problems import Problem
+from gpufabric.problems import Problem, suggest
 from gpufabric.versions import check_versions, effective_components
 
 MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 4092)}
@@ -45,6 +46,7 @@ class Parts:
     training: Training | None
     tenants: list[Tenant] | None
     versions: dict[str, str] | None
+    sources: Sources | None
 
     @classmethod
     def of(cls, model: StackModel) -> Parts:
@@ -57,6 +59,7 @@ class Parts:
             training=model.training,
             tenants=model.tenants,
             versions=model.versions,
+            sources=model.sources,
         )
 
 
@@ -583,3 +586,30 @@ def _versions(p: Parts) -> Iterator[Problem]:
         return
     minor = p.cluster.kubernetes_minor if p.cluster else None
     yield from check_versions(p.versions, features(p), minor)
+
+
+@check
+def _sources(p: Parts) -> Iterator[Problem]:
+    """Mirror keys must name upstreams the pinned releases use: a misspelt key would
+    silently leave the real upstream in place."""
+    if p.sources is None:
+        return
+    from gpufabric.images import known_upstreams
+
+    registries, repositories = known_upstreams()
+    for key in p.sources.registries:
+        if key not in registries:
+            known = sorted(registries)
+            yield Problem(
+                f"sources.registries.{key}",
+                f"'{key}' is not a registry any pinned release pulls from{suggest(key, known)} "
+                f"(accepted: {', '.join(known)})",
+            )
+    for key in p.sources.charts:
+        if key.rstrip("/") not in repositories:
+            known = sorted(repositories)
+            yield Problem(
+                f"sources.charts.{key}",
+                f"'{key}' is not a chart repository of the pinned releases{suggest(key, known)} "
+                f"(accepted: {', '.join(known)})",
+            )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import yaml
@@ -13,7 +13,48 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from gpufabric.problems import Problem, suggest
+from gpufabric.sources import NO_MIRRORS, Mirrors, get_path, split_registry, split_tag
 from gpufabric.templates import MANIFESTS_DIR
+
+ImageForm = Literal["registry", "parent", "name", "ref"]
+
+
+@dataclass(frozen=True)
+class ChartImage:
+    """An image a pinned chart pulls by default, and the values key that says where from."""
+
+    key: str
+    """Dotted values path a mirror rewrites."""
+    form: ImageForm
+    """What the key holds: the registry host, the image name without its last path
+    component, the image name, or the full reference."""
+    image: str
+    """Full reference at the pinned chart version (placeholders as in Component)."""
+    when: Mapping[str, bool] = field(default_factory=dict)
+    """Chart values that must be true for the image to be pulled (path -> chart default)."""
+    tag_key: str | None = None
+    """Values path whose value, when set, replaces the tag (e.g. driver.version)."""
+    note: str | None = None
+    subchart: bool = False
+    """The key belongs to a subchart whose defaults the parent's values.yaml does not show."""
+
+    def enabled(self, values: Mapping[str, Any]) -> bool:
+        for path, default in self.when.items():
+            value = get_path(values, path)
+            if not (default if value is None else value):
+                return False
+        return True
+
+    def key_value(self, ref: str) -> str:
+        """What the values key holds for an image reference, in this entry's form."""
+        name, _ = split_tag(ref)
+        if self.form == "registry":
+            return split_registry(name)[0]
+        if self.form == "parent":
+            return name.rpartition("/")[0]
+        if self.form == "name":
+            return name
+        return ref
 
 
 @dataclass(frozen=True)
@@ -28,9 +69,15 @@ class Component:
     chart: str | None = None
     manifest: str | None = None
     image: str | None = None
+    chart_images: tuple[ChartImage, ...] = ()
+    mirrors: Mirrors = NO_MIRRORS
+    """The stack's mirrors; URLs and images below are given as pulled through them."""
 
     def with_version(self, version: str) -> Component:
-        return Component(**{**self.__dict__, "version": version})
+        return replace(self, version=version)
+
+    def with_mirrors(self, mirrors: Mirrors) -> Component:
+        return replace(self, mirrors=mirrors)
 
     def expand(self, template: str | None) -> str | None:
         """Fill {version} / {version_bare} placeholders of a manifest URL or image."""
@@ -39,12 +86,54 @@ class Component:
         return template.format(version=self.version, version_bare=self.version.lstrip("v"))
 
     @property
-    def manifest_url(self) -> str | None:
+    def upstream_manifest_url(self) -> str | None:
         return self.expand(self.manifest)
 
     @property
-    def image_ref(self) -> str | None:
+    def manifest_url(self) -> str | None:
+        url = self.upstream_manifest_url
+        return None if url is None else self.mirrors.manifest(url)
+
+    @property
+    def upstream_image_ref(self) -> str | None:
         return self.expand(self.image)
+
+    @property
+    def image_ref(self) -> str | None:
+        ref = self.upstream_image_ref
+        return None if ref is None else self.mirrors.image(ref)
+
+    @property
+    def chart_repository(self) -> str | None:
+        """The chart repository as pulled (the mirror's when one is set)."""
+        return None if self.repository is None else self.mirrors.chart_repository(self.repository)
+
+    def chart_default_images(self, values: Mapping[str, Any]) -> list[tuple[ChartImage, str]]:
+        """(entry, upstream reference) of every chart-default image the given values
+        switch on; a tag key set in the values replaces the pinned tag."""
+        out = []
+        for entry in self.chart_images:
+            if not entry.enabled(values):
+                continue
+            ref = self.expand(entry.image) or ""
+            tag = get_path(values, entry.tag_key) if entry.tag_key else None
+            if tag:
+                ref = f"{split_tag(ref)[0]}:{tag}"
+            out.append((entry, ref))
+        return out
+
+    def mirror_values(self) -> dict[str, Any]:
+        """Chart values pointing every chart-default image at the stack's mirrors (empty
+        when none of their registries is mirrored)."""
+        from gpufabric.sources import set_path
+
+        values: dict[str, Any] = {}
+        for entry in self.chart_images:
+            upstream = entry.key_value(self.expand(entry.image) or "")
+            mirrored = self.mirrors.image(upstream)
+            if mirrored != upstream:
+                set_path(values, entry.key, mirrored)
+        return values
 
     @property
     def image_name_tag(self) -> tuple[str, str]:
@@ -84,12 +173,28 @@ def _spec(text: str) -> SpecifierSet:
     return SpecifierSet(text)
 
 
+def _chart_image(entry: Mapping[str, Any]) -> ChartImage:
+    return ChartImage(
+        key=str(entry["key"]),
+        form=entry["form"],
+        image=str(entry["image"]),
+        when={str(k): bool(v) for k, v in (entry.get("when") or {}).items()},
+        tag_key=entry.get("tagKey"),
+        note=entry.get("note"),
+        subchart=bool(entry.get("subchart", False)),
+    )
+
+
 @functools.cache
 def load_catalog() -> Catalog:
     """Read manifests/versions.yaml once per process."""
     raw: dict[str, Any] = yaml.safe_load((MANIFESTS_DIR / "versions.yaml").read_text())
     components = {
-        name: Component(name=name, **{str(k): str(v) for k, v in body.items()})  # type: ignore[arg-type]
+        name: Component(
+            name=name,
+            chart_images=tuple(_chart_image(e) for e in body.get("images") or ()),
+            **{str(k): str(v) for k, v in body.items() if k != "images"},  # type: ignore[arg-type]
+        )
         for name, body in raw["components"].items()
     }
     rules = tuple(
@@ -105,11 +210,13 @@ def load_catalog() -> Catalog:
     return Catalog(kubernetes=_spec(raw["kubernetes"]), components=components, rules=rules)
 
 
-def effective_components(overrides: Mapping[str, str]) -> dict[str, Component]:
-    """The pins with a stack's overrides applied (unknown names are ignored here;
-    :func:`check_versions` reports them)."""
+def effective_components(
+    overrides: Mapping[str, str], mirrors: Mirrors = NO_MIRRORS
+) -> dict[str, Component]:
+    """The pins with a stack's overrides and mirrors applied (unknown names are ignored
+    here; :func:`check_versions` reports them)."""
     catalog = load_catalog()
-    out = dict(catalog.components)
+    out = {name: c.with_mirrors(mirrors) for name, c in catalog.components.items()}
     for name, version in overrides.items():
         if name in out:
             out[name] = out[name].with_version(version)
@@ -186,6 +293,7 @@ def check_versions(
 
 __all__ = [
     "Catalog",
+    "ChartImage",
     "Component",
     "Rule",
     "check_versions",

@@ -54,8 +54,8 @@ def build(kustomization: str, upstream: Sequence[Mapping[str, Any]]) -> list[dic
     for image in k.get("images", []):
         for obj in objects:
             spec = obj.get("spec", {}).get("template", {}).get("spec", {})
-            for c in spec.get("containers", []):
-                name, _, _ = c["image"].partition(":")
+            for c in spec.get("initContainers", []) + spec.get("containers", []):
+                name, _, tag = c["image"].rpartition(":")
                 if name == image["name"]:
-                    c["image"] = f"{image.get('newName', name)}:{image['newTag']}"
+                    c["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
     return objects

@@ -71,7 +71,9 @@ def test_kueue_019_reenables_the_v1_kinds_in_use() -> None:
 
 
 def test_kueue_manager_configuration() -> None:
-    plan = plan_of(example_config("prod-ib"))
+    config = example_config("prod-ib")
+    del config["gpufabric:sources"]  # upstream names (test_sources covers mirrors)
+    plan = plan_of(config)
     cfg = kueue_config(plan)
     assert cfg["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert cfg["waitForPodsReady"]["timeout"] == "600s"  # allOrNothingTimeout: 10m

@@ -80,6 +80,8 @@ class KustomizeOverlay:
     namespace: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
     """Template values (strings, or lists of strings such as controller flags)."""
+    component: str = ""
+    """The pinned component (versions.yaml) whose upstream manifest the overlay builds on."""
 
     def files(self) -> dict[str, str]:
         """The overlay as applied: relative path -> content."""
@@ -116,17 +118,31 @@ def helm_chart(
     component: Component, values: Mapping[str, Any], awaits: Mapping[str, str] | None = None
 ) -> HelmChart:
     """The chart of a pinned Helm component; the release is named after the component."""
-    if component.source != "helm" or not component.repository or not component.chart:
+    repository = component.chart_repository
+    if component.source != "helm" or not repository or not component.chart:
         raise PlanError(f"{component.name} is not pinned as a Helm chart in versions.yaml")
     return HelmChart(
-        repository=component.repository,
+        repository=repository,
         chart=component.chart,
         version=component.version,
         namespace=component.namespace,
         release=component.name,
-        values=values,
+        # Mirrors first: the values the stack computes win where both set a key.
+        values=deep_merge(component.mirror_values(), values),
         awaits=dict(awaits or {}),
     )
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, merging nested mappings (new dicts; inputs untouched)."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            out[key] = deep_merge(old, value)
+        else:
+            out[key] = value
+    return out
 
 
 def system_namespace(stack: str, item_id: str, layer: Layer, name: str, level: str) -> Item:
@@ -269,7 +285,7 @@ def build_plan(stack: str, model: StackModel) -> Plan:
     ctx = PlanContext(
         stack=stack,
         model=model,
-        components=effective_components(model.versions),
+        components=effective_components(model.versions, model.sources.mirrors()),
         wiring=tenants.wiring_by_namespace(model),
     )
     builders: list[Builder] = [

@@ -74,10 +74,11 @@ def uses_sriov_operator(fabric: Fabric) -> bool:
 
 
 def _image(ctx: PlanContext, name: str) -> dict[str, str]:
-    version = ctx.components["network-operator"].version.lstrip("v")
+    component = ctx.components["network-operator"]
+    version = component.version.lstrip("v")
     return {
         "image": name,
-        "repository": NO_IMAGE_REPOSITORY,
+        "repository": component.mirrors.image(NO_IMAGE_REPOSITORY),
         "version": f"network-operator-v{version}",
     }
 
@@ -110,7 +111,7 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     spec["secondaryNetwork"] = secondary
     if fabric.nicDriver.source == "operator":
         doca = ctx.components["doca-driver"]
-        repository, _, image = (doca.image or "").rpartition("/")
+        repository, _, image = (doca.image_ref or "").rpartition("/")
         spec["ofedDriver"] = {
             "image": image,
             "repository": repository,
@@ -372,6 +373,7 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
                 directory="overlays/multus-thick",
                 namespace=multus.namespace,
                 parameters={"manifest": multus.manifest_url or "", "image": multus.image_ref or ""},
+                component="multus",
             ),
             # It installs the NetworkAttachmentDefinition CRD that holds every rail's network.
             protect=True,

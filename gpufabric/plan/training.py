@@ -25,6 +25,7 @@ from gpufabric.plan import (
     scheduling,
     system_namespace,
 )
+from gpufabric.sources import split_tag
 from gpufabric.templates import render_object
 
 MPI_OPERATOR_ID = "training/mpi-operator"
@@ -91,15 +92,18 @@ def build(ctx: PlanContext) -> list[Item]:
     if t.mpiOperator:
         mpi = ctx.components["mpi-operator"]
         image_name, image_tag = mpi.image_name_tag
+        upstream_name = split_tag(mpi.upstream_image_ref or "")[0]
         items.append(
             Item(
                 id=MPI_OPERATOR_ID,
                 layer=Layer.TRAINING,
                 payload=KustomizeOverlay(
                     directory="overlays/mpi-operator",
+                    component="mpi-operator",
                     namespace=mpi.namespace,
                     parameters={
                         "manifest": mpi.manifest_url or "",
+                        "upstream_name": upstream_name,
                         "image_name": image_name,
                         "image_tag": image_tag,
                         "args": mpi_operator_args(model),
@@ -118,9 +122,12 @@ def build(ctx: PlanContext) -> list[Item]:
                 layer=Layer.TRAINING,
                 payload=KustomizeOverlay(
                     directory="overlays/training-operator",
+                    component="training-operator",
                     namespace=to.namespace,
                     parameters={
                         "manifest": to.manifest_url or "",
+                        "upstream_name": split_tag(to.upstream_image_ref or "")[0],
+                        "image_name": split_tag(to.image_ref or "")[0],
                         "args": training_operator_args(model),
                     },
                 ),

@@ -168,7 +168,9 @@ def cmd_nodes(stack: Stack, args: argparse.Namespace) -> int:
     else:
         probe_daemonset.require_kubectl()
         kube = _kube(stack, args)
-        pinned = effective_components(stack.model.versions)["probe-image"]
+        pinned = effective_components(stack.model.versions, stack.model.sources.mirrors())[
+            "probe-image"
+        ]
         image = args.probe_image or pinned.image_ref or ""
         try:
             pods = probe_daemonset.start(kube, stack.model, image, progress=_progress)

@@ -1,0 +1,122 @@
+"""Where a stack pulls from: upstream chart repositories, manifest URLs and image registries,
+and the stack's mirrors of them (the ``sources`` section).
+
+A mirror is given per upstream, never per component, so one line covers everything a
+registry serves:
+
+- an image registry (``nvcr.io``) maps to a mirror prefix (``registry.example.com/nvcr``):
+  ``nvcr.io/nvidia/driver:595.91.07`` is pulled as ``registry.example.com/nvcr/nvidia/driver:595.91.07``;
+  Docker Hub short names are expanded first (``alpine`` is ``docker.io/library/alpine``);
+- a chart repository URL (HTTP or ``oci://``) maps to another chart repository URL;
+- upstream manifests (``https://HOST/PATH``) are fetched from ``BASE/HOST/PATH``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DOCKER_HUB = "docker.io"
+_DOCKER_HUB_ALIASES = {"index.docker.io", "registry-1.docker.io"}
+
+
+def split_registry(name: str) -> tuple[str, str]:
+    """(registry host, rest) of an image name or reference, as container runtimes read it:
+    the first path component is a registry when it has a dot or a port or is localhost;
+    otherwise the image is on Docker Hub (single names under ``library/``)."""
+    first, sep, rest = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        registry = DOCKER_HUB if first in _DOCKER_HUB_ALIASES else first
+    elif not sep and ("." in first.split(":")[0] or first.split(":")[0] == "localhost"):
+        return first, ""  # a registry alone ("ghcr.io", as some charts' values hold)
+    else:
+        registry, rest = DOCKER_HUB, name
+    if registry == DOCKER_HUB and rest and "/" not in rest:
+        rest = f"library/{rest}"  # Docker Hub official images
+    return registry, rest
+
+
+def full_name(name: str) -> str:
+    """An image name or reference with its registry spelled out."""
+    registry, rest = split_registry(name)
+    return f"{registry}/{rest}" if rest else registry
+
+
+def split_tag(ref: str) -> tuple[str, str]:
+    """(name, tag) of an image reference; the tag is '' when absent."""
+    name, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:  # "host:5000/image" has no tag
+        return ref, ""
+    return name, tag
+
+
+@dataclass(frozen=True)
+class Mirrors:
+    """The ``sources`` section as lookups; empty mappings mean "pull from upstream"."""
+
+    registries: Mapping[str, str] = field(default_factory=dict)
+    charts: Mapping[str, str] = field(default_factory=dict)
+    manifests: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.registries or self.charts or self.manifests)
+
+    def image(self, name: str) -> str:
+        """An image name, reference or repository prefix (``nvcr.io/nvidia``) as pulled
+        through the mirror of its registry; unchanged when that registry is not mirrored."""
+        registry, rest = split_registry(name)
+        mirror = self.registries.get(registry)
+        if mirror is None:
+            return name
+        mirror = mirror.rstrip("/")
+        return f"{mirror}/{rest}" if rest else mirror
+
+    def chart_repository(self, url: str) -> str:
+        return self.charts.get(url.rstrip("/"), url)
+
+    def manifest(self, url: str) -> str:
+        """``https://HOST/PATH`` as ``BASE/HOST/PATH`` when a manifest mirror is set."""
+        if not self.manifests:
+            return url
+        _, sep, rest = url.partition("://")
+        return f"{self.manifests.rstrip('/')}/{rest if sep else url}"
+
+
+NO_MIRRORS = Mirrors()
+
+
+def set_path(values: dict[str, Any], path: str, value: Any) -> None:
+    """Set a dotted values path, creating the mappings on the way (in place)."""
+    node = values
+    *parents, leaf = path.split(".")
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[leaf] = value
+
+
+def get_path(values: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path, or None when any part is missing."""
+    node: Any = values
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+__all__ = [
+    "DOCKER_HUB",
+    "NO_MIRRORS",
+    "Mirrors",
+    "full_name",
+    "get_path",
+    "set_path",
+    "split_registry",
+    "split_tag",
+]
