@@ -138,9 +138,7 @@ def test_every_values_key_exists_in_the_pinned_chart(name: str) -> None:
         defaults = yaml.safe_load(Path(defaults_file).read_text())
         # Image keys of subcharts (set for mirrors) live in the subchart's own values.
         subchart = {e.key for e in plan.components[chart.release].chart_images if e.subchart}
-        missing = [
-            p for p in _leaves(chart.values) if not _has(defaults, p) and p not in subchart
-        ]
+        missing = [p for p in _leaves(chart.values) if not _has(defaults, p) and p not in subchart]
         assert missing == [], f"{chart.chart}: keys not in the chart's values.yaml: {missing}"
         checked += 1
     assert checked == len(charts)

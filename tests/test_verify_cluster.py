@@ -16,7 +16,7 @@ from fake_kube import FakeKube, path_of
 
 from gpufabric import rails
 from gpufabric.cli import main
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Layer, build_plan
 from gpufabric.stackfile import load_stack
 from gpufabric.verify import cluster
 from gpufabric.verify.kube import Kube
@@ -296,3 +296,39 @@ def test_cli_default_context_comes_from_the_stack(
     cfg = str(fake.kubeconfig(tmp_path))
     assert main(["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg]) == 3
     assert "lab-roce-admin" in capsys.readouterr().err
+
+
+def test_layers_check_only_what_a_phase_applied(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the GPU phase of a bring-up nothing of the network layer exists yet: with
+    --layers gpu the cluster passes; the full check fails on the missing network items."""
+    healthy(fake, "lab-roce")
+    model = load_stack("lab-roce", None).model
+    plan = build_plan("lab-roce", model)
+    for path in [p for p in fake.objects if "network-attachment-definitions" in p]:
+        del fake.objects[path]
+    for node in [p for p in fake.objects if p.startswith("/api/v1/nodes/gpu-node")]:
+        alloc = fake.objects[node]["status"]["allocatable"]
+        for resource in rails.rdma_resources(model.fabric):
+            alloc.pop(resource)
+    kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
+    gpu_only = cluster.readiness(kube, plan, model, {Layer.GPU})
+    assert {c.status for c in gpu_only} == {"PASS"}
+    assert all(
+        c.check.startswith(("workloads.gpu/", "object.gpu/", "policy.", "node")) for c in gpu_only
+    )
+    everything = cluster.readiness(kube, plan, model)
+    assert any(
+        c.status == "FAIL" and "NetworkAttachmentDefinition" in c.message for c in everything
+    )
+    cfg = str(fake.kubeconfig(tmp_path))
+    argv = ["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg, "--context", "fake"]
+    assert main([*argv, "--layers", "gpu"]) == 0
+    assert "cluster (lab-roce, layers gpu): PASS" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main([*argv, "--layers", "gpu,netwrk"])
+    assert bad.value.code == 2
+    assert "unknown layer netwrk; accepted: gpu, network, training, scheduling, tenants" in (
+        capsys.readouterr().err
+    )

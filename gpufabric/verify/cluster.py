@@ -9,12 +9,20 @@ RDMA resources the stack's pods request. A miss names the object, node or resour
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from gpufabric import rails
 from gpufabric.config import StackModel
-from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, scheduling
+from gpufabric.plan import (
+    HelmChart,
+    Item,
+    K8sObject,
+    KustomizeOverlay,
+    Layer,
+    Plan,
+    scheduling,
+)
 from gpufabric.verify.kube import Kube, collection_path, path_of
 from gpufabric.verify.results import Check, failed, passed
 
@@ -151,7 +159,7 @@ def _quantity(value: Any) -> int:
         return 0
 
 
-def check_nodes(kube: Kube, model: StackModel) -> Iterator[Check]:
+def check_nodes(kube: Kube, model: StackModel, rdma_resources: bool = True) -> Iterator[Check]:
     selector = _selector(model)
     nodes = sorted(kube.list("/api/v1/nodes", selector), key=lambda n: n["metadata"]["name"])
     want = model.gpuNodes.count
@@ -170,7 +178,7 @@ def check_nodes(kube: Kube, model: StackModel) -> Iterator[Check]:
     else:
         yield passed("nodes.count", "cluster", f"{len(ready)} Ready GPU nodes ({selector})")
     gpus = model.gpuNodes.gpusPerNode
-    rdma = rails.rdma_resources(model.fabric)
+    rdma = rails.rdma_resources(model.fabric) if rdma_resources else {}
     for node in nodes:
         name = node["metadata"]["name"]
         alloc = node.get("status", {}).get("allocatable", {}) or {}
@@ -200,10 +208,15 @@ def check_nodes(kube: Kube, model: StackModel) -> Iterator[Check]:
             )
 
 
-def readiness(kube: Kube, plan: Plan, model: StackModel) -> list[Check]:
-    """Every readiness check of the stack, in the Plan's apply order, then the nodes."""
+def readiness(
+    kube: Kube, plan: Plan, model: StackModel, layers: Collection[Layer] | None = None
+) -> list[Check]:
+    """Every readiness check of the stack (or of the given layers: a bring-up in phases
+    checks what it applied so far), in the Plan's apply order, then the nodes."""
     out: list[Check] = []
     for item in plan.items:
+        if layers is not None and item.layer not in layers:
+            continue
         payload = item.payload
         if isinstance(payload, HelmChart | KustomizeOverlay):
             out.append(check_workloads(kube, item, payload.namespace))
@@ -211,5 +224,6 @@ def readiness(kube: Kube, plan: Plan, model: StackModel) -> list[Check]:
                 out.append(check_cluster_policy(kube))
         elif isinstance(payload, K8sObject):
             out.append(check_object(kube, item, payload))
-    out.extend(check_nodes(kube, model))
+    if layers is None or Layer.GPU in layers:
+        out.extend(check_nodes(kube, model, layers is None or Layer.NETWORK in layers))
     return out

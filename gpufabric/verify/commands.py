@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import nccl_report
-from gpufabric.plan import build_plan
+from gpufabric.plan import LAYER_ORDER, Layer, build_plan
 from gpufabric.stackfile import Stack
 from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
 from gpufabric.verify.kube import Kube, KubeError
@@ -93,6 +93,13 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
 
     p = vsub.add_parser("cluster", help="readiness of everything the stack installs (API)")
     stack_arg(p)
+    p.add_argument(
+        "--layers",
+        type=_layers,
+        metavar="LAYER,...",
+        help="only these layers (" + ",".join(layer.value for layer in LAYER_ORDER) + "), as "
+        "after a phase of a bring-up; node GPUs are checked with gpu, RDMA with network",
+    )
     _kube_args(p)
     _outputs(p)
 
@@ -113,6 +120,17 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     )
     _kube_args(p)
     _outputs(p)
+
+
+def _layers(text: str) -> frozenset[Layer]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = [layer.value for layer in LAYER_ORDER]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown layer {', '.join(bad) or repr(text)}; accepted: {', '.join(known)}"
+        )
+    return frozenset(Layer(n) for n in names)
 
 
 def _hosts(text: str) -> list[str]:
@@ -194,7 +212,11 @@ def cmd_pods(stack: Stack, args: argparse.Namespace) -> int:
 def cmd_cluster(stack: Stack, args: argparse.Namespace) -> int:
     kube = _kube(stack, args)
     plan = build_plan(stack.name, stack.model)
-    return _report(args, f"cluster ({stack.name})", cluster.readiness(kube, plan, stack.model))
+    checks = cluster.readiness(kube, plan, stack.model, args.layers)
+    suite = f"cluster ({stack.name})"
+    if args.layers is not None:
+        suite = f"cluster ({stack.name}, layers {','.join(x.value for x in LAYER_ORDER if x in args.layers)})"
+    return _report(args, suite, checks)
 
 
 def cmd_nccl(stack: Stack, args: argparse.Namespace) -> int:
