@@ -9,7 +9,7 @@ STACK  ?= lab-roce
 # CRDs of the pinned upstream releases, when this checkout sits beside them.
 CRD_DIR ?= $(wildcard ../shared/crds)
 
-.PHONY: venv render test lint typecheck unit bench clean
+.PHONY: venv render runbooks test lint typecheck unit bench clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml
 
 render: $(STAMP)
 	$(BIN)/gpufabric render --stack $(STACK) --out out/$(STACK) $(if $(CRD_DIR),--crd-dir $(CRD_DIR))
+
+# docs/runbooks/<stack>.md for every example stack (a test keeps them in sync).
+runbooks: $(STAMP)
+	@for f in stacks/Pulumi.*.yaml; do s=$${f#stacks/Pulumi.}; s=$${s%.yaml}; \
+		$(BIN)/gpufabric runbook --stack $$s --out docs/runbooks/$$s.md || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

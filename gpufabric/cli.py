@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpufabric import __version__, images, nccl_report
+from gpufabric import __version__, images, nccl_report, runbook
 from gpufabric import diff as semantic_diff
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
@@ -140,6 +140,13 @@ def parser() -> argparse.ArgumentParser:
         help="text (default); json; refs: one image per line, with its mirror when one is set",
     )
 
+    p = sub.add_parser(
+        "runbook",
+        help="the stack's bootstrap runbook (Markdown): prerequisites, phases, checks, triage",
+    )
+    _stack_arg(p)
+    p.add_argument("--out", type=Path, help="write to this file instead of printing")
+
     verify_commands.add_parser(sub, _stack_arg)
     return ap
 
@@ -166,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_diff(stack, args)
         if args.command == "images":
             return cmd_images(stack, args)
+        if args.command == "runbook":
+            return cmd_runbook(stack, args)
         return cmd_render(stack, args)
     except StackError as err:
         print(err.report(), file=sys.stderr)
@@ -304,6 +313,17 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
         sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs))
     if args.fail_on_disruptive and any(d.klass == "disruptive" for d in diffs):
         return 4
+    return EXIT_OK
+
+
+def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
+    text = runbook.render(stack.name, stack.model)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
 
 

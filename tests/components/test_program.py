@@ -5,6 +5,7 @@ provider."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 
 from components.items import type_token
 from components.layer import child_name
+from gpufabric import runbook
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
 from gpufabric.stackfile import load_stack
 
@@ -179,3 +181,44 @@ def test_bad_config_stops_before_anything_is_registered() -> None:
     assert "fabric.mtu: 12000 is outside" in text
     assert "gpufabric:fabrik" in text
     assert [r.type for r in monitor.registrations.values() if r.type != "pulumi:pulumi:Stack"] == []
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A `pulumi up --target` URN pattern: `**` and `*` match any characters."""
+    return re.compile("^" + ".*".join(re.escape(p) for p in re.split(r"\*\*?", pattern)) + "$")
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_runbook_phase_targets_select_exactly_their_layers(name: str) -> None:
+    """The runbook's `pulumi up --target` URNs match the resources the program registers:
+    each phase selects its items (and the items of later layers they depend on) and nothing
+    a later phase brings, and the phases together cover every resource."""
+    monitor, _ = _run(name, example_config(name))
+    model = load_stack(name).model
+    plan = build_plan(name, model)
+    root = model.cluster.name
+    by_name = {
+        urn.rsplit("::", 1)[-1]: urn
+        for urn in monitor.resources
+        if urn.split("::")[2] != "pulumi:pulumi:Stack"  # the stack itself is always part
+    }
+    covered: set[str] = set()
+    applied: set[str] = set()
+    for phase in runbook.phases(name, model, plan):
+        patterns = [_glob(t) for t in phase.targets]
+        selected = {u for u in by_name.values() if any(p.match(u) for p in patterns)}
+        for t, p in zip(phase.targets, patterns, strict=True):
+            assert any(p.match(u) for u in by_name.values()), f"{t} matches nothing"
+        mine = {by_name[child_name(f"{root}-{it.layer.value}", it)] for it in phase.items}
+        assert mine <= selected
+        later = {
+            by_name[child_name(f"{root}-{it.layer.value}", it)]
+            for it in plan.items
+            if it.id not in applied and it not in phase.items
+        }
+        assert not (later & selected), (
+            f"phase {phase.number} also selects {sorted(later & selected)}"
+        )
+        applied.update(it.id for it in phase.items)
+        covered |= selected
+    assert covered == set(by_name.values())

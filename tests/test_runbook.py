@@ -1,0 +1,206 @@
+"""Bootstrap runbooks: the committed docs/runbooks/ are what the templates render; each names
+its stack's interfaces, HCAs, versions and thresholds; every command in it is one the
+project or a named upstream tool provides (gpufabric commands parse with gpufabric's own
+command line)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLE_STACKS, REPO, example_config, sections
+
+from gpufabric import nccl_report
+from gpufabric.cli import main, parser
+from gpufabric.plan import build_plan
+from gpufabric.runbook import render
+from gpufabric.stackfile import load_stack, model_from_config
+
+RUNBOOKS = REPO / "docs" / "runbooks"
+
+# First words of the commands a runbook may show, and who provides them.
+TOOLS = {
+    "gpufabric": "this project",
+    "pulumi": "Pulumi CLI",
+    "kubectl": "Kubernetes",
+    "helm": "Helm",
+    "skopeo": "skopeo",
+    "git": "git",
+    "mlnx_qos": "NVIDIA mlnx-tools (DOCA-OFED)",
+    "ibstat": "infiniband-diags",
+    "sminfo": "infiniband-diags",
+    "ibv_devinfo": "rdma-core",
+    "ofed_info": "DOCA-OFED / MLNX_OFED",
+    "nv": "NVIDIA Cumulus Linux NVUE",
+    "roce": "NVIDIA Onyx",
+    "ip": "iproute2",
+    "lspci": "pciutils",
+    "setpci": "pciutils",
+    "lsmod": "kmod",
+    "systemctl": "systemd",
+    "uname": "coreutils",
+    "cat": "coreutils",
+    "echo": "shell",
+    "grep": "grep",
+    "while": "shell",
+    "make": "this project's Makefile",
+}
+PULUMI = {"up", "preview", "stack", "config", "state", "destroy"}
+KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete"}
+
+
+def runbook(name: str) -> str:
+    return render(name, load_stack(name).model)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_committed_runbooks_are_what_the_templates_render(name: str) -> None:
+    committed = RUNBOOKS / f"{name}.md"
+    assert committed.is_file(), f"docs/runbooks/{name}.md is missing: run `make runbooks`"
+    assert committed.read_text() == runbook(name), (
+        f"docs/runbooks/{name}.md is out of date: run `make runbooks`"
+    )
+
+
+def test_every_runbook_belongs_to_an_example_stack() -> None:
+    assert sorted(p.stem for p in RUNBOOKS.glob("*.md")) == EXAMPLE_STACKS
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_runbook_names_the_stacks_hardware_versions_and_thresholds(name: str) -> None:
+    model = load_stack(name).model
+    plan = build_plan(name, model)
+    text = runbook(name)
+    f = model.fabric
+    for rail in f.rails:
+        assert f"`{rail.netdev}`" in text
+        assert f"`{rail.subnet}`" in text
+        if rail.hca:
+            assert f"`{rail.hca}`" in text
+        assert f"ip link show {rail.netdev}" in text
+    assert f"MTU {f.mtu}" in text
+    for it in plan.items:
+        assert f"`{it.id}`" in text  # every item appears in a phase
+    for component in ("gpu-operator", "network-operator", model.scheduling.gang):
+        assert f"| {component} | {plan.components[component].version} |" in text
+    threshold = nccl_report.expectation(model, None).threshold_gbps
+    assert f"at least {threshold:g} GB/s" in text
+    for tenant in model.tenants:
+        assert f"`{tenant.namespace}`" in text
+    if f.type == "roce":
+        r = f.roce_settings
+        pfc = ["0"] * 8
+        pfc[r.pfcPriority] = "1"
+        for rail in f.rails:
+            assert f"mlnx_qos -i {rail.netdev} --trust dscp --pfc {','.join(pfc)}" in text
+        assert f"DSCP {r.dscp}" in text
+        assert f"traffic class {r.effective_traffic_class}" in text
+    else:
+        assert "sminfo" in text
+        if f.rdma == "sriov":
+            assert "virt_enabled 2" in text
+
+
+def code_blocks(text: str) -> list[str]:
+    """Command lines of the ```sh blocks, continuation lines joined."""
+    lines: list[str] = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        block = block.replace("\\\n", " ")
+        lines += [line.strip() for line in block.splitlines() if line.strip()]
+    return lines
+
+
+def inline_commands(text: str) -> list[str]:
+    """Inline code spans that read as commands: a lowercase word, then arguments."""
+    outside = re.sub(r"```.*?```", "", text, flags=re.S)
+    spans = re.findall(r"`([^`\n]+)`", outside)
+    return [s for s in spans if re.match(r"^[a-z][a-z0-9_]*(?:\s|$)", s) and " " in s]
+
+
+def first_words(command: str) -> list[list[str]]:
+    """Each pipeline stage's words (redirections and placeholders kept as words)."""
+    stages = []
+    for part in re.split(r"\s[|;]\s|\s&&\s", command):
+        part = part.split(" > ")[0].split(" < ")[0]
+        stages.append(shlex.split(part))
+    return stages
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_runbook_commands_come_from_the_project_or_named_tools(name: str) -> None:
+    text = runbook(name)
+    commands = code_blocks(text) + inline_commands(text)
+    assert len(commands) > 20
+    seen: set[str] = set()
+    for command in commands:
+        for words in first_words(command):
+            if not words:
+                continue
+            tool = words[0]
+            if tool in ("do", "done") or tool.startswith(("src", "dst")):
+                continue
+            assert tool in TOOLS, f"{name}: `{command}` uses {tool!r}, not a known tool"
+            seen.add(tool)
+            if tool == "pulumi":
+                assert words[1] in PULUMI, command
+            if tool == "kubectl":
+                verb = words[3] if words[1] == "-n" else words[1]
+                assert verb in KUBECTL, command
+            if tool == "gpufabric":
+                if "<" in command and "kubectl://" not in command:
+                    continue  # a placeholder the reader fills in
+                args = parser().parse_args(words[1:])
+                assert args.stack == name, f"{command}: not for stack {name}"
+    assert {"gpufabric", "pulumi", "kubectl"} <= seen
+
+
+def test_pulumi_phases_follow_the_plan_and_pull_volcano_forward() -> None:
+    text = runbook("roce-sriov-volcano")
+    phases = re.findall(r"^### Phase (\d): (.+) \(`(\w+)`\)$", text, re.M)
+    assert [p[2] for p in phases] == ["gpu", "network", "training", "scheduling", "tenants"]
+    training = text.split("### Phase 3")[1].split("### Phase 4")[0]
+    # the job operators run with Volcano's gang flags: Volcano is applied with them
+    assert "`scheduling/volcano`: Helm chart `volcano` 1.15.1" in training
+    assert "(from the scheduling layer, needed first)" in training
+    assert (
+        "--target 'urn:pulumi:roce-sriov-volcano::gpufabric::**::roce-sriov-scheduling-scheduling/volcano*'"
+        in training
+    )
+    assert (
+        "gpufabric verify cluster --stack roce-sriov-volcano --layers gpu,network,training"
+        in training
+    )
+
+
+def test_peermem_stack_covers_the_driver_ordering_pitfall(tmp_path: Path) -> None:
+    config = example_config("lab-roce")
+    config["gpufabric:fabric"]["gpuDirect"] = "peermem"
+    config["gpufabric:fabric"]["nicDriver"] = {"source": "operator"}
+    text = render("lab-roce", model_from_config(sections(config), "t", from_file=True))
+    assert "nvidia-peermem CrashLoops" in text
+    assert "the GPU Operator is installed only after the NicClusterPolicy is ready" in text
+    assert "this stack runs it from the Network Operator" in text  # NFD moves with the order
+    assert "doca3.4.1-26.04-1.1.0.0-1" in text
+
+
+def test_mirrored_runbook_pulls_from_the_mirror() -> None:
+    text = runbook("prod-ib")
+    assert "## 0. Fill the mirror" in text
+    assert "gpufabric images --stack prod-ib --format refs > images.txt" in text
+    assert (
+        "| gpu-operator | v26.7.0 | chart `gpu-operator` from `oci://harbor.prod-ib.example.internal/charts/nvidia` |"
+        in text
+    )
+    assert "helm.ngc.nvidia.com" not in text.split("## 0. Fill the mirror")[0]
+    assert "## 0. Fill the mirror" not in runbook("lab-roce")
+
+
+def test_runbook_cli_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runbook", "--stack", "lab-roce"]) == 0
+    assert capsys.readouterr().out == runbook("lab-roce")
+    out = tmp_path / "rb" / "lab.md"
+    assert main(["runbook", "--stack", "lab-roce", "--out", str(out)]) == 0
+    assert out.read_text() == runbook("lab-roce")
+    assert main(["runbook", "--stack", "no-such-stack"]) == 2
