@@ -106,29 +106,37 @@ class StackSources:
             f"manifests, {len(self.images)} images"
             + (" (through the stack's mirrors)" if self.mirrored else "")
         ]
-        out.append("")
-        out.append("Charts")
-        for c in self.charts:
-            line = f"  {c.repository}  {c.chart} {c.version}"
-            if c.pulled_repository != c.repository:
-                line += f"\n      -> {c.pulled_repository}"
-            out.append(line)
-        out.append("")
-        out.append("Manifests")
-        for m in self.manifests:
-            line = f"  {m.url}"
-            if m.pulled_url != m.url:
-                line += f"\n      -> {m.pulled_url}"
-            out.append(line)
-        out.append("")
-        out.append("Images")
-        for i in self.images:
-            line = f"  {i.upstream}    ({', '.join(i.used_by)})"
-            if i.pulled != i.upstream:
-                line += f"\n      -> {i.pulled}"
-            if i.note:
-                line += f"\n      note: {i.note}"
-            out.append(line)
+        sections: list[tuple[str, list[tuple[str, str, str, str | None]]]] = [
+            (
+                "Charts",
+                [
+                    (
+                        f"{c.repository}  {c.chart} {c.version}",
+                        c.pulled_repository,
+                        c.repository,
+                        None,
+                    )
+                    for c in self.charts
+                ],
+            ),
+            ("Manifests", [(m.url, m.pulled_url, m.url, None) for m in self.manifests]),
+            (
+                "Images",
+                [
+                    (f"{i.upstream}    ({', '.join(i.used_by)})", i.pulled, i.upstream, i.note)
+                    for i in self.images
+                ],
+            ),
+        ]
+        for title, rows in sections:
+            out += ["", title]
+            for shown, pulled, upstream, note in rows:
+                line = f"  {shown}"
+                if pulled != upstream:
+                    line += f"\n      -> {pulled}"
+                if note:
+                    line += f"\n      note: {note}"
+                out.append(line)
         if self.version_overrides:
             out.append("")
             out.append(

@@ -16,7 +16,7 @@ from kustomize_lite import build
 from gpufabric.cli import main
 from gpufabric.config import StackModel
 from gpufabric.images import collect
-from gpufabric.plan import HelmChart, KustomizeOverlay, build_plan
+from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan
 from gpufabric.problems import StackError
 from gpufabric.render import render_files
 from gpufabric.sources import Mirrors, full_name, split_registry, split_tag
@@ -238,30 +238,29 @@ def test_the_example_air_gapped_stack_is_fully_mirrored() -> None:
     assert left == {}
 
 
+def built_images(plan: Plan, item_id: str, fixture: str) -> list[str]:
+    """Container images of the Deployments the overlay builds over the upstream fixture."""
+    overlay = plan.item(item_id).payload
+    assert isinstance(overlay, KustomizeOverlay)
+    upstream = yaml.safe_load((FIXTURES / fixture).read_text())
+    return [
+        c["image"]
+        for o in build(overlay.files()["kustomization.yaml"], upstream)
+        if o["kind"] == "Deployment"
+        for c in o["spec"]["template"]["spec"]["containers"]
+    ]
+
+
 def test_mirrored_overlays_rename_images_and_keep_the_pinned_tags() -> None:
     plan = build_plan("t", model(mirrored("prod-ib")))
-    mpi = plan.item("training/mpi-operator").payload
-    assert isinstance(mpi, KustomizeOverlay)
-    upstream = yaml.safe_load((FIXTURES / "mpi-operator-v0.8.yaml").read_text())
-    objects = build(mpi.files()["kustomization.yaml"], upstream)
-    images = [
-        c["image"]
-        for o in objects
-        if o["kind"] == "Deployment"
-        for c in o["spec"]["template"]["spec"]["containers"]
+    assert built_images(plan, "training/mpi-operator", "mpi-operator-v0.8.yaml") == [
+        f"{MIRROR}/hub/mpioperator/mpi-operator:0.8.0"
     ]
-    assert images == [f"{MIRROR}/hub/mpioperator/mpi-operator:0.8.0"]
+    assert built_images(plan, "training/training-operator", "training-operator-v1.9.yaml") == [
+        f"{MIRROR}/ghcr/kubeflow/training-v1/training-operator:v1-93c5489"
+    ]
     to = plan.item("training/training-operator").payload
     assert isinstance(to, KustomizeOverlay)
-    upstream = yaml.safe_load((FIXTURES / "training-operator-v1.9.yaml").read_text())
-    objects = build(to.files()["kustomization.yaml"], upstream)
-    images = [
-        c["image"]
-        for o in objects
-        if o["kind"] == "Deployment"
-        for c in o["spec"]["template"]["spec"]["containers"]
-    ]
-    assert images == [f"{MIRROR}/ghcr/kubeflow/training-v1/training-operator:v1-93c5489"]
     text = to.files()["kustomization.yaml"]
     assert f"https://{MIRROR}/upstream/github.com/kubeflow/trainer//manifests" in text
 
