@@ -126,7 +126,6 @@ def context(stack: str, model: StackModel) -> dict[str, Any]:
     fabric = model.fabric
     expectation = nccl_report.expectation(model, None)
     pulled: StackSources = collect(stack, model)
-    tenants = [t.namespace for t in model.tenants]
     pfc = ["0"] * 8
     if fabric.type == "roce":
         pfc[fabric.roce_settings.pfcPriority] = "1"
@@ -136,7 +135,6 @@ def context(stack: str, model: StackModel) -> dict[str, Any]:
     return {
         "stack": stack,
         "model": model,
-        "plan": plan,
         "fabric": fabric,
         "roce": fabric.roce_settings if fabric.type == "roce" else None,
         "ib": fabric.infiniband_settings if fabric.type == "infiniband" else None,
@@ -150,9 +148,7 @@ def context(stack: str, model: StackModel) -> dict[str, Any]:
         "charts": charts,
         "overlays": [it.payload for it in plan.items if isinstance(it.payload, KustomizeOverlay)],
         "expectation": expectation,
-        "line_rate": len(fabric.rails) * fabric.linkRateGbps / 8,
-        "tenants": tenants,
-        "first_tenant": tenants[0] if tenants else None,
+        "first_tenant": model.tenants[0].namespace if model.tenants else None,
         "sources": pulled,
         "mirrors": model.sources.mirrors(),
         "nfd_from_network_operator": network_plan.network_operator_runs_nfd(model),
@@ -165,7 +161,6 @@ def context(stack: str, model: StackModel) -> dict[str, Any]:
             f"{k}={v}" for k, v in sorted(model.gpuNodes.nodeSelector.items())
         ),
         "first_netdev": fabric.rails[0].netdev,
-        "first_hca": (fabric.rails[0].hca or "mlx5_0").split(":")[0],
     }
 
 

@@ -14,6 +14,7 @@ from typing import get_args
 
 from gpufabric.config import (
     HOSTNAME_LABEL,
+    SECTIONS,
     Cluster,
     Fabric,
     GpuNodes,
@@ -50,17 +51,7 @@ class Parts:
 
     @classmethod
     def of(cls, model: StackModel) -> Parts:
-        return cls(
-            cluster=model.cluster,
-            gpuNodes=model.gpuNodes,
-            fabric=model.fabric,
-            gpuOperator=model.gpuOperator,
-            scheduling=model.scheduling,
-            training=model.training,
-            tenants=model.tenants,
-            versions=model.versions,
-            sources=model.sources,
-        )
+        return cls(**{name: getattr(model, name) for name in SECTIONS})
 
 
 Check = Callable[[Parts], Iterator[Problem]]

@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from gpufabric.problems import Problem, suggest
-from gpufabric.sources import NO_MIRRORS, Mirrors, get_path, split_registry, split_tag
+from gpufabric.sources import NO_MIRRORS, Mirrors, get_path, set_path, split_registry, split_tag
 from gpufabric.templates import MANIFESTS_DIR
 
 ImageForm = Literal["registry", "parent", "name", "ref"]
@@ -125,8 +125,6 @@ class Component:
     def mirror_values(self) -> dict[str, Any]:
         """Chart values pointing every chart-default image at the stack's mirrors (empty
         when none of their registries is mirrored)."""
-        from gpufabric.sources import set_path
-
         values: dict[str, Any] = {}
         for entry in self.chart_images:
             upstream = entry.key_value(self.expand(entry.image) or "")
@@ -138,8 +136,7 @@ class Component:
     @property
     def image_name_tag(self) -> tuple[str, str]:
         """(repository, tag) of the pinned image, as kustomize and chart values take them."""
-        name, _, tag = (self.image_ref or "").rpartition(":")
-        return name, tag
+        return split_tag(self.image_ref or "")
 
 
 @dataclass(frozen=True)

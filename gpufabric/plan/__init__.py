@@ -133,6 +133,28 @@ def helm_chart(
     )
 
 
+def upstream_overlay(component: Component, directory: str, **parameters: Any) -> KustomizeOverlay:
+    """A local overlay over a pinned component's upstream manifest. Its templates get the
+    manifest URL and the component's image: the name the upstream manifest uses
+    (``upstream_name``) and the name and tag to pull (``image_name``/``image_tag``, through the
+    stack's mirrors), besides ``parameters``."""
+    from gpufabric.sources import split_tag
+
+    image_name, image_tag = component.image_name_tag
+    return KustomizeOverlay(
+        directory=directory,
+        namespace=component.namespace,
+        component=component.name,
+        parameters={
+            "manifest": component.manifest_url or "",
+            "upstream_name": split_tag(component.upstream_image_ref or "")[0],
+            "image_name": image_name,
+            "image_tag": image_tag,
+            **parameters,
+        },
+    )
+
+
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     """``over`` on top of ``base``, merging nested mappings (new dicts; inputs untouched)."""
     out = dict(base)
@@ -325,4 +347,5 @@ __all__ = [
     "object_item",
     "order_items",
     "system_namespace",
+    "upstream_overlay",
 ]

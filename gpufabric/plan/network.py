@@ -27,12 +27,12 @@ from gpufabric.plan import (
     STATE_READY,
     Item,
     K8sObject,
-    KustomizeOverlay,
     Layer,
     PlanContext,
     SecretRef,
     helm_chart,
     system_namespace,
+    upstream_overlay,
 )
 from gpufabric.templates import render_object
 
@@ -364,17 +364,11 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
     Operator's own (thin) Multus from the NicClusterPolicy."""
     if ctx.model.fabric.multus == "network-operator":
         return POLICY_ID
-    multus = ctx.components["multus"]
     items.append(
         Item(
             MULTUS_ID,
             Layer.NETWORK,
-            KustomizeOverlay(
-                directory="overlays/multus-thick",
-                namespace=multus.namespace,
-                parameters={"manifest": multus.manifest_url or "", "image": multus.image_ref or ""},
-                component="multus",
-            ),
+            upstream_overlay(ctx.components["multus"], "overlays/multus-thick"),
             # It installs the NetworkAttachmentDefinition CRD that holds every rail's network.
             protect=True,
         )

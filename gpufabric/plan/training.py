@@ -18,14 +18,13 @@ from gpufabric.config import StackModel
 from gpufabric.plan import (
     Item,
     K8sObject,
-    KustomizeOverlay,
     Layer,
     PlanContext,
     helm_chart,
     scheduling,
     system_namespace,
+    upstream_overlay,
 )
-from gpufabric.sources import split_tag
 from gpufabric.templates import render_object
 
 MPI_OPERATOR_ID = "training/mpi-operator"
@@ -90,24 +89,14 @@ def build(ctx: PlanContext) -> list[Item]:
     items: list[Item] = []
     volcano = _after_volcano(model)
     if t.mpiOperator:
-        mpi = ctx.components["mpi-operator"]
-        image_name, image_tag = mpi.image_name_tag
-        upstream_name = split_tag(mpi.upstream_image_ref or "")[0]
         items.append(
             Item(
                 id=MPI_OPERATOR_ID,
                 layer=Layer.TRAINING,
-                payload=KustomizeOverlay(
-                    directory="overlays/mpi-operator",
-                    component="mpi-operator",
-                    namespace=mpi.namespace,
-                    parameters={
-                        "manifest": mpi.manifest_url or "",
-                        "upstream_name": upstream_name,
-                        "image_name": image_name,
-                        "image_tag": image_tag,
-                        "args": mpi_operator_args(model),
-                    },
+                payload=upstream_overlay(
+                    ctx.components["mpi-operator"],
+                    "overlays/mpi-operator",
+                    args=mpi_operator_args(model),
                 ),
                 depends_on=volcano,
                 # The overlay carries the MPIJob CRD: deleting it deletes every MPIJob.
@@ -115,21 +104,14 @@ def build(ctx: PlanContext) -> list[Item]:
             )
         )
     if t.trainingOperator.schemes:
-        to = ctx.components["training-operator"]
         items.append(
             Item(
                 id=TRAINING_OPERATOR_ID,
                 layer=Layer.TRAINING,
-                payload=KustomizeOverlay(
-                    directory="overlays/training-operator",
-                    component="training-operator",
-                    namespace=to.namespace,
-                    parameters={
-                        "manifest": to.manifest_url or "",
-                        "upstream_name": split_tag(to.upstream_image_ref or "")[0],
-                        "image_name": split_tag(to.image_ref or "")[0],
-                        "args": training_operator_args(model),
-                    },
+                payload=upstream_overlay(
+                    ctx.components["training-operator"],
+                    "overlays/training-operator",
+                    args=training_operator_args(model),
                 ),
                 depends_on=(*volcano, *((MPI_OPERATOR_ID,) if t.mpiOperator else ())),
                 protect=True,
