@@ -8,7 +8,7 @@ import pulumi_kubernetes as k8s
 from components.layer import LayerComponent
 from components.tenants import Tenants
 from gpufabric.config import StackModel
-from gpufabric.plan import LAYER_ORDER, Layer, Plan
+from gpufabric.plan import LAYER_ORDER, Layer, Plan, ids
 
 LAYER_COMPONENTS: dict[Layer, type[LayerComponent]] = {Layer.TENANTS: Tenants}
 
@@ -28,20 +28,21 @@ class TrainingFabric(pulumi.ComponentResource):
         # One explicit provider per stack; the cluster identifier keeps it (and with it every
         # resource) from being replaced when kubeconfig credentials rotate.
         self.provider = k8s.Provider(
-            f"{name}-k8s",
+            ids.provider_name(name),
             context=model.cluster.kubeContext,
             cluster_identifier=model.cluster.name,
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         registered: dict[str, pulumi.Resource] = {}
+        # Names: the cluster, then gpufabric.plan.ids (the runbook's --target URNs use them).
         self.layers: dict[Layer, LayerComponent] = {}
         used = {it.layer for it in plan.items}
         for layer in LAYER_ORDER:
             if layer in used:
                 cls = LAYER_COMPONENTS.get(layer, LayerComponent)
                 self.layers[layer] = cls(
-                    f"{name}-{layer.value}",
+                    name,
                     layer,
                     opts=pulumi.ResourceOptions(
                         parent=self, providers={"kubernetes": self.provider}

@@ -7,12 +7,7 @@ from collections.abc import MutableMapping
 import pulumi
 
 from components.items import resource_for
-from gpufabric.plan import Item, Layer
-
-
-def child_name(component: str, item: Item) -> str:
-    """Child names derive from the component name and the item id (unique in a Plan)."""
-    return f"{component}-{item.id}"
+from gpufabric.plan import Item, Layer, ids
 
 
 class LayerComponent(pulumi.ComponentResource):
@@ -22,16 +17,23 @@ class LayerComponent(pulumi.ComponentResource):
 
     token = "gpufabric:index:Layer"
 
-    def __init__(self, name: str, layer: Layer, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, cluster: str, layer: Layer, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        name = ids.layer_component_name(cluster, layer.value)
         super().__init__(self.token, name, None, opts)
+        self.cluster = cluster
         self.name = name
         self.layer = layer
         self.resources: dict[str, pulumi.Resource] = {}
+        self.namespaces: list[str] = []
 
     def add(self, item: Item, registered: MutableMapping[str, pulumi.Resource]) -> None:
         deps = [registered[d] for d in item.depends_on]
         resource = resource_for(
-            child_name(self.name, item), item, pulumi.ResourceOptions(parent=self, depends_on=deps)
+            ids.child_name(self.cluster, self.layer.value, item.id),
+            item,
+            pulumi.ResourceOptions(parent=self, depends_on=deps),
         )
         registered[item.id] = resource
         self.resources[item.id] = resource

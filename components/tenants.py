@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
+import pulumi
+
 from components.layer import LayerComponent
+from gpufabric.plan import Item, K8sObject
 
 
 class Tenants(LayerComponent):
@@ -10,8 +15,11 @@ class Tenants(LayerComponent):
 
     token = "gpufabric:index:Tenants"
 
+    def add(self, item: Item, registered: MutableMapping[str, pulumi.Resource]) -> None:
+        super().add(item, registered)
+        if isinstance(item.payload, K8sObject) and item.payload.kind == "Namespace":
+            self.namespaces.append(item.payload.name)
+
     def register_layer_outputs(self) -> None:
-        self.namespaces = sorted(
-            item_id.split("/")[1] for item_id in self.resources if item_id.endswith("/namespace")
-        )
+        self.namespaces.sort()
         self.register_outputs({"namespaces": self.namespaces, "items": sorted(self.resources)})

@@ -1,10 +1,8 @@
 """The ``gpufabric`` command: validate, plan and render stacks without a cluster, and
 verify a cluster built from one.
 
-Exit codes: 0 success, 2 bad input (stack file or arguments), 3 rendered objects failed
-schema validation (``verify``: the cluster or hosts could not be asked), 4 / 5 a verdict
-of FAIL / INCONCLUSIVE (``nccl-report``, ``verify``), 1 anything else that stopped the
-command (e.g. an unwritable --out).
+:data:`COMMANDS` is the one table of subcommands (arguments and handler); exit codes come
+from the one table in :mod:`gpufabric.exitcodes`.
 """
 
 from __future__ import annotations
@@ -13,13 +11,16 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpufabric import __version__, images, nccl_report, runbook
 from gpufabric import diff as semantic_diff
+from gpufabric.exitcodes import ExitCode
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan.pulls import collect
 from gpufabric.problems import StackError
 from gpufabric.render import render_files, to_yaml, write_tree
 from gpufabric.schema import Report, validate_objects
@@ -33,11 +34,6 @@ from gpufabric.stackfile import (
 )
 from gpufabric.verify import commands as verify_commands
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INVALID_OBJECTS = 3
-
 
 def _stack_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -47,30 +43,11 @@ def _stack_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="gpufabric",
-        description="GPU Operator, RDMA networking, training operators and gang scheduling "
-        "for a GPU training cluster, one Pulumi stack per environment.",
-    )
-    ap.add_argument("--version", action="version", version=f"gpufabric {__version__}")
-    ap.add_argument(
-        "--stacks-dir",
-        type=Path,
-        help="directory of Pulumi.<name>.yaml files (default: the project's stackConfigDir)",
-    )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _no_args(p: argparse.ArgumentParser) -> None:
+    """A command that takes nothing but --stack."""
 
-    sub.add_parser("stacks", help="list the stacks and what each one sets up")
 
-    p = sub.add_parser("validate", help="check a stack file and report every problem")
-    _stack_arg(p)
-
-    p = sub.add_parser("plan", help="show what a stack installs, in apply order")
-    _stack_arg(p)
-
-    p = sub.add_parser("render", help="write the stack's manifests to files, validated")
-    _stack_arg(p)
+def _render_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="output directory (default: out/<stack>)")
     p.add_argument(
         "--crd-dir",
@@ -78,20 +55,15 @@ def parser() -> argparse.ArgumentParser:
         help="directory of upstream CRDs to validate custom resources against",
     )
 
-    p = sub.add_parser(
-        "nccl-report",
-        help="judge nccl-tests output: PASS (0), FAIL (4) or INCONCLUSIVE (5)",
-    )
+
+def _nccl_report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="nccl-tests log or -J JSON")
     p.add_argument("--stack", help="stack whose fabric sets the expected transport and line rate")
     nccl_report.add_threshold_args(p)
     p.add_argument("--json", action="store_true", help="print the stable JSON document")
 
-    p = sub.add_parser(
-        "job",
-        help="print a training job wired for a stack and tenant (queue, rails, NCCL, GPUs)",
-    )
-    _stack_arg(p)
+
+def _job_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
     p.add_argument("--kind", required=True, choices=JOB_KINDS, help="job kind")
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes (pods) the job spans (2)")
@@ -111,11 +83,8 @@ def parser() -> argparse.ArgumentParser:
         help="directory of upstream CRDs to validate the job against before printing it",
     )
 
-    p = sub.add_parser(
-        "diff",
-        help="what changes against a git ref or an earlier render, disruptive changes first",
-    )
-    _stack_arg(p)
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--base",
         required=True,
@@ -128,11 +97,8 @@ def parser() -> argparse.ArgumentParser:
         help="exit 4 when any change is disruptive (for CI gates)",
     )
 
-    p = sub.add_parser(
-        "images",
-        help="every chart, manifest and image the stack pulls (for filling a mirror)",
-    )
-    _stack_arg(p)
+
+def _images_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         choices=("text", "json", "refs"),
@@ -140,48 +106,73 @@ def parser() -> argparse.ArgumentParser:
         help="text (default); json; refs: one image per line, with its mirror when one is set",
     )
 
-    p = sub.add_parser(
-        "runbook",
-        help="the stack's bootstrap runbook (Markdown): prerequisites, phases, checks, triage",
-    )
-    _stack_arg(p)
+
+def _runbook_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="write to this file instead of printing")
 
-    verify_commands.add_parser(sub, _stack_arg)
+
+@dataclass(frozen=True)
+class Command:
+    """One ``gpufabric`` subcommand: its help, its arguments and its handler."""
+
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Stack | None], int]
+    stack: bool = True
+    """The handler gets the loaded --stack (required); False: it takes no stack or loads
+    its own."""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="gpufabric",
+        description="GPU Operator, RDMA networking, training operators and gang scheduling "
+        "for a GPU training cluster, one Pulumi stack per environment.",
+    )
+    ap.add_argument("--version", action="version", version=f"gpufabric {__version__}")
+    ap.add_argument(
+        "--stacks-dir",
+        type=Path,
+        help="directory of Pulumi.<name>.yaml files (default: the project's stackConfigDir)",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        if name == "verify":
+            verify_commands.add_parser(sub, _stack_arg)
+            continue
+        p = sub.add_parser(name, help=command.help)
+        if command.stack:
+            _stack_arg(p)
+        command.arguments(p)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    command = COMMANDS[args.command]
     try:
-        if args.command == "stacks":
-            return cmd_stacks(args)
-        if args.command == "nccl-report":
-            return cmd_nccl_report(args)
-        stack = load_stack(args.stack, args.stacks_dir)
-        for warning in stack_warnings(stack.model):
-            print(f"{stack.source}: warning: {warning}", file=sys.stderr)
-        if args.command == "validate":
-            return cmd_validate(stack)
-        if args.command == "plan":
-            return cmd_plan(stack)
-        if args.command == "job":
-            return cmd_job(stack, args)
-        if args.command == "verify":
-            return verify_commands.run(stack, args)
-        if args.command == "diff":
-            return cmd_diff(stack, args)
-        if args.command == "images":
-            return cmd_images(stack, args)
-        if args.command == "runbook":
-            return cmd_runbook(stack, args)
-        return cmd_render(stack, args)
+        stack = None
+        if command.stack:
+            stack = load_stack(args.stack, args.stacks_dir)
+            for warning in stack_warnings(stack.model):
+                print(f"{stack.source}: warning: {warning}", file=sys.stderr)
+        return int(command.run(args, stack))
     except StackError as err:
         print(err.report(), file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     except OSError as err:
         print(f"gpufabric: {err}", file=sys.stderr)
-        return EXIT_FAILED
+        return ExitCode.ERROR
+
+
+def _with_stack(
+    handler: Callable[[Stack, argparse.Namespace], int],
+) -> Callable[[argparse.Namespace, Stack | None], int]:
+    def run(args: argparse.Namespace, stack: Stack | None) -> int:
+        assert stack is not None  # commands with stack=True always get one
+        return handler(stack, args)
+
+    return run
 
 
 def _describe(stack: Stack) -> str:
@@ -194,28 +185,28 @@ def _describe(stack: Stack) -> str:
     )
 
 
-def cmd_stacks(args: argparse.Namespace) -> int:
+def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     directory = args.stacks_dir or stacks_dir()
     names = list_stacks(directory)
     if not names:
         print(f"no stacks in {directory}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    status = EXIT_OK
+        return ExitCode.BAD_INPUT
+    status = ExitCode.OK
     width = max(len(n) for n in names)
     for name in names:
         try:
             line = _describe(load_stack(name, directory))
         except StackError as err:
             line = f"INVALID ({len(err.problems)} problems; run gpufabric validate --stack {name})"
-            status = EXIT_BAD_INPUT
+            status = ExitCode.BAD_INPUT
         print(f"{name:<{width}}  {line}")
     return status
 
 
-def cmd_validate(stack: Stack) -> int:
+def cmd_validate(stack: Stack, _args: argparse.Namespace) -> int:
     plan = build_plan(stack.name, stack.model)
     print(f"{stack.source}: ok ({_describe(stack)}; {len(plan.items)} plan items)")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _what(plan: Plan, index: int) -> str:
@@ -230,7 +221,7 @@ def _what(plan: Plan, index: int) -> str:
     return f"kustomize {p.directory} -n {p.namespace}"
 
 
-def cmd_plan(stack: Stack) -> int:
+def cmd_plan(stack: Stack, _args: argparse.Namespace) -> int:
     plan = build_plan(stack.name, stack.model)
     print(f"stack {stack.name}: {len(plan.items)} items in apply order")
     width = max((len(it.id) for it in plan.items), default=0)
@@ -239,7 +230,7 @@ def cmd_plan(stack: Stack) -> int:
         after = f"  after: {', '.join(it.depends_on)}" if it.depends_on else ""
         print(f"{i + 1:4d}  {it.layer.value:<10}  {it.id:<{width}}  {_what(plan, i)}{flags}{after}")
     _print_pod_contract(plan)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _print_pod_contract(plan: Plan) -> None:
@@ -276,9 +267,9 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     out: Path = args.out or Path("out") / stack.name
     crd_dir: Path | None = args.crd_dir
     if not _crd_dir_ok(crd_dir):
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     report = validate_objects(
-        (obj.body for _, obj in plan.objects()), stack.model.cluster.kubernetes_minor, crd_dir
+        (obj.body for _, obj in plan.objects()), plan.facts.kubernetes_minor, crd_dir
     )
     if not report.ok:
         print(
@@ -287,11 +278,11 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
         for err in report.errors:
             print(f"  - {err}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
-        return EXIT_INVALID_OBJECTS
+        return ExitCode.INVALID_OBJECTS
     files = render_files(plan)
     write_tree(files, out)
     _print_summary(plan, out, len(files), report)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
@@ -304,7 +295,7 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
             base = semantic_diff.render_ref(repo, args.base, args.stack)
     except ValueError as exc:
         print(f"gpufabric diff: --base {args.base}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     head = semantic_diff.side_from_files(render_files(build_plan(stack.name, stack.model)))
     diffs = semantic_diff.diff(base, head)
     if args.format == "json":
@@ -312,58 +303,58 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs))
     if args.fail_on_disruptive and any(d.klass == "disruptive" for d in diffs):
-        return 4
-    return EXIT_OK
+        return ExitCode.FAIL
+    return ExitCode.OK
 
 
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
-    text = runbook.render(stack.name, stack.model)
+    text = runbook.render(build_plan(stack.name, stack.model), collect(stack.name, stack.model))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
-    pulled = images.collect(stack.name, stack.model)
+    pulled = collect(stack.name, stack.model)
     if args.format == "json":
-        sys.stdout.write(pulled.to_json())
+        sys.stdout.write(images.to_json(pulled))
     elif args.format == "refs":
-        sys.stdout.write(pulled.to_refs())
+        sys.stdout.write(images.to_refs(pulled))
     else:
-        sys.stdout.write(pulled.to_text())
-    return EXIT_OK
+        sys.stdout.write(images.to_text(pulled))
+    return ExitCode.OK
 
 
-def cmd_nccl_report(args: argparse.Namespace) -> int:
+def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     if not 0 < args.fraction <= 1:
         print(
             f"gpufabric: --fraction {args.fraction}: expected a number in (0, 1]", file=sys.stderr
         )
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     if args.min_busbw is not None and args.min_busbw <= 0:
         print(f"gpufabric: --min-busbw {args.min_busbw}: expected GB/s > 0", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    model = None
+        return ExitCode.BAD_INPUT
+    facts = None
     if args.stack:
         stack = load_stack(args.stack, args.stacks_dir)
-        model = stack.model
+        facts = build_plan(stack.name, stack.model).facts
     files: dict[str, str] = {}
     for path in args.files:
         try:
             files[str(path)] = path.read_text(errors="replace")
         except OSError as err:
             print(f"gpufabric: {path}: {err.strerror or err}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    doc = nccl_report.report(files, nccl_report.expectation(model, args.min_busbw, args.fraction))
+            return ExitCode.BAD_INPUT
+    doc = nccl_report.report(files, nccl_report.expectation(facts, args.min_busbw, args.fraction))
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+        print(json.dumps(doc.to_dict(), indent=2, sort_keys=True))
     else:
         print(nccl_report.format_text(doc), end="")
-    return nccl_report.EXIT_CODES[doc["verdict"]]
+    return doc.exit_code
 
 
 def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
@@ -377,20 +368,20 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
         name=args.name,
         runtime=args.runtime,
     )
-    manifest = job_manifest(plan, stack.model, request)
+    manifest = job_manifest(plan, request)
     if args.crd_dir is not None:
         if not _crd_dir_ok(args.crd_dir):
-            return EXIT_BAD_INPUT
-        report = validate_objects([manifest], stack.model.cluster.kubernetes_minor, args.crd_dir)
+            return ExitCode.BAD_INPUT
+        report = validate_objects([manifest], plan.facts.kubernetes_minor, args.crd_dir)
         if not report.ok or report.unchecked:
             print(f"gpufabric: the {args.kind} did not validate:", file=sys.stderr)
             for err in report.errors:
                 print(f"  - {err}", file=sys.stderr)
             for reason in sorted(report.unchecked_reasons):
                 print(f"  - not checked: {reason}", file=sys.stderr)
-            return EXIT_INVALID_OBJECTS
+            return ExitCode.INVALID_OBJECTS
     print(to_yaml(manifest), end="")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _print_summary(plan: Plan, out: Path, nfiles: int, report: Report) -> None:
@@ -415,6 +406,50 @@ def _print_summary(plan: Plan, out: Path, nfiles: int, report: Report) -> None:
         reasons = "; ".join(sorted(report.unchecked_reasons))
         print(f"  not checked: {len(report.unchecked)} custom resources ({reasons})")
     print(f"  plan: {out}/plan.json")
+
+
+COMMANDS: dict[str, Command] = {
+    "stacks": Command("list the stacks and what each one sets up", _no_args, cmd_stacks, False),
+    "validate": Command(
+        "check a stack file and report every problem", _no_args, _with_stack(cmd_validate)
+    ),
+    "plan": Command("show what a stack installs, in apply order", _no_args, _with_stack(cmd_plan)),
+    "render": Command(
+        "write the stack's manifests to files, validated", _render_args, _with_stack(cmd_render)
+    ),
+    "nccl-report": Command(
+        "judge nccl-tests output: PASS (0), FAIL (4) or INCONCLUSIVE (5)",
+        _nccl_report_args,
+        cmd_nccl_report,
+        False,
+    ),
+    "job": Command(
+        "print a training job wired for a stack and tenant (queue, rails, NCCL, GPUs)",
+        _job_args,
+        _with_stack(cmd_job),
+    ),
+    "diff": Command(
+        "what changes against a git ref or an earlier render, disruptive changes first",
+        _diff_args,
+        _with_stack(cmd_diff),
+    ),
+    "images": Command(
+        "every chart, manifest and image the stack pulls (for filling a mirror)",
+        _images_args,
+        _with_stack(cmd_images),
+    ),
+    "runbook": Command(
+        "the stack's bootstrap runbook (Markdown): prerequisites, phases, checks, triage",
+        _runbook_args,
+        _with_stack(cmd_runbook),
+    ),
+    "verify": Command(
+        "prove a cluster built from the stack works: nodes, pods, cluster, nccl",
+        _no_args,
+        _with_stack(verify_commands.run),
+    ),
+}
+"""Every ``gpufabric`` subcommand, in the order ``--help`` lists them."""
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gpufabric import authorities
 from gpufabric.sources import Mirrors
 
 # ---------------------------------------------------------------------------- value types
@@ -413,16 +414,12 @@ class Roce(Model):
 
     dscp: int = Field(default=26, ge=0, le=63)
     trafficClass: int | None = Field(default=None, ge=0, le=255)
-    """Traffic class NCCL marks RDMA traffic with; defaults to dscp * 4."""
+    """Traffic class NCCL marks RDMA traffic with; unset: dscp * 4 (gpufabric.plan.resolve)."""
     pfcPriority: int = Field(default=3, ge=0, le=7)
     qpsPerConnection: int | None = Field(default=None, ge=1, le=128)
     gidIndex: int | None = Field(default=None, ge=0, le=255)
     """Leave unset: NCCL >= 2.21 picks the RoCEv2 GID itself, and fixed indices break
     with macvlan, where every pod adds its own GIDs."""
-
-    @property
-    def effective_traffic_class(self) -> int:
-        return self.trafficClass if self.trafficClass is not None else self.dscp * 4
 
 
 class Sriov(Model):
@@ -452,6 +449,7 @@ class Fabric(Model):
     gpuDirect: Literal["dmabuf", "peermem"] = "dmabuf"
     nicDriver: NicDriver = Field(default_factory=NicDriver)
     mtu: int | None = None
+    """Unset: the fabric's default (gpufabric.plan.resolve.DEFAULT_MTU)."""
     linkRateGbps: int = Field(default=400, ge=1, le=3_200)
     """Line rate of one rail's port; the NCCL verdict compares bus bandwidth to it."""
     rails: list[Rail] = Field(min_length=1, max_length=32)
@@ -466,20 +464,6 @@ class Fabric(Model):
     ncclEnv: dict[str, str] = Field(default_factory=dict)
     """Extra NCCL_* variables for every tenant; they win over computed ones."""
 
-    @property
-    def effective_mtu(self) -> int:
-        if self.mtu is not None:
-            return self.mtu
-        return 4092 if self.type == "infiniband" else 9000
-
-    @property
-    def roce_settings(self) -> Roce:
-        return self.roce or Roce()
-
-    @property
-    def infiniband_settings(self) -> Infiniband:
-        return self.infiniband or Infiniband()
-
 
 def _one_authority(value: Any) -> Any:
     if isinstance(value, list | tuple):
@@ -488,6 +472,17 @@ def _one_authority(value: Any) -> Any:
             "{value} asks for several authorities; a cluster has exactly one gang/queue "
             "authority: choose kueue or volcano",
             {"value": list(value)},
+        )
+    return value
+
+
+def _known_authority(value: str) -> str:
+    known = authorities.names()
+    if value not in known:
+        raise PydanticCustomError(
+            "gang",
+            "'{value}' is not a queueing authority; expected one of {known}",
+            {"value": value, "known": " or ".join(repr(k) for k in known)},
         )
     return value
 
@@ -515,7 +510,10 @@ class Requeuing(Model):
 class Scheduling(Model):
     """The one gang-scheduling and queueing authority of the cluster."""
 
-    gang: Annotated[Literal["kueue", "volcano"], BeforeValidator(_one_authority)] = "kueue"
+    gang: Annotated[str, BeforeValidator(_one_authority), AfterValidator(_known_authority)] = (
+        "kueue"
+    )
+    """The queueing authority: one of the modules of gpufabric.authorities."""
     topologyLevels: list[LabelKey] = Field(default_factory=list)
     """Node labels from the widest level (e.g. a block or spine) to the narrowest. Unset with
     Kueue: the node level only (kubernetes.io/hostname)."""

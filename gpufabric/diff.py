@@ -38,13 +38,8 @@ DISRUPTIVE_ANNOTATION = "gpufabric.io/disruptive"
 Change = Literal["added", "removed", "changed"]
 Klass = Literal["disruptive", "replacing", "update"]
 
-OPERATORS_WITH_JOBS = {
-    "training/mpi-operator": "MPIJobs",
-    "training/training-operator": "PyTorchJobs / JAXJobs / other v1 jobs",
-    "training/trainer": "TrainJobs",
-    "scheduling/kueue": "Workloads and queues (admitted jobs lose their admission)",
-    "scheduling/volcano": "PodGroups and Volcano Jobs",
-}
+GPU_OPERATOR = "gpu-operator"
+"""The pinned component whose driver values restart GPU nodes."""
 GPU_DRIVER_VALUES = re.compile(
     r"^values\.driver\.(version|kernelModuleType|rdma\..*|usePrecompiled)$"
 )
@@ -232,12 +227,12 @@ def _annotation(doc: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def _rail(item_id: str) -> str:
-    return item_id.rsplit("/", 1)[-1]
+def _rail(item: Mapping[str, Any]) -> str:
+    """The rail an item exists for (plan.json names it), else the object it is."""
+    return str(item.get("rail") or item.get("name") or item["id"])
 
 
 def classify(
-    item_id: str,
     item: Mapping[str, Any],
     change: Change,
     old: dict[str, Any],
@@ -250,20 +245,20 @@ def classify(
     meaningful = [f for f in fields if not f.path.startswith("object.metadata.annotations")]
     if note and (change != "changed" or meaningful):
         disruptive.append(note)
+    kind = item.get("kind")
     if change == "removed":
-        if item_id in OPERATORS_WITH_JOBS:
+        if item.get("holds"):
             disruptive.append(
-                f"removing the operator deletes its CRDs and with them every {OPERATORS_WITH_JOBS[item_id]}"
+                f"removing the operator deletes its CRDs and with them every {item['holds']}"
             )
-        if item_id.startswith("network/nad/"):
+        if kind == "NetworkAttachmentDefinition" and item.get("rail"):
             disruptive.append(
-                f"rail {_rail(item_id)} removed: pods requesting it no longer start and jobs "
+                f"rail {item['rail']} removed: pods requesting it no longer start and jobs "
                 "lose that rail when they restart"
             )
-    kind = item.get("kind")
     for f in fields:
         path = f.path
-        if item_id == "gpu/gpu-operator" and (
+        if item.get("component") == GPU_OPERATOR and (
             path == "chart.version" or GPU_DRIVER_VALUES.match(path)
         ):
             disruptive.append(
@@ -275,9 +270,9 @@ def classify(
                 f"NIC driver change ({path}): the DOCA driver reloads on every GPU node, rails go "
                 "down and RDMA jobs fail"
             )
-        elif item_id.startswith("network/") and MTU.search(path):
+        elif item.get("layer") == "network" and MTU.search(path):
             disruptive.append(
-                f"MTU change on {_rail(item_id)} ({f.old} -> {f.new}): interfaces are reconfigured "
+                f"MTU change on {_rail(item)} ({f.old} -> {f.new}): interfaces are reconfigured "
                 "and both ends and the switches must match, or RDMA traffic stalls"
             )
         elif kind in ("IPPool", "CIDRPool") and SUBNET.match(path.removeprefix("object.")):
@@ -316,7 +311,7 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
     for item_id, item in head.items.items():
         new = head.docs[item_id]
         if item_id not in base.items:
-            klass, reasons = classify(item_id, item, "added", {}, new, [])
+            klass, reasons = classify(item, "added", {}, new, [])
             out.append(
                 ItemDiff(item_id, describe(item), "added", klass, reasons, field_changes({}, new))
             )
@@ -330,12 +325,12 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
         ]
         if not fields:
             continue
-        klass, reasons = classify(item_id, item, "changed", old, new, fields)
+        klass, reasons = classify(item, "changed", old, new, fields)
         out.append(ItemDiff(item_id, describe(item), "changed", klass, reasons, fields))
     for item_id in reversed(list(base.items)):
         if item_id not in head.items:
             old = base.docs[item_id]
-            klass, reasons = classify(item_id, base.items[item_id], "removed", old, {}, [])
+            klass, reasons = classify(base.items[item_id], "removed", old, {}, [])
             out.append(
                 ItemDiff(
                     item_id,

@@ -1,289 +1,87 @@
-"""Everything a stack pulls: charts, upstream manifests and images, upstream and mirrored.
-
-``gpufabric images --stack S`` prints it so that a mirror can be filled before an
-air-gapped install, and ``sources.airGapped`` uses it to refuse a stack that would still
-pull from an upstream. The list comes from the stack's Plan rendered without mirrors (so
-every entry names its upstream), each entry then mapped through the stack's mirrors the
-same way the render maps it:
-
-- images of the objects gpufabric writes (container images, NVIDIA ImageSpecs);
-- images the pinned charts pull by their default values, as far as the stack's values
-  switch them on (the per-chart list in manifests/versions.yaml);
-- images the kustomize overlays pin, the upstream manifests and the chart repositories;
-- the images of gpufabric's own jobs and probes (``gpufabric job``, ``verify nccl``,
-  ``verify nodes --via-cluster``).
-"""
+"""``gpufabric images``: what a stack pulls (:mod:`gpufabric.plan.pulls`) as text, JSON or
+one reference per line, for filling a mirror before an air-gapped install."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-from gpufabric.config import Sources, StackModel
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
-from gpufabric.problems import Problem
-from gpufabric.sources import Mirrors, full_name, split_registry
-from gpufabric.versions import load_catalog
-
-TOOL_IMAGES = {
-    "training-image": "gpufabric job, gpufabric verify nccl",
-    "probe-image": "gpufabric verify nodes --via-cluster",
-}
+from gpufabric.plan.pulls import StackSources
 
 
-@dataclass
-class Image:
-    upstream: str
-    pulled: str
-    used_by: list[str] = field(default_factory=list)
-    note: str | None = None
-
-    @property
-    def registry(self) -> str:
-        return split_registry(self.upstream)[0]
-
-
-@dataclass(frozen=True)
-class Chart:
-    component: str
-    repository: str
-    chart: str
-    version: str
-    pulled_repository: str
+def to_json(pulled: StackSources) -> str:
+    doc = {
+        "stack": pulled.stack,
+        "mirrored": pulled.mirrored,
+        "charts": [c.__dict__ for c in pulled.charts],
+        "manifests": [m.__dict__ for m in pulled.manifests],
+        "images": [
+            {
+                "image": i.upstream,
+                "pulled": i.pulled,
+                "usedBy": i.used_by,
+                **({"note": i.note} if i.note else {}),
+            }
+            for i in pulled.images
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
 
 
-@dataclass(frozen=True)
-class Manifest:
-    component: str
-    url: str
-    pulled_url: str
+def to_refs(pulled: StackSources) -> str:
+    """One image per line (upstream, then the mirrored reference when it differs),
+    ready for a copy loop."""
+    lines = []
+    for i in pulled.images:
+        lines.append(i.upstream if i.pulled == i.upstream else f"{i.upstream} {i.pulled}")
+    return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class StackSources:
-    """What one stack pulls, in plan order."""
-
-    stack: str
-    charts: tuple[Chart, ...]
-    manifests: tuple[Manifest, ...]
-    images: tuple[Image, ...]
-    mirrored: bool
-    version_overrides: tuple[str, ...]
-    """Chart components whose version the stack overrides: their chart-default image list
-    is the pinned release's."""
-
-    def to_json(self) -> str:
-        doc = {
-            "stack": self.stack,
-            "mirrored": self.mirrored,
-            "charts": [c.__dict__ for c in self.charts],
-            "manifests": [m.__dict__ for m in self.manifests],
-            "images": [
-                {
-                    "image": i.upstream,
-                    "pulled": i.pulled,
-                    "usedBy": i.used_by,
-                    **({"note": i.note} if i.note else {}),
-                }
-                for i in self.images
-            ],
-        }
-        return json.dumps(doc, indent=2) + "\n"
-
-    def to_refs(self) -> str:
-        """One image per line (upstream, then the mirrored reference when it differs),
-        ready for a copy loop."""
-        lines = []
-        for i in self.images:
-            lines.append(i.upstream if i.pulled == i.upstream else f"{i.upstream} {i.pulled}")
-        return "\n".join(lines) + "\n"
-
-    def to_text(self) -> str:
-        out = [
-            f"Stack {self.stack}: {len(self.charts)} charts, {len(self.manifests)} "
-            f"manifests, {len(self.images)} images"
-            + (" (through the stack's mirrors)" if self.mirrored else "")
-        ]
-        sections: list[tuple[str, list[tuple[str, str, str, str | None]]]] = [
-            (
-                "Charts",
-                [
-                    (
-                        f"{c.repository}  {c.chart} {c.version}",
-                        c.pulled_repository,
-                        c.repository,
-                        None,
-                    )
-                    for c in self.charts
-                ],
-            ),
-            ("Manifests", [(m.url, m.pulled_url, m.url, None) for m in self.manifests]),
-            (
-                "Images",
-                [
-                    (f"{i.upstream}    ({', '.join(i.used_by)})", i.pulled, i.upstream, i.note)
-                    for i in self.images
-                ],
-            ),
-        ]
-        for title, rows in sections:
-            out += ["", title]
-            for shown, pulled, upstream, note in rows:
-                line = f"  {shown}"
-                if pulled != upstream:
-                    line += f"\n      -> {pulled}"
-                if note:
-                    line += f"\n      note: {note}"
-                out.append(line)
-        if self.version_overrides:
-            out.append("")
-            out.append(
-                "Chart-default images of "
-                + ", ".join(self.version_overrides)
-                + " are those of the pinned release (the stack overrides the version): check "
-                "the chart's values at your version."
-            )
-        return "\n".join(out) + "\n"
-
-
-def _object_images(body: Any) -> Iterator[str]:
-    """Container images and NVIDIA ImageSpecs (repository/image/version) in an object."""
-    if isinstance(body, Mapping):
-        image = body.get("image")
-        if isinstance(image, str) and image:
-            repository, version = body.get("repository"), body.get("version")
-            if isinstance(repository, str) and isinstance(version, str):
-                yield f"{repository}/{image}:{version}"
-            else:
-                yield image
-        for value in body.values():
-            yield from _object_images(value)
-    elif isinstance(body, list):
-        for value in body:
-            yield from _object_images(value)
-
-
-def collect(stack: str, model: StackModel) -> StackSources:
-    """Everything ``stack`` pulls, each with what it is pulled as through the mirrors."""
-    mirrors: Mirrors = model.sources.mirrors()
-    plan = build_plan(stack, model.model_copy(update={"sources": Sources()}))
-    charts: list[Chart] = []
-    manifests: list[Manifest] = []
-    images: dict[str, Image] = {}
-
-    def add(ref: str, used_by: str, note: str | None = None) -> None:
-        ref = full_name(ref)
-        entry = images.setdefault(ref, Image(ref, mirrors.image(ref), note=note))
-        if used_by not in entry.used_by:
-            entry.used_by.append(used_by)
-
-    overridden = []
-    for item in plan.items:
-        payload = item.payload
-        if isinstance(payload, HelmChart):
-            component = plan.components[payload.release]
-            charts.append(
-                Chart(
-                    component.name,
-                    payload.repository,
-                    payload.chart,
-                    payload.version,
-                    mirrors.chart_repository(payload.repository),
+def to_text(pulled: StackSources) -> str:
+    out = [
+        f"Stack {pulled.stack}: {len(pulled.charts)} charts, {len(pulled.manifests)} "
+        f"manifests, {len(pulled.images)} images"
+        + (" (through the stack's mirrors)" if pulled.mirrored else "")
+    ]
+    sections: list[tuple[str, list[tuple[str, str, str, str | None]]]] = [
+        (
+            "Charts",
+            [
+                (
+                    f"{c.repository}  {c.chart} {c.version}",
+                    c.pulled_repository,
+                    c.repository,
+                    None,
                 )
-            )
-            if component.version != load_catalog().components[component.name].version:
-                overridden.append(component.name)
-            for entry, ref in component.chart_default_images(payload.values):
-                add(ref, f"{item.id} ({entry.key})", entry.note)
-        elif isinstance(payload, KustomizeOverlay):
-            component = plan.components[payload.component]
-            url = component.upstream_manifest_url or ""
-            manifests.append(Manifest(component.name, url, mirrors.manifest(url)))
-            if component.upstream_image_ref:
-                add(component.upstream_image_ref, item.id)
-        elif isinstance(payload, K8sObject):
-            for ref in _object_images(payload.body):
-                add(ref, item.id)
-    for name, used_by in TOOL_IMAGES.items():
-        add(plan.components[name].upstream_image_ref or "", used_by)
-    return StackSources(
-        stack=stack,
-        charts=tuple(charts),
-        manifests=tuple(manifests),
-        images=tuple(images.values()),
-        mirrored=mirrors.active,
-        version_overrides=tuple(overridden),
-    )
-
-
-def air_gap_problems(stack: str, model: StackModel) -> list[Problem]:
-    """With ``sources.airGapped``, every upstream the stack pulls from needs a mirror."""
-    if not model.sources.airGapped:
-        return []
-    pulled = collect(stack, model)
-    problems = []
-    by_registry: dict[str, list[str]] = {}
-    for image in pulled.images:
-        if image.pulled == image.upstream:
-            by_registry.setdefault(image.registry, []).append(image.upstream)
-    for registry, refs in sorted(by_registry.items()):
-        problems.append(
-            Problem(
-                "sources.registries",
-                f"no mirror for registry {registry}, which the stack pulls {len(refs)} "
-                f"image(s) from (e.g. {refs[0]}); add '{registry}: <mirror prefix>' "
-                "(sources.airGapped is on)",
-            )
+                for c in pulled.charts
+            ],
+        ),
+        ("Manifests", [(m.url, m.pulled_url, m.url, None) for m in pulled.manifests]),
+        (
+            "Images",
+            [
+                (f"{i.upstream}    ({', '.join(i.used_by)})", i.pulled, i.upstream, i.note)
+                for i in pulled.images
+            ],
+        ),
+    ]
+    for title, rows in sections:
+        out += ["", title]
+        for shown, target, upstream, note in rows:
+            line = f"  {shown}"
+            if target != upstream:
+                line += f"\n      -> {target}"
+            if note:
+                line += f"\n      note: {note}"
+            out.append(line)
+    if pulled.version_overrides:
+        out.append("")
+        out.append(
+            "Chart-default images of "
+            + ", ".join(pulled.version_overrides)
+            + " are those of the pinned release (the stack overrides the version): check "
+            "the chart's values at your version."
         )
-    for repository in sorted(
-        {c.repository for c in pulled.charts if c.pulled_repository == c.repository}
-    ):
-        charts = sorted({c.chart for c in pulled.charts if c.repository == repository})
-        problems.append(
-            Problem(
-                "sources.charts",
-                f"no mirror for chart repository {repository} (charts: {', '.join(charts)}); "
-                f"add '{repository}: <mirror URL>' (sources.airGapped is on)",
-            )
-        )
-    unmirrored = [m.url for m in pulled.manifests if m.pulled_url == m.url]
-    if unmirrored:
-        problems.append(
-            Problem(
-                "sources.manifests",
-                f"not set, but the stack fetches {len(unmirrored)} upstream manifest(s) "
-                f"(e.g. {unmirrored[0]}); set the base URL of their mirror "
-                "(sources.airGapped is on)",
-            )
-        )
-    return problems
+    return "\n".join(out) + "\n"
 
 
-def known_upstreams() -> tuple[set[str], set[str]]:
-    """(image registries, chart repositories) the pinned releases may pull from."""
-    registries: set[str] = set()
-    repositories: set[str] = set()
-    for component in load_catalog().components.values():
-        if component.repository:
-            repositories.add(component.repository.rstrip("/"))
-        if component.image:
-            registries.add(split_registry(component.image)[0])
-        for entry in component.chart_images:
-            registries.add(split_registry(entry.image)[0])
-    from gpufabric.plan.network import NO_IMAGE_REPOSITORY
-
-    registries.add(split_registry(NO_IMAGE_REPOSITORY)[0])
-    return registries, repositories
-
-
-__all__ = [
-    "Chart",
-    "Image",
-    "Manifest",
-    "StackSources",
-    "air_gap_problems",
-    "collect",
-    "known_upstreams",
-]
+__all__ = ["to_json", "to_refs", "to_text"]

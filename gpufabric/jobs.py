@@ -16,22 +16,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpufabric.config import StackModel, Tenant
-from gpufabric.plan import Plan, TenantWiring, scheduling
+from gpufabric import authorities
+from gpufabric.authorities.base import GPU_RESOURCE, Authority
+from gpufabric.plan import Plan
+from gpufabric.plan.facts import Facts, TenantContract
 from gpufabric.problems import Problem, StackError
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
 JOB_KINDS: tuple[JobKind, ...] = ("mpijob", "pytorchjob", "trainjob")
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-SHM_PER_GPU_GIB = 8
-"""/dev/shm size per GPU: NCCL's intra-node buffers and data-loader workers live there; the
-container runtime's 64 MiB default makes NCCL fail with 'failed to extend /dev/shm'."""
 CLEAN_POD_POLICY = "Running"
 """Delete still-running pods when a job finishes (the MPI Operator would default to None)."""
 TTL_SECONDS = 24 * 3600
 JOB_MANAGER = "gpufabric.io/job"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NOT_INSTALLED = {
+    "mpijob": "training.mpiOperator is false",
+    "pytorchjob": "'pytorchjob' is not in training.trainingOperator.schemes",
+    "trainjob": "training.trainer.enabled is false",
+}
 
 
 @dataclass(frozen=True)
@@ -49,34 +53,26 @@ def _fail(path: str, message: str) -> StackError:
     return StackError("gpufabric job", [Problem(path, message)])
 
 
-def check_request(model: StackModel, req: JobRequest) -> Tenant:
-    """The tenant of a request that this stack can run; StackError naming the option if not."""
-    tenants = {t.namespace: t for t in model.tenants}
-    if req.tenant not in tenants:
-        accepted = ", ".join(sorted(tenants)) or "none: the stack has no tenants"
+def check_request(facts: Facts, req: JobRequest) -> TenantContract:
+    """The tenant contract of a request this stack can run; StackError naming the option
+    if not."""
+    if req.tenant not in facts.tenants:
+        accepted = ", ".join(sorted(facts.tenants)) or "none: the stack has no tenants"
         raise _fail(
             "--tenant", f"{req.tenant!r} is not a tenant of this stack; accepted: {accepted}"
         )
-    t = model.training
-    installed = {
-        "mpijob": (t.mpiOperator, "training.mpiOperator is false"),
-        "pytorchjob": (
-            "pytorchjob" in t.trainingOperator.schemes,
-            "'pytorchjob' is not in training.trainingOperator.schemes",
-        ),
-        "trainjob": (t.trainer.enabled, "training.trainer.enabled is false"),
-    }
-    ok, why = installed[req.kind]
-    if not ok:
-        kinds = ", ".join(k for k, (on, _) in installed.items() if on) or "none"
+    served = facts.operators.job_kinds
+    if req.kind not in served:
+        kinds = ", ".join(k for k in JOB_KINDS if k in served) or "none"
         raise _fail(
             "--kind",
-            f"{req.kind}: {why}, so the cluster has no operator for it; this stack runs: {kinds}",
+            f"{req.kind}: {_NOT_INSTALLED[req.kind]}, so the cluster has no operator for it; "
+            f"this stack runs: {kinds}",
         )
-    if req.nodes < 1 or req.nodes > model.gpuNodes.count:
+    if req.nodes < 1 or req.nodes > facts.nodes.count:
         raise _fail(
             "--nodes",
-            f"{req.nodes} is not between 1 and the stack's {model.gpuNodes.count} GPU nodes",
+            f"{req.nodes} is not between 1 and the stack's {facts.nodes.count} GPU nodes",
         )
     name = req.name or default_name(req)
     if len(name) > 50 or not _NAME.match(name):
@@ -85,16 +81,17 @@ def check_request(model: StackModel, req: JobRequest) -> Tenant:
             f"{name!r} is not a valid job name; expected lowercase letters, "
             "digits and '-', at most 50 characters (pods append their own suffixes)",
         )
+    runtimes = facts.operators.trainer_runtimes
     if req.kind == "trainjob":
-        runtime = req.runtime or t.trainer.runtimes[0]
-        if runtime not in t.trainer.runtimes:
+        runtime = req.runtime or runtimes[0]
+        if runtime not in runtimes:
             raise _fail(
                 "--runtime",
-                f"{runtime!r} is not installed; accepted: {', '.join(t.trainer.runtimes)}",
+                f"{runtime!r} is not installed; accepted: {', '.join(runtimes)}",
             )
     elif req.runtime is not None:
         raise _fail("--runtime", "applies to --kind trainjob only")
-    return tenants[req.tenant]
+    return facts.tenants[req.tenant]
 
 
 def default_name(req: JobRequest) -> str:
@@ -106,34 +103,31 @@ def default_name(req: JobRequest) -> str:
 
 @dataclass(frozen=True)
 class Wiring:
-    """What every GPU pod of a job gets, for one stack and tenant."""
+    """What every GPU pod of a job gets, for one stack and tenant: read from the Plan's
+    facts and the queueing authority, never from the raw stack."""
 
-    model: StackModel
-    tenant: Tenant
-    tenant_wiring: TenantWiring
+    facts: Facts
+    contract: TenantContract
+    authority: Authority
 
     @property
     def gpus(self) -> int:
-        return self.model.gpuNodes.gpusPerNode
-
-    @property
-    def volcano(self) -> bool:
-        return self.model.scheduling.gang == "volcano"
+        return self.facts.nodes.gpus_per_node
 
     def limits(self) -> dict[str, Any]:
-        return {scheduling.GPU_RESOURCE: self.gpus, **dict(self.tenant_wiring.rdma_resources)}
+        return {GPU_RESOURCE: self.gpus, **dict(self.contract.rdma_resources)}
 
     def pod_annotations(self) -> dict[str, str]:
-        out = {NETWORKS_ANNOTATION: self.tenant_wiring.networks}
-        if not self.volcano:
-            out.update(topology_annotation(self.model))
-        return out
+        return {
+            NETWORKS_ANNOTATION: self.contract.networks,
+            **self.authority.pod_annotations(self.facts.gang),
+        }
 
     def security_context(self) -> dict[str, Any]:
         return {"capabilities": {"add": ["IPC_LOCK"]}}
 
     def shm_volume(self) -> dict[str, Any]:
-        size = f"{SHM_PER_GPU_GIB * self.gpus}Gi"
+        size = f"{self.facts.nodes.shm_gib}Gi"
         return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": size}}
 
     def shm_mount(self) -> dict[str, Any]:
@@ -145,10 +139,9 @@ class Wiring:
     def placement(self) -> dict[str, Any]:
         """Node selector and tolerations of the GPU nodes (Kueue's flavor would add them on
         admission; set here so the job reads the same under either authority)."""
-        out: dict[str, Any] = {"nodeSelector": dict(self.model.gpuNodes.nodeSelector)}
-        tolerations = scheduling.tolerations(self.model)
-        if tolerations:
-            out["tolerations"] = tolerations
+        out: dict[str, Any] = {"nodeSelector": dict(self.facts.nodes.selector)}
+        if self.facts.nodes.tolerations:
+            out["tolerations"] = [dict(t) for t in self.facts.nodes.tolerations]
         return out
 
     def gpu_container(self, name: str, image: str, command: list[str] | None) -> dict[str, Any]:
@@ -169,30 +162,32 @@ class Wiring:
         return {"metadata": {"annotations": self.pod_annotations()}, "spec": spec}
 
     def job_metadata(self, name: str) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name, "namespace": self.tenant.namespace}
-        if self.volcano:
-            meta["annotations"] = {scheduling.VOLCANO_QUEUE_ANNOTATION: self.tenant.namespace}
-        else:
-            meta["labels"] = {
-                scheduling.QUEUE_LABEL: scheduling.LOCAL_QUEUE_NAME,
-                scheduling.PRIORITY_LABEL: scheduling.priority_class_name(self.tenant),
-            }
+        meta: dict[str, Any] = {"name": name, "namespace": self.contract.namespace}
+        annotations = self.authority.job_annotations(self.contract)
+        if annotations:
+            meta["annotations"] = annotations
+        labels = self.authority.job_labels(self.contract)
+        if labels:
+            meta["labels"] = labels
         return meta
 
-    def scheduling_policy(self, min_available: int) -> dict[str, Any]:
-        return {
-            "minAvailable": min_available,
-            "queue": self.tenant.namespace,
-            "priorityClass": scheduling.priority_class_name(self.tenant),
+    def run_policy(self, gang_pods: int) -> dict[str, Any]:
+        """Kubeflow runPolicy: cleanup, TTL, no retries, and the authority's gang policy."""
+        policy: dict[str, Any] = {
+            "cleanPodPolicy": CLEAN_POD_POLICY,
+            "ttlSecondsAfterFinished": TTL_SECONDS,
+            "backoffLimit": 0,
         }
+        scheduling = self.authority.scheduling_policy(self.contract, gang_pods)
+        if scheduling is not None:
+            policy["schedulingPolicy"] = scheduling
+        return policy
 
 
-def topology_annotation(model: StackModel) -> dict[str, str]:
-    """Kueue TAS: prefer the narrowest switch level (all pods under one leaf), climbing to
-    wider levels when the gang does not fit; the node level alone when there are no switches."""
-    levels = scheduling.topology_levels(model)
-    level = levels[-2] if len(levels) > 1 else levels[-1]
-    return {"kueue.x-k8s.io/podset-preferred-topology": level}
+def wiring_for(plan: Plan, req: JobRequest) -> Wiring:
+    """The wiring of a request this stack can run; StackError naming the option if not."""
+    contract = check_request(plan.facts, req)
+    return Wiring(plan.facts, contract, authorities.get(plan.facts.gang.authority))
 
 
 # ------------------------------------------------------------------------------- kinds
@@ -214,7 +209,7 @@ def mpirun_command(
         "-map-by",
         "slot",
     ]
-    for var in sorted(w.tenant_wiring.nccl_env):
+    for var in sorted(w.contract.nccl_env):
         args += ["-x", var]
     for var, value in sorted((env or {}).items()):
         args += ["-x", f"{var}={value}"]
@@ -239,16 +234,10 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
         "envFrom": w.env_from(),
     }
     worker = w.gpu_container("worker", image, ["/usr/sbin/sshd", "-De"])
-    run_policy: dict[str, Any] = {
-        "cleanPodPolicy": CLEAN_POD_POLICY,
-        "ttlSecondsAfterFinished": TTL_SECONDS,
-        "backoffLimit": 0,
-    }
-    if w.volcano:
-        run_policy["schedulingPolicy"] = w.scheduling_policy(nodes + 1)
     launcher_pod: dict[str, Any] = {"spec": {"containers": [launcher]}}
-    if not w.volcano:
-        launcher_pod["metadata"] = {"annotations": topology_annotation(w.model)}
+    hint = w.authority.pod_annotations(w.facts.gang)
+    if hint:
+        launcher_pod["metadata"] = {"annotations": hint}
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
@@ -258,7 +247,7 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
             "runLauncherAsWorker": False,
             "launcherCreationPolicy": "WaitForWorkersReady",
             "mpiImplementation": "OpenMPI",
-            "runPolicy": run_policy,
+            "runPolicy": w.run_policy(nodes + 1),
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher_pod},
                 "Worker": {
@@ -277,20 +266,13 @@ def pytorchjob(w: Wiring, name: str, nodes: int, image: str, program: list[str])
     specs: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
     if nodes > 1:
         specs["Worker"] = {"replicas": nodes - 1, **replica}
-    run_policy: dict[str, Any] = {
-        "cleanPodPolicy": CLEAN_POD_POLICY,
-        "ttlSecondsAfterFinished": TTL_SECONDS,
-        "backoffLimit": 0,
-    }
-    if w.volcano:
-        run_policy["schedulingPolicy"] = w.scheduling_policy(nodes)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": w.job_metadata(name),
         "spec": {
             "nprocPerNode": str(w.gpus),
-            "runPolicy": run_policy,
+            "runPolicy": w.run_policy(nodes),
             "pytorchReplicaSpecs": specs,
         },
     }
@@ -311,7 +293,7 @@ def trainjob(
 ) -> dict[str, Any]:
     env = [
         {"name": var, "valueFrom": {"configMapKeyRef": {"name": "nccl-env", "key": var}}}
-        for var in sorted(w.tenant_wiring.nccl_env)
+        for var in sorted(w.contract.nccl_env)
     ]
     trainer: dict[str, Any] = {
         "numNodes": nodes,
@@ -328,10 +310,9 @@ def trainjob(
     template: dict[str, Any] = {
         "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": node_pod}}}]}
     }
-    if w.volcano:
-        template["metadata"] = {
-            "annotations": {scheduling.VOLCANO_QUEUE_ANNOTATION: w.tenant.namespace}
-        }
+    template_metadata = w.authority.trainjob_template_metadata(w.contract)
+    if template_metadata is not None:
+        template["metadata"] = template_metadata
     metadata = w.job_metadata(name)
     metadata.pop("annotations", None)
     return {
@@ -352,11 +333,10 @@ def trainjob(
     }
 
 
-def job_manifest(plan: Plan, model: StackModel, req: JobRequest) -> dict[str, Any]:
+def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     """The manifest of one job; StackError (naming the option) when the request does not fit
     the stack."""
-    tenant = check_request(model, req)
-    w = Wiring(model, tenant, plan.wiring[tenant.namespace])
+    w = wiring_for(plan, req)
     image = req.image or plan.components["training-image"].image_ref or ""
     name = req.name or default_name(req)
     default = DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
@@ -367,5 +347,5 @@ def job_manifest(plan: Plan, model: StackModel, req: JobRequest) -> dict[str, An
         return mpijob(w, name, req.nodes, image, program)
     if req.kind == "pytorchjob":
         return pytorchjob(w, name, req.nodes, image, program)
-    runtime = req.runtime or model.training.trainer.runtimes[0]
+    runtime = req.runtime or plan.facts.operators.trainer_runtimes[0]
     return trainjob(w, name, req.nodes, image, program, runtime)

@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gpufabric.config import StackModel
+from gpufabric.exitcodes import ExitCode
+from gpufabric.plan.facts import Facts
+from gpufabric.plan.resolve import DEFAULT_FRACTION
 
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 GIB = 1 << 30
-DEFAULT_FRACTION = 0.9
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\]\s)")
 _NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
@@ -238,7 +240,116 @@ class Expectation:
     gpus_per_node: int | None = None
 
 
-def judge(run: Run, exp: Expectation) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Transport:
+    """How the run's ranks talked to each other, as NCCL said."""
+
+    network: str | None
+    link_layers: Mapping[str, str]
+    socket_fallback: bool
+    inter_node_channels: int
+    nranks: int | None
+    hosts: int
+
+
+@dataclass(frozen=True)
+class GdrUse:
+    expected: bool
+    inter_node_channels_with_gdrdma: int
+    disabled_hcas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """The verdict on one nccl-tests run (one log, or one test of a log)."""
+
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    test: str | None
+    transport: Transport
+    gdr: GdrUse
+    busbw_max_gbps: float | None
+    threshold_gbps: float | None
+    threshold_source: str
+    avg_busbw_gbps: float | None
+    rows: tuple[Row, ...]
+    warnings: tuple[Mapping[str, str], ...]
+    file: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape of one run."""
+        return {
+            **({"file": self.file} if self.file else {}),
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "test": self.test,
+            "transport": {
+                "network": self.transport.network,
+                "link_layers": dict(self.transport.link_layers),
+                "socket_fallback": self.transport.socket_fallback,
+                "inter_node_channels": self.transport.inter_node_channels,
+                "nranks": self.transport.nranks,
+                "hosts": self.transport.hosts,
+            },
+            "gdr": {
+                "expected": self.gdr.expected,
+                "inter_node_channels_with_gdrdma": self.gdr.inter_node_channels_with_gdrdma,
+                "disabled_hcas": list(self.gdr.disabled_hcas),
+            },
+            "busbw_max_gbps": self.busbw_max_gbps,
+            "threshold_gbps": self.threshold_gbps,
+            "threshold_source": self.threshold_source,
+            "avg_busbw_gbps": self.avg_busbw_gbps,
+            "rows": [
+                {"size": r.size, "busbw_oop": r.busbw_oop, "busbw_ip": r.busbw_ip, "wrong": r.wrong}
+                for r in self.rows
+            ],
+            "warnings": [dict(w) for w in self.warnings],
+        }
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How the acceptance job itself ended (``verify nccl``)."""
+
+    state: str  # Succeeded | Failed | Timeout
+    message: str
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class Report:
+    """The verdict over every run of an acceptance test: the worst run's."""
+
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    threshold_gbps: float | None
+    threshold_source: str
+    runs: tuple[RunVerdict, ...]
+    job: JobOutcome | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return VERDICT_EXIT[self.verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "threshold_gbps": self.threshold_gbps,
+            "threshold_source": self.threshold_source,
+            "runs": [r.to_dict() for r in self.runs],
+        }
+        if self.job is not None:
+            doc["job"] = {
+                "state": self.job.state,
+                "message": self.job.message,
+                "waited_s": self.job.waited_s,
+            }
+        return doc
+
+
+def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
     fail: list[str] = []
     unsure: list[str] = []
     if run.fatal:
@@ -294,61 +405,54 @@ def judge(run: Run, exp: Expectation) -> dict[str, Any]:
             f"{exp.threshold_gbps:g} GB/s ({exp.threshold_source})"
         )
     verdict: Verdict = "FAIL" if fail else "INCONCLUSIVE" if unsure else "PASS"
-    return {
-        "verdict": verdict,
-        "reasons": fail + unsure,
-        "test": run.test,
-        "transport": {
-            "network": run.network,
-            "link_layers": dict(sorted(run.link_layers.items())),
-            "socket_fallback": socket,
-            "inter_node_channels": len(run.inter_node),
-            "nranks": run.nranks,
-            "hosts": len(run.hosts),
-        },
-        "gdr": {
-            "expected": exp.rdma and exp.gdr,
-            "inter_node_channels_with_gdrdma": len(gdr_channels),
-            "disabled_hcas": sorted(set(run.gdr_disabled)),
-        },
-        "busbw_max_gbps": best,
-        "threshold_gbps": exp.threshold_gbps,
-        "threshold_source": exp.threshold_source,
-        "avg_busbw_gbps": run.avg_busbw,
-        "rows": [
-            {"size": r.size, "busbw_oop": r.busbw_oop, "busbw_ip": r.busbw_ip, "wrong": r.wrong}
-            for r in run.rows
-        ],
-        "warnings": run.warnings,
-    }
+    return RunVerdict(
+        verdict=verdict,
+        reasons=tuple(fail + unsure),
+        test=run.test,
+        transport=Transport(
+            network=run.network,
+            link_layers=dict(sorted(run.link_layers.items())),
+            socket_fallback=socket,
+            inter_node_channels=len(run.inter_node),
+            nranks=run.nranks,
+            hosts=len(run.hosts),
+        ),
+        gdr=GdrUse(
+            expected=exp.rdma and exp.gdr,
+            inter_node_channels_with_gdrdma=len(gdr_channels),
+            disabled_hcas=tuple(sorted(set(run.gdr_disabled))),
+        ),
+        busbw_max_gbps=best,
+        threshold_gbps=exp.threshold_gbps,
+        threshold_source=exp.threshold_source,
+        avg_busbw_gbps=run.avg_busbw,
+        rows=tuple(run.rows),
+        warnings=tuple(run.warnings),
+        file=file,
+    )
 
 
 def expectation(
-    model: StackModel | None, min_busbw: float | None, fraction: float = DEFAULT_FRACTION
+    facts: Facts | None, min_busbw: float | None, fraction: float = DEFAULT_FRACTION
 ) -> Expectation:
-    """From the stack (a StackModel) and the command line: the threshold is --min-busbw, or
-    ``fraction`` of the node's line rate (rails x link rate)."""
-    if model is None:
+    """From the stack's resolved facts and the command line: the threshold is --min-busbw,
+    or ``fraction`` of the node's line rate (the Plan's acceptance facts)."""
+    if facts is None:
         if min_busbw is None:
             return Expectation()
         return Expectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
-    f = model.fabric
-    line_rate = len(f.rails) * f.linkRateGbps / 8
+    acceptance = facts.acceptance.at_fraction(fraction)
     if min_busbw is not None:
         threshold, source = min_busbw, "--min-busbw"
     else:
-        threshold = round(fraction * line_rate, 2)
-        source = (
-            f"{fraction:g} x line rate {line_rate:g} GB/s "
-            f"({len(f.rails)} rails x {f.linkRateGbps} Gb/s)"
-        )
+        threshold, source = acceptance.threshold_gbps, acceptance.threshold_source
     return Expectation(
-        rdma=f.rdma != "none",
-        link_layer="IB" if f.type == "infiniband" else "RoCE",
+        rdma=acceptance.rdma,
+        link_layer=acceptance.link_layer,
         gdr=True,
         threshold_gbps=threshold,
         threshold_source=source,
-        gpus_per_node=model.gpuNodes.gpusPerNode,
+        gpus_per_node=facts.nodes.gpus_per_node,
     )
 
 
@@ -363,48 +467,52 @@ def add_threshold_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-SEVERITY = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
-EXIT_CODES = {"PASS": 0, "FAIL": 4, "INCONCLUSIVE": 5}
+SEVERITY: Mapping[Verdict, int] = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
+VERDICT_EXIT: Mapping[Verdict, int] = {
+    "PASS": ExitCode.OK,
+    "FAIL": ExitCode.FAIL,
+    "INCONCLUSIVE": ExitCode.INCONCLUSIVE,
+}
 
 
-def report(files: dict[str, str], exp: Expectation) -> dict[str, Any]:
+def report(files: Mapping[str, str], exp: Expectation) -> Report:
     """The verdict over several logs (e.g. all_reduce then all_gather): the worst one."""
-    runs = [{"file": name, **judge(parse(text), exp)} for name, text in files.items()]
-    worst = max(runs, key=lambda r: SEVERITY[r["verdict"]])
-    return {
-        "verdict": worst["verdict"],
-        "reasons": [f"{r['file']}: {reason}" for r in runs for reason in r["reasons"]],
-        "threshold_gbps": exp.threshold_gbps,
-        "threshold_source": exp.threshold_source,
-        "runs": runs,
-    }
+    runs = tuple(judge(parse(text), exp, file=name) for name, text in files.items())
+    worst = max(runs, key=lambda r: SEVERITY[r.verdict])
+    return Report(
+        verdict=worst.verdict,
+        reasons=tuple(f"{r.file}: {reason}" for r in runs for reason in r.reasons),
+        threshold_gbps=exp.threshold_gbps,
+        threshold_source=exp.threshold_source,
+        runs=runs,
+    )
 
 
-def format_text(doc: dict[str, Any]) -> str:
-    out = [f"NCCL acceptance: {doc['verdict']}"]
-    if doc["threshold_gbps"] is not None:
-        out.append(f"  threshold   {doc['threshold_gbps']:g} GB/s ({doc['threshold_source']})")
-    for run in doc["runs"]:
-        t = run["transport"]
-        best = run["busbw_max_gbps"]
-        out.append(f"  {run['file']}: {run['verdict']} ({run['test'] or 'unknown test'})")
+def format_text(doc: Report) -> str:
+    out = [f"NCCL acceptance: {doc.verdict}"]
+    if doc.threshold_gbps is not None:
+        out.append(f"  threshold   {doc.threshold_gbps:g} GB/s ({doc.threshold_source})")
+    for run in doc.runs:
+        t = run.transport
+        best = run.busbw_max_gbps
+        out.append(f"  {run.file}: {run.verdict} ({run.test or 'unknown test'})")
         out.append(
-            f"    transport   {t['network'] or '?'}"
+            f"    transport   {t.network or '?'}"
             + (
-                f", {', '.join(f'{hca}/{layer}' for hca, layer in t['link_layers'].items())}"
-                if t["link_layers"]
+                f", {', '.join(f'{hca}/{layer}' for hca, layer in t.link_layers.items())}"
+                if t.link_layers
                 else ""
             )
-            + f"; inter-node channels {t['inter_node_channels']}, with GDRDMA "
-            f"{run['gdr']['inter_node_channels_with_gdrdma']}"
+            + f"; inter-node channels {t.inter_node_channels}, with GDRDMA "
+            f"{run.gdr.inter_node_channels_with_gdrdma}"
         )
         out.append(
             f"    busbw       best >= 1 GiB: {best if best is not None else '-'} GB/s; "
-            f"average line (not judged): {run['avg_busbw_gbps']}"
+            f"average line (not judged): {run.avg_busbw_gbps}"
         )
-        for reason in run["reasons"]:
+        for reason in run.reasons:
             out.append(f"    - {reason}")
-        for w in run["warnings"]:
+        for w in run.warnings:
             out.append(
                 f"    WARN {w['line']}\n      cause: {w['cause']}\n      check: {w['check']}"
             )

@@ -2,7 +2,10 @@
 
 Output contract (other tools build on it)::
 
-    <out>/plan.json                       items in apply order: id, type, layer, dependsOn, files
+    <out>/plan.json                       items in apply order: id, type, layer, dependsOn,
+                                          files, protect, retainOnDelete; the rail an item
+                                          exists for, the users' objects its CRDs hold, the
+                                          pinned component of a chart
     <out>/objects/<layer>/<ns>/<kind>-<name>.yaml   one object per file (_cluster: cluster-scoped)
     <out>/charts/<release>/chart.yaml     repository, chart, version, namespace, release name
     <out>/charts/<release>/values.yaml    values computed from the stack
@@ -89,8 +92,8 @@ def files_of(item: Item) -> dict[str, str]:
 
 
 def _overlay_files(item: Item, overlay: KustomizeOverlay) -> dict[str, str]:
-    name = item.id.rsplit("/", 1)[-1]
-    return {f"kustomize/{name}/{rel}": text for rel, text in overlay.files().items()}
+    # One overlay per pinned component: its name names the directory.
+    return {f"kustomize/{overlay.component}/{rel}": text for rel, text in overlay.files().items()}
 
 
 def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -105,6 +108,8 @@ def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:
                 "protect": it.protect,
                 "retainOnDelete": it.retain_on_delete,
                 "files": files[it.id],
+                **({"rail": it.rail} if it.rail is not None else {}),
+                **({"holds": it.holds} if it.holds is not None else {}),
                 **_summary(it),
             }
             for it in plan.items
@@ -122,7 +127,12 @@ def _summary(item: Item) -> dict[str, Any]:
             "namespace": p.namespace,
         }
     if isinstance(p, HelmChart):
-        return {"chart": p.chart, "version": p.version, "namespace": p.namespace}
+        return {
+            "chart": p.chart,
+            "version": p.version,
+            "namespace": p.namespace,
+            "component": p.release,
+        }
     return {"directory": p.directory, "namespace": p.namespace}
 
 

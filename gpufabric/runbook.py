@@ -1,8 +1,9 @@
 """The bootstrap runbook of a stack: Markdown rendered from manifests/runbooks/*.md.j2.
 
-Everything stack-specific comes from the model and the Plan computed here (phases in apply
-order with their ``pulumi up --target`` URNs, readiness and verify commands, thresholds,
-mirrors); the templates hold the prose. ``gpufabric runbook --stack S`` prints it;
+Everything stack-specific comes from the Plan: its resolved facts (rails, MTU, RoCE class,
+thresholds, tenants, the queueing authority), its items (phases in apply order with their
+``pulumi up --target`` URNs, named as the components name them) and what it pulls; the
+templates hold the prose, and the queueing authority's own fragment its part. ``gpufabric runbook --stack S`` prints it;
 docs/runbooks/<stack>.md are the committed renders of the example stacks.
 """
 
@@ -12,17 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric import nccl_report, rails
-from gpufabric.config import StackModel
-from gpufabric.images import StackSources, collect
-from gpufabric.plan import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer, Plan, build_plan
-from gpufabric.plan import network as network_plan
-from gpufabric.plan import scheduling as scheduling_plan
-from gpufabric.plan import training as training_plan
+from gpufabric import authorities
+from gpufabric.plan import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer, Plan, ids
+from gpufabric.plan.pulls import StackSources
 from gpufabric.templates import MANIFESTS_DIR, environment
 
 RUNBOOK_DIR = MANIFESTS_DIR / "runbooks"
-PROJECT = "gpufabric"  # Pulumi.yaml name: part of every URN
 LAYER_TITLES = {
     Layer.GPU: "GPU Operator",
     Layer.NETWORK: "RDMA network",
@@ -49,11 +45,7 @@ class Phase:
         return ",".join(layer.value for layer in self.layers_so_far)
 
 
-def _urn(stack: str, type_chain: str, name: str) -> str:
-    return f"urn:pulumi:{stack}::{PROJECT}::{type_chain}::{name}"
-
-
-def _closure(ids: Sequence[str], by_id: Mapping[str, Item], applied: set[str]) -> list[str]:
+def _closure(item_ids: Sequence[str], by_id: Mapping[str, Item], applied: set[str]) -> list[str]:
     """``ids`` and everything they depend on that is not applied yet, dependencies first."""
     out: list[str] = []
 
@@ -64,15 +56,15 @@ def _closure(ids: Sequence[str], by_id: Mapping[str, Item], applied: set[str]) -
             need(dep)
         out.append(item_id)
 
-    for item_id in ids:
+    for item_id in item_ids:
         need(item_id)
     return out
 
 
-def phases(stack: str, model: StackModel, plan: Plan) -> list[Phase]:
+def phases(plan: Plan) -> list[Phase]:
     """One phase per layer in apply order. A phase also applies the items of later layers
     that its own items depend on, so each ``pulumi up --target`` is complete by itself."""
-    cluster = model.cluster.name
+    stack, cluster = plan.stack, plan.facts.cluster
     by_id = {it.id: it for it in plan.items}
     applied: set[str] = set()
     out: list[Phase] = []
@@ -88,14 +80,15 @@ def phases(stack: str, model: StackModel, plan: Plan) -> list[Phase]:
         applied.update(needed)
         # Names are unique in the stack; `**` spans the parent type chain (root component,
         # its provider, the layer components, their items and the charts' children).
-        targets = [_urn(stack, "**", cluster), _urn(stack, "**", f"{cluster}-k8s")]
+        targets = [ids.urn(stack, "**", cluster), ids.urn(stack, "**", ids.provider_name(cluster))]
         for other in dict.fromkeys(it.layer for it in pulled):
-            targets.append(_urn(stack, "**", f"{cluster}-{other.value}"))
+            targets.append(ids.urn(stack, "**", ids.layer_component_name(cluster, other.value)))
             for it in pulled:
                 if it.layer == other:
-                    targets.append(_urn(stack, "**", f"{cluster}-{other.value}-{it.id}*"))
-        targets.append(_urn(stack, "**", f"{cluster}-{layer.value}"))
-        targets.append(_urn(stack, "**", f"{cluster}-{layer.value}-*"))
+                    name = ids.child_name(cluster, other.value, it.id)
+                    targets.append(ids.urn(stack, "**", f"{name}*"))
+        targets.append(ids.urn(stack, "**", ids.layer_component_name(cluster, layer.value)))
+        targets.append(ids.urn(stack, "**", ids.child_name(cluster, layer.value, "*")))
         out.append(
             Phase(
                 number=len(out) + 1,
@@ -121,53 +114,43 @@ def _describe(item: Item, plan: Plan) -> str:
     return f"{p.kind} `{ns}{p.name}`"
 
 
-def context(stack: str, model: StackModel) -> dict[str, Any]:
-    plan = build_plan(stack, model)
-    fabric = model.fabric
-    expectation = nccl_report.expectation(model, None)
-    pulled: StackSources = collect(stack, model)
-    pfc = ["0"] * 8
-    if fabric.type == "roce":
-        pfc[fabric.roce_settings.pfcPriority] = "1"
+def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
+    """What the templates read: the Plan's facts and items, and what the stack pulls."""
+    facts = plan.facts
+    authority = authorities.get(facts.gang.authority)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
     return {
-        "stack": stack,
-        "model": model,
-        "fabric": fabric,
-        "roce": fabric.roce_settings if fabric.type == "roce" else None,
-        "ib": fabric.infiniband_settings if fabric.type == "infiniband" else None,
-        "pfc_vector": ",".join(pfc),
-        "rails": fabric.rails,
-        "rdma_resources": rails.rdma_resources(fabric),
-        "rail_resource": lambda rail: rails.resource_name(fabric, rail),
-        "phases": phases(stack, model, plan),
+        "stack": plan.stack,
+        "facts": facts,
+        "fabric": facts.fabric,
+        "nodes": facts.nodes,
+        "gang": facts.gang,
+        "ops": facts.operators,
+        "acceptance": facts.acceptance,
+        "tenants": list(facts.tenants.values()),
+        "authority": authority,
+        "roce": facts.fabric.roce,
+        "ib": facts.fabric.infiniband,
+        "rails": facts.fabric.rails,
+        "phases": phases(plan),
         "describe": lambda item: _describe(item, plan),
         "components": plan.components,
         "charts": charts,
         "overlays": [it.payload for it in plan.items if isinstance(it.payload, KustomizeOverlay)],
-        "expectation": expectation,
-        "first_tenant": model.tenants[0].namespace if model.tenants else None,
+        "first_tenant": next(iter(facts.tenants), None),
         "sources": pulled,
-        "mirrors": model.sources.mirrors(),
-        "nfd_from_network_operator": network_plan.network_operator_runs_nfd(model),
-        "gpu_waits_for_nic": network_plan.gpu_waits_for_nic_driver(model),
-        "frameworks": scheduling_plan.frameworks(model) if model.scheduling.gang == "kueue" else [],
-        "mpi_args": training_plan.mpi_operator_args(model),
-        "training_args": training_plan.training_operator_args(model),
-        "networks_namespace": None if fabric.nadScope == "tenant" else fabric.networkNamespace,
-        "gpu_selector": ",".join(
-            f"{k}={v}" for k, v in sorted(model.gpuNodes.nodeSelector.items())
-        ),
-        "first_netdev": fabric.rails[0].netdev,
+        "mirrored": pulled.mirrored,
+        "first_netdev": facts.fabric.rails[0].netdev,
     }
 
 
-def render(stack: str, model: StackModel) -> str:
+def render(plan: Plan, pulled: StackSources) -> str:
+    """The runbook of a Plan; ``pulled`` is what its stack pulls (``plan.pulls.collect``)."""
     env = environment(RUNBOOK_DIR)
     env.filters["sq"] = _single_quote
-    text = env.get_template("runbook.md.j2").render(**context(stack, model))
+    text = env.get_template("runbook.md.j2").render(**context(plan, pulled))
     # One blank line between blocks, a single trailing newline: stable, diff-friendly output.
     lines: list[str] = []
     for line in text.splitlines():

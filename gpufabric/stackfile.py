@@ -17,6 +17,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from gpufabric.config import SECTIONS, StackModel
+from gpufabric.plan.pulls import air_gap_problems
 from gpufabric.problems import Problem, StackError, from_validation_error, suggest
 from gpufabric.validation import Parts, run_checks
 
@@ -184,8 +185,7 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
         raise StackError(source, sorted(dict.fromkeys(problems), key=_order))
     model = StackModel(**parsed)
     if model.sources.airGapped:
-        from gpufabric.images import air_gap_problems
-
+        # What the stack pulls is known only once its Plan is built.
         stack = model.cluster.name
         gaps = air_gap_problems(stack, model)
         if gaps:

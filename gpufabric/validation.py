@@ -27,7 +27,7 @@ from gpufabric.config import (
     Training,
 )
 from gpufabric.problems import Problem, suggest
-from gpufabric.versions import check_versions, effective_components
+from gpufabric.versions import check_versions, effective_components, known_upstreams
 
 MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 4092)}
 ROCE_FULL_PATH_MTU = 4200  # the netdev MTU that still gives RDMA a 4096-byte path MTU
@@ -283,10 +283,11 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
                 f"fabric.ncclEnv.{name}",
                 "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals)",
             )
-    if f.type == "roce" and f.rdma != "none" and f.effective_mtu < ROCE_FULL_PATH_MTU:
+    # Unset, the MTU is the fabric's jumbo default; only a configured one can be too small.
+    if f.type == "roce" and f.rdma != "none" and f.mtu is not None and f.mtu < ROCE_FULL_PATH_MTU:
         yield Problem(
             "fabric.mtu",
-            f"{f.effective_mtu} caps the RDMA path MTU at 2048 or less; RoCE fabrics run "
+            f"{f.mtu} caps the RDMA path MTU at 2048 or less; RoCE fabrics run "
             "jumbo frames (9000 end to end) for full bandwidth",
             warning=True,
         )
@@ -585,8 +586,6 @@ def _sources(p: Parts) -> Iterator[Problem]:
     silently leave the real upstream in place."""
     if p.sources is None:
         return
-    from gpufabric.images import known_upstreams
-
     registries, repositories = known_upstreams()
     for key in p.sources.registries:
         if key not in registries:

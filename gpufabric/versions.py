@@ -288,13 +288,35 @@ def check_versions(
     return problems
 
 
+NIC_POLICY_IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
+"""Where the NicClusterPolicy's component images (nv-ipam, CNI plugins, device plugins) live,
+tagged with the Network Operator's release."""
+
+
+def known_upstreams() -> tuple[set[str], set[str]]:
+    """(image registries, chart repositories) the pinned releases may pull from."""
+    registries: set[str] = set()
+    repositories: set[str] = set()
+    for component in load_catalog().components.values():
+        if component.repository:
+            repositories.add(component.repository.rstrip("/"))
+        if component.image:
+            registries.add(split_registry(component.image)[0])
+        for entry in component.chart_images:
+            registries.add(split_registry(entry.image)[0])
+    registries.add(split_registry(NIC_POLICY_IMAGE_REPOSITORY)[0])
+    return registries, repositories
+
+
 __all__ = [
+    "NIC_POLICY_IMAGE_REPOSITORY",
     "Catalog",
     "ChartImage",
     "Component",
     "Rule",
     "check_versions",
     "effective_components",
+    "known_upstreams",
     "load_catalog",
     "parse_version",
 ]

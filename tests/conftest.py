@@ -1,8 +1,8 @@
-"""Shared fixtures: the example stacks, ../shared when present, stack-file builders."""
+"""Shared fixtures: ../shared when present, stack files, the lab-roce config (builders in
+builders.py)."""
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,12 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import REPO, SHIPPED_STACKS, STACKS_DIR, example_config, sections
 
-REPO = Path(__file__).resolve().parent.parent
-STACKS_DIR = REPO / "stacks"
-EXAMPLE_STACKS = sorted(
-    p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml")
-)
+EXAMPLE_STACKS = list(SHIPPED_STACKS)
 SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))
 CRD_DIR = SHARED / "crds"
 
@@ -26,17 +23,6 @@ def crd_dir() -> Path:
     if not CRD_DIR.is_dir():
         pytest.skip("../shared/crds is absent (a user's clone has none)")
     return CRD_DIR
-
-
-def example_config(name: str) -> dict[str, Any]:
-    """The `config:` mapping of an example stack, as a fresh mutable copy."""
-    doc = yaml.safe_load((STACKS_DIR / f"Pulumi.{name}.yaml").read_text())
-    return copy.deepcopy(doc["config"])
-
-
-def sections(config: dict[str, Any]) -> dict[str, Any]:
-    """`gpufabric:x` keys -> `x`, as the Pulumi program hands them to the model."""
-    return {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpufabric:")}
 
 
 @pytest.fixture
@@ -55,3 +41,14 @@ def write_stack(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture
 def lab() -> dict[str, Any]:
     return example_config("lab-roce")
+
+
+__all__ = [
+    "CRD_DIR",
+    "EXAMPLE_STACKS",
+    "REPO",
+    "SHARED",
+    "STACKS_DIR",
+    "example_config",
+    "sections",
+]

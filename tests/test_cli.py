@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from conftest import EXAMPLE_STACKS, REPO
 
 from gpufabric.cli import main
+from gpufabric.exitcodes import ExitCode
 from gpufabric.plan import build_plan
 from gpufabric.schema import is_builtin
 from gpufabric.stackfile import load_stack
@@ -113,7 +115,7 @@ def test_missing_crd_dir_is_bad_input(tmp_path: Path) -> None:
     assert main(["render", "--stack", "kind-dev", "--crd-dir", str(tmp_path / "nope")]) == 2
 
 
-def test_invalid_rendered_objects_exit_3_and_write_nothing(
+def test_invalid_rendered_objects_exit_6_and_write_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import gpufabric.cli as cli
@@ -124,16 +126,13 @@ def test_invalid_rendered_objects_exit_3_and_write_nothing(
         bad = K8sObject(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "datta": {}}
         )
-        return Plan(
-            plan.stack,
-            (*plan.items, Item("tenants/bad", Layer.TENANTS, bad)),
-            plan.wiring,
-            plan.components,
-        )
+        return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
 
     monkeypatch.setattr(cli, "build_plan", broken)
     out = tmp_path / "out"
-    assert main(["render", "--stack", "kind-dev", "--out", str(out)]) == 3
+    assert (
+        main(["render", "--stack", "kind-dev", "--out", str(out)]) == ExitCode.INVALID_OBJECTS == 6
+    )
     err = capsys.readouterr().err
     assert "ConfigMap/x" in err
     assert "datta" in err

@@ -38,10 +38,10 @@ def test_defaults_are_the_safe_current_choices(lab: dict[str, Any]) -> None:
     assert model.fabric.rdma == "shared"
     assert model.fabric.multus == "thick"
     assert model.fabric.ipam.type == "nv-ipam"
-    assert model.fabric.effective_mtu == 9000
+    assert model.fabric.mtu is None  # resolved in the plan: DEFAULT_MTU
     assert model.scheduling.gang == "kueue"
     assert model.scheduling.allOrNothingTimeout == 300
-    assert model.fabric.roce_settings.gidIndex is None
+    assert model.fabric.roce is None or model.fabric.roce.gidIndex is None
 
 
 def test_unknown_keys_get_did_you_mean_and_accepted_keys(lab: dict[str, Any]) -> None:
@@ -164,7 +164,7 @@ def test_pkey_is_normalised() -> None:
     config = example_config("prod-ib")
     config["gpufabric:fabric"]["infiniband"]["pkey"] = "0X801"
     model = model_from_config(sections(config), "test", from_file=True)
-    assert model.fabric.infiniband_settings.pkey == "0x0801"
+    assert model.fabric.infiniband.pkey == "0x0801"
 
 
 def test_infiniband_vf_limit_and_ufm_needs_sriov() -> None:
@@ -257,7 +257,7 @@ def _ufm_config() -> dict[str, Any]:
 
 def test_encrypted_values_are_accepted_and_never_decrypted() -> None:
     model = model_from_config(sections(_ufm_config()), "test", from_file=True)
-    ufm = model.fabric.infiniband_settings.ufm
+    ufm = model.fabric.infiniband.ufm
     assert ufm is not None
     assert ufm.password == SecretValue(ciphertext="AAABAJk=")
     assert ufm.password.plaintext is None
@@ -277,7 +277,7 @@ def test_pulumi_engine_hands_secrets_over_decrypted() -> None:
     config = _ufm_config()
     config["gpufabric:fabric"]["infiniband"]["ufm"]["password"] = "hunter2"
     model = model_from_config(sections(config), "test", from_file=False)
-    ufm = model.fabric.infiniband_settings.ufm
+    ufm = model.fabric.infiniband.ufm
     assert ufm is not None
     assert ufm.password.plaintext == "hunter2"
 

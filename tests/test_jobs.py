@@ -11,9 +11,10 @@ import pytest
 import yaml
 from conftest import EXAMPLE_STACKS, example_config, sections
 
+from gpufabric.authorities import kueue, volcano
 from gpufabric.cli import main
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
-from gpufabric.plan import Plan, build_plan, scheduling
+from gpufabric.plan import Plan, build_plan
 from gpufabric.schema import validate_objects
 from gpufabric.stackfile import model_from_config
 
@@ -67,16 +68,16 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
     config = config_for(name, gang)
     plan, model = setup(config)
     tenant = config["gpufabric:tenants"][-1]["namespace"]
-    job = job_manifest(plan, model, JobRequest(tenant=tenant, kind=kind, nodes=2))  # type: ignore[arg-type]
+    job = job_manifest(plan, JobRequest(tenant=tenant, kind=kind, nodes=2))  # type: ignore[arg-type]
     wiring = plan.wiring[tenant]
     gpus = model.gpuNodes.gpusPerNode
     meta = job["metadata"]
     assert meta["namespace"] == tenant
     if gang == "kueue":
-        assert meta["labels"][scheduling.QUEUE_LABEL] == scheduling.LOCAL_QUEUE_NAME
-        assert meta["labels"][scheduling.PRIORITY_LABEL] == f"tenant-{tenant}"
+        assert meta["labels"][kueue.QUEUE_LABEL] == kueue.LOCAL_QUEUE_NAME
+        assert meta["labels"][kueue.PRIORITY_LABEL] == f"tenant-{tenant}"
     elif kind != "trainjob":
-        assert meta["annotations"][scheduling.VOLCANO_QUEUE_ANNOTATION] == tenant
+        assert meta["annotations"][volcano.QUEUE_ANNOTATION] == tenant
         policy = job["spec"]["runPolicy"]["schedulingPolicy"]
         assert policy["queue"] == tenant
         assert policy["minAvailable"] == (3 if kind == "mpijob" else 2)
@@ -125,14 +126,14 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         assert all(e["valueFrom"]["configMapKeyRef"]["name"] == "nccl-env" for e in trainer["env"])
         if gang == "volcano":
             patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
-            assert patch["metadata"]["annotations"] == {scheduling.VOLCANO_QUEUE_ANNOTATION: tenant}
+            assert patch["metadata"]["annotations"] == {volcano.QUEUE_ANNOTATION: tenant}
 
 
 @pytest.mark.parametrize(("name", "gang", "kind"), CASES)
 def test_job_validates_against_the_crds(name: str, gang: str, kind: str, crd_dir: Path) -> None:
     plan, model = setup(config_for(name, gang))
     tenant = model.tenants[0].namespace
-    job = job_manifest(plan, model, JobRequest(tenant=tenant, kind=kind))  # type: ignore[arg-type]
+    job = job_manifest(plan, JobRequest(tenant=tenant, kind=kind))  # type: ignore[arg-type]
     report = validate_objects([job], model.cluster.kubernetes_minor, crd_dir)
     assert report.ok, report.errors
     assert report.checked_custom == 1

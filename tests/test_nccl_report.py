@@ -12,15 +12,16 @@ from conftest import REPO
 
 from gpufabric import nccl_report
 from gpufabric.cli import main
+from gpufabric.plan import build_plan
 from gpufabric.stackfile import load_stack
 
 LOGS = REPO / "tests" / "fixtures" / "nccl"
 
 
 def judge(name: str, stack: str | None = None, min_busbw: float | None = None) -> dict[str, Any]:
-    model = load_stack(stack).model if stack else None
-    exp = nccl_report.expectation(model, min_busbw)
-    return nccl_report.judge(nccl_report.parse((LOGS / name).read_text()), exp)
+    facts = build_plan(stack, load_stack(stack).model).facts if stack else None
+    exp = nccl_report.expectation(facts, min_busbw)
+    return nccl_report.judge(nccl_report.parse((LOGS / name).read_text()), exp).to_dict()
 
 
 def test_infiniband_with_gdrdma_passes_against_the_line_rate() -> None:
@@ -103,7 +104,7 @@ def test_no_threshold_and_no_transport_lines_are_inconclusive() -> None:
         for line in (LOGS / "ib-gdr-pass.log").read_text().splitlines()
         if "NCCL INFO" not in line
     )
-    doc = nccl_report.judge(nccl_report.parse(text), nccl_report.expectation(None, None))
+    doc = nccl_report.judge(nccl_report.parse(text), nccl_report.expectation(None, None)).to_dict()
     assert doc["verdict"] == "INCONCLUSIVE"
     assert any("no transport lines" in r for r in doc["reasons"])
     assert any("no threshold" in r for r in doc["reasons"])

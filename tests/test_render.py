@@ -4,14 +4,16 @@ secrets, byte-identical output, and a clean replacement of the output directory.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from builders import example_config, plan_of
 from conftest import EXAMPLE_STACKS
 
 from gpufabric.config import SecretValue
-from gpufabric.plan import HelmChart, Item, K8sObject, Layer, Plan, SecretRef, build_plan
+from gpufabric.plan import HelmChart, Item, K8sObject, Layer, SecretRef, build_plan
 from gpufabric.render import render_files, write_tree
 from gpufabric.stackfile import load_stack
 
@@ -72,14 +74,12 @@ def test_secrets_render_as_placeholders_and_charts_as_two_files() -> None:
     chart = HelmChart(
         "https://example.invalid/charts", "demo", "1.0.0", "demo", "demo", {"a": {"b": 1}}
     )
-    plan = Plan(
-        stack="s",
+    plan = replace(
+        plan_of(example_config("kind-dev"), "s"),
         items=(
             Item("network/ufm-secret", Layer.NETWORK, K8sObject(body)),
             Item("gpu/demo", Layer.GPU, chart),
         ),
-        wiring={},
-        components={},
     )
     files = render_files(plan)
     rendered = "".join(files.values())

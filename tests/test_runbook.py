@@ -14,7 +14,9 @@ from conftest import EXAMPLE_STACKS, REPO, example_config, sections
 
 from gpufabric import nccl_report
 from gpufabric.cli import main, parser
+from gpufabric.config import Roce
 from gpufabric.plan import build_plan
+from gpufabric.plan.pulls import collect
 from gpufabric.runbook import render
 from gpufabric.stackfile import load_stack, model_from_config
 
@@ -52,7 +54,8 @@ KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete"}
 
 
 def runbook(name: str) -> str:
-    return render(name, load_stack(name).model)
+    model = load_stack(name).model
+    return render(build_plan(name, model), collect(name, model))
 
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
@@ -85,18 +88,19 @@ def test_runbook_names_the_stacks_hardware_versions_and_thresholds(name: str) ->
         assert f"`{it.id}`" in text  # every item appears in a phase
     for component in ("gpu-operator", "network-operator", model.scheduling.gang):
         assert f"| {component} | {plan.components[component].version} |" in text
-    threshold = nccl_report.expectation(model, None).threshold_gbps
+    threshold = nccl_report.expectation(build_plan(name, model).facts, None).threshold_gbps
     assert f"at least {threshold:g} GB/s" in text
     for tenant in model.tenants:
         assert f"`{tenant.namespace}`" in text
     if f.type == "roce":
-        r = f.roce_settings
+        r = f.roce or Roce()
         pfc = ["0"] * 8
         pfc[r.pfcPriority] = "1"
         for rail in f.rails:
             assert f"mlnx_qos -i {rail.netdev} --trust dscp --pfc {','.join(pfc)}" in text
         assert f"DSCP {r.dscp}" in text
-        assert f"traffic class {r.effective_traffic_class}" in text
+        tc = r.trafficClass if r.trafficClass is not None else r.dscp * 4
+        assert f"traffic class {tc}" in text
     else:
         assert "sminfo" in text
         if f.rdma == "sriov":
@@ -178,7 +182,8 @@ def test_peermem_stack_covers_the_driver_ordering_pitfall(tmp_path: Path) -> Non
     config = example_config("lab-roce")
     config["gpufabric:fabric"]["gpuDirect"] = "peermem"
     config["gpufabric:fabric"]["nicDriver"] = {"source": "operator"}
-    text = render("lab-roce", model_from_config(sections(config), "t", from_file=True))
+    model = model_from_config(sections(config), "t", from_file=True)
+    text = render(build_plan("lab-roce", model), collect("lab-roce", model))
     assert "nvidia-peermem CrashLoops" in text
     assert "the GPU Operator is installed only after the NicClusterPolicy is ready" in text
     assert "this stack runs it from the Network Operator" in text  # NFD moves with the order

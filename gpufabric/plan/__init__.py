@@ -1,336 +1,43 @@
-"""The Plan: every item a stack installs, in apply order, with its dependencies.
+"""The Plan: every item a stack installs, in apply order, with its dependencies and the
+resolved facts every output reads.
 
 A Plan is computed once from the stack model by pure functions (no I/O besides reading the
 templates and pins shipped with the project, no clock, no randomness), and everything else
 reads it: the Pulumi components register its items, ``gpufabric render`` writes them to
 files, the runbook describes them and ``verify`` checks a cluster against them.
 
-Each layer is a module in this package with a ``build(ctx)`` function returning items;
-:data:`LAYER_BUILDERS` lists them in layer order.
+Modules: :mod:`~gpufabric.plan.items` (what items are), :mod:`~gpufabric.plan.ids` (their
+ids and Pulumi names), :mod:`~gpufabric.plan.facts` and :mod:`~gpufabric.plan.resolve` (the
+resolved facts), one builder module per layer, and :mod:`~gpufabric.plan.build`.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
-
-from gpufabric.config import SecretValue, StackModel
-from gpufabric.versions import Component, effective_components
-
-
-class Layer(StrEnum):
-    """What part of the platform an item belongs to, in apply order."""
-
-    GPU = "gpu"
-    NETWORK = "network"
-    TRAINING = "training"
-    SCHEDULING = "scheduling"
-    TENANTS = "tenants"
-
-
-LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)
-
-STATE_READY = "jsonpath={.status.state}=ready"
-"""pulumi.com/waitFor condition for NVIDIA operators' policies (ClusterPolicy, NicClusterPolicy)."""
-
-
-@dataclass(frozen=True)
-class SecretRef:
-    """Stands in for a secret inside an object body: render writes a placeholder, the
-    Pulumi components substitute the value as a Pulumi secret."""
-
-    path: str
-    value: SecretValue = field(compare=False, repr=False)
-
-    @property
-    def placeholder(self) -> str:
-        return f"<secret:{self.path}>"
-
-
-@dataclass(frozen=True)
-class HelmChart:
-    """A Helm chart release with values computed from the stack."""
-
-    repository: str
-    chart: str
-    version: str
-    namespace: str
-    release: str
-    values: Mapping[str, Any]
-    awaits: Mapping[str, str] = field(default_factory=dict)
-    """Readiness of objects the chart creates: "group/version/Kind" -> pulumi.com/waitFor."""
-
-    @property
-    def chart_ref(self) -> str:
-        """What helm.v4.Chart takes as `chart`: OCI charts by full reference."""
-        if self.repository.startswith("oci://"):
-            return f"{self.repository.rstrip('/')}/{self.chart}"
-        return self.chart
-
-
-@dataclass(frozen=True)
-class KustomizeOverlay:
-    """A local kustomize overlay (a directory under manifests/) over a pinned upstream; its
-    ``*.j2`` files are rendered with ``parameters`` (pinned URLs and images)."""
-
-    directory: str
-    namespace: str
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    """Template values (strings, or lists of strings such as controller flags)."""
-    component: str = ""
-    """The pinned component (versions.yaml) whose upstream manifest the overlay builds on."""
-
-    def files(self) -> dict[str, str]:
-        """The overlay as applied: relative path -> content."""
-        from gpufabric.templates import render_overlay
-
-        return render_overlay(self.directory, self.parameters)
-
-
-@dataclass(frozen=True)
-class K8sObject:
-    """One Kubernetes object gpufabric writes itself."""
-
-    body: Mapping[str, Any]
-
-    @property
-    def api_version(self) -> str:
-        return str(self.body["apiVersion"])
-
-    @property
-    def kind(self) -> str:
-        return str(self.body["kind"])
-
-    @property
-    def name(self) -> str:
-        return str(self.body["metadata"]["name"])
-
-    @property
-    def namespace(self) -> str | None:
-        ns = self.body["metadata"].get("namespace")
-        return str(ns) if ns else None
-
-
-def helm_chart(
-    component: Component, values: Mapping[str, Any], awaits: Mapping[str, str] | None = None
-) -> HelmChart:
-    """The chart of a pinned Helm component; the release is named after the component."""
-    repository = component.chart_repository
-    if component.source != "helm" or not repository or not component.chart:
-        raise PlanError(f"{component.name} is not pinned as a Helm chart in versions.yaml")
-    return HelmChart(
-        repository=repository,
-        chart=component.chart,
-        version=component.version,
-        namespace=component.namespace,
-        release=component.name,
-        # Mirrors first: the values the stack computes win where both set a key.
-        values=deep_merge(component.mirror_values(), values),
-        awaits=dict(awaits or {}),
-    )
-
-
-def upstream_overlay(component: Component, directory: str, **parameters: Any) -> KustomizeOverlay:
-    """A local overlay over a pinned component's upstream manifest. Its templates get the
-    manifest URL and the component's image: the name the upstream manifest uses
-    (``upstream_name``) and the name and tag to pull (``image_name``/``image_tag``, through the
-    stack's mirrors), besides ``parameters``."""
-    from gpufabric.sources import split_tag
-
-    image_name, image_tag = component.image_name_tag
-    return KustomizeOverlay(
-        directory=directory,
-        namespace=component.namespace,
-        component=component.name,
-        parameters={
-            "manifest": component.manifest_url or "",
-            "upstream_name": split_tag(component.upstream_image_ref or "")[0],
-            "image_name": image_name,
-            "image_tag": image_tag,
-            **parameters,
-        },
-    )
-
-
-def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``over`` on top of ``base``, merging nested mappings (new dicts; inputs untouched)."""
-    out = dict(base)
-    for key, value in over.items():
-        old = out.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
-            out[key] = deep_merge(old, value)
-        else:
-            out[key] = value
-    return out
-
-
-def system_namespace(stack: str, item_id: str, layer: Layer, name: str, level: str) -> Item:
-    """A namespace for something gpufabric installs, with its Pod Security level; kept in
-    the cluster when it leaves the stack (it holds an operator and its state)."""
-    from gpufabric.templates import render_object
-
-    body = render_object("system/namespace.yaml.j2", name=name, stack=stack, level=level)
-    return Item(item_id, layer, K8sObject(body), protect=True, retain_on_delete=True)
-
-
-def object_item(
-    item_id: str, layer: Layer, template: str, depends_on: tuple[str, ...] = (), **context: Any
-) -> Item:
-    """An item holding one object rendered from a template under manifests/templates/."""
-    from gpufabric.templates import render_object
-
-    return Item(item_id, layer, K8sObject(render_object(template, **context)), depends_on)
-
-
-Payload = HelmChart | KustomizeOverlay | K8sObject
-
-
-@dataclass(frozen=True)
-class Item:
-    """One named thing to apply, its layer and the items it must follow."""
-
-    id: str
-    layer: Layer
-    payload: Payload
-    depends_on: tuple[str, ...] = ()
-    protect: bool = False
-    """Refuse to delete it (namespaces and CRDs hold users' work)."""
-    retain_on_delete: bool = False
-    """When it leaves the stack, stop managing it but leave it in the cluster."""
-
-    @property
-    def type(self) -> str:
-        if isinstance(self.payload, HelmChart):
-            return "helm-chart"
-        if isinstance(self.payload, KustomizeOverlay):
-            return "kustomize"
-        return "object"
-
-
-@dataclass(frozen=True)
-class TenantWiring:
-    """What a training pod in one tenant namespace needs from the fabric."""
-
-    namespace: str
-    networks: str
-    """Value of the pod annotation k8s.v1.cni.cncf.io/networks (all rails)."""
-    rdma_resources: Mapping[str, int]
-    """Extended resources (and counts) each pod requests for its rails."""
-    nccl_env: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Ordered items of one stack, plus the per-tenant pod wiring derived from it."""
-
-    stack: str
-    items: tuple[Item, ...]
-    wiring: Mapping[str, TenantWiring]
-    components: Mapping[str, Component]
-
-    def item(self, item_id: str) -> Item:
-        for it in self.items:
-            if it.id == item_id:
-                return it
-        raise KeyError(item_id)
-
-    def layer(self, layer: Layer) -> tuple[Item, ...]:
-        return tuple(it for it in self.items if it.layer == layer)
-
-    def objects(self) -> Iterator[tuple[Item, K8sObject]]:
-        for it in self.items:
-            if isinstance(it.payload, K8sObject):
-                yield it, it.payload
-
-
-@dataclass(frozen=True)
-class PlanContext:
-    """What layer builders read: the stack, the effective pins, the tenants' pod wiring."""
-
-    stack: str
-    model: StackModel
-    components: Mapping[str, Component]
-    wiring: Mapping[str, TenantWiring]
-
-
-class PlanError(Exception):
-    """The plan's own invariants broke (a bug, not bad input)."""
-
-
-def order_items(items: Sequence[Item]) -> tuple[Item, ...]:
-    """Topological order; ties broken by layer, then by the order builders produced."""
-    by_id: dict[str, Item] = {}
-    for it in items:
-        if it.id in by_id:
-            raise PlanError(f"duplicate plan item id {it.id!r}")
-        by_id[it.id] = it
-    position = {it.id: i for i, it in enumerate(items)}
-    pending = {it.id: 0 for it in items}
-    followers: dict[str, list[str]] = {it.id: [] for it in items}
-    for it in items:
-        for dep in it.depends_on:
-            if dep not in by_id:
-                raise PlanError(f"plan item {it.id!r} depends on unknown item {dep!r}")
-            pending[it.id] += 1
-            followers[dep].append(it.id)
-
-    def key(item_id: str) -> tuple[int, int]:
-        return (LAYER_ORDER.index(by_id[item_id].layer), position[item_id])
-
-    ready = [(*key(i), i) for i, n in pending.items() if n == 0]
-    heapq.heapify(ready)
-    out: list[Item] = []
-    while ready:
-        *_, current = heapq.heappop(ready)
-        out.append(by_id[current])
-        for nxt in followers[current]:
-            pending[nxt] -= 1
-            if pending[nxt] == 0:
-                heapq.heappush(ready, (*key(nxt), nxt))
-    if len(out) != len(items):
-        stuck = sorted(i for i, n in pending.items() if n)
-        raise PlanError(f"dependency cycle among plan items: {', '.join(stuck)}")
-    return tuple(out)
-
-
-Builder = Callable[[PlanContext], list[Item]]
-
-
-def build_plan(stack: str, model: StackModel) -> Plan:
-    """The whole Plan of a validated stack."""
-    # layer modules import this package
-    from gpufabric.plan import gpu, network, scheduling, tenants, training
-
-    ctx = PlanContext(
-        stack=stack,
-        model=model,
-        components=effective_components(model.versions, model.sources.mirrors()),
-        wiring=tenants.wiring_by_namespace(model),
-    )
-    builders: list[Builder] = [
-        gpu.build,
-        network.build,
-        training.build,
-        scheduling.build,
-        tenants.build,
-    ]
-    items: list[Item] = []
-    for build in builders:
-        items.extend(build(ctx))
-    return Plan(
-        stack=stack,
-        items=order_items(items),
-        wiring=ctx.wiring,
-        components=ctx.components,
-    )
-
+from gpufabric.plan.build import LAYER_BUILDERS, Plan, build_plan
+from gpufabric.plan.facts import Facts, PlanContext, TenantContract
+from gpufabric.plan.items import (
+    LAYER_ORDER,
+    STATE_READY,
+    HelmChart,
+    Item,
+    K8sObject,
+    KustomizeOverlay,
+    Layer,
+    Payload,
+    PlanError,
+    SecretRef,
+    helm_chart,
+    object_item,
+    order_items,
+    system_namespace,
+    upstream_overlay,
+)
 
 __all__ = [
+    "LAYER_BUILDERS",
     "LAYER_ORDER",
     "STATE_READY",
+    "Facts",
     "HelmChart",
     "Item",
     "K8sObject",
@@ -341,7 +48,7 @@ __all__ = [
     "PlanContext",
     "PlanError",
     "SecretRef",
-    "TenantWiring",
+    "TenantContract",
     "build_plan",
     "helm_chart",
     "object_item",

@@ -2,51 +2,42 @@
 
 GPUDirect RDMA: DMA-BUF (default) needs the open kernel modules and no peermem; legacy
 nvidia-peermem is ``driver.rdma.enabled``; ``driver.rdma.useHostMofed`` when the NIC driver
-comes from the host. The GPU Operator runs the cluster's only Node Feature Discovery (the
-Network Operator's is switched off). The ClusterPolicy the chart creates is awaited until its
-``.status.state`` is ready.
+comes from the host. Node Feature Discovery runs once per cluster, from the operator the
+facts name. The ClusterPolicy the chart creates is awaited until its ``.status.state`` is
+ready.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan import (
-    STATE_READY,
-    Item,
-    Layer,
-    PlanContext,
-    helm_chart,
-    network,
-    system_namespace,
-)
+from gpufabric.plan import ids
+from gpufabric.plan.facts import PlanContext
+from gpufabric.plan.items import STATE_READY, Item, Layer, helm_chart, system_namespace
 
-CHART_ID = "gpu/gpu-operator"
-NAMESPACE_ID = "gpu/namespace"
+COMPONENT = "gpu-operator"
 
 
 def values(ctx: PlanContext) -> dict[str, Any]:
-    model = ctx.model
-    fabric, gpu = model.fabric, model.gpuOperator
-    has_rdma = fabric.rdma != "none"
-    peermem = fabric.gpuDirect == "peermem" and has_rdma
+    gpu = ctx.model.gpuOperator
+    fabric = ctx.facts.fabric
+    peermem = fabric.gpudirect == "peermem" and fabric.has_rdma
     driver: dict[str, Any] = {
         "enabled": gpu.driver.enabled,
         # DMA-BUF and GDS need the open kernel modules; pin them rather than rely on "auto",
         # which only picks open modules from the R570 driver containers on.
-        "kernelModuleType": "open" if fabric.gpuDirect == "dmabuf" or gpu.gds else "auto",
+        "kernelModuleType": "open" if fabric.gpudirect == "dmabuf" or gpu.gds else "auto",
         "rdma": {
             "enabled": peermem,
-            "useHostMofed": has_rdma and fabric.nicDriver.source == "host",
+            "useHostMofed": fabric.has_rdma and fabric.nic_driver == "host",
         },
         "usePrecompiled": gpu.driver.usePrecompiled,
         "nvidiaDriverCRD": {"enabled": gpu.driver.useNvidiaDriverCRD},
     }
-    if gpu.driver.version is not None:
-        driver["version"] = gpu.driver.version
+    if ctx.facts.nodes.driver_version is not None:
+        driver["version"] = ctx.facts.nodes.driver_version
     return {
-        # Node Feature Discovery runs once per cluster; see gpufabric.plan.network.
-        "nfd": {"enabled": not network.network_operator_runs_nfd(model)},
+        "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
         "driver": driver,
         "gdrcopy": {"enabled": gpu.gdrcopy},
         "gds": {"enabled": gpu.gds},
@@ -59,23 +50,20 @@ def values(ctx: PlanContext) -> dict[str, Any]:
 
 
 def build(ctx: PlanContext) -> list[Item]:
-    component = ctx.components["gpu-operator"]
+    component = ctx.components[COMPONENT]
     chart = helm_chart(
         component,
         values(ctx),
         awaits={"nvidia.com/v1/ClusterPolicy": STATE_READY},
     )
+    deps: tuple[str, ...] = (ids.GPU_NAMESPACE,)
+    if ctx.facts.operators.gpu_waits_for_nic_driver:
+        deps += (ids.NIC_POLICY,)
     return [
-        system_namespace(ctx.stack, NAMESPACE_ID, Layer.GPU, component.namespace, "privileged"),
+        system_namespace(
+            ctx.stack, ids.GPU_NAMESPACE, Layer.GPU, component.namespace, "privileged"
+        ),
         # The chart installs the ClusterPolicy CRD; deleting it would remove every node's
         # driver stack, so it is protected.
-        Item(
-            id=CHART_ID,
-            layer=Layer.GPU,
-            payload=chart,
-            depends_on=(NAMESPACE_ID, network.POLICY_ID)
-            if network.gpu_waits_for_nic_driver(ctx.model)
-            else (NAMESPACE_ID,),
-            protect=True,
-        ),
+        Item(id=ids.GPU_OPERATOR, layer=Layer.GPU, payload=chart, depends_on=deps, protect=True),
     ]

@@ -10,9 +10,9 @@ and one NetworkAttachmentDefinition per rail, for every fabric x device-exposure
 | hostdevice    | host-device               | SR-IOV DP (isRdma) -> nvidia.com/hostdev_<rail> |
 | none          | macvlan, no RDMA device   | none                                 |
 
-Node Feature Discovery runs exactly once: from the GPU Operator, except when the GPU
-Operator must wait for operator-managed NIC drivers (legacy peermem), where the Network
-Operator is installed first and runs it.
+Node Feature Discovery runs exactly once, from the operator the facts name
+(:mod:`gpufabric.plan.resolve`). Names, CNIs, MTUs and resources of the rails come from the
+resolved facts.
 """
 
 from __future__ import annotations
@@ -21,30 +21,25 @@ import ipaddress
 import json
 from typing import Any
 
-from gpufabric import rails
-from gpufabric.config import Fabric, Rail, StackModel, Tenant
-from gpufabric.plan import (
+from gpufabric.config import Fabric, Rail, Tenant
+from gpufabric.plan import ids
+from gpufabric.plan.facts import PlanContext, RailFacts
+from gpufabric.plan.items import (
     STATE_READY,
     Item,
     K8sObject,
     Layer,
-    PlanContext,
     SecretRef,
     helm_chart,
     system_namespace,
     upstream_overlay,
 )
+from gpufabric.plan.resolve import SRIOV_RESOURCE_PREFIX
 from gpufabric.templates import render_object
+from gpufabric.versions import NIC_POLICY_IMAGE_REPOSITORY
 
-NAMESPACE_ID = "network/namespace"
-CHART_ID = "network/network-operator"
-POLICY_ID = "network/nic-cluster-policy"
-UFM_SECRET_ID = "network/ufm-secret"
-MULTUS_ID = "network/multus"
-NETWORKS_NAMESPACE_ID = "network/networks-namespace"
-SRIOV_POOL_ID = "network/sriov-rdma-exclusive"
+COMPONENT = "network-operator"
 
-NO_IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 UFM_SECRET_NAME = "ib-kubernetes-ufm-secret"
 RDMA_HCA_MAX = 63  # pods sharing one HCA, as in NVIDIA's examples
 IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
@@ -52,54 +47,27 @@ SRIOV_API = "sriovnetwork.openshift.io/v1"
 DISRUPTIVE = "gpufabric.io/disruptive"
 
 
-def network_operator_runs_nfd(model: StackModel) -> bool:
-    """True when the GPU Operator must follow the NIC driver, so the Network Operator goes
-    first and brings Node Feature Discovery (whose labels its driver pods select on)."""
-    return gpu_waits_for_nic_driver(model)
-
-
-def gpu_waits_for_nic_driver(model: StackModel) -> bool:
-    """Legacy peermem is built against the NIC driver; with operator-managed drivers the GPU
-    Operator must wait for them (a known failure otherwise). DMA-BUF needs no such wait."""
-    fabric = model.fabric
-    return (
-        fabric.gpuDirect == "peermem"
-        and fabric.rdma != "none"
-        and fabric.nicDriver.source == "operator"
-    )
-
-
-def uses_sriov_operator(fabric: Fabric) -> bool:
-    return fabric.rdma == "sriov"
-
-
 def _image(ctx: PlanContext, name: str) -> dict[str, str]:
-    component = ctx.components["network-operator"]
+    component = ctx.components[COMPONENT]
     version = component.version.lstrip("v")
     return {
         "image": name,
-        "repository": component.mirrors.image(NO_IMAGE_REPOSITORY),
+        "repository": component.mirrors.image(NIC_POLICY_IMAGE_REPOSITORY),
         "version": f"network-operator-v{version}",
     }
 
 
 def chart_values(ctx: PlanContext) -> dict[str, Any]:
-    model = ctx.model
-    values: dict[str, Any] = {
-        "nfd": {"enabled": network_operator_runs_nfd(model)},
-        "sriovNetworkOperator": {"enabled": uses_sriov_operator(model.fabric)},
+    return {
+        "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
+        "sriovNetworkOperator": {"enabled": ctx.facts.fabric.rdma == "sriov"},
     }
-    return values
-
-
-def link_type(fabric: Fabric) -> str:
-    return "infiniband" if fabric.type == "infiniband" else "ether"
 
 
 def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     """The one NicClusterPolicy: drivers, device plugins, CNI plugins, IPAM, ib-kubernetes."""
-    model = ctx.model
-    fabric = model.fabric
+    fabric = ctx.model.fabric
+    facts = ctx.facts.fabric
     spec: dict[str, Any] = {
         "nvIpam": {**_image(ctx, "nvidia-k8s-ipam"), "enableWebhook": False},
     }
@@ -129,14 +97,14 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
             },
         }
     if fabric.rdma == "shared":
-        config = {
+        config: dict[str, Any] = {
             "configList": [
                 {
-                    "resourceName": rails.resource_base(r),
+                    "resourceName": r.device_plugin_resource,
                     "rdmaHcaMax": RDMA_HCA_MAX,
-                    "selectors": {"ifNames": [r.netdev], "linkTypes": [link_type(fabric)]},
+                    "selectors": {"ifNames": [r.netdev], "linkTypes": [facts.device_link_type]},
                 }
-                for r in fabric.rails
+                for r in facts.rails
             ]
         }
         spec["rdmaSharedDevicePlugin"] = {
@@ -147,24 +115,23 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
         config = {
             "resourceList": [
                 {
-                    "resourcePrefix": rails.SRIOV_RESOURCE_PREFIX,
-                    "resourceName": f"hostdev_{rails.resource_base(r)}",
+                    "resourcePrefix": SRIOV_RESOURCE_PREFIX,
+                    "resourceName": r.device_plugin_resource,
                     "selectors": {
-                        "vendors": ["15b3"],
+                        "vendors": ["15b3"],  # Mellanox/NVIDIA NICs
                         "pfNames": [r.netdev],
-                        "linkTypes": [link_type(fabric)],
+                        "linkTypes": [facts.device_link_type],
                         "isRdma": True,
                     },
                 }
-                for r in fabric.rails
+                for r in facts.rails
             ]
         }
         spec["sriovDevicePlugin"] = {
             **_image(ctx, "sriov-network-device-plugin"),
             "config": _json(config),
         }
-    ib = fabric.infiniband_settings
-    if fabric.type == "infiniband" and ib.pkeyManagement == "ufm":
+    if facts.infiniband is not None and facts.infiniband.pkey_management == "ufm":
         spec["ibKubernetes"] = {
             **_image(ctx, "ib-kubernetes"),
             "periodicUpdateSeconds": 5,
@@ -205,10 +172,10 @@ def _object(
 # ------------------------------------------------------------------------------ pools
 
 
-def pool_spec(fabric: Fabric, rail: Rail) -> tuple[str, dict[str, Any]]:
-    """(kind, spec) of the rail's nv-ipam pool."""
+def pool_spec(fabric: Fabric, rail: Rail, facts: RailFacts) -> dict[str, Any]:
+    """Spec of the rail's nv-ipam pool (of kind ``facts.pool_kind``)."""
     exclusions = [_exclusion(text) for text in rail.exclude]
-    if fabric.ipam.poolType == "cidrpool":
+    if facts.pool_kind == "CIDRPool":
         spec: dict[str, Any] = {
             "cidr": str(rail.subnet),
             "perNodeNetworkPrefix": fabric.ipam.perNodePrefix,
@@ -220,13 +187,13 @@ def pool_spec(fabric: Fabric, rail: Rail) -> tuple[str, dict[str, Any]]:
             spec["routes"] = [{"dst": str(rail.subnet)}]
         if exclusions:
             spec["exclusions"] = exclusions
-        return "CIDRPool", spec
+        return spec
     spec = {"subnet": str(rail.subnet), "perNodeBlockSize": fabric.ipam.perNodeBlockSize}
     if rail.gateway is not None:
         spec["gateway"] = str(rail.gateway)
     if exclusions:
         spec["exclusions"] = exclusions
-    return "IPPool", spec
+    return spec
 
 
 def _exclusion(text: str) -> dict[str, str]:
@@ -240,24 +207,24 @@ def _exclusion(text: str) -> dict[str, str]:
 # ------------------------------------------------------------------------------- CNIs
 
 
-def cni_config(fabric: Fabric, rail: Rail, tenant: Tenant | None = None) -> dict[str, Any]:
+def cni_config(fabric: Fabric, rail: RailFacts, tenant: Tenant | None = None) -> dict[str, Any]:
     """The exact CNI configuration a pod's interface on this rail is created with; a
     tenant's own partition or VLAN applies to its per-tenant networks."""
-    name = rails.nad_name(rail)
-    ipam: dict[str, Any] = {"type": "nv-ipam", "poolName": rails.pool_name(rail)}
-    if fabric.ipam.poolType == "cidrpool":
+    name = rail.nad
+    ipam: dict[str, Any] = {"type": "nv-ipam", "poolName": rail.pool}
+    if rail.pool_kind == "CIDRPool":
         ipam["poolType"] = "cidrpool"
-    mtu = fabric.effective_mtu
-    if fabric.rdma in ("shared", "none"):
-        if fabric.type == "infiniband":
-            return {
-                "cniVersion": "0.3.1",
-                "name": name,
-                "type": "ipoib",
-                "master": rail.netdev,
-                "mtu": mtu,
-                "ipam": ipam,
-            }
+    mtu = rail.mtu
+    if rail.cni == "ipoib":
+        return {
+            "cniVersion": "0.3.1",
+            "name": name,
+            "type": "ipoib",
+            "master": rail.netdev,
+            "mtu": mtu,
+            "ipam": ipam,
+        }
+    if rail.cni == "macvlan":
         return {
             "cniVersion": "0.3.1",
             "name": name,
@@ -267,10 +234,10 @@ def cni_config(fabric: Fabric, rail: Rail, tenant: Tenant | None = None) -> dict
             "mtu": mtu,
             "ipam": ipam,
         }
-    if fabric.rdma == "hostdevice":
+    if rail.cni == "host-device":
         return {"cniVersion": "0.3.1", "name": name, "type": "host-device", "ipam": ipam}
-    if fabric.type == "infiniband":
-        ib = fabric.infiniband_settings
+    if rail.cni == "ib-sriov":
+        ib = fabric.infiniband
         config: dict[str, Any] = {
             "cniVersion": "0.3.1",
             "name": name,
@@ -280,12 +247,14 @@ def cni_config(fabric: Fabric, rail: Rail, tenant: Tenant | None = None) -> dict
             "rdmaIsolation": True,
             "ipam": ipam,
         }
-        pkey = tenant.pkey if tenant is not None and tenant.pkey else ib.pkey
+        pkey = tenant.pkey if tenant is not None and tenant.pkey else (ib.pkey if ib else None)
         if pkey is not None:
             config["pkey"] = pkey
-        if ib.pkeyManagement == "ufm":
+        if ib is not None and ib.pkeyManagement == "ufm":
             config["ibKubernetesEnabled"] = True
         return config
+    if rail.cni != "sriov":
+        raise ValueError(f"rail {rail.name}: no CNI configuration for {rail.cni!r}")
     sriov: dict[str, Any] = {"type": "sriov", "link_state": "enable", "ipam": ipam}
     if tenant is not None and tenant.vlan is not None:
         sriov["vlan"] = tenant.vlan
@@ -304,27 +273,28 @@ def cni_config(fabric: Fabric, rail: Rail, tenant: Tenant | None = None) -> dict
 
 
 def build(ctx: PlanContext) -> list[Item]:
-    model = ctx.model
-    fabric = model.fabric
-    operator = ctx.components["network-operator"]
+    fabric = ctx.model.fabric
+    operator = ctx.components[COMPONENT]
     items: list[Item] = [
-        system_namespace(ctx.stack, NAMESPACE_ID, Layer.NETWORK, operator.namespace, "privileged")
+        system_namespace(
+            ctx.stack, ids.NETWORK_NAMESPACE, Layer.NETWORK, operator.namespace, "privileged"
+        )
     ]
-    chart_deps = [NAMESPACE_ID]
-    if not network_operator_runs_nfd(model):
-        chart_deps.append("gpu/gpu-operator")  # NFD (and its labels) come from there
+    chart_deps = [ids.NETWORK_NAMESPACE]
+    if ctx.facts.operators.nfd_owner != COMPONENT:
+        chart_deps.append(ids.GPU_OPERATOR)  # NFD (and its labels) come from there
     items.append(
         Item(
-            CHART_ID,
+            ids.NETWORK_OPERATOR,
             Layer.NETWORK,
             helm_chart(operator, chart_values(ctx)),
             tuple(chart_deps),
             protect=True,
         )
     )
-    policy_deps = [CHART_ID]
-    ib = fabric.infiniband_settings
-    if fabric.type == "infiniband" and ib.pkeyManagement == "ufm" and ib.ufm is not None:
+    policy_deps = [ids.NETWORK_OPERATOR]
+    ib = fabric.infiniband
+    if ib is not None and ib.pkeyManagement == "ufm" and ib.ufm is not None:
         secret = render_object(
             "network/ufm-secret.yaml.j2",
             name=UFM_SECRET_NAME,
@@ -335,11 +305,13 @@ def build(ctx: PlanContext) -> list[Item]:
         secret["stringData"]["UFM_PASSWORD"] = SecretRef(
             "fabric.infiniband.ufm.password", ib.ufm.password
         )
-        items.append(Item(UFM_SECRET_ID, Layer.NETWORK, K8sObject(secret), (NAMESPACE_ID,)))
-        policy_deps.append(UFM_SECRET_ID)  # ib-kubernetes needs it before the policy
+        items.append(
+            Item(ids.UFM_SECRET, Layer.NETWORK, K8sObject(secret), (ids.NETWORK_NAMESPACE,))
+        )
+        policy_deps.append(ids.UFM_SECRET)  # ib-kubernetes needs it before the policy
     items.append(
         Item(
-            POLICY_ID,
+            ids.NIC_POLICY,
             Layer.NETWORK,
             _object(
                 ctx,
@@ -362,58 +334,59 @@ def build(ctx: PlanContext) -> list[Item]:
 def _multus(ctx: PlanContext, items: list[Item]) -> str:
     """Multus: the thick daemon from the pinned upstream manifest (default), or the Network
     Operator's own (thin) Multus from the NicClusterPolicy."""
-    if ctx.model.fabric.multus == "network-operator":
-        return POLICY_ID
+    if ctx.facts.fabric.multus == "network-operator":
+        return ids.NIC_POLICY
     items.append(
         Item(
-            MULTUS_ID,
+            ids.MULTUS,
             Layer.NETWORK,
             upstream_overlay(ctx.components["multus"], "overlays/multus-thick"),
             # It installs the NetworkAttachmentDefinition CRD that holds every rail's network.
             protect=True,
         )
     )
-    return MULTUS_ID
+    return ids.MULTUS
 
 
 def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str]:
     fabric = ctx.model.fabric
-    ids: dict[str, str] = {}
-    for rail in fabric.rails:
-        kind, spec = pool_spec(fabric, rail)
-        item_id = f"network/pool/{rail.name}"
+    pools: dict[str, str] = {}
+    for rail, facts in zip(fabric.rails, ctx.facts.fabric.rails, strict=True):
+        spec = pool_spec(fabric, rail, facts)
+        item_id = ids.pool(facts.name)
         items.append(
             Item(
                 item_id,
                 Layer.NETWORK,
-                _object(ctx, IPAM_API, kind, rails.pool_name(rail), spec, namespace=namespace),
-                (POLICY_ID,),  # nv-ipam and its CRDs come with the policy
+                _object(ctx, IPAM_API, facts.pool_kind, facts.pool, spec, namespace=namespace),
+                (ids.NIC_POLICY,),  # nv-ipam and its CRDs come with the policy
+                rail=facts.name,
             )
         )
-        ids[rail.name] = item_id
-    return ids
+        pools[facts.name] = item_id
+    return pools
 
 
 def _sriov(ctx: PlanContext, items: list[Item], namespace: str) -> list[str]:
     """SR-IOV node policies (VFs per rail) and the cluster-wide exclusive RDMA mode."""
-    model = ctx.model
-    fabric = model.fabric
-    if not uses_sriov_operator(fabric) or fabric.sriov is None:
-        return [POLICY_ID]
-    ids: list[str] = []
-    for rail in fabric.rails:
+    facts = ctx.facts.fabric
+    if facts.rdma != "sriov" or facts.sriov_vfs is None:
+        return [ids.NIC_POLICY]
+    policies: list[str] = []
+    selector = dict(ctx.facts.nodes.selector)
+    for rail in facts.rails:
         spec: dict[str, Any] = {
-            "resourceName": f"sriov_{rails.resource_base(rail)}",
-            "nodeSelector": dict(model.gpuNodes.nodeSelector),
-            "numVfs": fabric.sriov.numVfs,
-            "mtu": fabric.effective_mtu,
+            "resourceName": rail.device_plugin_resource,
+            "nodeSelector": selector,
+            "numVfs": facts.sriov_vfs,
+            "mtu": rail.mtu,
             "nicSelector": {"vendor": "15b3", "pfNames": [rail.netdev]},
             "deviceType": "netdevice",
             "isRdma": True,
-            "linkType": "ib" if fabric.type == "infiniband" else "eth",
+            "linkType": "ib" if facts.type == "infiniband" else "eth",
             "priority": 50,
         }
-        item_id = f"network/sriov-policy/{rail.name}"
+        item_id = ids.sriov_policy(rail.name)
         items.append(
             Item(
                 item_id,
@@ -429,19 +402,20 @@ def _sriov(ctx: PlanContext, items: list[Item], namespace: str) -> list[str]:
                         DISRUPTIVE: "creating or changing VFs drains and may reboot GPU nodes"
                     },
                 ),
-                (CHART_ID,),
+                (ids.NETWORK_OPERATOR,),
+                rail=rail.name,
             )
         )
-        ids.append(item_id)
+        policies.append(item_id)
     pool = {
-        "nodeSelector": {"matchLabels": dict(model.gpuNodes.nodeSelector)},
+        "nodeSelector": {"matchLabels": selector},
         "maxUnavailable": 1,
         # VFs' RDMA devices move into pods: the RDMA subsystem is exclusive on these nodes.
         "rdmaMode": "exclusive",
     }
     items.append(
         Item(
-            SRIOV_POOL_ID,
+            ids.SRIOV_POOL,
             Layer.NETWORK,
             _object(
                 ctx,
@@ -454,48 +428,48 @@ def _sriov(ctx: PlanContext, items: list[Item], namespace: str) -> list[str]:
                     DISRUPTIVE: "switching the RDMA subsystem to exclusive reboots GPU nodes"
                 },
             ),
-            (CHART_ID,),
+            (ids.NETWORK_OPERATOR,),
         )
     )
-    return [*ids, SRIOV_POOL_ID]
+    return [*policies, ids.SRIOV_POOL]
 
 
 def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[str, str]) -> None:
     model = ctx.model
-    fabric = model.fabric
-    if fabric.nadScope == "system":
+    facts = ctx.facts.fabric
+    if facts.networks_namespace is not None:
         # Holds only NetworkAttachmentDefinitions: the strictest Pod Security level.
         items.append(
             system_namespace(
                 ctx.stack,
-                NETWORKS_NAMESPACE_ID,
+                ids.NETWORKS_NAMESPACE,
                 Layer.NETWORK,
-                fabric.networkNamespace,
+                facts.networks_namespace,
                 "restricted",
             )
         )
         targets: list[tuple[str, str, Tenant | None]] = [
-            (fabric.networkNamespace, NETWORKS_NAMESPACE_ID, None)
+            (facts.networks_namespace, ids.NETWORKS_NAMESPACE, None)
         ]
     else:
-        targets = [(t.namespace, f"tenants/{t.namespace}/namespace", t) for t in model.tenants]
+        targets = [(t.namespace, ids.tenant_namespace(t.namespace), t) for t in model.tenants]
     for namespace, ns_id, tenant in targets:
-        for rail in fabric.rails:
+        for rail in facts.rails:
             body = render_object(
                 "network/nad.yaml.j2",
-                name=rails.nad_name(rail),
+                name=rail.nad,
                 namespace=namespace,
                 stack=ctx.stack,
                 rail=rail.name,
-                resource=rails.resource_name(fabric, rail),
-                cni=cni_config(fabric, rail, tenant),
+                resource=rail.resource,
+                cni=cni_config(model.fabric, rail, tenant),
             )
-            scope = "" if fabric.nadScope == "system" else f"{namespace}/"
             items.append(
                 Item(
-                    f"network/nad/{scope}{rail.name}",
+                    ids.nad(rail.name, tenant.namespace if tenant is not None else None),
                     Layer.NETWORK,
                     K8sObject(body),
                     tuple(dict.fromkeys([ns_id, *deps, pools[rail.name]])),
+                    rail=rail.name,
                 )
             )

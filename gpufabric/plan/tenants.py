@@ -4,8 +4,9 @@
   forbids) and audits/warns at "baseline"; one ValidatingAdmissionPolicy, bound to every
   tenant namespace, allows exactly baseline plus IPC_LOCK.
 - ResourceQuota: a hard GPU ceiling (quota + borrowing limit) whatever the queue admits.
-- Queue wiring: a Kueue LocalQueue pointing at the tenant's ClusterQueue, or under Volcano the
-  namespace annotation that sends the tenant's PodGroups to its Queue.
+- Queue wiring from the queueing authority: e.g. a Kueue LocalQueue pointing at the
+  tenant's ClusterQueue, or under Volcano the namespace annotation that sends the tenant's
+  PodGroups to its Queue.
 - ``nccl-env`` ConfigMap: the NCCL variables of this fabric as data (for ``envFrom``) and the
   pod wiring (Multus annotation value for all rails, RDMA resources per pod) as annotations.
 """
@@ -14,21 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric import nccl, rails
-from gpufabric.config import StackModel, Tenant
-from gpufabric.plan import (
-    Item,
-    K8sObject,
-    Layer,
-    PlanContext,
-    TenantWiring,
-    object_item,
-    scheduling,
-)
+from gpufabric import authorities
+from gpufabric.authorities.base import GPU_RESOURCE
+from gpufabric.plan import ids
+from gpufabric.plan.facts import PlanContext
+from gpufabric.plan.items import Item, K8sObject, Layer, object_item
 from gpufabric.templates import render_object
-
-POLICY_ID = "tenants/pod-security-policy"
-BINDING_ID = "tenants/pod-security-binding"
 
 BASELINE_CAPABILITIES = (
     "AUDIT_WRITE",
@@ -66,23 +58,6 @@ SAFE_SYSCTLS = (
 SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
 
-def namespace_id(namespace: str) -> str:
-    return f"tenants/{namespace}/namespace"
-
-
-def wiring_for(model: StackModel, tenant: Tenant) -> TenantWiring:
-    return TenantWiring(
-        namespace=tenant.namespace,
-        networks=rails.networks_annotation(model.fabric, tenant.namespace),
-        rdma_resources=rails.rdma_resources(model.fabric),
-        nccl_env=nccl.nccl_env(model.fabric),
-    )
-
-
-def wiring_by_namespace(model: StackModel) -> dict[str, TenantWiring]:
-    return {t.namespace: wiring_for(model, t) for t in model.tenants}
-
-
 def _policy_items(stack: str) -> list[Item]:
     policy = render_object(
         "tenants/pod-security-policy.yaml.j2",
@@ -93,8 +68,10 @@ def _policy_items(stack: str) -> list[Item]:
     )
     binding = render_object("tenants/pod-security-binding.yaml.j2", stack=stack)
     return [
-        Item(POLICY_ID, Layer.TENANTS, K8sObject(policy)),
-        Item(BINDING_ID, Layer.TENANTS, K8sObject(binding), depends_on=(POLICY_ID,)),
+        Item(ids.TENANT_POLICY, Layer.TENANTS, K8sObject(policy)),
+        Item(
+            ids.TENANT_BINDING, Layer.TENANTS, K8sObject(binding), depends_on=(ids.TENANT_POLICY,)
+        ),
     ]
 
 
@@ -102,14 +79,15 @@ def build(ctx: PlanContext) -> list[Item]:
     model = ctx.model
     if not model.tenants:
         return []
-    psa_version = f"v{model.cluster.kubernetes_minor}"
-    volcano = model.scheduling.gang == "volcano"
+    psa_version = f"v{ctx.facts.kubernetes_minor}"
+    authority = authorities.get(ctx.facts.gang.authority)
     # Pods are admitted only once the policy guards the namespaces.
     items = _policy_items(ctx.stack)
     for tenant in model.tenants:
+        contract = ctx.facts.tenants[tenant.namespace]
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
-        ns_id = namespace_id(tenant.namespace)
-        annotations = {scheduling.VOLCANO_QUEUE_ANNOTATION: tenant.namespace} if volcano else {}
+        ns_id = ids.tenant_namespace(tenant.namespace)
+        annotations = authority.namespace_annotations(contract)
         items.append(
             Item(
                 id=ns_id,
@@ -122,42 +100,30 @@ def build(ctx: PlanContext) -> list[Item]:
                         **common,
                     )
                 ),
-                depends_on=(BINDING_ID,),
+                depends_on=(ids.TENANT_BINDING,),
                 protect=True,
                 retain_on_delete=True,
             )
         )
         ns = tenant.namespace
-        gpus = tenant.gpuQuota + tenant.gpuBorrowingLimit
         items.append(
             object_item(
-                f"tenants/{ns}/resource-quota",
+                ids.tenant_quota(ns),
                 Layer.TENANTS,
                 "tenants/resource-quota.yaml.j2",
                 (ns_id,),
-                hard={f"requests.{scheduling.GPU_RESOURCE}": gpus},
+                hard={f"requests.{GPU_RESOURCE}": contract.gpu_limit},
                 **common,
             )
         )
-        if not volcano:
-            items.append(
-                object_item(
-                    f"tenants/{ns}/local-queue",
-                    Layer.TENANTS,
-                    "tenants/local-queue.yaml.j2",
-                    (ns_id, scheduling.cluster_queue_id(tenant)),
-                    name=scheduling.LOCAL_QUEUE_NAME,
-                    cluster_queue=ns,
-                    **common,
-                )
-            )
+        items.extend(authority.namespace_items(ctx, tenant, ns_id))
         items.append(
             object_item(
-                f"tenants/{ns}/nccl-env",
+                ids.tenant_nccl_env(ns),
                 Layer.TENANTS,
                 "tenants/nccl-env.yaml.j2",
                 (ns_id,),
-                wiring=ctx.wiring[ns],
+                wiring=contract,
                 **common,
             )
         )

@@ -9,20 +9,13 @@ RDMA resources the stack's pods request. A miss names the object, node or resour
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from gpufabric import rails
-from gpufabric.config import StackModel
-from gpufabric.plan import (
-    HelmChart,
-    Item,
-    K8sObject,
-    KustomizeOverlay,
-    Layer,
-    Plan,
-    scheduling,
-)
+from gpufabric import authorities
+from gpufabric.authorities.base import GPU_RESOURCE
+from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Layer, Plan, ids
+from gpufabric.plan.facts import Facts
 from gpufabric.verify.kube import Kube, collection_path, path_of
 from gpufabric.verify.results import Check, failed, passed
 
@@ -30,7 +23,6 @@ WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
 SHARED_NAMESPACE_FILTERS = {"kube-system": ("kube-multus",)}
 """In namespaces gpufabric shares with the cluster, only these workload names are ours."""
 CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
-CONDITION_KINDS = {"ClusterQueue": "Active", "LocalQueue": "Active"}
 
 
 def _workload_ready(kind: str, obj: dict[str, Any]) -> tuple[bool, str]:
@@ -88,7 +80,10 @@ def _condition(obj: dict[str, Any], ctype: str) -> tuple[bool, str]:
     return False, f"no {ctype} condition yet"
 
 
-def check_object(kube: Kube, item: Item, obj: K8sObject) -> Check:
+def check_object(
+    kube: Kube, item: Item, obj: K8sObject, readiness: Mapping[str, tuple[str, str]]
+) -> Check:
+    """``readiness``: the queueing authority's objects and how each reads ready."""
     where = f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
     cid = f"object.{item.id}"
     live = kube.get(path_of(obj.body))
@@ -102,11 +97,13 @@ def check_object(kube: Kube, item: Item, obj: K8sObject) -> Check:
     ok, text = True, "present"
     if obj.kind == "NicClusterPolicy":
         ok, text = _state_ready(live)
-    elif obj.kind in CONDITION_KINDS:
-        ok, text = _condition(live, CONDITION_KINDS[obj.kind])
-    elif obj.kind == "Queue" and obj.api_version.startswith("scheduling.volcano.sh/"):
-        state = live.get("status", {}).get("state")
-        ok, text = state == "Open", f"state {state or 'unset'}"
+    elif obj.kind in readiness:
+        how, want = readiness[obj.kind]
+        if how == "condition":
+            ok, text = _condition(live, want)
+        else:
+            state = live.get("status", {}).get("state")
+            ok, text = state == want, f"state {state or 'unset'}"
     if not ok:
         return failed(
             cid,
@@ -143,10 +140,6 @@ def check_cluster_policy(kube: Kube) -> Check:
     return passed("policy.cluster-policy", "cluster", "ClusterPolicy ready")
 
 
-def _selector(model: StackModel) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(model.gpuNodes.nodeSelector.items()))
-
-
 def _node_ready(node: dict[str, Any]) -> bool:
     conds = node.get("status", {}).get("conditions", []) or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
@@ -159,10 +152,10 @@ def _quantity(value: Any) -> int:
         return 0
 
 
-def check_nodes(kube: Kube, model: StackModel, rdma_resources: bool = True) -> Iterator[Check]:
-    selector = _selector(model)
+def check_nodes(kube: Kube, facts: Facts, rdma_resources: bool = True) -> Iterator[Check]:
+    selector = facts.nodes.selector_text
     nodes = sorted(kube.list("/api/v1/nodes", selector), key=lambda n: n["metadata"]["name"])
-    want = model.gpuNodes.count
+    want = facts.nodes.count
     ready = [n for n in nodes if _node_ready(n)]
     if len(ready) < want:
         not_ready = sorted(n["metadata"]["name"] for n in nodes if not _node_ready(n))
@@ -177,15 +170,15 @@ def check_nodes(kube: Kube, model: StackModel, rdma_resources: bool = True) -> I
         )
     else:
         yield passed("nodes.count", "cluster", f"{len(ready)} Ready GPU nodes ({selector})")
-    gpus = model.gpuNodes.gpusPerNode
-    rdma = rails.rdma_resources(model.fabric) if rdma_resources else {}
+    gpus = facts.nodes.gpus_per_node
+    rdma = facts.fabric.rdma_resources if rdma_resources else {}
     for node in nodes:
         name = node["metadata"]["name"]
         alloc = node.get("status", {}).get("allocatable", {}) or {}
         missing = []
-        have = _quantity(alloc.get(scheduling.GPU_RESOURCE, 0))
+        have = _quantity(alloc.get(GPU_RESOURCE, 0))
         if have != gpus:
-            missing.append(f"{scheduling.GPU_RESOURCE} {have} (expected {gpus})")
+            missing.append(f"{GPU_RESOURCE} {have} (expected {gpus})")
         for resource, per_pod in rdma.items():
             if _quantity(alloc.get(resource, 0)) < per_pod:
                 missing.append(f"{resource} {alloc.get(resource, 0)}")
@@ -204,15 +197,14 @@ def check_nodes(kube: Kube, model: StackModel, rdma_resources: bool = True) -> I
             yield passed(
                 "node.resources",
                 name,
-                f"{scheduling.GPU_RESOURCE} {have}" + (f", {extra}" if extra else ""),
+                f"{GPU_RESOURCE} {have}" + (f", {extra}" if extra else ""),
             )
 
 
-def readiness(
-    kube: Kube, plan: Plan, model: StackModel, layers: Collection[Layer] | None = None
-) -> list[Check]:
+def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -> list[Check]:
     """Every readiness check of the stack (or of the given layers: a bring-up in phases
     checks what it applied so far), in the Plan's apply order, then the nodes."""
+    queues = authorities.get(plan.facts.gang.authority).readiness
     out: list[Check] = []
     for item in plan.items:
         if layers is not None and item.layer not in layers:
@@ -220,10 +212,10 @@ def readiness(
         payload = item.payload
         if isinstance(payload, HelmChart | KustomizeOverlay):
             out.append(check_workloads(kube, item, payload.namespace))
-            if item.id == "gpu/gpu-operator":
+            if item.id == ids.GPU_OPERATOR:
                 out.append(check_cluster_policy(kube))
         elif isinstance(payload, K8sObject):
-            out.append(check_object(kube, item, payload))
+            out.append(check_object(kube, item, payload, queues))
     if layers is None or Layer.GPU in layers:
-        out.extend(check_nodes(kube, model, layers is None or Layer.NETWORK in layers))
+        out.extend(check_nodes(kube, plan.facts, layers is None or Layer.NETWORK in layers))
     return out

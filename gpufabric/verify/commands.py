@@ -1,7 +1,8 @@
 """``gpufabric verify nodes|pods|cluster|nccl``: arguments, orchestration, reports.
 
-Exit codes: 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could not be decided, or the NCCL
-run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at all.
+Exit codes (:mod:`gpufabric.exitcodes`): 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could
+not be decided, or the NCCL run timed out), 2 bad input, 3 the cluster or the hosts could
+not be asked at all. Everything a check expects is read from the stack's Plan.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpufabric import nccl_report
-from gpufabric.plan import LAYER_ORDER, Layer, build_plan
+from gpufabric.exitcodes import ExitCode
+from gpufabric.plan import LAYER_ORDER, Layer, Plan, build_plan
 from gpufabric.stackfile import Stack
 from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
 from gpufabric.verify.kube import Kube, KubeError
@@ -28,9 +31,6 @@ from gpufabric.verify.results import (
     write_junit,
 )
 from gpufabric.verify.suite_runner import SuiteError, run_suite
-from gpufabric.versions import effective_components
-
-EXIT_UNREACHABLE = 3
 
 
 def _outputs(p: argparse.ArgumentParser) -> None:
@@ -141,8 +141,13 @@ def _progress(msg: str) -> None:
     print(f"verify: {msg}", file=sys.stderr, flush=True)
 
 
-def _kube(stack: Stack, args: argparse.Namespace) -> Kube:
-    return Kube(args.kubeconfig, args.context or stack.model.cluster.kubeContext)
+def _context(plan: Plan, args: argparse.Namespace) -> str | None:
+    context: str | None = args.context or plan.facts.kube_context
+    return context
+
+
+def _kube(plan: Plan, args: argparse.Namespace) -> Kube:
+    return Kube(args.kubeconfig, _context(plan, args))
 
 
 def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
@@ -156,43 +161,35 @@ def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
 
 
 def run(stack: Stack, args: argparse.Namespace) -> int:
+    plan = build_plan(stack.name, stack.model)
     try:
-        if args.verify_command == "nodes":
-            return cmd_nodes(stack, args)
-        if args.verify_command == "pods":
-            return cmd_pods(stack, args)
-        if args.verify_command == "cluster":
-            return cmd_cluster(stack, args)
-        return cmd_nccl(stack, args)
+        return int(COMMANDS[args.verify_command](plan, args))
     except (KubeError, SuiteError) as exc:
         print(f"gpufabric verify {args.verify_command}: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+        return ExitCode.UNREACHABLE
 
 
-def cmd_nodes(stack: Stack, args: argparse.Namespace) -> int:
-    exp = expect.from_model(stack.name, stack.model)
+def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
+    exp = expect.from_facts(plan.facts)
     if args.write_expect:
         args.write_expect.write_text(exp.to_json(), encoding="utf-8")
         print(f"wrote {args.write_expect}", file=sys.stderr)
-        return 0
+        return ExitCode.OK
     if not args.hosts and not args.via_cluster:
         print(
             "gpufabric verify nodes: pass --hosts ssh://a,ssh://b or --via-cluster",
             file=sys.stderr,
         )
-        return 2
+        return ExitCode.BAD_INPUT
     if args.hosts:
         results = run_suite("node", exp, _hosts(args.hosts), root=args.root)
     else:
         probe_daemonset.require_kubectl()
-        kube = _kube(stack, args)
-        pinned = effective_components(stack.model.versions, stack.model.sources.mirrors())[
-            "probe-image"
-        ]
-        image = args.probe_image or pinned.image_ref or ""
+        kube = _kube(plan, args)
+        image = args.probe_image or plan.components["probe-image"].image_ref or ""
         try:
-            pods = probe_daemonset.start(kube, stack.model, image, progress=_progress)
-            context = args.context or stack.model.cluster.kubeContext
+            pods = probe_daemonset.start(kube, plan.facts.nodes, image, progress=_progress)
+            context = _context(plan, args)
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
             names = {f"kubectl://{p}": node for p, node in pods.items()}
             results = run_suite("node", exp, hosts, root=probe_daemonset.HOST_ROOT, names=names)
@@ -200,36 +197,34 @@ def cmd_nodes(stack: Stack, args: argparse.Namespace) -> int:
             if not args.keep_probe:
                 probe_daemonset.stop(kube)
     results += nodes.fleet_checks(results)
-    return _report(args, f"nodes ({stack.name})", results)
+    return _report(args, f"nodes ({plan.stack})", results)
 
 
-def cmd_pods(stack: Stack, args: argparse.Namespace) -> int:
-    exp = expect.from_model(stack.name, stack.model)
+def cmd_pods(plan: Plan, args: argparse.Namespace) -> int:
+    exp = expect.from_facts(plan.facts)
     results = run_suite("pod", exp, _hosts(args.hosts), netns=args.netns)
-    return _report(args, f"pods ({stack.name})", results)
+    return _report(args, f"pods ({plan.stack})", results)
 
 
-def cmd_cluster(stack: Stack, args: argparse.Namespace) -> int:
-    kube = _kube(stack, args)
-    plan = build_plan(stack.name, stack.model)
-    checks = cluster.readiness(kube, plan, stack.model, args.layers)
-    suite = f"cluster ({stack.name})"
+def cmd_cluster(plan: Plan, args: argparse.Namespace) -> int:
+    checks = cluster.readiness(_kube(plan, args), plan, args.layers)
+    suite = f"cluster ({plan.stack})"
     if args.layers is not None:
-        suite = f"cluster ({stack.name}, layers {','.join(x.value for x in LAYER_ORDER if x in args.layers)})"
+        chosen = ",".join(x.value for x in LAYER_ORDER if x in args.layers)
+        suite = f"cluster ({plan.stack}, layers {chosen})"
     return _report(args, suite, checks)
 
 
-def cmd_nccl(stack: Stack, args: argparse.Namespace) -> int:
-    plan = build_plan(stack.name, stack.model)
-    job = nccl.acceptance_job(plan, stack.model, args.tenant, args.nodes, args.image, args.name)
+def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
+    job = nccl.acceptance_job(plan, args.tenant, args.nodes, args.image, args.name)
     if args.dry_run:
         from gpufabric.render import to_yaml
 
         sys.stdout.write(to_yaml(job))
-        return 0
-    exp = nccl_report.expectation(stack.model, args.min_busbw, args.fraction)
+        return ExitCode.OK
+    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     outcome = nccl.run_job(
-        _kube(stack, args),
+        _kube(plan, args),
         job,
         timeout=args.timeout,
         poll=args.poll,
@@ -239,33 +234,42 @@ def cmd_nccl(stack: Stack, args: argparse.Namespace) -> int:
     doc = nccl.judge(outcome, exp)
     checks = nccl_checks(doc, args.nodes)
     if args.junit:
-        write_junit(args.junit, f"nccl ({stack.name})", checks)
+        write_junit(args.junit, f"nccl ({plan.stack})", checks)
     if args.json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(doc.to_dict(), indent=2) + "\n")
     else:
         if outcome.state == "Timeout":
             print(f"NCCL acceptance: {outcome.message}")
-        sys.stdout.write(nccl_report.format_text(doc) if doc["runs"] else "")
-        if not doc["runs"]:
-            print(f"NCCL acceptance: {doc['verdict']}: " + "; ".join(doc["reasons"]))
-    return nccl_report.EXIT_CODES[doc["verdict"]]
+        sys.stdout.write(nccl_report.format_text(doc) if doc.runs else "")
+        if not doc.runs:
+            print(f"NCCL acceptance: {doc.verdict}: " + "; ".join(doc.reasons))
+    return doc.exit_code
 
 
-def nccl_checks(doc: dict[str, Any], nodes_: int) -> list[Check]:
-    """The acceptance document as checks, for JUnit."""
+COMMANDS: dict[str, Callable[[Plan, argparse.Namespace], int]] = {
+    "nodes": cmd_nodes,
+    "pods": cmd_pods,
+    "cluster": cmd_cluster,
+    "nccl": cmd_nccl,
+}
+"""``gpufabric verify <check>``: one handler per check, each reading the stack's Plan."""
+
+
+def nccl_checks(doc: nccl_report.Report, nodes_: int) -> list[Check]:
+    """The acceptance report as checks, for JUnit."""
     target = f"{nodes_} nodes"
     out: list[Check] = []
-    if doc.get("job", {}).get("state") in ("Failed", "Timeout"):
-        out.append(failed("nccl.job", target, doc["job"]["message"]))
-    for run in doc["runs"]:
-        msg = "; ".join(run["reasons"]) or f"best busbw {run['busbw_max_gbps']} GB/s"
-        cid = f"nccl.{run['file']}"
-        if run["verdict"] == "PASS":
+    if doc.job is not None and doc.job.state in ("Failed", "Timeout"):
+        out.append(failed("nccl.job", target, doc.job.message))
+    for run in doc.runs:
+        msg = "; ".join(run.reasons) or f"best busbw {run.busbw_max_gbps} GB/s"
+        cid = f"nccl.{run.file}"
+        if run.verdict == "PASS":
             out.append(passed(cid, target, msg))
-        elif run["verdict"] == "FAIL":
+        elif run.verdict == "FAIL":
             out.append(failed(cid, target, msg))
         else:
             out.append(error(cid, target, msg))
-    if not doc["runs"]:
-        out.append(error("nccl.log", target, "; ".join(doc["reasons"])))
+    if not doc.runs:
+        out.append(error("nccl.log", target, "; ".join(doc.reasons)))
     return out

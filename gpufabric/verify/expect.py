@@ -11,9 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric import rails
-from gpufabric.config import Roce, StackModel
-from gpufabric.jobs import SHM_PER_GPU_GIB
+from gpufabric.plan.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,7 @@ class Expectation:
     rdma: bool
     link_rate_gbps: int
     mtu: int | None
+    """The rails' effective MTU; None only in hand-written files (the MTU is not checked)."""
     pfc_priority: int | None
     rails: tuple[RailExpectation, ...] = field(default_factory=tuple)
     shm_gib: int = 0
@@ -60,27 +59,28 @@ class Expectation:
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def from_model(name: str, model: StackModel) -> Expectation:
-    f = model.fabric
+def from_facts(facts: Facts) -> Expectation:
+    """The expectations of a stack, read from its Plan's resolved facts."""
+    f = facts.fabric
     return Expectation(
-        stack=name,
-        gpus=model.gpuNodes.gpusPerNode,
-        driver_version=model.gpuOperator.driver.version,
-        gpudirect=f.gpuDirect,
+        stack=facts.stack,
+        gpus=facts.nodes.gpus_per_node,
+        driver_version=facts.nodes.driver_version,
+        gpudirect=f.gpudirect,
         fabric=f.type,
-        rdma=f.rdma != "none",
-        link_rate_gbps=f.linkRateGbps,
+        rdma=f.has_rdma,
+        link_rate_gbps=f.link_rate_gbps,
         mtu=f.mtu,
-        pfc_priority=(f.roce or Roce()).pfcPriority if f.type == "roce" else None,
+        pfc_priority=f.roce.pfc_priority if f.roce is not None else None,
         rails=tuple(
             RailExpectation(
                 name=r.name,
                 netdev=r.netdev,
                 hca=r.hca,
-                subnet=str(r.subnet),
-                pod_interface=rails.interface(r),
+                subnet=r.subnet,
+                pod_interface=r.pod_interface,
             )
             for r in f.rails
         ),
-        shm_gib=SHM_PER_GPU_GIB * model.gpuNodes.gpusPerNode,
+        shm_gib=facts.nodes.shm_gib,
     )

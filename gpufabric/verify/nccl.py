@@ -13,12 +13,11 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufabric import nccl_report
-from gpufabric.config import StackModel
-from gpufabric.jobs import JobRequest, Wiring, check_request, mpijob, mpirun_command
+from gpufabric.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
 from gpufabric.plan import Plan
 from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path
 
@@ -52,7 +51,6 @@ def launcher_script(w: Wiring, nodes: int) -> str:
 
 def acceptance_job(
     plan: Plan,
-    model: StackModel,
     tenant: str,
     nodes: int = 2,
     image: str | None = None,
@@ -60,8 +58,7 @@ def acceptance_job(
 ) -> dict[str, Any]:
     """The MPIJob ``verify nccl`` submits; StackError naming the option when it cannot run."""
     req = JobRequest(tenant=tenant, kind="mpijob", nodes=nodes, image=image, name=name)
-    t = check_request(model, req)
-    w = Wiring(model, t, plan.wiring[t.namespace])
+    w = wiring_for(plan, req)
     job = mpijob(w, name, nodes, image or plan.components["training-image"].image_ref or "", [])
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     launcher["command"] = ["/bin/bash", "-c", launcher_script(w, nodes)]
@@ -172,24 +169,29 @@ def run_job(
     return Outcome(state, text, log, clock() - start)
 
 
-def judge(outcome: Outcome, exp: nccl_report.Expectation) -> dict[str, Any]:
-    """The analyzer's document for the collected log, with the job's own outcome."""
+def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
+    """The analyzer's report on the collected log, with the job's own outcome."""
     if not outcome.log.strip():
-        doc: dict[str, Any] = {
-            "verdict": "INCONCLUSIVE",
-            "reasons": ["no launcher log to judge"],
-            "threshold_gbps": exp.threshold_gbps,
-            "threshold_source": exp.threshold_source,
-            "runs": [],
-        }
+        doc = nccl_report.Report(
+            verdict="INCONCLUSIVE",
+            reasons=("no launcher log to judge",),
+            threshold_gbps=exp.threshold_gbps,
+            threshold_source=exp.threshold_source,
+            runs=(),
+        )
     else:
         doc = nccl_report.report(split_log(outcome.log), exp)
+    verdict, reasons = doc.verdict, doc.reasons
     if outcome.state == "Timeout":
-        doc["reasons"].insert(0, outcome.message)
-        if doc["verdict"] != "FAIL":  # a timed-out run never passes
-            doc["verdict"] = "INCONCLUSIVE"
+        reasons = (outcome.message, *reasons)
+        if verdict != "FAIL":  # a timed-out run never passes
+            verdict = "INCONCLUSIVE"
     elif outcome.state == "Failed":
-        doc["reasons"].insert(0, f"the MPIJob failed: {outcome.message}")
-        doc["verdict"] = "FAIL"
-    doc["job"] = {"state": outcome.state, "message": outcome.message, "waited_s": outcome.waited_s}
-    return doc
+        reasons = (f"the MPIJob failed: {outcome.message}", *reasons)
+        verdict = "FAIL"
+    return replace(
+        doc,
+        verdict=verdict,
+        reasons=reasons,
+        job=nccl_report.JobOutcome(outcome.state, outcome.message, outcome.waited_s),
+    )

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from gpufabric.config import StackModel
-from gpufabric.plan import scheduling
+from gpufabric.plan.facts import NodeFacts
 from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path, path_of
 
 NAMESPACE = "gpufabric-probe"
@@ -26,7 +25,7 @@ HOST_ROOT = "/host"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpufabric-verify"}
 
 
-def manifests(model: StackModel, image: str) -> list[dict[str, Any]]:
+def manifests(nodes: NodeFacts, image: str) -> list[dict[str, Any]]:
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -36,7 +35,7 @@ def manifests(model: StackModel, image: str) -> list[dict[str, Any]]:
         },
     }
     pod_spec: dict[str, Any] = {
-        "nodeSelector": dict(model.gpuNodes.nodeSelector),
+        "nodeSelector": dict(nodes.selector),
         "hostNetwork": True,
         "hostPID": True,
         "automountServiceAccountToken": False,
@@ -63,9 +62,8 @@ def manifests(model: StackModel, image: str) -> list[dict[str, Any]]:
         ],
         "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
     }
-    tolerations = scheduling.tolerations(model)
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
+    if nodes.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in nodes.tolerations]
     daemonset = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -89,7 +87,7 @@ def host_spec(pod: str, kubeconfig: str | None, context: str | None) -> str:
 
 def start(
     kube: Kube,
-    model: StackModel,
+    nodes: NodeFacts,
     image: str,
     timeout: float = 300,
     poll: float = 5,
@@ -98,7 +96,7 @@ def start(
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, str]:
     """Create the probe and wait for a Running pod on every scheduled node: pod -> node."""
-    for body in manifests(model, image):
+    for body in manifests(nodes, image):
         if kube.get(path_of(body)) is None:
             kube.create(body)
     progress(f"probe DaemonSet {NAMESPACE}/{NAME} created; waiting for its pods")

@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gpufabric.exitcodes import ExitCode
+
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 STATUSES: tuple[Status, ...] = ("PASS", "FAIL", "SKIP", "ERROR")
-EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 4, 5
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def verdict(checks: Iterable[Check]) -> str:
 
 
 def exit_code(checks: Iterable[Check]) -> int:
-    return {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}[
+    return {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}[
         verdict(checks)
     ]
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pulumi
+from builders import example_config, plan_of
 from pulumi.runtime import rpc
 from pulumi.runtime.sync_await import _sync_await
 from test_program import Recorder, RecordingMonitor, _await
@@ -12,7 +14,7 @@ from test_program import Recorder, RecordingMonitor, _await
 from components.fabric import TrainingFabric
 from components.items import type_token, with_secrets
 from gpufabric.config import SecretValue
-from gpufabric.plan import HelmChart, Item, K8sObject, Layer, Plan, SecretRef
+from gpufabric.plan import HelmChart, Item, K8sObject, Layer, SecretRef
 from gpufabric.stackfile import load_stack
 
 
@@ -70,7 +72,7 @@ def test_charts_and_objects_register_with_their_inputs() -> None:
             depends_on=("gpu/gpu-operator",),
         ),
     )
-    plan = Plan(stack="t", items=items, wiring={}, components={})
+    plan = replace(plan_of(example_config("kind-dev")), items=items)
     model = load_stack("kind-dev").model
     fabric = TrainingFabric("t", model, plan)
     _await(pulumi.Output.all(*[r.urn for r in fabric.resources.values()]))

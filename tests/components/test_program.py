@@ -17,9 +17,9 @@ from conftest import EXAMPLE_STACKS, example_config
 from pulumi.runtime import mocks as pulumi_mocks
 
 from components.items import type_token
-from components.layer import child_name
 from gpufabric import runbook
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
+from gpufabric.plan import ids as plan_ids
 from gpufabric.stackfile import load_stack
 
 
@@ -114,7 +114,7 @@ def test_registered_resources_are_exactly_the_plan(name: str) -> None:
     if model.cluster.kubeContext:
         assert recorder.inputs[f"{root}-k8s"]["context"] == model.cluster.kubeContext
 
-    item_names = {child_name(f"{root}-{it.layer.value}", it): it for it in plan.items}
+    item_names = {plan_ids.child_name(root, it.layer.value, it.id): it for it in plan.items}
     infra = {root, f"{root}-k8s"} | {f"{root}-{it.layer.value}" for it in plan.items}
     assert set(regs) == item_names.keys() | infra
 
@@ -151,8 +151,7 @@ def test_registered_resources_are_exactly_the_plan(name: str) -> None:
         layer_component = f"{root}-{item.layer.value}"
         assert reg.parent.rsplit("::", 1)[-1] == layer_component
         expected_deps = {
-            urns[child_name(f"{root}-{plan.item(d).layer.value}", plan.item(d))]
-            for d in item.depends_on
+            urns[plan_ids.child_name(root, plan.item(d).layer.value, d)] for d in item.depends_on
         }
         assert set(reg.dependencies) == expected_deps
         assert reg.protect == item.protect
@@ -204,15 +203,15 @@ def test_runbook_phase_targets_select_exactly_their_layers(name: str) -> None:
     }
     covered: set[str] = set()
     applied: set[str] = set()
-    for phase in runbook.phases(name, model, plan):
+    for phase in runbook.phases(plan):
         patterns = [_glob(t) for t in phase.targets]
         selected = {u for u in by_name.values() if any(p.match(u) for p in patterns)}
         for t, p in zip(phase.targets, patterns, strict=True):
             assert any(p.match(u) for u in by_name.values()), f"{t} matches nothing"
-        mine = {by_name[child_name(f"{root}-{it.layer.value}", it)] for it in phase.items}
+        mine = {by_name[plan_ids.child_name(root, it.layer.value, it.id)] for it in phase.items}
         assert mine <= selected
         later = {
-            by_name[child_name(f"{root}-{it.layer.value}", it)]
+            by_name[plan_ids.child_name(root, it.layer.value, it.id)]
             for it in plan.items
             if it.id not in applied and it not in phase.items
         }

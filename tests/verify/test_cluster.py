@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from fake_kube import FakeKube, path_of
 
-from gpufabric import rails
 from gpufabric.cli import main
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Layer, build_plan
 from gpufabric.stackfile import load_stack
@@ -108,7 +107,7 @@ def healthy(fake: FakeKube, stack: str) -> None:
             "status": {"state": "ready", "namespace": "gpu-operator"},
         }
     )
-    rdma = dict.fromkeys(rails.rdma_resources(model.fabric), "63")
+    rdma = dict.fromkeys(build_plan("t", model).facts.fabric.rdma_resources, "63")
     for i in range(count):
         fake.add(
             {
@@ -151,7 +150,7 @@ def readiness(
 ) -> dict[tuple[str, str], Any]:
     kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
     model = load_stack(stack, None).model
-    checks = cluster.readiness(kube, build_plan(stack, model), model)
+    checks = cluster.readiness(kube, build_plan(stack, model))
     return {(c.check, c.target): c for c in checks}
 
 
@@ -310,15 +309,15 @@ def test_layers_check_only_what_a_phase_applied(
         del fake.objects[path]
     for node in [p for p in fake.objects if p.startswith("/api/v1/nodes/gpu-node")]:
         alloc = fake.objects[node]["status"]["allocatable"]
-        for resource in rails.rdma_resources(model.fabric):
+        for resource in build_plan("t", model).facts.fabric.rdma_resources:
             alloc.pop(resource)
     kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
-    gpu_only = cluster.readiness(kube, plan, model, {Layer.GPU})
+    gpu_only = cluster.readiness(kube, plan, {Layer.GPU})
     assert {c.status for c in gpu_only} == {"PASS"}
     assert all(
         c.check.startswith(("workloads.gpu/", "object.gpu/", "policy.", "node")) for c in gpu_only
     )
-    everything = cluster.readiness(kube, plan, model)
+    everything = cluster.readiness(kube, plan)
     assert any(
         c.status == "FAIL" and "NetworkAttachmentDefinition" in c.message for c in everything
     )

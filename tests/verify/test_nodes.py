@@ -19,6 +19,7 @@ import pytest
 import testinfra
 
 from gpufabric.cli import main
+from gpufabric.plan import build_plan
 from gpufabric.stackfile import load_stack
 from gpufabric.verify import expect, nodes
 from gpufabric.verify.probe import HostProbe
@@ -27,7 +28,7 @@ from gpufabric.verify.suite_runner import run_suite
 
 
 def expectation(stack: str) -> expect.Expectation:
-    return expect.from_model(stack, load_stack(stack, None).model)
+    return expect.from_facts(build_plan(stack, load_stack(stack, None).model).facts)
 
 
 def node_for(exp: expect.Expectation, **overrides: object) -> nodefs.Node:

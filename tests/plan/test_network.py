@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from conftest import EXAMPLE_STACKS, example_config, sections
 
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan, gpu, network
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan, network
+from gpufabric.plan import ids as plan_ids
 from gpufabric.stackfile import load_stack, model_from_config
 from gpufabric.versions import effective_components
 
@@ -53,7 +54,7 @@ def test_roce_shared_is_macvlan_on_the_rail_netdev(lab: dict[str, Any]) -> None:
     pool = body(plan, "network/pool/rail1")
     assert pool["kind"] == "IPPool"
     assert pool["spec"] == {"subnet": "192.168.11.0/24", "perNodeBlockSize": 16}
-    config = json.loads(body(plan, network.POLICY_ID)["spec"]["rdmaSharedDevicePlugin"]["config"])
+    config = json.loads(body(plan, plan_ids.NIC_POLICY)["spec"]["rdmaSharedDevicePlugin"]["config"])
     assert config["configList"][1] == {
         "resourceName": "rail1",
         "rdmaHcaMax": 63,
@@ -72,7 +73,7 @@ def test_infiniband_shared_is_ipoib_with_the_ipoib_cni_installed() -> None:
     assert cni["type"] == "ipoib"
     assert cni["master"] == "ibp79s0"
     assert cni["mtu"] == 4092
-    spec = body(plan, network.POLICY_ID)["spec"]
+    spec = body(plan, plan_ids.NIC_POLICY)["spec"]
     assert "ipoib" in spec["secondaryNetwork"]
     selectors = json.loads(spec["rdmaSharedDevicePlugin"]["config"])["configList"][0]["selectors"]
     assert selectors["linkTypes"] == ["infiniband"]
@@ -94,7 +95,7 @@ def test_infiniband_sriov_carries_the_pkey_with_rdma_isolation() -> None:
     assert policy["numVfs"] == 8
     assert policy["nicSelector"] == {"vendor": "15b3", "pfNames": ["ibp24s0"]}
     assert policy["resourceName"] == "sriov_rail0"
-    assert values(plan, network.CHART_ID)["sriovNetworkOperator"] == {"enabled": True}
+    assert values(plan, plan_ids.NETWORK_OPERATOR)["sriovNetworkOperator"] == {"enabled": True}
 
 
 def test_roce_sriov_chains_rdma_and_sets_exclusive_mode() -> None:
@@ -106,7 +107,7 @@ def test_roce_sriov_chains_rdma_and_sets_exclusive_mode() -> None:
         "poolName": "rail2-pool",
         "poolType": "cidrpool",
     }
-    pool = body(plan, network.SRIOV_POOL_ID)
+    pool = body(plan, plan_ids.SRIOV_POOL)
     assert pool["spec"]["rdmaMode"] == "exclusive"
     assert "reboots" in pool["metadata"]["annotations"][network.DISRUPTIVE]
     assert body(plan, "network/sriov-policy/rail2")["spec"]["linkType"] == "eth"
@@ -134,12 +135,12 @@ def test_hostdevice_uses_the_sriov_device_plugin(lab: dict[str, Any]) -> None:
         obj["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
         == "nvidia.com/hostdev_rail0"
     )
-    spec = body(plan, network.POLICY_ID)["spec"]
+    spec = body(plan, plan_ids.NIC_POLICY)["spec"]
     resources = json.loads(spec["sriovDevicePlugin"]["config"])["resourceList"]
     assert resources[0]["resourceName"] == "hostdev_rail0"
     assert resources[0]["selectors"]["isRdma"] is True
     assert "rdmaSharedDevicePlugin" not in spec
-    assert values(plan, network.CHART_ID)["sriovNetworkOperator"] == {"enabled": False}
+    assert values(plan, plan_ids.NETWORK_OPERATOR)["sriovNetworkOperator"] == {"enabled": False}
 
 
 def test_without_rdma_there_is_no_device_resource() -> None:
@@ -158,9 +159,9 @@ def test_ufm_pkeys_run_ib_kubernetes_after_its_secret() -> None:
         "ufm": {"address": "ufm.internal", "username": "k8s", "password": {"secure": "AAAB"}},
     }
     plan = plan_of(config)
-    spec = body(plan, network.POLICY_ID)["spec"]
+    spec = body(plan, plan_ids.NIC_POLICY)["spec"]
     assert spec["ibKubernetes"]["ufmSecret"] == network.UFM_SECRET_NAME
-    assert network.UFM_SECRET_ID in plan.item(network.POLICY_ID).depends_on
+    assert plan_ids.UFM_SECRET in plan.item(plan_ids.NIC_POLICY).depends_on
     _, cni = nad(plan, "rail0")
     assert cni["ibKubernetesEnabled"] is True
 
@@ -168,7 +169,7 @@ def test_ufm_pkeys_run_ib_kubernetes_after_its_secret() -> None:
 def test_operator_managed_drivers_drain_one_node_at_a_time() -> None:
     config = example_config("prod-ib")
     del config["gpufabric:sources"]  # upstream names (test_sources covers mirrors)
-    spec = body(plan_of(config), network.POLICY_ID)["spec"]
+    spec = body(plan_of(config), plan_ids.NIC_POLICY)["spec"]
     driver = spec["ofedDriver"]
     doca = effective_components({})["doca-driver"]
     assert f"{driver['repository']}/{driver['image']}" == doca.image
@@ -178,13 +179,16 @@ def test_operator_managed_drivers_drain_one_node_at_a_time() -> None:
 
 
 def test_host_drivers_mean_no_driver_container(lab: dict[str, Any]) -> None:
-    assert "ofedDriver" not in body(plan_of(lab), network.POLICY_ID)["spec"]
+    assert "ofedDriver" not in body(plan_of(lab), plan_ids.NIC_POLICY)["spec"]
 
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
 def test_node_feature_discovery_runs_exactly_once(name: str) -> None:
     plan = build_plan(name, load_stack(name).model)
-    enabled = [values(plan, c)["nfd"]["enabled"] for c in (gpu.CHART_ID, network.CHART_ID)]
+    enabled = [
+        values(plan, c)["nfd"]["enabled"]
+        for c in (plan_ids.GPU_OPERATOR, plan_ids.NETWORK_OPERATOR)
+    ]
     assert enabled.count(True) == 1
 
 
@@ -195,13 +199,13 @@ def test_peermem_with_operator_drivers_orders_the_gpu_operator_after_the_nic_dri
     lab["gpufabric:fabric"]["nicDriver"] = {"source": "operator"}
     plan = plan_of(lab)
     ids = [it.id for it in plan.items]
-    assert network.POLICY_ID in plan.item(gpu.CHART_ID).depends_on
-    assert ids.index(network.POLICY_ID) < ids.index(gpu.CHART_ID)
+    assert plan_ids.NIC_POLICY in plan.item(plan_ids.GPU_OPERATOR).depends_on
+    assert ids.index(plan_ids.NIC_POLICY) < ids.index(plan_ids.GPU_OPERATOR)
     # The Network Operator goes first, so it brings NFD.
-    assert values(plan, network.CHART_ID)["nfd"] == {"enabled": True}
-    assert values(plan, gpu.CHART_ID)["nfd"] == {"enabled": False}
-    assert gpu.CHART_ID not in plan.item(network.CHART_ID).depends_on
-    policy = body(plan, network.POLICY_ID)
+    assert values(plan, plan_ids.NETWORK_OPERATOR)["nfd"] == {"enabled": True}
+    assert values(plan, plan_ids.GPU_OPERATOR)["nfd"] == {"enabled": False}
+    assert plan_ids.GPU_OPERATOR not in plan.item(plan_ids.NETWORK_OPERATOR).depends_on
+    policy = body(plan, plan_ids.NIC_POLICY)
     assert (
         policy["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.state}=ready"
     )
@@ -209,8 +213,8 @@ def test_peermem_with_operator_drivers_orders_the_gpu_operator_after_the_nic_dri
 
 def test_dmabuf_does_not_wait_for_the_nic_driver() -> None:
     plan = plan_of(example_config("prod-ib"))  # DMA-BUF with operator-managed drivers
-    assert network.POLICY_ID not in plan.item(gpu.CHART_ID).depends_on
-    assert gpu.CHART_ID in plan.item(network.CHART_ID).depends_on
+    assert plan_ids.NIC_POLICY not in plan.item(plan_ids.GPU_OPERATOR).depends_on
+    assert plan_ids.GPU_OPERATOR in plan.item(plan_ids.NETWORK_OPERATOR).depends_on
 
 
 def test_per_tenant_networks(lab: dict[str, Any]) -> None:
@@ -219,7 +223,7 @@ def test_per_tenant_networks(lab: dict[str, Any]) -> None:
     ids = {it.id for it in plan.items}
     assert "network/nad/team-vision/rail0" in ids
     assert "network/nad/team-speech/rail1" in ids
-    assert network.NETWORKS_NAMESPACE_ID not in ids
+    assert plan_ids.NETWORKS_NAMESPACE not in ids
     item = plan.item("network/nad/team-speech/rail1")
     assert "tenants/team-speech/namespace" in item.depends_on
 
@@ -227,14 +231,14 @@ def test_per_tenant_networks(lab: dict[str, Any]) -> None:
 def test_network_operator_multus_replaces_the_thick_overlay(lab: dict[str, Any]) -> None:
     lab["gpufabric:fabric"]["multus"] = "network-operator"
     plan = plan_of(lab)
-    assert network.MULTUS_ID not in {it.id for it in plan.items}
-    assert "multus" in body(plan, network.POLICY_ID)["spec"]["secondaryNetwork"]
-    assert network.POLICY_ID in plan.item("network/nad/rail0").depends_on
+    assert plan_ids.MULTUS not in {it.id for it in plan.items}
+    assert "multus" in body(plan, plan_ids.NIC_POLICY)["spec"]["secondaryNetwork"]
+    assert plan_ids.NIC_POLICY in plan.item("network/nad/rail0").depends_on
 
 
 def test_multus_overlay_pins_the_release_image(lab: dict[str, Any]) -> None:
     lab["gpufabric:versions"] = {"multus": "v4.2.4"}
-    overlay = plan_of(lab).item(network.MULTUS_ID).payload
+    overlay = plan_of(lab).item(plan_ids.MULTUS).payload
     assert isinstance(overlay, KustomizeOverlay)
     text = overlay.files()["kustomization.yaml"]
     assert "/multus-cni/v4.2.4/deployments/multus-daemonset-thick.yml" in text
@@ -243,11 +247,11 @@ def test_multus_overlay_pins_the_release_image(lab: dict[str, Any]) -> None:
 
 # Which item installs the CRD each custom resource needs.
 CRD_INSTALLER = {
-    "nvidia.com": gpu.CHART_ID,
-    "mellanox.com": network.CHART_ID,
-    "nv-ipam.nvidia.com": network.POLICY_ID,
-    "sriovnetwork.openshift.io": network.CHART_ID,
-    "k8s.cni.cncf.io": network.MULTUS_ID,
+    "nvidia.com": plan_ids.GPU_OPERATOR,
+    "mellanox.com": plan_ids.NETWORK_OPERATOR,
+    "nv-ipam.nvidia.com": plan_ids.NIC_POLICY,
+    "sriovnetwork.openshift.io": plan_ids.NETWORK_OPERATOR,
+    "k8s.cni.cncf.io": plan_ids.MULTUS,
 }
 
 
@@ -269,7 +273,7 @@ def test_custom_resources_follow_what_installs_their_crd(name: str) -> None:
         group = obj.api_version.split("/")[0] if "/" in obj.api_version else ""
         if group in CRD_INSTALLER:
             assert CRD_INSTALLER[group] in _ancestors(plan, item.id), item.id
-    for installer in set(CRD_INSTALLER.values()) - {network.POLICY_ID}:
+    for installer in set(CRD_INSTALLER.values()) - {plan_ids.NIC_POLICY}:
         assert plan.item(installer).protect, installer
 
 

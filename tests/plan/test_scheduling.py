@@ -10,7 +10,9 @@ import pytest
 import yaml
 from conftest import EXAMPLE_STACKS, example_config, sections
 
-from gpufabric.plan import HelmChart, K8sObject, Plan, build_plan, scheduling, tenants, training
+from gpufabric.authorities import kueue
+from gpufabric.plan import HelmChart, K8sObject, Plan, build_plan
+from gpufabric.plan import ids as plan_ids
 from gpufabric.problems import StackError
 from gpufabric.schema import validate_objects
 from gpufabric.stackfile import model_from_config
@@ -33,7 +35,7 @@ def obj(plan: Plan, item_id: str) -> dict[str, Any]:
 
 
 def kueue_config(plan: Plan) -> dict[str, Any]:
-    values = chart(plan, scheduling.KUEUE_CHART_ID).values
+    values = chart(plan, plan_ids.authority_chart("kueue")).values
     doc: dict[str, Any] = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     return doc
 
@@ -88,17 +90,20 @@ def test_kueue_manager_configuration() -> None:
     # Per-pod RDMA devices are not quota: ClusterQueues would otherwise refuse every job.
     rdma = sorted(plan.wiring["eval"].rdma_resources)
     assert cfg["resources"]["excludeResourcePrefixes"] == rdma
-    image = chart(plan, scheduling.KUEUE_CHART_ID).values["controllerManager"]["manager"]["image"]
+    image = chart(plan, plan_ids.authority_chart("kueue")).values["controllerManager"]["manager"][
+        "image"
+    ]
     assert image["tag"] == "v0.19.2"
     assert image["repository"] == "registry.k8s.io/kueue/kueue"
 
 
 def test_kueue_is_installed_after_the_job_operators() -> None:
     config = example_config("prod-ib")
-    deps = plan_of(config).item(scheduling.KUEUE_CHART_ID).depends_on
-    model = model_from_config(sections(config), "t", from_file=True)
-    assert set(training.operator_ids(model)) == set(deps) - {scheduling.NAMESPACE_ID}
-    assert len(training.operator_ids(model)) == 3
+    deps = plan_of(config).item(plan_ids.authority_chart("kueue")).depends_on
+    assert set(plan_ids.job_operators(plan_of(config).facts.operators.job_kinds)) == set(deps) - {
+        plan_ids.SCHEDULING_NAMESPACE
+    }
+    assert len(plan_ids.job_operators(plan_of(config).facts.operators.job_kinds)) == 3
 
 
 def test_kueue_queue_objects_per_tenant() -> None:
@@ -116,11 +121,11 @@ def test_kueue_queue_objects_per_tenant() -> None:
         (group,) = cq["spec"]["resourceGroups"]
         assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
         (flavor,) = group["flavors"]
-        assert flavor["name"] == scheduling.FLAVOR_NAME
+        assert flavor["name"] == kueue.FLAVOR_NAME
         res = {r["name"]: r for r in flavor["resources"]}
         assert res["nvidia.com/gpu"]["nominalQuota"] == tenant["gpuQuota"]
         assert res["nvidia.com/gpu"]["borrowingLimit"] == tenant.get("gpuBorrowingLimit", 0)
-        assert res["cpu"]["nominalQuota"] == tenant.get("cpuQuota", scheduling.UNLIMITED_CPU)
+        assert res["cpu"]["nominalQuota"] == tenant.get("cpuQuota", kueue.UNLIMITED_CPU)
         assert cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
         lq = obj(plan, f"tenants/{ns}/local-queue")
         assert lq["metadata"]["namespace"] == ns
@@ -140,11 +145,11 @@ def test_topology_and_flavor() -> None:
         {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
     ]
     plan = plan_of(config)
-    levels = [lv["nodeLabel"] for lv in obj(plan, scheduling.TOPOLOGY_ID)["spec"]["levels"]]
+    levels = [lv["nodeLabel"] for lv in obj(plan, plan_ids.TOPOLOGY)["spec"]["levels"]]
     assert levels == config["gpufabric:scheduling"]["topologyLevels"]
-    flavor = obj(plan, scheduling.FLAVOR_ID)["spec"]
+    flavor = obj(plan, plan_ids.FLAVOR)["spec"]
     assert flavor["nodeLabels"] == config["gpufabric:gpuNodes"]["nodeSelector"]
-    assert flavor["topologyName"] == scheduling.TOPOLOGY_NAME
+    assert flavor["topologyName"] == kueue.TOPOLOGY_NAME
     assert flavor["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
@@ -152,13 +157,13 @@ def test_topology_and_flavor() -> None:
 
 def test_kueue_without_levels_places_by_node() -> None:
     plan = plan_of(example_config("lab-roce"))
-    levels = obj(plan, scheduling.TOPOLOGY_ID)["spec"]["levels"]
+    levels = obj(plan, plan_ids.TOPOLOGY)["spec"]["levels"]
     assert levels == [{"nodeLabel": "kubernetes.io/hostname"}]
 
 
 def volcano_conf(plan: Plan, key: str) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(
-        chart(plan, scheduling.VOLCANO_CHART_ID).values["custom"][key]
+        chart(plan, plan_ids.authority_chart("volcano")).values["custom"][key]
     )
     return doc
 
@@ -176,7 +181,7 @@ def test_volcano_scheduler_configuration() -> None:
     (source,) = discovery
     assert source["source"] == "label"
     assert source["enabled"] is True
-    levels = source["config"]["networkTopologyTypes"][scheduling.TOPOLOGY_NAME]
+    levels = source["config"]["networkTopologyTypes"][kueue.TOPOLOGY_NAME]
     # HyperNodes from the stack's levels, widest first, the node last.
     assert levels == [
         {"nodeLabel": "topology.gpufabric.io/leaf"},
@@ -196,7 +201,7 @@ def test_volcano_without_levels_has_no_topology_placement() -> None:
     assert "network-topology-aware" not in plugins
     assert (
         "controller_config_override"
-        not in chart(plan, scheduling.VOLCANO_CHART_ID).values["custom"]
+        not in chart(plan, plan_ids.authority_chart("volcano")).values["custom"]
     )
 
 
@@ -214,7 +219,7 @@ def test_volcano_queues_per_tenant() -> None:
             "nvidia.com/gpu": tenant["gpuQuota"] + tenant.get("gpuBorrowingLimit", 0)
         }
         assert q["spec"]["reclaimable"] is True
-        namespace = obj(plan, tenants.namespace_id(ns))
+        namespace = obj(plan, plan_ids.tenant_namespace(ns))
         assert namespace["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": ns}
         assert f"tenants/{ns}/local-queue" not in {it.id for it in plan.items}
 
@@ -235,21 +240,21 @@ def test_switching_kueue_to_volcano_changes_only_what_it_must() -> None:
     changed = {k for k in before.keys() & after.keys() if before[k] != after[k]}
     tenant_ns = [t["namespace"] for t in config["gpufabric:tenants"]]
     assert removed == {
-        scheduling.KUEUE_CHART_ID,
-        scheduling.TOPOLOGY_ID,
-        scheduling.FLAVOR_ID,
+        plan_ids.authority_chart("kueue"),
+        plan_ids.TOPOLOGY,
+        plan_ids.FLAVOR,
         *(f"tenants/{ns}/local-queue" for ns in tenant_ns),
     }
-    assert added == {scheduling.VOLCANO_CHART_ID}
+    assert added == {plan_ids.authority_chart("volcano")}
     assert changed == {
-        scheduling.NAMESPACE_ID,  # kueue-system -> volcano-system
-        training.MPI_OPERATOR_ID,  # --gang-scheduling=volcano
-        training.TRAINING_OPERATOR_ID,  # --gang-scheduler-name=volcano
+        plan_ids.SCHEDULING_NAMESPACE,  # kueue-system -> volcano-system
+        plan_ids.MPI_OPERATOR,  # --gang-scheduling=volcano
+        plan_ids.TRAINING_OPERATOR,  # --gang-scheduler-name=volcano
         *(f"scheduling/{ns}/queue" for ns in tenant_ns),  # ClusterQueue -> Queue
         *(
             f"scheduling/{ns}/priority" for ns in tenant_ns
         ),  # WorkloadPriorityClass -> PriorityClass
-        *(tenants.namespace_id(ns) for ns in tenant_ns),  # queue annotation
+        *(plan_ids.tenant_namespace(ns) for ns in tenant_ns),  # queue annotation
     }
     # GPU, network, NCCL settings, quotas and the admission policy are untouched.
     for item_id in before.keys() & after.keys():

@@ -12,7 +12,8 @@ import pytest
 from conftest import example_config, sections
 
 from gpufabric.jobs import JobRequest, job_manifest
-from gpufabric.plan import K8sObject, build_plan, tenants
+from gpufabric.plan import K8sObject, build_plan
+from gpufabric.plan import ids as plan_ids
 from gpufabric.stackfile import model_from_config
 
 PLAN = build_plan(
@@ -21,7 +22,7 @@ PLAN = build_plan(
 
 
 def _policy() -> dict[str, Any]:
-    payload = PLAN.item(tenants.POLICY_ID).payload
+    payload = PLAN.item(plan_ids.TENANT_POLICY).payload
     assert isinstance(payload, K8sObject)
     return dict(payload.body)
 
@@ -184,7 +185,7 @@ def test_safe_sysctls_and_runtime_default_profiles_pass() -> None:
 
 
 def test_binding_selects_exactly_tenant_namespaces() -> None:
-    payload = PLAN.item(tenants.BINDING_ID).payload
+    payload = PLAN.item(plan_ids.TENANT_BINDING).payload
     assert isinstance(payload, K8sObject)
     spec = payload.body["spec"]
     assert spec["policyName"] == _policy()["metadata"]["name"]
@@ -193,11 +194,11 @@ def test_binding_selects_exactly_tenant_namespaces() -> None:
         "matchLabels": {"gpufabric.io/tenant": "true"}
     }
     for t in PLAN.wiring:
-        ns = PLAN.item(tenants.namespace_id(t)).payload
+        ns = PLAN.item(plan_ids.tenant_namespace(t)).payload
         assert isinstance(ns, K8sObject)
         assert ns.body["metadata"]["labels"]["gpufabric.io/tenant"] == "true"
         # Namespaces come after the policy guarding them.
-        assert tenants.BINDING_ID in PLAN.item(tenants.namespace_id(t)).depends_on
+        assert plan_ids.TENANT_BINDING in PLAN.item(plan_ids.tenant_namespace(t)).depends_on
 
 
 def _pod_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -210,8 +211,7 @@ def _pod_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("kind", ["mpijob", "pytorchjob"])
 def test_generated_job_pods_pass_the_policy(kind: str) -> None:
-    model = model_from_config(sections(example_config("lab-roce")), "lab", from_file=True)
-    job = job_manifest(PLAN, model, JobRequest(tenant="team-vision", kind=kind))  # type: ignore[arg-type]
+    job = job_manifest(PLAN, JobRequest(tenant="team-vision", kind=kind))  # type: ignore[arg-type]
     for template in _pod_templates(job):
         pod = {
             "apiVersion": "v1",

@@ -15,8 +15,8 @@ from kustomize_lite import build
 
 from gpufabric.cli import main
 from gpufabric.config import StackModel
-from gpufabric.images import collect
 from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan.pulls import collect
 from gpufabric.problems import StackError
 from gpufabric.render import render_files
 from gpufabric.sources import Mirrors, full_name, split_registry, split_tag

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from gpufabric.plan import build_plan
 from gpufabric.stackfile import load_stack
 from gpufabric.verify import expect, pods
 from gpufabric.verify.probe import HostProbe
@@ -70,7 +71,7 @@ def netns() -> Iterator[str]:
 
 
 def lab() -> expect.Expectation:
-    return expect.from_model("lab-roce", load_stack("lab-roce", None).model)
+    return expect.from_facts(build_plan("lab-roce", load_stack("lab-roce", None).model).facts)
 
 
 def ns_probe(name: str) -> HostProbe:

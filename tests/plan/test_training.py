@@ -11,7 +11,8 @@ import yaml
 from conftest import EXAMPLE_STACKS, REPO, example_config, sections
 from kustomize_lite import build
 
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan, training
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan import ids as plan_ids
 from gpufabric.schema import validate_objects
 from gpufabric.stackfile import model_from_config
 
@@ -52,7 +53,7 @@ def with_gang(config: dict[str, Any], gang: str) -> dict[str, Any]:
 def test_training_operator_overlay_never_applies_a_second_mpijob_crd(gang: str) -> None:
     config = with_gang(example_config("prod-ib"), gang)
     plan = plan_of(config)
-    objects = built(plan, training.TRAINING_OPERATOR_ID, "training-operator-v1.9.yaml")
+    objects = built(plan, plan_ids.TRAINING_OPERATOR, "training-operator-v1.9.yaml")
     assert "mpijobs.kubeflow.org" not in crds(objects)
     assert crds(objects) == {
         "jaxjobs.kubeflow.org",
@@ -74,8 +75,8 @@ def test_training_operator_overlay_never_applies_a_second_mpijob_crd(gang: str) 
 def test_training_operator_comes_after_the_mpi_operator() -> None:
     plan = plan_of(example_config("prod-ib"))
     ids = [it.id for it in plan.items]
-    assert training.MPI_OPERATOR_ID in plan.item(training.TRAINING_OPERATOR_ID).depends_on
-    assert ids.index(training.MPI_OPERATOR_ID) < ids.index(training.TRAINING_OPERATOR_ID)
+    assert plan_ids.MPI_OPERATOR in plan.item(plan_ids.TRAINING_OPERATOR).depends_on
+    assert ids.index(plan_ids.MPI_OPERATOR) < ids.index(plan_ids.TRAINING_OPERATOR)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_training_operator_comes_after_the_mpi_operator() -> None:
 )
 def test_mpi_operator_flags_and_pinned_image(gang: str, extra: list[str]) -> None:
     plan = plan_of(with_gang(example_config("lab-roce"), gang))
-    objects = built(plan, training.MPI_OPERATOR_ID, "mpi-operator-v0.8.yaml")
+    objects = built(plan, plan_ids.MPI_OPERATOR, "mpi-operator-v0.8.yaml")
     c = container(deployment(objects, "mpi-operator"))
     assert c["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator", *extra]
     # The release manifest names a branch tag; the overlay pins the release image.
@@ -97,8 +98,8 @@ def test_mpi_operator_flags_and_pinned_image(gang: str, extra: list[str]) -> Non
 def test_overlays_reference_the_pinned_upstream() -> None:
     plan = plan_of(example_config("prod-ib"))
     for item_id, component in (
-        (training.MPI_OPERATOR_ID, "mpi-operator"),
-        (training.TRAINING_OPERATOR_ID, "training-operator"),
+        (plan_ids.MPI_OPERATOR, "mpi-operator"),
+        (plan_ids.TRAINING_OPERATOR, "training-operator"),
     ):
         k = yaml.safe_load(built_text(plan, item_id))
         version = plan.components[component].version
@@ -117,9 +118,9 @@ def test_operators_are_only_installed_when_selected() -> None:
     config = example_config("kind-dev")
     config["gpufabric:training"] = {"mpiOperator": True}
     ids = {it.id for it in plan_of(config).items}
-    assert training.MPI_OPERATOR_ID in ids
-    assert training.TRAINING_OPERATOR_ID not in ids
-    assert training.TRAINER_CHART_ID not in ids
+    assert plan_ids.MPI_OPERATOR in ids
+    assert plan_ids.TRAINING_OPERATOR not in ids
+    assert plan_ids.TRAINER not in ids
 
 
 def runtime(plan: Plan, name: str) -> dict[str, Any]:
@@ -130,16 +131,14 @@ def runtime(plan: Plan, name: str) -> dict[str, Any]:
 
 def test_trainer_chart_and_runtimes_under_kueue() -> None:
     plan = plan_of(example_config("prod-ib"))
-    chart = plan.item(training.TRAINER_CHART_ID).payload
+    chart = plan.item(plan_ids.TRAINER).payload
     assert isinstance(chart, HelmChart)
     # (prod-ib's mirror also points the chart's image registries at it)
     assert chart.values["runtimes"]["defaultEnabled"] is False
     assert chart.values["jobset"]["install"] is True
     rt = runtime(plan, "torch-distributed")
     assert "podGroupPolicy" not in rt["spec"]  # Kueue admits TrainJobs through its integration
-    assert plan.item("training/runtime-torch-distributed").depends_on == (
-        training.TRAINER_CHART_ID,
-    )
+    assert plan.item("training/runtime-torch-distributed").depends_on == (plan_ids.TRAINER,)
 
 
 def test_trainer_runtimes_carry_the_volcano_pod_group_policy() -> None:

@@ -14,7 +14,7 @@ from conftest import EXAMPLE_STACKS, SHARED, example_config, sections
 
 from components.items import await_transform
 from gpufabric.plan import HelmChart, build_plan
-from gpufabric.plan.gpu import CHART_ID
+from gpufabric.plan.ids import GPU_OPERATOR as CHART_ID
 from gpufabric.problems import StackError
 from gpufabric.stackfile import load_stack, model_from_config
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import REPO
 from conftest import EXAMPLE_STACKS
 from fake_kube import FakeKube
 
@@ -24,7 +25,7 @@ from gpufabric.stackfile import load_stack
 from gpufabric.verify import nccl, probe_daemonset
 from gpufabric.verify.kube import Kube
 
-FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
+FIXTURES = REPO / "tests" / "fixtures" / "nccl"
 MPIJOB = "/apis/kubeflow.org/v2beta1/namespaces/team-vision/mpijobs/gpufabric-nccl"
 
 
@@ -122,7 +123,7 @@ def argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
 
 def job(stack: str = "lab-roce", tenant: str = "team-vision", nodes: int = 2) -> dict[str, Any]:
     model = load_stack(stack, None).model
-    return nccl.acceptance_job(build_plan(stack, model), model, tenant, nodes)
+    return nccl.acceptance_job(build_plan(stack, model), tenant, nodes)
 
 
 # ----------------------------------------------------------------------- the MPIJob
@@ -134,7 +135,7 @@ def test_acceptance_mpijob_validates_against_the_crd(stack: str, crd_dir: Path) 
     model = load_stack(stack, None).model
     if not model.training.mpiOperator or not model.tenants:
         pytest.skip("stack runs no MPIJobs")
-    body = nccl.acceptance_job(build_plan(stack, model), model, model.tenants[0].namespace, 2)
+    body = nccl.acceptance_job(build_plan(stack, model), model.tenants[0].namespace, 2)
     report = validate_objects([body], model.cluster.kubernetes_minor, crd_dir)
     assert report.ok, report.errors
     assert report.checked_custom == 1
@@ -144,8 +145,8 @@ def test_acceptance_job_is_the_tenants_wired_mpijob() -> None:
     """Same wiring as `gpufabric job --kind mpijob`; only the launcher's program differs."""
     model = load_stack("lab-roce", None).model
     plan = build_plan("lab-roce", model)
-    acc = nccl.acceptance_job(plan, model, "team-vision", 2)
-    ref = job_manifest(plan, model, JobRequest("team-vision", "mpijob", 2, name="gpufabric-nccl"))
+    acc = nccl.acceptance_job(plan, "team-vision", 2)
+    ref = job_manifest(plan, JobRequest("team-vision", "mpijob", 2, name="gpufabric-nccl"))
     acc_spec, ref_spec = acc["spec"], ref["spec"]
     assert acc_spec["mpiReplicaSpecs"]["Worker"] == ref_spec["mpiReplicaSpecs"]["Worker"]
     assert acc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
@@ -302,7 +303,9 @@ def test_dry_run_prints_the_job(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_probe_daemonset_is_a_valid_privileged_host_reader() -> None:
     model = load_stack("prod-ib", None).model
-    ns, ds = probe_daemonset.manifests(model, "docker.io/nicolaka/netshoot:v0.13")
+    ns, ds = probe_daemonset.manifests(
+        build_plan("t", model).facts.nodes, "docker.io/nicolaka/netshoot:v0.13"
+    )
     report = validate_objects([ns, ds], model.cluster.kubernetes_minor)
     assert report.ok, report.errors
     spec = ds["spec"]["template"]["spec"]
@@ -337,7 +340,7 @@ def test_probe_lifecycle_against_the_fake(fake: FakeKube, tmp_path: Path) -> Non
     fake.on_create.append(schedule)
     kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
     model = load_stack("lab-roce", None).model
-    pods = probe_daemonset.start(kube, model, "img", poll=0.01)
+    pods = probe_daemonset.start(kube, build_plan("t", model).facts.nodes, "img", poll=0.01)
     assert pods == {"gpufabric-probe-ax9": "gpu-node-0", "gpufabric-probe-bx9": "gpu-node-1"}
     spec = probe_daemonset.host_spec("gpufabric-probe-ax9", "/k/config", "lab")
     assert (

@@ -1,0 +1,218 @@
+"""Kueue: quota and all-or-nothing admission of jobs, topology-aware placement.
+
+The chart runs with a manager configuration computed from the stack (the integrations of
+exactly the job kinds installed, ``waitForPodsReady`` with requeuing backoff, managed
+namespaces limited to tenants, the rails' RDMA resources excluded from quota); gpufabric
+writes a Topology, a ResourceFlavor for the GPU nodes, and per tenant a ClusterQueue, a
+WorkloadPriorityClass and a LocalQueue in its namespace. Jobs name the LocalQueue and the
+priority class by label; pods carry the preferred topology level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import yaml
+
+from gpufabric.authorities.base import GPU_RESOURCE, Authority, tolerations
+from gpufabric.config import HOSTNAME_LABEL, Tenant
+from gpufabric.plan import ids
+from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.items import Item, Layer, object_item
+
+TOPOLOGY_NAME = "gpufabric"
+FLAVOR_NAME = "gpu-nodes"
+LOCAL_QUEUE_NAME = "training"
+"""Name of the LocalQueue in every tenant namespace (the value of kueue.x-k8s.io/queue-name)."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+TOPOLOGY_HINT = "kueue.x-k8s.io/podset-preferred-topology"
+
+BUILTIN_FRAMEWORKS = ("batch/job",)
+FRAMEWORK_OF = {"mpijob": "kubeflow.org/mpijob", "trainjob": "trainer.kubeflow.org/trainjob"}
+"""Kueue integration names of the job kinds (Training Operator v1 kinds: kubeflow.org/<kind>)."""
+
+UNLIMITED_CPU = "1000000"
+UNLIMITED_MEMORY = "1Pi"
+"""Quota for CPU or memory when a tenant has none: Kueue only admits workloads whose every
+requested resource its ClusterQueue covers, so both are always covered (by values no cluster
+reaches, small enough that a cohort's sum stays within Kueue's int64 accounting)."""
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds}s"
+
+
+class Kueue(Authority):
+    name: ClassVar[str] = "kueue"
+    title: ClassVar[str] = "Kueue"
+    component: ClassVar[str] = "kueue"
+    holds: ClassVar[str] = "Workloads and queues (admitted jobs lose their admission)"
+    job_operators_first: ClassVar[bool] = True
+    runbook_fragment: ClassVar[str] = "authority-kueue.md.j2"
+    readiness: ClassVar[dict[str, tuple[str, str]]] = {
+        "ClusterQueue": ("condition", "Active"),
+        "LocalQueue": ("condition", "Active"),
+    }
+
+    def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
+        # Kueue always places through a Topology: the node level alone when none is named.
+        return tuple(configured) or (HOSTNAME_LABEL,)
+
+    def preferred_topology_level(self, levels: Sequence[str]) -> str | None:
+        """Prefer the narrowest switch level (all pods under one leaf), climbing to wider
+        levels when the gang does not fit; the node level when there are no switches."""
+        return levels[-2] if len(levels) > 1 else levels[-1]
+
+    def frameworks(self, job_kinds: Sequence[str]) -> tuple[str, ...]:
+        """Integrations for exactly the job kinds installed. Kueue 0.19 no longer enables the
+        Training Operator v1 kinds by default, so those in use are listed explicitly."""
+        return (
+            *BUILTIN_FRAMEWORKS,
+            *(FRAMEWORK_OF.get(kind, f"kubeflow.org/{kind}") for kind in job_kinds),
+        )
+
+    def queue_name(self, tenant: str) -> str:
+        return LOCAL_QUEUE_NAME
+
+    # ------------------------------------------------------------------- plan
+
+    def manager_config(self, ctx: PlanContext) -> dict[str, Any]:
+        """The Kueue Configuration (config.kueue.x-k8s.io/v1beta2) of this stack."""
+        s = ctx.model.scheduling
+        config: dict[str, Any] = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            # Service endpoints as the chart's default configuration has them.
+            "health": {"healthProbeBindAddress": ":8081"},
+            "metrics": {"bindAddress": ":8443"},
+            "webhook": {"port": 9443},
+            "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+            "clientConnection": {"qps": 300, "burst": 500},
+            # Jobs without a queue label are left alone, and only tenant namespaces are
+            # managed: system jobs are never suspended.
+            "manageJobsWithoutQueueName": False,
+            "managedJobsNamespaceSelector": {"matchLabels": {"gpufabric.io/tenant": "true"}},
+            # All-or-nothing: a gang whose pods are not all ready in time is evicted and
+            # requeued with exponential backoff; the timeout is required in v1beta2.
+            "waitForPodsReady": {
+                "timeout": _duration(ctx.facts.gang.all_or_nothing_timeout_s),
+                "recoveryTimeout": _duration(ctx.facts.gang.all_or_nothing_timeout_s),
+                "blockAdmission": False,
+                "requeuingStrategy": {
+                    "timestamp": "Eviction",
+                    "backoffLimitCount": s.requeuing.backoffLimitCount,
+                    "backoffBaseSeconds": s.requeuing.backoffBase,
+                    "backoffMaxSeconds": s.requeuing.backoffMax,
+                },
+            },
+            "integrations": {"frameworks": list(ctx.facts.gang.frameworks)},
+        }
+        # Kueue refuses workloads requesting a resource their ClusterQueue does not cover.
+        # The rails' RDMA devices are per-pod plumbing, not a quota: Kueue ignores them.
+        names = sorted(ctx.facts.fabric.rdma_resources)
+        if names:
+            config["resources"] = {"excludeResourcePrefixes": names}
+        return config
+
+    def chart_values(self, ctx: PlanContext) -> dict[str, Any]:
+        repository, tag = ctx.components[self.component].image_name_tag
+        config = yaml.safe_dump(self.manager_config(ctx), sort_keys=False, width=100)
+        return {
+            "controllerManager": {
+                "manager": {
+                    "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}
+                }
+            },
+            "managerConfig": {"controllerManagerConfigYaml": config},
+        }
+
+    def cluster_items(self, ctx: PlanContext, chart_id: str) -> list[Item]:
+        layer = Layer.SCHEDULING
+        return [
+            object_item(
+                ids.TOPOLOGY,
+                layer,
+                "scheduling/topology.yaml.j2",
+                (chart_id,),
+                stack=ctx.stack,
+                name=TOPOLOGY_NAME,
+                levels=list(ctx.facts.gang.topology_levels),
+            ),
+            object_item(
+                ids.FLAVOR,
+                layer,
+                "scheduling/resource-flavor.yaml.j2",
+                (ids.TOPOLOGY,),
+                stack=ctx.stack,
+                name=FLAVOR_NAME,
+                node_labels=dict(ctx.facts.nodes.selector),
+                tolerations=tolerations(ctx),
+                topology=TOPOLOGY_NAME,
+            ),
+        ]
+
+    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
+        contract = ctx.facts.tenants[tenant.namespace]
+        common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
+        return [
+            object_item(
+                ids.tenant_priority(tenant.namespace),
+                Layer.SCHEDULING,
+                "scheduling/workload-priority-class.yaml.j2",
+                (chart_id,),
+                name=contract.priority_class,
+                **common,
+            ),
+            object_item(
+                ids.tenant_queue(tenant.namespace),
+                Layer.SCHEDULING,
+                "scheduling/cluster-queue.yaml.j2",
+                (ids.FLAVOR,),
+                cohort=ctx.model.scheduling.cohort,
+                flavor=FLAVOR_NAME,
+                resources=_resources(tenant),
+                **common,
+            ),
+        ]
+
+    def namespace_items(self, ctx: PlanContext, tenant: Tenant, namespace_id: str) -> list[Item]:
+        ns = tenant.namespace
+        return [
+            object_item(
+                ids.tenant_local_queue(ns),
+                Layer.TENANTS,
+                "tenants/local-queue.yaml.j2",
+                (namespace_id, ids.tenant_queue(ns)),
+                stack=ctx.stack,
+                tenant=tenant,
+                name=ctx.facts.tenants[ns].queue,
+                cluster_queue=ns,
+            )
+        ]
+
+    # ------------------------------------------------------------------- jobs
+
+    def job_labels(self, contract: TenantContract) -> dict[str, str]:
+        return {QUEUE_LABEL: contract.queue, PRIORITY_LABEL: contract.priority_class}
+
+    def pod_annotations(self, gang: GangPolicy) -> dict[str, str]:
+        level = gang.preferred_topology_level
+        return {TOPOLOGY_HINT: level} if level else {}
+
+
+def _resources(tenant: Tenant) -> list[dict[str, Any]]:
+    """ClusterQueue resources of the GPU flavor, in coveredResources order."""
+    return [
+        {"name": "cpu", "nominalQuota": tenant.cpuQuota or UNLIMITED_CPU},
+        {"name": "memory", "nominalQuota": tenant.memoryQuota or UNLIMITED_MEMORY},
+        {
+            "name": GPU_RESOURCE,
+            "nominalQuota": tenant.gpuQuota,
+            "borrowingLimit": tenant.gpuBorrowingLimit,
+        },
+    ]
+
+
+AUTHORITY = Kueue()

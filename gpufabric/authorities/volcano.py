@@ -1,0 +1,179 @@
+"""Volcano: gang scheduling with capacity queues and network-topology-aware placement.
+
+The chart runs with a scheduler configuration (gang on, capacity queues, reclaim of borrowed
+resources, network-topology-aware placement when the stack has topology levels) and a
+controller configuration that discovers HyperNodes from the levels' node labels; gpufabric
+writes a Queue and a PriorityClass per tenant. Tenant namespaces carry the queue annotation;
+the job operators start with Volcano's gang flags and create the PodGroups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import yaml
+
+from gpufabric.authorities.base import GPU_RESOURCE, Authority
+from gpufabric.config import HOSTNAME_LABEL, Tenant
+from gpufabric.plan import ids
+from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.items import Item, Layer, object_item
+
+TOPOLOGY_NAME = "gpufabric"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+OPERATOR_FLAGS = {
+    "mpi-operator": ("--gang-scheduling=volcano",),
+    "training-operator": ("--gang-scheduler-name=volcano",),
+}
+
+
+class Volcano(Authority):
+    name: ClassVar[str] = "volcano"
+    title: ClassVar[str] = "Volcano"
+    component: ClassVar[str] = "volcano"
+    holds: ClassVar[str] = "PodGroups and Volcano Jobs"
+    job_operators_first: ClassVar[bool] = False
+    runbook_fragment: ClassVar[str] = "authority-volcano.md.j2"
+    readiness: ClassVar[dict[str, tuple[str, str]]] = {"Queue": ("state", "Open")}
+
+    def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
+        # Volcano places by topology only when the stack names levels (then the node last).
+        levels = list(configured)
+        if levels and levels[-1] != HOSTNAME_LABEL:
+            levels.append(HOSTNAME_LABEL)
+        return tuple(levels)
+
+    def queue_name(self, tenant: str) -> str:
+        return tenant
+
+    def operator_flags(self, operator: str) -> tuple[str, ...]:
+        return OPERATOR_FLAGS.get(operator, ())
+
+    # ------------------------------------------------------------------- plan
+
+    def scheduler_config(self, gang: GangPolicy) -> dict[str, Any]:
+        """volcano-scheduler.conf: gang on, capacity queues (deserved/capability), reclaim of
+        borrowed resources, network-topology-aware placement when the stack has levels."""
+        second = [
+            {"name": "overcommit"},
+            {"name": "drf", "enablePreemptable": False},
+            {"name": "predicates"},
+            {"name": "capacity"},
+            {"name": "nodeorder"},
+            {"name": "binpack"},
+        ]
+        if gang.topology_levels:
+            second.append({"name": "network-topology-aware"})
+        return {
+            "actions": "enqueue, allocate, backfill, reclaim",
+            "tiers": [
+                {
+                    "plugins": [
+                        {"name": "priority"},
+                        {"name": "gang", "enablePreemptable": False},
+                        {"name": "conformance"},
+                    ]
+                },
+                {"plugins": second},
+            ],
+        }
+
+    def controller_config(self, gang: GangPolicy) -> dict[str, Any] | None:
+        """HyperNodes discovered from the stack's topology-level node labels."""
+        if not gang.topology_levels:
+            return None
+        return {
+            "networkTopologyDiscovery": [
+                {
+                    "source": "label",
+                    "enabled": True,
+                    "config": {
+                        "networkTopologyTypes": {
+                            TOPOLOGY_NAME: [{"nodeLabel": level} for level in gang.topology_levels]
+                        }
+                    },
+                }
+            ]
+        }
+
+    def chart_values(self, ctx: PlanContext) -> dict[str, Any]:
+        gang = ctx.facts.gang
+        custom: dict[str, Any] = {
+            "scheduler_config_override": yaml.safe_dump(
+                self.scheduler_config(gang), sort_keys=False, width=100
+            )
+        }
+        controller = self.controller_config(gang)
+        if controller is not None:
+            custom["controller_config_override"] = yaml.safe_dump(
+                controller, sort_keys=False, width=100
+            )
+        # The chart pins the release images; pull them once rather than on every restart.
+        return {"basic": {"image_pull_policy": "IfNotPresent"}, "custom": custom}
+
+    def cluster_items(self, ctx: PlanContext, chart_id: str) -> list[Item]:
+        return []
+
+    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
+        contract = ctx.facts.tenants[tenant.namespace]
+        common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
+        return [
+            object_item(
+                ids.tenant_priority(tenant.namespace),
+                Layer.SCHEDULING,
+                "scheduling/priority-class.yaml.j2",
+                name=contract.priority_class,
+                **common,
+            ),
+            object_item(
+                ids.tenant_queue(tenant.namespace),
+                Layer.SCHEDULING,
+                "scheduling/volcano-queue.yaml.j2",
+                (chart_id,),
+                deserved=_resources(tenant, tenant.gpuQuota),
+                capability=_resources(tenant, contract.gpu_limit),
+                **common,
+            ),
+        ]
+
+    def namespace_annotations(self, contract: TenantContract) -> dict[str, str]:
+        return {QUEUE_ANNOTATION: contract.queue}
+
+    def trainer_pod_group_policy(self, gang: GangPolicy) -> dict[str, Any] | None:
+        """Gang scheduling for TrainJobs, topology-aware when the stack has levels: soft, so
+        a job that cannot fit under one switch still runs, spanning at most every tier."""
+        if not gang.switch_tiers:
+            return {"volcano": {}}
+        return {
+            "volcano": {
+                "networkTopology": {"mode": "soft", "highestTierAllowed": gang.switch_tiers}
+            }
+        }
+
+    # ------------------------------------------------------------------- jobs
+
+    def job_annotations(self, contract: TenantContract) -> dict[str, str]:
+        return {QUEUE_ANNOTATION: contract.queue}
+
+    def scheduling_policy(self, contract: TenantContract, min_available: int) -> dict[str, Any]:
+        return {
+            "minAvailable": min_available,
+            "queue": contract.queue,
+            "priorityClass": contract.priority_class,
+        }
+
+    def trainjob_template_metadata(self, contract: TenantContract) -> dict[str, Any]:
+        return {"annotations": {QUEUE_ANNOTATION: contract.queue}}
+
+
+def _resources(tenant: Tenant, gpus: int) -> dict[str, Any]:
+    out: dict[str, Any] = {GPU_RESOURCE: gpus}
+    if tenant.cpuQuota is not None:
+        out["cpu"] = tenant.cpuQuota
+    if tenant.memoryQuota is not None:
+        out["memory"] = tenant.memoryQuota
+    return out
+
+
+AUTHORITY = Volcano()

@@ -1,0 +1,67 @@
+"""Build the Plan of a stack: resolve its facts, then ask each layer for its items."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from gpufabric.config import StackModel
+from gpufabric.plan import gpu, network, scheduling, tenants, training
+from gpufabric.plan.facts import Facts, PlanContext, TenantContract
+from gpufabric.plan.items import Item, K8sObject, Layer, order_items
+from gpufabric.plan.resolve import resolve
+from gpufabric.versions import Component, effective_components
+
+Builder = Callable[[PlanContext], list[Item]]
+
+LAYER_BUILDERS: Mapping[Layer, Builder] = {
+    Layer.GPU: gpu.build,
+    Layer.NETWORK: network.build,
+    Layer.TRAINING: training.build,
+    Layer.SCHEDULING: scheduling.build,
+    Layer.TENANTS: tenants.build,
+}
+"""One builder per layer, in layer order; builders never import each other."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Ordered items of one stack, with the facts they were built from."""
+
+    stack: str
+    items: tuple[Item, ...]
+    facts: Facts
+    components: Mapping[str, Component]
+
+    @property
+    def wiring(self) -> Mapping[str, TenantContract]:
+        """Each tenant's pod contract, by namespace."""
+        return self.facts.tenants
+
+    def item(self, item_id: str) -> Item:
+        for it in self.items:
+            if it.id == item_id:
+                return it
+        raise KeyError(item_id)
+
+    def layer(self, layer: Layer) -> tuple[Item, ...]:
+        return tuple(it for it in self.items if it.layer == layer)
+
+    def objects(self) -> Iterator[tuple[Item, K8sObject]]:
+        for it in self.items:
+            if isinstance(it.payload, K8sObject):
+                yield it, it.payload
+
+
+def build_plan(stack: str, model: StackModel) -> Plan:
+    """The whole Plan of a validated stack."""
+    ctx = PlanContext(
+        stack=stack,
+        model=model,
+        components=effective_components(model.versions, model.sources.mirrors()),
+        facts=resolve(stack, model),
+    )
+    items: list[Item] = []
+    for build in LAYER_BUILDERS.values():
+        items.extend(build(ctx))
+    return Plan(stack=stack, items=order_items(items), facts=ctx.facts, components=ctx.components)

@@ -1,0 +1,244 @@
+"""Resolved facts: every value an output needs, computed once from the stack.
+
+The stack model says what a user wrote; defaults and derived values (a rail's effective MTU,
+its CNI and pod resource, the topology levels the queueing authority places on, each
+tenant's pod contract, the acceptance threshold, which operator runs Node Feature Discovery)
+are resolved by :mod:`gpufabric.plan.resolve` into these frozen records and carried on the
+Plan. The layer builders, ``render``, the runbook, ``verify``, ``gpufabric job``, ``images``
+and ``diff`` read them from there and never re-derive them from the raw model, so they
+cannot disagree with what ``pulumi up`` applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpufabric.config import StackModel
+from gpufabric.versions import Component
+
+
+@dataclass(frozen=True)
+class RailFacts:
+    """One rail as every layer and check sees it."""
+
+    name: str
+    netdev: str
+    """Host netdev (the PF for SR-IOV, the IPoIB or Ethernet port otherwise)."""
+    hca: str | None
+    """RDMA device when the stack names it; None means: found from the netdev."""
+    subnet: str
+    gateway: str | None
+    mtu: int
+    """Effective MTU of the pod interface (the stack's, or the fabric's default)."""
+    cni: str
+    """CNI plugin of the rail's network: macvlan, ipoib, sriov, ib-sriov or host-device."""
+    pod_interface: str
+    """Interface name inside pods (<= 15 characters)."""
+    resource: str | None
+    """Extended resource a pod requests for the rail's RDMA device (None without RDMA)."""
+    device_plugin_resource: str | None
+    """The device plugin's own resourceName (the part after the prefix)."""
+    nad: str
+    """NetworkAttachmentDefinition name."""
+    pool: str
+    """nv-ipam pool name."""
+    pool_kind: str
+    """IPPool or CIDRPool."""
+
+
+@dataclass(frozen=True)
+class RoceFacts:
+    """The lossless class RDMA traffic uses; must match the switches."""
+
+    dscp: int
+    traffic_class: int
+    """NCCL_IB_TC: the stack's, or DSCP x 4."""
+    pfc_priority: int
+    qps_per_connection: int | None
+    gid_index: int | None
+    """None: NCCL picks the RoCEv2 GID itself."""
+    pfc_vector: str
+    """mlnx_qos --pfc argument: 1 on the PFC priority, 0 elsewhere."""
+
+
+@dataclass(frozen=True)
+class InfinibandFacts:
+    pkey: str | None
+    pkey_management: str
+
+
+@dataclass(frozen=True)
+class FabricFacts:
+    """The fabric as resolved: types, modes, rails and the values each layer sets."""
+
+    type: str
+    """infiniband or roce."""
+    rdma: str
+    """shared, sriov, hostdevice or none."""
+    has_rdma: bool
+    gpudirect: str
+    """dmabuf or peermem."""
+    nic_driver: str
+    """host or operator."""
+    host_stack: str
+    """doca or inbox (when the NIC driver comes from the host)."""
+    multus: str
+    nad_scope: str
+    networks_namespace: str | None
+    """Namespace of the shared NetworkAttachmentDefinitions (None when per tenant)."""
+    link_layer: str
+    """The rail ports' sysfs link_layer: InfiniBand or Ethernet."""
+    nccl_link_layer: str
+    """How NCCL names it in its NET/IB lines: IB or RoCE."""
+    device_link_type: str
+    """Device plugin selectors' linkTypes: infiniband or ether."""
+    mtu: int
+    link_rate_gbps: int
+    sriov_vfs: int | None
+    rails: tuple[RailFacts, ...]
+    rdma_resources: Mapping[str, int]
+    """Extended resources (and counts) one pod requests for its rails."""
+    roce: RoceFacts | None
+    infiniband: InfinibandFacts | None
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """The GPU nodes the stack expects."""
+
+    count: int
+    gpus_per_node: int
+    gpu_model: str | None
+    selector: Mapping[str, str]
+    selector_text: str
+    """The selector as ``kubectl -l`` takes it (k=v,k=v, sorted)."""
+    tolerations: tuple[Mapping[str, Any], ...]
+    driver_version: str | None
+    """The pinned NVIDIA driver version, when the stack pins one."""
+    shm_gib: int
+    """/dev/shm every training pod gets (per GPU: NCCL buffers, data loaders)."""
+
+
+@dataclass(frozen=True)
+class GangPolicy:
+    """How the cluster's one queueing authority admits and places gangs."""
+
+    authority: str
+    """Name of the authority module (kueue, volcano)."""
+    title: str
+    topology_levels: tuple[str, ...]
+    """Node-label levels, widest first, the node level last; empty: no topology."""
+    switch_tiers: int
+    """Levels above the node."""
+    preferred_topology_level: str | None
+    """The level pods are packed under when the authority takes a hint per pod set."""
+    all_or_nothing_timeout_s: int
+    frameworks: tuple[str, ...]
+    """Job integrations the authority is configured for (empty when it needs none)."""
+
+
+@dataclass(frozen=True)
+class TenantContract:
+    """What a training pod in one tenant namespace gets and must carry."""
+
+    namespace: str
+    networks: str
+    """Value of the pod annotation k8s.v1.cni.cncf.io/networks (all rails)."""
+    rdma_resources: Mapping[str, int]
+    """Extended resources (and counts) each pod requests for its rails."""
+    nccl_env: Mapping[str, str]
+    queue: str
+    """The queue the tenant's jobs name (LocalQueue name, Volcano Queue name)."""
+    priority_class: str
+    gpu_quota: int
+    gpu_limit: int
+    """GPUs the tenant may hold at once: quota plus borrowing limit."""
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What the NCCL acceptance test must reach on this fabric."""
+
+    rdma: bool
+    link_layer: str
+    """IB or RoCE, as NCCL prints it."""
+    rails: int
+    link_rate_gbps: int
+    line_rate_gbytes: float
+    """Rails x link rate, in GB/s (bus bandwidth's unit)."""
+    fraction: float
+    threshold_gbps: float
+    threshold_source: str
+
+    def at_fraction(self, fraction: float) -> Acceptance:
+        """The same fabric judged against another share of its line rate."""
+        return replace(
+            self,
+            fraction=fraction,
+            threshold_gbps=round(fraction * self.line_rate_gbytes, 2),
+            threshold_source=(
+                f"{fraction:g} x line rate {self.line_rate_gbytes:g} GB/s "
+                f"({self.rails} rails x {self.link_rate_gbps} Gb/s)"
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class OperatorFacts:
+    """Which operator does what, and the flags the job operators run with."""
+
+    nfd_owner: str
+    """Component that runs Node Feature Discovery: gpu-operator or network-operator."""
+    gpu_waits_for_nic_driver: bool
+    """Legacy peermem with operator-managed NIC drivers: the GPU Operator goes second."""
+    job_kinds: tuple[str, ...]
+    """Job kinds the cluster serves: mpijob, pytorchjob, ..., trainjob."""
+    mpi_operator: bool
+    training_operator_schemes: tuple[str, ...]
+    """Training Operator v1 kinds (empty: the Training Operator is not installed)."""
+    mpi_operator_args: tuple[str, ...]
+    training_operator_args: tuple[str, ...]
+    trainer_runtimes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Facts:
+    stack: str
+    cluster: str
+    kubernetes_version: str
+    """As the stack writes it (1.33, v1.33.4)."""
+    kubernetes_minor: str
+    kube_context: str | None
+    nodes: NodeFacts
+    fabric: FabricFacts
+    gang: GangPolicy
+    tenants: Mapping[str, TenantContract]
+    acceptance: Acceptance
+    operators: OperatorFacts
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What layer builders read: the stack, the effective pins and the resolved facts."""
+
+    stack: str
+    model: StackModel
+    components: Mapping[str, Component]
+    facts: Facts
+
+
+__all__ = [
+    "Acceptance",
+    "FabricFacts",
+    "Facts",
+    "GangPolicy",
+    "InfinibandFacts",
+    "NodeFacts",
+    "OperatorFacts",
+    "PlanContext",
+    "RailFacts",
+    "RoceFacts",
+    "TenantContract",
+]

@@ -1,0 +1,128 @@
+"""Every Plan item id and every Pulumi resource name, in one place.
+
+Item ids are built here and nowhere else; no module parses them back (an item that exists
+for a rail or installs users' job CRDs says so in its own fields). The Pulumi names the
+components register, and the URNs the runbook targets, come from the same functions, so a
+``pulumi up --target`` in the runbook always names what the program registers.
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------------------ gpu
+
+GPU_NAMESPACE = "gpu/namespace"
+GPU_OPERATOR = "gpu/gpu-operator"
+
+# -------------------------------------------------------------------------- network
+
+NETWORK_NAMESPACE = "network/namespace"
+NETWORK_OPERATOR = "network/network-operator"
+NIC_POLICY = "network/nic-cluster-policy"
+UFM_SECRET = "network/ufm-secret"
+MULTUS = "network/multus"
+NETWORKS_NAMESPACE = "network/networks-namespace"
+SRIOV_POOL = "network/sriov-rdma-exclusive"
+
+
+def pool(rail: str) -> str:
+    return f"network/pool/{rail}"
+
+
+def sriov_policy(rail: str) -> str:
+    return f"network/sriov-policy/{rail}"
+
+
+def nad(rail: str, tenant: str | None = None) -> str:
+    """A rail's NetworkAttachmentDefinition: one in the system namespace, or one per tenant."""
+    return f"network/nad/{rail}" if tenant is None else f"network/nad/{tenant}/{rail}"
+
+
+# ------------------------------------------------------------------------- training
+
+MPI_OPERATOR = "training/mpi-operator"
+TRAINING_OPERATOR = "training/training-operator"
+TRAINER = "training/trainer"
+TRAINER_NAMESPACE = "training/trainer-namespace"
+
+
+def trainer_runtime(runtime: str) -> str:
+    return f"training/runtime-{runtime}"
+
+
+def job_operators(job_kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The items that install the operators (and CRDs) serving these job kinds."""
+    out: list[str] = []
+    for kind in job_kinds:
+        item = {"mpijob": MPI_OPERATOR, "trainjob": TRAINER}.get(kind, TRAINING_OPERATOR)
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------- scheduling
+
+SCHEDULING_NAMESPACE = "scheduling/namespace"
+TOPOLOGY = "scheduling/topology"
+FLAVOR = "scheduling/resource-flavor"
+
+
+def authority_chart(authority: str) -> str:
+    """The chart of the queueing authority (``scheduling/kueue``, ``scheduling/volcano``)."""
+    return f"scheduling/{authority}"
+
+
+def tenant_queue(tenant: str) -> str:
+    """The tenant's cluster-level queue (a Kueue ClusterQueue, a Volcano Queue)."""
+    return f"scheduling/{tenant}/queue"
+
+
+def tenant_priority(tenant: str) -> str:
+    return f"scheduling/{tenant}/priority"
+
+
+# -------------------------------------------------------------------------- tenants
+
+TENANT_POLICY = "tenants/pod-security-policy"
+TENANT_BINDING = "tenants/pod-security-binding"
+
+
+def tenant_namespace(tenant: str) -> str:
+    return f"tenants/{tenant}/namespace"
+
+
+def tenant_quota(tenant: str) -> str:
+    return f"tenants/{tenant}/resource-quota"
+
+
+def tenant_local_queue(tenant: str) -> str:
+    return f"tenants/{tenant}/local-queue"
+
+
+def tenant_nccl_env(tenant: str) -> str:
+    return f"tenants/{tenant}/nccl-env"
+
+
+# ---------------------------------------------------------------- Pulumi resources
+
+PROJECT = "gpufabric"
+"""The Pulumi project name (Pulumi.yaml): part of every URN."""
+
+
+def provider_name(cluster: str) -> str:
+    """The stack's explicit Kubernetes provider."""
+    return f"{cluster}-k8s"
+
+
+def layer_component_name(cluster: str, layer: str) -> str:
+    """The ComponentResource that parents one layer's items."""
+    return f"{cluster}-{layer}"
+
+
+def child_name(cluster: str, layer: str, item_id: str) -> str:
+    """The Pulumi resource name of one item (unique in a stack: item ids are)."""
+    return f"{layer_component_name(cluster, layer)}-{item_id}"
+
+
+def urn(stack: str, type_chain: str, name: str) -> str:
+    """A URN (or a ``--target`` glob when ``type_chain`` or ``name`` hold wildcards)."""
+    return f"urn:pulumi:{stack}::{PROJECT}::{type_chain}::{name}"

@@ -1,0 +1,69 @@
+"""Builders every test module shares: example stacks as config mappings, models, plans and
+the payloads of plan items, and the problems a bad stack is refused with."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufabric.config import StackModel
+from gpufabric.plan import HelmChart, K8sObject, Plan, build_plan
+from gpufabric.problems import StackError
+from gpufabric.stackfile import model_from_config
+
+REPO = Path(__file__).resolve().parent.parent
+STACKS_DIR = REPO / "stacks"
+SHIPPED_STACKS = ("kind-dev", "lab-roce", "prod-ib", "roce-sriov-volcano")
+"""The example stacks the project ships (tests select them by name, so a stack a user adds
+to stacks/ is validated, never held to the examples' expectations)."""
+
+
+def example_config(name: str) -> dict[str, Any]:
+    """The `config:` mapping of an example stack, as a fresh mutable copy."""
+    doc = yaml.safe_load((STACKS_DIR / f"Pulumi.{name}.yaml").read_text())
+    return copy.deepcopy(doc["config"])
+
+
+def sections(config: dict[str, Any]) -> dict[str, Any]:
+    """`gpufabric:x` keys -> `x`, as the Pulumi program hands them to the model."""
+    return {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpufabric:")}
+
+
+def model_of(config: dict[str, Any]) -> StackModel:
+    """The validated model of a config mapping, read as a stack file would be."""
+    return model_from_config(sections(config), "t", from_file=True)
+
+
+def plan_of(config: dict[str, Any], stack: str = "t") -> Plan:
+    return build_plan(stack, model_of(config))
+
+
+def problems_of(config: dict[str, Any]) -> dict[str, str]:
+    """Config path -> message of every problem a bad config is refused with."""
+    with pytest.raises(StackError) as info:
+        model_of(config)
+    return {p.path: p.message for p in info.value.problems}
+
+
+def problem_lines(config: dict[str, Any]) -> list[str]:
+    """Every problem as the user reads it ("path: message")."""
+    with pytest.raises(StackError) as info:
+        model_of(config)
+    return [str(p) for p in info.value.problems]
+
+
+def body(plan: Plan, item_id: str) -> dict[str, Any]:
+    """The object an item writes."""
+    payload = plan.item(item_id).payload
+    assert isinstance(payload, K8sObject)
+    return dict(payload.body)
+
+
+def chart(plan: Plan, item_id: str) -> HelmChart:
+    payload = plan.item(item_id).payload
+    assert isinstance(payload, HelmChart)
+    return payload
