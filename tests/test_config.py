@@ -8,17 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import problems_of
 from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.config import SecretValue
 from gpufabric.problems import StackError
 from gpufabric.stackfile import load_stack, model_from_config, parse_stack_text
-
-
-def problems_of(config: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(StackError) as info:
-        model_from_config(sections(config), "test", from_file=True)
-    return {p.path: p.message for p in info.value.problems}
 
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)

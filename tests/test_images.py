@@ -10,17 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLE_STACKS, REPO, SHARED, example_config, sections
+from builders import model_of, problem_lines
+from conftest import EXAMPLE_STACKS, REPO, SHARED, example_config
 from kustomize_lite import build
 
 from gpufabric.cli import main
-from gpufabric.config import StackModel
 from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan
 from gpufabric.plan.pulls import collect
-from gpufabric.problems import StackError
 from gpufabric.render import render_files
 from gpufabric.sources import Mirrors, full_name, split_registry, split_tag
-from gpufabric.stackfile import model_from_config
 from gpufabric.versions import load_catalog
 
 FIXTURES = REPO / "tests" / "fixtures" / "upstream"
@@ -53,10 +51,6 @@ EVERYTHING = {
     "manifests": f"https://{MIRROR}/upstream",
     "airGapped": True,
 }
-
-
-def model(config: dict[str, Any]) -> StackModel:
-    return model_from_config(sections(config), "t", from_file=True)
 
 
 def mirrored(name: str, sources: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -127,7 +121,7 @@ def object_images(body: Any) -> Iterator[str]:
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
 def test_images_lists_every_image_of_the_rendered_objects(name: str) -> None:
-    m = model(example_config(name))
+    m = model_of(example_config(name))
     pulled = {i.pulled for i in collect(name, m).images}
     rendered = render_files(build_plan(name, m))
     for path, text in rendered.items():
@@ -140,7 +134,7 @@ def test_images_lists_every_image_of_the_rendered_objects(name: str) -> None:
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
 def test_images_lists_the_charts_default_images_the_stack_switches_on(name: str) -> None:
-    m = model(example_config(name))
+    m = model_of(example_config(name))
     plan = build_plan(name, m)
     listed = collect(name, m)
     upstream = {i.upstream for i in listed.images}
@@ -162,7 +156,7 @@ def test_images_lists_the_charts_default_images_the_stack_switches_on(name: str)
 
 def test_images_follow_the_stacks_chart_values() -> None:
     config = example_config("lab-roce")
-    base = {i.upstream for i in collect("t", model(config)).images}
+    base = {i.upstream for i in collect("t", model_of(config)).images}
     assert not any("/gdrdrv:" in ref for ref in base)
     assert any("/dcgm-exporter:" in ref for ref in base)
     config["gpufabric:gpuOperator"] = {
@@ -170,7 +164,7 @@ def test_images_follow_the_stacks_chart_values() -> None:
         "dcgmExporter": {"enabled": False},
         "driver": {"version": "580.105.08"},
     }
-    after = {i.upstream for i in collect("t", model(config)).images}
+    after = {i.upstream for i in collect("t", model_of(config)).images}
     assert "nvcr.io/nvidia/cloud-native/gdrdrv:v2.6" in after
     assert not any("/dcgm-exporter:" in ref for ref in after)
     assert "nvcr.io/nvidia/driver:580.105.08" in after  # the stack's driver, not the default
@@ -219,7 +213,7 @@ def upstream_hosts_in(path: str, text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
 def test_an_overridden_stack_renders_with_no_upstream_host_left(name: str) -> None:
-    m = model(mirrored(name))
+    m = model_of(mirrored(name))
     rendered = render_files(build_plan(name, m))
     left = {
         path: hosts for path, text in rendered.items() if (hosts := upstream_hosts_in(path, text))
@@ -233,7 +227,7 @@ def test_an_overridden_stack_renders_with_no_upstream_host_left(name: str) -> No
 
 
 def test_the_example_air_gapped_stack_is_fully_mirrored() -> None:
-    rendered = render_files(build_plan("prod-ib", model(example_config("prod-ib"))))
+    rendered = render_files(build_plan("prod-ib", model_of(example_config("prod-ib"))))
     left = {p: h for p, t in rendered.items() if (h := upstream_hosts_in(p, t))}
     assert left == {}
 
@@ -252,7 +246,7 @@ def built_images(plan: Plan, item_id: str, fixture: str) -> list[str]:
 
 
 def test_mirrored_overlays_rename_images_and_keep_the_pinned_tags() -> None:
-    plan = build_plan("t", model(mirrored("prod-ib")))
+    plan = build_plan("t", model_of(mirrored("prod-ib")))
     assert built_images(plan, "training/mpi-operator", "mpi-operator-v0.8.yaml") == [
         f"{MIRROR}/hub/mpioperator/mpi-operator:0.8.0"
     ]
@@ -266,7 +260,7 @@ def test_mirrored_overlays_rename_images_and_keep_the_pinned_tags() -> None:
 
 
 def test_without_sources_overlays_name_no_mirror() -> None:
-    plan = build_plan("t", model(example_config("lab-roce")))
+    plan = build_plan("t", model_of(example_config("lab-roce")))
     to = plan.item("training/training-operator").payload
     assert isinstance(to, KustomizeOverlay)
     assert "images:" not in to.files()["kustomization.yaml"]
@@ -285,18 +279,12 @@ def test_jobs_and_probes_use_the_mirror(capsys: pytest.CaptureFixture[str]) -> N
 # --------------------------------------------------------------------------------- validation
 
 
-def problems_of(config: dict[str, Any]) -> list[str]:
-    with pytest.raises(StackError) as err:
-        model(config)
-    return [str(p) for p in err.value.problems]
-
-
 def test_air_gapped_stack_names_every_upstream_left() -> None:
     sources = json.loads(json.dumps(EVERYTHING))
     del sources["registries"]["docker.io"]
     del sources["charts"]["oci://registry.k8s.io/kueue/charts"]
     del sources["manifests"]
-    found = problems_of(mirrored("lab-roce", sources))
+    found = problem_lines(mirrored("lab-roce", sources))
     assert any(
         p.startswith("sources.registries: no mirror for registry docker.io")
         and "docker.io/mpioperator/mpi-operator:0.8.0" in p
@@ -314,7 +302,7 @@ def test_air_gapped_stack_names_every_upstream_left() -> None:
 
 def test_without_air_gapped_a_partial_mirror_is_fine() -> None:
     sources = {"registries": {"nvcr.io": f"{MIRROR}/nvcr"}}
-    m = model(mirrored("lab-roce", sources))
+    m = model_of(mirrored("lab-roce", sources))
     pulled = collect("t", m)
     assert any(i.pulled == i.upstream for i in pulled.images)  # docker.io etc. from upstream
     assert all(i.pulled.startswith(MIRROR) for i in pulled.images if i.registry == "nvcr.io")
@@ -325,7 +313,7 @@ def test_misspelt_upstreams_are_named() -> None:
         "registries": {"nvrc.io": f"{MIRROR}/nvcr"},
         "charts": {"https://helm.ngc.nvidia.com/nvida": f"oci://{MIRROR}/c"},
     }
-    found = problems_of(mirrored("lab-roce", sources))
+    found = problem_lines(mirrored("lab-roce", sources))
     assert found[0].startswith(
         "sources.registries.nvrc.io: 'nvrc.io' is not a registry any pinned release pulls "
         "from; did you mean 'nvcr.io'? (accepted: docker.io, ghcr.io, nvcr.io,"
@@ -342,7 +330,7 @@ def test_malformed_mirrors_are_named() -> None:
         "charts": {"https://helm.ngc.nvidia.com/nvidia": "ftp://x/y"},
         "manifests": "artifacts.example/up",
     }
-    text = "\n".join(problems_of(mirrored("lab-roce", sources)))
+    text = "\n".join(problem_lines(mirrored("lab-roce", sources)))
     assert "https://mirror.example.internal/ghcr" in text
     assert "without scheme or tag" in text
     assert "expected an https:// or oci:// URL" in text

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from conftest import EXAMPLE_STACKS, example_config, sections
+from builders import model_of
+from conftest import EXAMPLE_STACKS, example_config
 
-from gpufabric.config import StackModel
 from gpufabric.plan import (
     HelmChart,
     Item,
@@ -18,11 +18,7 @@ from gpufabric.plan import (
     build_plan,
     order_items,
 )
-from gpufabric.stackfile import load_stack, model_from_config
-
-
-def model_of(config: dict[str, Any]) -> StackModel:
-    return model_from_config(sections(config), "test", from_file=True)
+from gpufabric.stackfile import load_stack
 
 
 def tenant_objects(config: dict[str, Any], namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -8,22 +8,13 @@ import json
 from typing import Any
 
 import pytest
+from builders import body, plan_of, problems_of
 from conftest import EXAMPLE_STACKS, example_config, sections
 
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan, network
+from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan, network
 from gpufabric.plan import ids as plan_ids
 from gpufabric.stackfile import load_stack, model_from_config
 from gpufabric.versions import effective_components
-
-
-def plan_of(config: dict[str, Any]) -> Plan:
-    return build_plan("t", model_from_config(sections(config), "t", from_file=True))
-
-
-def body(plan: Plan, item_id: str) -> dict[str, Any]:
-    payload = plan.item(item_id).payload
-    assert isinstance(payload, K8sObject)
-    return dict(payload.body)
 
 
 def nad(plan: Plan, rail: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -277,24 +268,16 @@ def test_custom_resources_follow_what_installs_their_crd(name: str) -> None:
         assert plan.item(installer).protect, installer
 
 
-def _problems(config: dict[str, Any]) -> dict[str, str]:
-    from gpufabric.problems import StackError
-
-    with pytest.raises(StackError) as info:
-        model_from_config(sections(config), "t", from_file=True)
-    return {p.path: p.message for p in info.value.problems}
-
-
 def test_ipoib_mtu_is_limited_to_datagram_mode() -> None:
     config = example_config("prod-ib")
     config["gpufabric:fabric"]["mtu"] = 65520
-    assert "datagram mode only" in _problems(config)["fabric.mtu"]
+    assert "datagram mode only" in problems_of(config)["fabric.mtu"]
 
 
 def test_cidrpool_gateway_must_be_an_offset_in_the_first_block() -> None:
     config = example_config("roce-sriov-volcano")
     config["gpufabric:fabric"]["rails"][0]["gateway"] = "172.20.7.254"
-    assert "first /27 block" in _problems(config)["fabric.rails[0].gateway"]
+    assert "first /27 block" in problems_of(config)["fabric.rails[0].gateway"]
 
 
 def test_suspicious_netdevs_and_small_roce_mtu_are_warnings(lab: dict[str, Any]) -> None:
@@ -367,4 +350,4 @@ def test_tenant_isolation_errors(lab: dict[str, Any]) -> None:
     config = example_config("prod-ib")
     config["gpufabric:fabric"]["nadScope"] = "tenant"
     config["gpufabric:tenants"][0]["vlan"] = 7
-    assert "carried by roce SR-IOV VFs" in _problems(config)["tenants[0].vlan"]
+    assert "carried by roce SR-IOV VFs" in problems_of(config)["tenants[0].vlan"]

@@ -8,30 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import body, chart, plan_of, problem_lines
 from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.authorities import kueue
-from gpufabric.plan import HelmChart, K8sObject, Plan, build_plan
+from gpufabric.plan import Plan
 from gpufabric.plan import ids as plan_ids
-from gpufabric.problems import StackError
 from gpufabric.schema import validate_objects
 from gpufabric.stackfile import model_from_config
-
-
-def plan_of(config: dict[str, Any]) -> Plan:
-    return build_plan("t", model_from_config(sections(config), "t", from_file=True))
-
-
-def chart(plan: Plan, item_id: str) -> HelmChart:
-    c = plan.item(item_id).payload
-    assert isinstance(c, HelmChart)
-    return c
-
-
-def obj(plan: Plan, item_id: str) -> dict[str, Any]:
-    o = plan.item(item_id).payload
-    assert isinstance(o, K8sObject)
-    return dict(o.body)
 
 
 def kueue_config(plan: Plan) -> dict[str, Any]:
@@ -112,7 +96,7 @@ def test_kueue_queue_objects_per_tenant() -> None:
     plan = plan_of(config)
     for tenant in config["gpufabric:tenants"]:
         ns = tenant["namespace"]
-        cq = obj(plan, f"scheduling/{ns}/queue")
+        cq = body(plan, f"scheduling/{ns}/queue")
         assert cq["kind"] == "ClusterQueue"
         assert cq["spec"]["cohortName"] == "gpufabric"
         assert cq["spec"]["namespaceSelector"] == {
@@ -127,13 +111,13 @@ def test_kueue_queue_objects_per_tenant() -> None:
         assert res["nvidia.com/gpu"]["borrowingLimit"] == tenant.get("gpuBorrowingLimit", 0)
         assert res["cpu"]["nominalQuota"] == tenant.get("cpuQuota", kueue.UNLIMITED_CPU)
         assert cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
-        lq = obj(plan, f"tenants/{ns}/local-queue")
+        lq = body(plan, f"tenants/{ns}/local-queue")
         assert lq["metadata"]["namespace"] == ns
         assert lq["spec"] == {"clusterQueue": ns}
-        wpc = obj(plan, f"scheduling/{ns}/priority")
+        wpc = body(plan, f"scheduling/{ns}/priority")
         assert wpc["kind"] == "WorkloadPriorityClass"
         assert wpc["value"] == tenant.get("priority", 0)
-        quota = obj(plan, f"tenants/{ns}/resource-quota")
+        quota = body(plan, f"tenants/{ns}/resource-quota")
         assert quota["spec"]["hard"] == {
             "requests.nvidia.com/gpu": tenant["gpuQuota"] + tenant.get("gpuBorrowingLimit", 0)
         }
@@ -145,9 +129,9 @@ def test_topology_and_flavor() -> None:
         {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
     ]
     plan = plan_of(config)
-    levels = [lv["nodeLabel"] for lv in obj(plan, plan_ids.TOPOLOGY)["spec"]["levels"]]
+    levels = [lv["nodeLabel"] for lv in body(plan, plan_ids.TOPOLOGY)["spec"]["levels"]]
     assert levels == config["gpufabric:scheduling"]["topologyLevels"]
-    flavor = obj(plan, plan_ids.FLAVOR)["spec"]
+    flavor = body(plan, plan_ids.FLAVOR)["spec"]
     assert flavor["nodeLabels"] == config["gpufabric:gpuNodes"]["nodeSelector"]
     assert flavor["topologyName"] == kueue.TOPOLOGY_NAME
     assert flavor["tolerations"] == [
@@ -157,7 +141,7 @@ def test_topology_and_flavor() -> None:
 
 def test_kueue_without_levels_places_by_node() -> None:
     plan = plan_of(example_config("lab-roce"))
-    levels = obj(plan, plan_ids.TOPOLOGY)["spec"]["levels"]
+    levels = body(plan, plan_ids.TOPOLOGY)["spec"]["levels"]
     assert levels == [{"nodeLabel": "kubernetes.io/hostname"}]
 
 
@@ -211,7 +195,7 @@ def test_volcano_queues_per_tenant() -> None:
     plan = plan_of(config)
     for tenant in config["gpufabric:tenants"]:
         ns = tenant["namespace"]
-        q = obj(plan, f"scheduling/{ns}/queue")
+        q = body(plan, f"scheduling/{ns}/queue")
         assert q["kind"] == "Queue"
         assert q["metadata"]["name"] == ns
         assert q["spec"]["deserved"] == {"nvidia.com/gpu": tenant["gpuQuota"]}
@@ -219,7 +203,7 @@ def test_volcano_queues_per_tenant() -> None:
             "nvidia.com/gpu": tenant["gpuQuota"] + tenant.get("gpuBorrowingLimit", 0)
         }
         assert q["spec"]["reclaimable"] is True
-        namespace = obj(plan, plan_ids.tenant_namespace(ns))
+        namespace = body(plan, plan_ids.tenant_namespace(ns))
         assert namespace["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": ns}
         assert f"tenants/{ns}/local-queue" not in {it.id for it in plan.items}
 
@@ -288,16 +272,10 @@ def test_scheduling_and_tenant_objects_validate_against_the_crds(
 # ------------------------------------------------------------------------- validation
 
 
-def problems(config: dict[str, Any]) -> list[str]:
-    with pytest.raises(StackError) as err:
-        model_from_config(sections(config), "t", from_file=True)
-    return [f"{p.path}: {p.message}" for p in err.value.problems]
-
-
 def test_oversubscribed_quotas_are_refused_with_the_arithmetic() -> None:
     config = example_config("lab-roce")  # 4 nodes x 8 GPUs
     config["gpufabric:tenants"][0]["gpuQuota"] = 24
-    (msg,) = [m for m in problems(config) if m.startswith("tenants:")]
+    (msg,) = [m for m in problem_lines(config) if m.startswith("tenants:")]
     nodes = config["gpufabric:gpuNodes"]
     capacity = nodes["count"] * nodes.get("gpusPerNode", 8)
     total = 24 + config["gpufabric:tenants"][1]["gpuQuota"]
@@ -320,20 +298,20 @@ def test_borrowing_beyond_the_cluster_is_only_a_warning() -> None:
 def test_kueue_topology_rules() -> None:
     config = example_config("prod-ib")
     config["gpufabric:scheduling"]["topologyLevels"] = []
-    assert any("scheduling.topologyLevels: [] leaves Kueue" in m for m in problems(config))
+    assert any("scheduling.topologyLevels: [] leaves Kueue" in m for m in problem_lines(config))
     config["gpufabric:scheduling"]["topologyLevels"] = ["topology.gpufabric.io/leaf"]
-    assert any("add 'kubernetes.io/hostname' as the last level" in m for m in problems(config))
+    assert any("add 'kubernetes.io/hostname' as the last level" in m for m in problem_lines(config))
 
 
 def test_a_cluster_needs_a_job_operator() -> None:
     config = example_config("kind-dev")
     config["gpufabric:training"] = {"mpiOperator": False}
-    assert any(m.startswith("training: installs no job operator") for m in problems(config))
+    assert any(m.startswith("training: installs no job operator") for m in problem_lines(config))
 
 
 def test_kueue_mpijob_needs_mpi_operator_080() -> None:
     config = example_config("lab-roce")
     config["gpufabric:versions"] = {"mpi-operator": "v0.7.0"}
     assert any(
-        "kueue-mpijob-needs-mpi-operator-0.8" in m or "v0.8.0" in m for m in problems(config)
+        "kueue-mpijob-needs-mpi-operator-0.8" in m or "v0.8.0" in m for m in problem_lines(config)
     )

@@ -8,19 +8,15 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLE_STACKS, REPO, example_config, sections
+from builders import plan_of
+from conftest import EXAMPLE_STACKS, REPO, example_config
 from kustomize_lite import build
 
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan
 from gpufabric.plan import ids as plan_ids
 from gpufabric.schema import validate_objects
-from gpufabric.stackfile import model_from_config
 
 FIXTURES = REPO / "tests" / "fixtures" / "upstream"
-
-
-def plan_of(config: dict[str, Any]) -> Plan:
-    return build_plan("t", model_from_config(sections(config), "t", from_file=True))
 
 
 def built(plan: Plan, item_id: str, fixture: str) -> list[dict[str, Any]]:

@@ -1,0 +1,52 @@
+"""Queueing authorities: one module each, found by name, complete, never a fallback."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from builders import REPO, example_config, problems_of
+
+from gpufabric import authorities
+from gpufabric.authorities.base import Authority
+from gpufabric.versions import load_catalog
+
+
+def test_the_authorities_are_the_modules_of_the_package() -> None:
+    assert authorities.names() == ("kueue", "volcano")
+
+
+@pytest.mark.parametrize("name", authorities.names())
+def test_each_authority_is_complete_pinned_and_has_its_runbook_fragment(name: str) -> None:
+    authority = authorities.get(name)
+    assert isinstance(authority, Authority)
+    assert authority.name == name
+    assert not inspect.isabstract(type(authority))
+    assert authority.component in load_catalog().components
+    fragment = REPO / "manifests" / "runbooks" / authority.runbook_fragment
+    text = fragment.read_text()
+    for macro in ("ready()", "tenant_objects()", "tenant_queue(t)", "triage()"):
+        assert f"macro {macro}" in text
+
+
+def test_an_unknown_authority_is_never_served_by_another() -> None:
+    with pytest.raises(KeyError, match="unknown queueing authority 'slurm'"):
+        authorities.get("slurm")
+    with pytest.raises(KeyError):
+        authorities.get("base")  # the protocol module is not an authority
+
+
+def test_the_stack_model_accepts_exactly_the_authority_modules() -> None:
+    config = example_config("lab-roce")
+    config["gpufabric:scheduling"]["gang"] = "slurm"
+    message = problems_of(config)["scheduling.gang"]
+    assert "'slurm' is not a queueing authority" in message
+    assert "'kueue' or 'volcano'" in message
+
+
+@pytest.mark.parametrize("name", authorities.names())
+def test_each_authority_names_queues_and_flags_for_its_jobs(name: str) -> None:
+    authority = authorities.get(name)
+    assert authority.queue_name("team-a")
+    levels = authority.topology_levels(["topology.gpufabric.io/leaf", "kubernetes.io/hostname"])
+    assert levels == ("topology.gpufabric.io/leaf", "kubernetes.io/hostname")

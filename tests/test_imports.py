@@ -1,0 +1,145 @@
+"""The module graph: every module imports, nothing imports in a cycle, the plan's layer
+builders never import each other, and stack validation never reaches the output layer."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+from builders import REPO
+
+PACKAGES = ("gpufabric", "components")
+LAYER_BUILDERS = {
+    f"gpufabric.plan.{n}" for n in ("gpu", "network", "training", "scheduling", "tenants")
+}
+OUTPUT_LAYER = {
+    "gpufabric.images",
+    "gpufabric.render",
+    "gpufabric.runbook",
+    "gpufabric.diff",
+    "gpufabric.cli",
+    "gpufabric.jobs",
+    "gpufabric.nccl_report",
+}
+VALIDATION = {"gpufabric.config", "gpufabric.validation", "gpufabric.stackfile"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {
+    module_name(p): p
+    for package in PACKAGES
+    for p in sorted((REPO / package).rglob("*.py"))
+    # the shipped testinfra suite is run by pytest, not imported by the project
+    if "suite" not in p.relative_to(REPO).parts[:-1] or p.name != "test_node.py"
+}
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(name: str) -> set[str]:
+    """Project modules ``name`` imports at run time (TYPE_CHECKING blocks excluded)."""
+    tree = ast.parse(MODULES[name].read_text())
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            # `from pkg import submodule` depends on the submodule; `from mod import name`
+            # on the module (as import-linter and pydeps count them)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                out.add(sub if sub in MODULES else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return {m for m in out if m in MODULES and m != name}
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_imports(name: str) -> None:
+    importlib.import_module(name)
+
+
+def test_no_import_cycles() -> None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                cycle = [*stack[stack.index(nxt) :], nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                dfs(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            dfs(name)
+
+
+def test_the_graph_sees_real_edges() -> None:
+    """Guard against a walker that finds nothing (and so no cycle)."""
+    assert "gpufabric.plan.items" in GRAPH["gpufabric.plan.network"]
+    assert "gpufabric.plan.resolve" in GRAPH["gpufabric.plan.build"]
+    assert "gpufabric.authorities.base" in GRAPH["gpufabric.authorities.kueue"]
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_BUILDERS))
+def test_layer_builders_do_not_import_each_other(name: str) -> None:
+    assert not GRAPH[name] & LAYER_BUILDERS, f"{name} imports {GRAPH[name] & LAYER_BUILDERS}"
+
+
+def reachable(name: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for nxt in GRAPH[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(VALIDATION))
+def test_stack_validation_does_not_reach_the_output_layer(name: str) -> None:
+    assert not reachable(name) & OUTPUT_LAYER, sorted(reachable(name) & OUTPUT_LAYER)
+
+
+def test_plan_layer_does_not_reach_outputs_or_pulumi() -> None:
+    for name in MODULES:
+        if name.startswith(("gpufabric.plan", "gpufabric.authorities")):
+            bad = reachable(name) & (
+                OUTPUT_LAYER | {m for m in MODULES if m.startswith("components")}
+            )
+            assert not bad, f"{name} reaches {sorted(bad)}"
