@@ -22,7 +22,14 @@ from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
 from gpufabric.plan.pulls import collect
 from gpufabric.problems import StackError
-from gpufabric.render import render_files, to_yaml, write_tree
+from gpufabric.render import (
+    OutputError,
+    check_output_dir,
+    render_files,
+    to_yaml,
+    write_file,
+    write_tree,
+)
 from gpufabric.schema import Report, validate_objects
 from gpufabric.stackfile import (
     Stack,
@@ -160,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StackError as err:
         print(err.report(), file=sys.stderr)
         return ExitCode.BAD_INPUT
+    except OutputError as err:
+        print(f"gpufabric {args.command}: --out {err}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
     except OSError as err:
         print(f"gpufabric: {err}", file=sys.stderr)
         return ExitCode.ERROR
@@ -268,6 +278,7 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     crd_dir: Path | None = args.crd_dir
     if not _crd_dir_ok(crd_dir):
         return ExitCode.BAD_INPUT
+    check_output_dir(out)  # refuse before any work: the user's files are never at risk
     report = validate_objects(
         (obj.body for _, obj in plan.objects()), plan.facts.kubernetes_minor, crd_dir
     )
@@ -280,7 +291,7 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
         print("nothing was written", file=sys.stderr)
         return ExitCode.INVALID_OBJECTS
     files = render_files(plan)
-    write_tree(files, out)
+    write_tree(files, out, stack.name)
     _print_summary(plan, out, len(files), report)
     return ExitCode.OK
 
@@ -310,8 +321,7 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
     text = runbook.render(build_plan(stack.name, stack.model), collect(stack.name, stack.model))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+        write_file(args.out, text)
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -22,6 +22,7 @@ from pydantic import (
     PlainSerializer,
     ValidationInfo,
     WithJsonSchema,
+    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -42,6 +43,12 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
+def _show_value(value: str) -> str:
+    """A refused string as messages show it: quoted, escaped, short (it may be long or hold
+    newlines that would otherwise break the report or a runbook)."""
+    return repr(value[:60]) + ("..." if len(value) > 60 else "")
+
+
 def _matching(
     kind: str, pattern: re.Pattern[str], max_len: int, expected: str
 ) -> Callable[[str], str]:
@@ -49,7 +56,9 @@ def _matching(
 
     def check(value: str) -> str:
         if len(value) > max_len or not pattern.match(value):
-            raise PydanticCustomError(kind, "'{value}' is not " + expected, {"value": value})
+            raise PydanticCustomError(
+                kind, "{value} is not " + expected, {"value": _show_value(value)}
+            )
         return value
 
     return check
@@ -101,6 +110,45 @@ HcaName = Annotated[
             64,
             "an RDMA device name; expected a name as `ibv_devices` shows it (e.g. mlx5_0), "
             "optionally with a port (mlx5_0:1)",
+        )
+    ),
+]
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_GPU_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()+-]*$")
+_VERSION = re.compile(r"^v?\d+(\.\d+){1,3}(-[0-9A-Za-z]+([.-][0-9A-Za-z]+)*)?$")
+LabelValue = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "label_value",
+            _LABEL_VALUE,
+            63,
+            "a valid Kubernetes label value; expected at most 63 letters, digits, '-', '_' or "
+            "'.', starting and ending with a letter or digit (or empty)",
+        )
+    ),
+]
+GpuModelName = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "gpu_model",
+            _GPU_MODEL,
+            64,
+            "a GPU model name; expected letters, digits, spaces and . _ ( ) + - "
+            "(e.g. H100-SXM5-80GB), at most 64 characters",
+        )
+    ),
+]
+VersionPin = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "version",
+            _VERSION,
+            64,
+            "a release version; expected e.g. 0.20.1, v26.7.2 or 1.2.3-rc.1 (no spaces, no "
+            "epoch or local part)",
         )
     ),
 ]
@@ -169,6 +217,22 @@ IpAddress = Annotated[
 ]
 
 
+MAX_DURATION_S = 7 * 24 * 3600
+MAX_GPUS = 1_000_000
+"""More GPUs than any cluster has, small enough for Kueue's int64 quota accounting."""
+
+
+def _quoted_version(value: Any) -> Any:
+    """YAML reads an unquoted 1.30 as the number 1.3: say so instead of "1.3 is invalid"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    raise PydanticCustomError(
+        "yaml_number",
+        'YAML read {value} as a number; quote the version, e.g. "1.30"',
+        {"value": value},
+    )
+
+
 def _duration(value: Any) -> int:
     """Accept '5m', '1h30m', '90s' or a number of seconds; return seconds."""
     if isinstance(value, bool):
@@ -187,6 +251,10 @@ def _duration(value: Any) -> int:
         seconds = h * 3600 + mi * 60 + s
     if seconds <= 0:
         raise PydanticCustomError("duration", "duration must be positive", {})
+    if seconds > MAX_DURATION_S:
+        raise PydanticCustomError(
+            "duration", "'{value}' is longer than 7 days; expected e.g. 5m or 1h", {"value": value}
+        )
     return seconds
 
 
@@ -285,9 +353,23 @@ Secret = Annotated[
 
 
 class Model(BaseModel):
-    """Base of every config section: unknown keys are errors, values are immutable."""
+    """Base of every config section: unknown keys are errors, values are immutable, and a
+    boolean is never taken for a number (YAML `true` is not 1 GPU or 1 Gb/s)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation in (int, float, int | None, float | None):
+                raise PydanticCustomError(
+                    "boolean_number",
+                    "{value} is a boolean (YAML reads true/false/yes/no so); expected a number",
+                    {"value": str(value).lower()},
+                )
+        return value
 
 
 # ---------------------------------------------------------------------------- sections
@@ -297,7 +379,9 @@ class Cluster(Model):
     """The Kubernetes cluster this stack targets."""
 
     name: DnsLabel
-    kubernetesVersion: str = Field(pattern=r"^v?1\.\d{2}(\.\d+)?$")
+    kubernetesVersion: Annotated[str, BeforeValidator(_quoted_version)] = Field(
+        pattern=r"^v?1\.\d{2}(\.\d+)?$"
+    )
     kubeContext: str | None = None
     podCIDR: Cidr | None = None
     serviceCIDR: Cidr | None = None
@@ -314,19 +398,19 @@ class Toleration(Model):
 
     key: LabelKey
     operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = None
+    value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
 
 class GpuNodes(Model):
     """Which nodes carry GPUs and RDMA NICs, and how many the stack expects."""
 
-    nodeSelector: dict[LabelKey, str] = Field(
+    nodeSelector: dict[LabelKey, LabelValue] = Field(
         default_factory=lambda: {"feature.node.kubernetes.io/pci-10de.present": "true"}
     )
     gpusPerNode: int = Field(default=8, ge=1, le=16)
     count: int = Field(ge=1, le=100_000)
-    gpuModel: str | None = None
+    gpuModel: GpuModelName | None = None
     tolerations: list[Toleration] = Field(default_factory=list)
     """Taints of the GPU nodes; the queue's flavor adds these tolerations to admitted jobs."""
 
@@ -564,10 +648,10 @@ class Tenant(Model):
     """A team: its namespace, its share of the GPUs and its priority."""
 
     namespace: DnsLabel
-    gpuQuota: int = Field(ge=0)
+    gpuQuota: int = Field(ge=0, le=MAX_GPUS)
     cpuQuota: Quantity | None = None
     memoryQuota: Quantity | None = None
-    gpuBorrowingLimit: int = Field(default=0, ge=0)
+    gpuBorrowingLimit: int = Field(default=0, ge=0, le=MAX_GPUS)
     """GPUs beyond gpuQuota the tenant may borrow while other tenants' quota is idle."""
     priority: int = Field(default=0, ge=0, le=1_000_000)
     """Priority of the tenant's jobs (a WorkloadPriorityClass under Kueue, a PriorityClass
@@ -582,8 +666,22 @@ _REGISTRY_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,
 _MIRROR_PREFIX = re.compile(
     r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
 )
-_CHART_URL = re.compile(r"^(https?|oci)://[^\s/]+(/[^\s]*)?$")
-_HTTP_URL = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+_CHART_URL = re.compile(r"^(https?|oci)://[^\s/@]+(/[^\s@]*)?$")
+_HTTP_URL = re.compile(r"^https?://[^\s/@]+(/[^\s@]*)?$")
+
+
+def _no_credentials(value: Any) -> Any:
+    """user:password@ in a URL would be printed by render, runbook, images and diff."""
+    if isinstance(value, str) and "@" in value.split("://", 1)[-1].split("/", 1)[0]:
+        raise PydanticCustomError(
+            "url_credentials",
+            "the URL carries credentials (user@ or user:password@); remove them: gpufabric "
+            "writes and prints URLs, so mirrors must allow anonymous pulls or get their "
+            "credentials from the cluster (imagePullSecrets, a Helm repository secret)",
+            {},
+        )
+    return value
+
 
 RegistryHost = Annotated[
     str,
@@ -593,6 +691,7 @@ RegistryHost = Annotated[
 ]
 MirrorPrefix = Annotated[
     str,
+    BeforeValidator(_no_credentials),
     AfterValidator(
         _matching(
             "mirror",
@@ -605,6 +704,7 @@ MirrorPrefix = Annotated[
 ]
 ChartRepositoryUrl = Annotated[
     str,
+    BeforeValidator(_no_credentials),
     AfterValidator(
         _matching(
             "chart_url",
@@ -616,6 +716,7 @@ ChartRepositoryUrl = Annotated[
 ]
 HttpUrl = Annotated[
     str,
+    BeforeValidator(_no_credentials),
     AfterValidator(
         _matching("http_url", _HTTP_URL, 2048, "a base URL; expected https://HOST[/PATH]")
     ),
@@ -654,7 +755,7 @@ class StackModel(Model):
     scheduling: Scheduling = Field(default_factory=Scheduling)
     training: Training = Field(default_factory=Training)
     tenants: list[Tenant] = Field(default_factory=list)
-    versions: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, VersionPin] = Field(default_factory=dict)
     """Overrides of the pins in manifests/versions.yaml, by component name."""
     sources: Sources = Field(default_factory=Sources)
 

@@ -92,17 +92,59 @@ class ItemDiff:
 # ------------------------------------------------------------------------------ loading
 
 
+_REQUIRED = {
+    "helm-chart": ("chart", "version", "namespace"),
+    "kustomize": (),
+    "object": ("kind", "name"),
+}
+
+
+def _check_item(index: int, item: Any) -> dict[str, Any]:
+    """One plan.json item, checked enough to be diffed (ValueError naming what is wrong)."""
+    where = f"plan.json items[{index}]"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} is not a mapping")
+    if not isinstance(item.get("id"), str) or not item["id"]:
+        raise ValueError(f"{where} has no id")
+    kind = item.get("type")
+    if kind not in _REQUIRED:
+        raise ValueError(f"{where} ({item['id']}): type {kind!r} is not one of {sorted(_REQUIRED)}")
+    files = item.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise ValueError(f"{where} ({item['id']}): files is not a list of paths")
+    for key in _REQUIRED[kind]:
+        if not isinstance(item.get(key), str):
+            raise ValueError(f"{where} ({item['id']}): {key} is missing")
+    return item
+
+
 def side_from_files(files: Mapping[str, str]) -> Side:
-    """A render given as relative path -> text (``plan.json`` included)."""
+    """A render given as relative path -> text (``plan.json`` included); ValueError when it
+    is not one."""
     if "plan.json" not in files:
         return Side({}, {})
-    plan = json.loads(files["plan.json"])
-    items = {i["id"]: i for i in plan["items"]}
+    try:
+        plan = json.loads(files["plan.json"])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"plan.json is not JSON: {exc}") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("items"), list):
+        raise ValueError("plan.json has no items list")
+    items: dict[str, dict[str, Any]] = {}
+    for index, raw in enumerate(plan["items"]):
+        item = _check_item(index, raw)
+        items[item["id"]] = item
     docs: dict[str, dict[str, Any]] = {}
     for item_id, item in items.items():
         doc: dict[str, Any] = {}
         for name in item.get("files", []):
-            data = yaml.load(files.get(name, ""), Loader=YamlLoader)
+            try:
+                data = yaml.load(files.get(name, ""), Loader=YamlLoader)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                line = f" line {mark.line + 1}" if mark else ""
+                raise ValueError(
+                    f"{name}{line}: not YAML ({getattr(exc, 'problem', exc)})"
+                ) from None
             key = Path(name).stem if item["type"] != "object" else "object"
             doc[key] = _expand_json(data)
         docs[item_id] = doc
@@ -112,11 +154,13 @@ def side_from_files(files: Mapping[str, str]) -> Side:
 def side_from_dir(directory: Path) -> Side:
     if not (directory / "plan.json").is_file():
         raise ValueError(f"{directory} is not a gpufabric render (no plan.json)")
-    files = {
-        str(p.relative_to(directory)): p.read_text(encoding="utf-8")
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
+    files: dict[str, str] = {}
+    for p in sorted(directory.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            try:
+                files[str(p.relative_to(directory))] = p.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{p.relative_to(directory)} is not UTF-8 text") from None
     return side_from_files(files)
 
 

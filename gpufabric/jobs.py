@@ -340,7 +340,10 @@ def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     image = req.image or plan.components["training-image"].image_ref or ""
     name = req.name or default_name(req)
     default = DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
-    program = shlex.split(req.command or default)
+    try:
+        program = shlex.split(req.command or default)
+    except ValueError as exc:
+        raise _fail("--command", f"cannot be split into words as a shell would: {exc}") from None
     if not program:
         raise _fail("--command", "is empty")
     if req.kind == "mpijob":

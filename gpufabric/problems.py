@@ -8,6 +8,8 @@ mistakes shows all of them at once.
 from __future__ import annotations
 
 import difflib
+import re
+import reprlib
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -46,16 +48,20 @@ class StackError(Exception):
         return "\n".join(lines)
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
 def join_path(parts: Iterable[str | int]) -> str:
-    """Render a location as users write it: ``fabric.rails[2].subnet``."""
+    """Render a location as users write it: ``fabric.rails[2].subnet`` (credentials in a URL
+    used as a key are masked: a report never prints them)."""
     out = ""
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
         elif out:
-            out += f".{part}"
+            out += f".{_USERINFO.sub('***@', str(part))}"
         else:
-            out = str(part)
+            out = _USERINFO.sub("***@", str(part))
     return out
 
 
@@ -115,9 +121,44 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean '{matches[0]}'?" if matches else ""
 
 
+SHOW_MAX = 80
+
+
 def _show(value: Any) -> str:
-    text = repr(value) if not isinstance(value, dict | list) else str(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A value as a message shows it: one line, at most SHOW_MAX characters, built without
+    stringifying more than that (an aliased value can be huge)."""
+    return reprlib_short.repr(value)
+
+
+class _ShortRepr(reprlib.Repr):
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = SHOW_MAX
+        self.maxother = SHOW_MAX
+        self.maxlist = self.maxdict = self.maxtuple = self.maxset = 6
+        self.maxlevel = 3
+
+    def repr(self, x: Any) -> str:
+        text = super().repr(x)
+        return text if len(text) <= SHOW_MAX else text[: SHOW_MAX - 3] + "..."
+
+
+reprlib_short = _ShortRepr()
+
+
+def _holds_secret(model: Any, depth: int = 0) -> bool:
+    """Whether a config model (or any model inside it) has a secret field: a value refused
+    there is never echoed."""
+    from gpufabric.config import SecretValue
+
+    model = _unwrap(model)
+    if depth > 6 or not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return False
+    for field in model.model_fields.values():
+        annotation = _unwrap(field.annotation)
+        if annotation is SecretValue or _holds_secret(annotation, depth + 1):
+            return True
+    return False
 
 
 def from_validation_error(
@@ -143,7 +184,9 @@ def from_validation_error(
             expected = e.get("ctx", {}).get("expected", "")
             msg = f"{_show(value)} is not accepted; expected one of {expected}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
-            msg = f"expected a mapping of keys, got {_show(value)}"
+            owner = _model_at(model, loc)
+            shown = "a value holding a secret" if owner and _holds_secret(owner) else _show(value)
+            msg = f"expected a mapping of keys, got {shown}"
         elif kind == "list_type":
             msg = f"expected a list, got {_show(value)}"
         elif kind.startswith(("int_", "float_", "bool_", "string_", "greater", "less")):

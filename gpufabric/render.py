@@ -13,11 +13,15 @@ Output contract (other tools build on it)::
 
 Secrets are written as ``<secret:path>`` placeholders, never values. Output is
 byte-identical for the same stack: keys are sorted, nothing depends on time or order of
-dictionary insertion, and the directory is replaced whole so no stale file survives.
+dictionary insertion, and the directory is replaced whole so no stale file survives. A
+render only ever replaces a directory it wrote (``.gpufabric-render`` marks it): an existing
+directory with other files, a file, a link, ``/``, the home or the working directory are
+refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -152,25 +156,103 @@ def render_files(plan: Plan) -> dict[str, str]:
     return files
 
 
-def write_tree(files: Mapping[str, str], out: Path) -> None:
-    """Replace ``out`` with exactly ``files``; a failure leaves the old tree in place."""
-    out = out.resolve()
+MARKER = ".gpufabric-render"
+"""File in every directory ``render`` writes: only such a directory is ever replaced."""
+_STAGING = ".gpufabric-staging-"
+_RETIRED = ".gpufabric-old-"
+
+
+class OutputError(Exception):
+    """An output path gpufabric refuses to write (the user's files would be at risk)."""
+
+
+def _refused_roots() -> set[Path]:
+    roots = {Path("/").resolve(), Path.cwd().resolve()}
+    with contextlib.suppress(RuntimeError):  # no home directory
+        roots.add(Path.home().resolve())
+    return roots
+
+
+def check_output_dir(out: Path) -> Path:
+    """The directory ``render`` may replace, resolved; OutputError saying why not."""
+    if out.is_symlink():
+        raise OutputError(
+            f"{out} is a symbolic link; give the directory itself (a render never writes "
+            "through links)"
+        )
+    target = out.resolve()
+    if target in _refused_roots() or any(target == p for p in Path.cwd().resolve().parents):
+        raise OutputError(
+            f"{out} is {'/' if target == Path('/') else 'the current, home or a parent directory'}"
+            "; render into a directory of its own, e.g. out/<stack>"
+        )
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"{out} exists and is not a directory; choose a directory")
+    if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file():
+        raise OutputError(
+            f"{out} holds files gpufabric did not write (no {MARKER}); render into an empty "
+            "or new directory, or one an earlier render wrote"
+        )
+    return target
+
+
+def _leftovers(out: Path) -> list[Path]:
+    """Staging and retired directories an interrupted render of ``out`` left beside it."""
+    if not out.parent.is_dir():
+        return []
+    found = []
+    for prefix in (_STAGING, _RETIRED):
+        for p in out.parent.glob(f".{out.name}{prefix}*"):
+            if p.is_dir() and not p.is_symlink() and (p / MARKER).is_file():
+                found.append(p)
+    return found
+
+
+def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
+    """Replace ``out`` with exactly ``files`` (and the marker), atomically: the new tree is
+    written aside and swapped in, so an interrupted render leaves the previous one intact.
+
+    ``out`` must be new, empty or an earlier render (:func:`check_output_dir`)."""
+    out = check_output_dir(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    for old in _leftovers(out):
+        shutil.rmtree(old)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
     try:
+        (staging / MARKER).write_text(
+            json.dumps({"writer": "gpufabric render", "stack": stack}) + "\n", encoding="utf-8"
+        )
         for rel, content in sorted(files.items()):
-            target = staging / rel
+            target = (staging / rel).resolve()
+            if staging.resolve() not in target.parents:
+                raise OutputError(f"refusing to write {rel!r} outside the output directory")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+            target.write_text(content, encoding="utf-8")
         if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(out, old)
+            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}{_RETIRED}", dir=out.parent))
+            os.replace(out, retired / "tree")
+            (retired / MARKER).touch()  # so a later render may remove it if this one dies
             os.replace(staging, out)
-            shutil.rmtree(old)
+            shutil.rmtree(retired)
         else:
             os.replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write one file atomically (a full disk leaves the previous file as it was)."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise OutputError(f"{path} exists and is not a regular file; choose a file path")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
         raise

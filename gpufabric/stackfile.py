@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
+from gpufabric import stackyaml
 from gpufabric.config import SECTIONS, StackModel
 from gpufabric.plan.pulls import air_gap_problems
 from gpufabric.problems import Problem, StackError, from_validation_error, suggest
@@ -87,7 +88,15 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
         known = list_stacks(directory) if directory or "/" not in stack else []
         hint = f" (known stacks: {', '.join(known)})" if known else ""
         raise StackError(source, [Problem("", f"no such stack file{suggest(name, known)}{hint}")])
-    return Stack(name=name, source=source, model=parse_stack_text(path.read_text(), source))
+    try:
+        text = stackyaml.decode(stackyaml.read_bytes(path))
+    except stackyaml.StackFileError as err:
+        raise StackError(source, _file_problems(err)) from None
+    return Stack(name=name, source=source, model=parse_stack_text(text, source))
+
+
+def _file_problems(err: stackyaml.StackFileError) -> list[Problem]:
+    return [Problem(f"line {line}" if line else "", message) for line, message in err.problems]
 
 
 def _display(path: Path) -> str:
@@ -100,7 +109,9 @@ def _display(path: Path) -> str:
 
 def parse_stack_text(text: str, source: str) -> StackModel:
     try:
-        doc = yaml.safe_load(text)
+        doc = stackyaml.load(text)
+    except stackyaml.StackFileError as err:
+        raise StackError(source, _file_problems(err)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -165,6 +176,8 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
             )
     context = {"source": "file" if from_file else "pulumi"}
     parsed: dict[str, Any] = {}
+    partial: dict[str, Any] = {}
+    reported: list[str] = []
     for name, field in StackModel.model_fields.items():
         if name not in values or values[name] is None:
             if field.is_required():
@@ -176,11 +189,19 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
             parsed[name] = _ADAPTERS[name].validate_python(values[name], context=context)
         except ValidationError as err:
             problems += from_validation_error(err, field.annotation, prefix=(name,))
-    parts = Parts(**{name: parsed.get(name) for name in SECTIONS})
-    if all(parsed.get(n) is not None for n in ("cluster", "gpuNodes", "fabric")):
-        parts = Parts.of(StackModel(**parsed))
+            rest = _partial(name, values[name], err, context)
+            if rest is not None:
+                partial[name], gone = rest
+                reported += [f"{name}.{key}" for key in gone]
+    # Cross-section checks run on every section that parsed, and on what remains of a section
+    # once its broken keys are left out, so one broken key does not hide the other problems.
+    parts = Parts(**{name: parsed.get(name, partial.get(name)) for name in SECTIONS})
     found = run_checks(parts)
-    problems += [p for p in found if not p.warning]
+    problems += [
+        p
+        for p in found
+        if not p.warning and not any(p.path.startswith(prefix) for prefix in reported)
+    ]
     if problems:
         raise StackError(source, sorted(dict.fromkeys(problems), key=_order))
     model = StackModel(**parsed)
@@ -191,6 +212,27 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
         if gaps:
             raise StackError(source, gaps)
     return model
+
+
+def _partial(
+    name: str, value: Any, err: ValidationError, context: dict[str, str]
+) -> tuple[Any, set[str]] | None:
+    """The section without the keys its errors are under, validated, and those keys; None
+    when nothing usable remains."""
+    if not isinstance(value, dict):
+        return None
+    broken: set[str] = set()
+    for e in err.errors(include_url=False):
+        if not e["loc"] or not isinstance(e["loc"][0], str):
+            return None
+        broken.add(e["loc"][0])
+    try:
+        rest = _ADAPTERS[name].validate_python(
+            {k: v for k, v in value.items() if k not in broken}, context=context
+        )
+    except ValidationError:
+        return None
+    return rest, broken
 
 
 def stack_warnings(model: StackModel) -> list[Problem]:

@@ -92,12 +92,73 @@ def _rails_unique(p: Parts) -> Iterator[Problem]:
                 seen[value] = i
 
 
+RESERVED_INTERFACES = frozenset({"eth0", "lo"})
+"""Pod interfaces a rail cannot be named after: the cluster network's and loopback."""
+WELL_KNOWN_POD_NETWORKS = (
+    ipaddress.ip_network("10.244.0.0/16"),  # flannel / kubeadm examples
+    ipaddress.ip_network("192.168.0.0/16"),  # Calico default
+    ipaddress.ip_network("10.96.0.0/12"),  # kubeadm service default
+    ipaddress.ip_network("10.42.0.0/16"),  # k3s / RKE2 pods
+    ipaddress.ip_network("10.43.0.0/16"),  # k3s / RKE2 services
+)
+MIN_RAIL_PREFIX = {4: 8, 6: 32}
+"""A rail subnet wider than this is a typo, not a rail (0.0.0.0/0 would route everything)."""
+
+
+def _unusable_subnet(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
+    for attr, what in (
+        ("is_loopback", "loopback"),
+        ("is_link_local", "link-local"),
+        ("is_multicast", "multicast"),
+        ("is_unspecified", "the unspecified address"),
+        ("is_reserved", "reserved"),
+    ):
+        if getattr(net, attr):
+            return f"{net} is {what}; a rail needs a routable private subnet"
+    if net.prefixlen < MIN_RAIL_PREFIX[net.version]:
+        return (
+            f"{net} is wider than /{MIN_RAIL_PREFIX[net.version]}; a rail subnet covers the "
+            "GPU nodes' pods on one rail (e.g. a /16)"
+        )
+    return None
+
+
+@check
+def _rail_names(p: Parts) -> Iterator[Problem]:
+    if p.fabric is None:
+        return
+    for i, rail in enumerate(p.fabric.rails):
+        if rail.name in RESERVED_INTERFACES:
+            yield Problem(
+                f"fabric.rails[{i}].name",
+                f"{rail.name!r} is the pod's {'cluster' if rail.name == 'eth0' else 'loopback'} "
+                "interface; the rail name becomes a second interface in every pod, so choose "
+                "another (e.g. rail0)",
+            )
+
+
 @check
 def _subnets(p: Parts) -> Iterator[Problem]:
     if p.fabric is None:
         return
     rails = p.fabric.rails
     for i, rail in enumerate(rails):
+        unusable = _unusable_subnet(rail.subnet)
+        if unusable:
+            yield Problem(f"fabric.rails[{i}].subnet", unusable)
+            continue
+        cidrs_known = p.cluster is not None and (p.cluster.podCIDR or p.cluster.serviceCIDR)
+        if p.cluster is not None and not cidrs_known:
+            for net in WELL_KNOWN_POD_NETWORKS:
+                if net.version == rail.subnet.version and rail.subnet.overlaps(net):
+                    yield Problem(
+                        f"fabric.rails[{i}].subnet",
+                        f"{rail.subnet} overlaps {net}, a common default pod or service "
+                        "network; set cluster.podCIDR and cluster.serviceCIDR so the rails are "
+                        "checked against the real ones",
+                        warning=True,
+                    )
+                    break
         for j in range(i):
             if rail.subnet.version == rails[j].subnet.version and rail.subnet.overlaps(
                 rails[j].subnet
@@ -458,16 +519,41 @@ def _training(p: Parts) -> Iterator[Problem]:
 # ----------------------------------------------------------------------------- tenants
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+TOOL_NAMESPACES = frozenset({"gpufabric-probe"})
+"""Namespaces gpufabric's own tools create (the probe DaemonSet of verify nodes)."""
+
+
+def _owned_namespaces(p: Parts) -> dict[str, str]:
+    """Namespace -> who owns it: Kubernetes, gpufabric's tools, or a pinned component."""
+    owned = dict.fromkeys(SYSTEM_NAMESPACES, "Kubernetes")
+    owned |= dict.fromkeys(TOOL_NAMESPACES, "gpufabric verify")
+    for c in effective_components(p.versions or {}).values():
+        owned.setdefault(c.namespace, c.name)
+    return owned
+
+
+@check
+def _network_namespace(p: Parts) -> Iterator[Problem]:
+    """The NADs' namespace is created, labelled restricted and protected by gpufabric: it
+    must be its own."""
+    if p.fabric is None or p.fabric.nadScope != "system":
+        return
+    ns = p.fabric.networkNamespace
+    owner = _owned_namespaces(p).get(ns)
+    if owner is not None:
+        yield Problem(
+            "fabric.networkNamespace",
+            f"{ns!r} belongs to {owner}; the rails' networks need a namespace of their own "
+            "(default gpufabric-networks)",
+        )
 
 
 @check
 def _tenants(p: Parts) -> Iterator[Problem]:
     if p.tenants is None:
         return
-    reserved = set(SYSTEM_NAMESPACES)
-    versions = p.versions or {}
-    reserved |= {c.namespace for c in effective_components(versions).values()}
-    if p.fabric is not None:
+    reserved = set(_owned_namespaces(p))
+    if p.fabric is not None and p.fabric.nadScope == "system":
         reserved.add(p.fabric.networkNamespace)
     seen: dict[str, int] = {}
     capacity = p.gpuNodes.count * p.gpuNodes.gpusPerNode if p.gpuNodes else None

@@ -56,8 +56,7 @@ def test_plan_json_lists_items_in_apply_order_with_their_files(tmp_path: Path) -
 
 def test_stale_files_do_not_survive_a_rerender(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "objects").mkdir()
+    _render("kind-dev", out)
     (out / "objects" / "removed-tenant.yaml").write_text("old")
     files = _render("kind-dev", out)
     assert "objects/removed-tenant.yaml" not in files

@@ -64,7 +64,7 @@ def test_unknown_component_and_unparsable_version(lab: dict[str, Any]) -> None:
     lab["gpufabric:versions"] = {"kueu": "0.19.0", "volcano": "latest"}
     found = problems_of(lab)
     assert "did you mean 'kueue'" in found["versions.kueu"]
-    assert "'latest' is not a version" in found["versions.volcano"]
+    assert "'latest' is not a release version" in found["versions.volcano"]
 
 
 def test_conditional_rule_on_network_operator_version(lab: dict[str, Any]) -> None:

@@ -58,7 +58,7 @@ SAFE_SYSCTLS = (
 SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
 
-def _policy_items(stack: str) -> list[Item]:
+def _policy_items(stack: str, namespaces: list[str]) -> list[Item]:
     policy = render_object(
         "tenants/pod-security-policy.yaml.j2",
         stack=stack,
@@ -66,7 +66,9 @@ def _policy_items(stack: str) -> list[Item]:
         safe_sysctls=list(SAFE_SYSCTLS),
         selinux_types=list(SELINUX_TYPES),
     )
-    binding = render_object("tenants/pod-security-binding.yaml.j2", stack=stack)
+    binding = render_object(
+        "tenants/pod-security-binding.yaml.j2", stack=stack, namespaces=sorted(namespaces)
+    )
     return [
         Item(ids.TENANT_POLICY, Layer.TENANTS, K8sObject(policy)),
         Item(
@@ -82,7 +84,7 @@ def build(ctx: PlanContext) -> list[Item]:
     psa_version = f"v{ctx.facts.kubernetes_minor}"
     authority = authorities.get(ctx.facts.gang.authority)
     # Pods are admitted only once the policy guards the namespaces.
-    items = _policy_items(ctx.stack)
+    items = _policy_items(ctx.stack, [t.namespace for t in model.tenants])
     for tenant in model.tenants:
         contract = ctx.facts.tenants[tenant.namespace]
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}

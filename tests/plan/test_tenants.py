@@ -190,8 +190,16 @@ def test_binding_selects_exactly_tenant_namespaces() -> None:
     spec = payload.body["spec"]
     assert spec["policyName"] == _policy()["metadata"]["name"]
     assert spec["validationActions"] == ["Deny"]
+    # Bound on the name label the API server sets (immutable), not on a label a tenant
+    # could remove to switch the policy off.
     assert spec["matchResources"]["namespaceSelector"] == {
-        "matchLabels": {"gpufabric.io/tenant": "true"}
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "In",
+                "values": sorted(PLAN.wiring),
+            }
+        ]
     }
     for t in PLAN.wiring:
         ns = PLAN.item(plan_ids.tenant_namespace(t)).payload
@@ -220,3 +228,15 @@ def test_generated_job_pods_pass_the_policy(kind: str) -> None:
             "spec": template["spec"],
         }
         assert POLICY.denials(pod) == []
+
+
+def test_policy_covers_ephemeral_debug_containers() -> None:
+    """Tenant namespaces enforce PSA privileged, so the policy is the only guard: a
+    privileged debug container added through pods/ephemeralcontainers must be denied too."""
+    rules = _policy()["spec"]["matchConstraints"]["resourceRules"]
+    assert {"pods", "pods/ephemeralcontainers"} <= {r for rule in rules for r in rule["resources"]}
+    pod = rdma_pod()
+    pod["spec"]["ephemeralContainers"] = [
+        {"name": "debug", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    assert POLICY.denials(pod)
