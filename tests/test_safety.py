@@ -342,3 +342,14 @@ def test_every_section_is_checked_when_one_key_is_broken() -> None:
     assert "fabric.linkRateGbps" in found
     assert "overlaps rails[0]" in found["fabric.rails[1].subnet"]
     assert "fabric.networkNamespace" in found
+
+
+def test_every_stack_in_the_stacks_directory_validates() -> None:
+    """Users add their own stacks beside the examples: each must load (the example-specific
+    tests select the shipped stacks by name, so they never judge a user's stack)."""
+    from builders import STACKS_DIR
+
+    from gpufabric.stackfile import list_stacks, load_stack
+
+    for name in list_stacks(STACKS_DIR):
+        load_stack(name, STACKS_DIR)
