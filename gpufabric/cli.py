@@ -8,6 +8,7 @@ from the one table in :mod:`gpufabric.exitcodes`.
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import sys
 from collections import Counter
@@ -40,6 +41,10 @@ from gpufabric.stackfile import (
     stacks_dir,
 )
 from gpufabric.verify import commands as verify_commands
+
+
+MAX_LOG_BYTES = 512 << 20
+"""nccl-tests logs are megabytes; a larger input is not one."""
 
 
 def _stack_arg(p: argparse.ArgumentParser) -> None:
@@ -340,12 +345,12 @@ def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
-    if not 0 < args.fraction <= 1:
+    if not (math.isfinite(args.fraction) and 0 < args.fraction <= 1):
         print(
             f"gpufabric: --fraction {args.fraction}: expected a number in (0, 1]", file=sys.stderr
         )
         return ExitCode.BAD_INPUT
-    if args.min_busbw is not None and args.min_busbw <= 0:
+    if args.min_busbw is not None and not (math.isfinite(args.min_busbw) and args.min_busbw > 0):
         print(f"gpufabric: --min-busbw {args.min_busbw}: expected GB/s > 0", file=sys.stderr)
         return ExitCode.BAD_INPUT
     facts = None
@@ -354,8 +359,17 @@ def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> in
         facts = build_plan(stack.name, stack.model).facts
     files: dict[str, str] = {}
     for path in args.files:
+        if not path.is_file():
+            why = "no such file" if not path.exists() else "not a regular file (a log or -J JSON)"
+            print(f"gpufabric: {path}: {why}", file=sys.stderr)
+            return ExitCode.BAD_INPUT
         try:
-            files[str(path)] = path.read_text(errors="replace")
+            with path.open("rb") as f:
+                data = f.read(MAX_LOG_BYTES + 1)
+            if len(data) > MAX_LOG_BYTES:
+                print(f"gpufabric: {path}: larger than {MAX_LOG_BYTES} bytes", file=sys.stderr)
+                return ExitCode.BAD_INPUT
+            files[str(path)] = data.decode("utf-8", errors="replace")
         except OSError as err:
             print(f"gpufabric: {path}: {err.strerror or err}", file=sys.stderr)
             return ExitCode.BAD_INPUT

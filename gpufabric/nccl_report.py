@@ -24,23 +24,49 @@ from gpufabric.plan.resolve import DEFAULT_FRACTION
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 GIB = 1 << 30
 
-_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[\d+\]\s)")
+_PREFIXES = (
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),  # Open MPI --tag-output
+    re.compile(r"^\[pod/[^\]\s]+\]\s"),  # kubectl logs --prefix
+    re.compile(r"^\d+:\s"),  # Slurm srun -l
+    re.compile(r"^\[\d+\]\s"),  # MPICH -prepend-rank
+)
+_MIDLINE_RANK = re.compile(r"\[\d+\]\s?")
+"""MPICH prefixes every write: a row written in pieces carries them mid-line too."""
+MAX_LINE = 4096
+"""Lines are cut here before any pattern runs (NCCL's lines are far shorter)."""
+MAX_JSON_DEPTH = 16
 _NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+_NONFINITE = re.compile(r"^[-+]?(?:nan|inf|infinity)$", re.IGNORECASE)
 _HOST_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[\s*\d+\s*\]")
-_USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<net>.+?)\s*$")
-_NET_IB = re.compile(r"NCCL INFO NET/IB ?: ?Using (?P<devs>.*?)(?:; OOB|$)")
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<net>\S+)")
+_NET_IB = re.compile(r"NCCL INFO NET/IB ?: ?Using (?P<devs>[^;]*)")
 _HCA = re.compile(r"\[\d+\](?P<hca>[^:\s]+):\d+/(?P<layer>IB|RoCE|UNSPECIFIED)")
 _CHANNEL = re.compile(
     r"NCCL INFO (?:Channel \d+(?:/\d+)?|Ring \d+) : (?P<src>\d+)(?:\[\w+\])? -> "
     r"(?P<dst>\d+)(?:\[\w+\])? (?:\[(?P<dir>send|receive)\] )?via (?P<via>\S+)"
 )
 _GDR_DISABLED = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '(?P<hca>[^']+)'")
-_INIT = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+).*Init COMPLETE")
+_INIT = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) .*Init COMPLETE")
+_NNODES = re.compile(
+    r"NCCL INFO comm \S+ rank \d+ nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
+    r"(?: localRanks \d+ localRank \d+ MNNVL (?P<mnnvl>\d+))?"
+)
 _DEVICE = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<host>\S+)")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<ok>OK|FAILED)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
-_TEST = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(?P<name>\S+)")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<name>\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<name>\S+)")
+_SWEEP = re.compile(
+    r"^#\s*nThread \d+ nGpus \d+ minBytes (?P<min>\d+) maxBytes (?P<max>\d+) "
+    r"step: (?P<step>\d+)\((?P<kind>factor|bytes)\)"
+)
 _FATAL = re.compile(r"Test (?:NCCL|CUDA) failure|: Test failure ")
+_KILLED = re.compile(
+    r"exited on signal \d+|BAD TERMINATION|mpirun noticed that process|srun: error:|"
+    r"Segmentation fault|core dumped|terminate called|\bKilled\b|"
+    r"Primary job\s+terminated normally, but \d+ process returned"
+)
+MAX_SIZES = 10_000
 
 
 @dataclass(frozen=True)
@@ -96,6 +122,8 @@ class Row:
     busbw_oop: float | None
     busbw_ip: float | None
     wrong: int
+    impossible: list[str] = field(default_factory=list)
+    """Values no measurement can produce (NaN, infinite, negative)."""
 
     @property
     def best(self) -> float | None:
@@ -105,100 +133,304 @@ class Row:
 
 @dataclass
 class Run:
-    """What one log says."""
+    """What one nccl-tests run (one collective test) says."""
 
     test: str | None = None
+    source: str = ""
     rows: list[Row] = field(default_factory=list)
+    expected_rows: int | None = None
+    """Sizes the test announced (minBytes..maxBytes by its step), times its cycles."""
+    concluded: bool = False
     out_of_bounds: int | None = None
     out_of_bounds_ok: bool | None = None
     avg_busbw: float | None = None
-    network: str | None = None
+    networks: set[str] = field(default_factory=set)
     link_layers: dict[str, str] = field(default_factory=dict)
     socket_in_use: bool = False
     no_ib_device: bool = False
     inter_node: list[str] = field(default_factory=list)
     gdr_disabled: list[str] = field(default_factory=list)
     nranks: int | None = None
+    nnodes: int | None = None
+    mnnvl: bool = False
     hosts: set[str] = field(default_factory=set)
+    """Hosts of the ranks (``# Rank N ... on HOST`` lines, -J devices)."""
     warnings: list[dict[str, str]] = field(default_factory=list)
     fatal: list[str] = field(default_factory=list)
+    killed: list[str] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+
+    @property
+    def network(self) -> str | None:
+        return ", ".join(sorted(self.networks)) or None
+
+    @property
+    def nodes(self) -> int | None:
+        """Nodes the run spanned: NCCL's own nNodes, else the distinct rank hosts."""
+        if self.nnodes is not None:
+            return self.nnodes
+        return len(self.hosts) or None
 
 
-def _number(token: str) -> float | None:
-    return float(token) if _NUMBER.match(token) else None
+def _value(token: str) -> tuple[float | None, str | None]:
+    """(number, why it is impossible) of a table cell."""
+    if _NONFINITE.match(token):
+        return None, token
+    if not _NUMBER.match(token):
+        return None, None
+    value = float(token)
+    if value != value or value in (float("inf"), float("-inf")):
+        return None, token
+    if value < 0:
+        return value, token
+    return value, None
 
 
-def _table(lines: list[str], run: Run) -> None:
+def _clean(raw: str) -> str:
+    line = raw[:MAX_LINE].rstrip("\r\n")
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in _PREFIXES:
+            new = prefix.sub("", line, count=1)
+            if new != line:
+                line, stripped = new, True
+    return line.strip()
+
+
+def _row(line: str, columns: list[str], run: Run) -> None:
+    tokens = _MIDLINE_RANK.sub(" ", line).split()
+    if not tokens or not tokens[0].isdigit():
+        return
+    if "timestamp" in columns and len(tokens) == len(columns) + 1:
+        # -S 1: the timestamp is "%Y-%m-%d %H:%M:%S", two tokens under one header
+        tokens = [*tokens[:-2], " ".join(tokens[-2:])]
+    if len(tokens) != len(columns):
+        return
+    busbw = [i for i, c in enumerate(columns) if c == "busbw"]
+    wrong = [i for i, c in enumerate(columns) if c in ("#wrong", "error")]
+    values: list[float | None] = []
+    impossible: list[str] = []
+    for i in busbw:
+        value, bad = _value(tokens[i])
+        values.append(value if bad is None else None)
+        if bad is not None:
+            impossible.append(f"busbw {bad} at {tokens[0]} B")
+    count = 0
+    for i in wrong:
+        value, bad = _value(tokens[i])
+        if value is not None and bad is None:
+            count += int(value)
+    run.rows.append(
+        Row(
+            size=int(tokens[0]),
+            busbw_oop=values[0] if values else None,
+            busbw_ip=values[1] if len(values) > 1 else None,
+            wrong=count,
+            impossible=impossible,
+        )
+    )
+
+
+def _sweep_rows(m: re.Match[str]) -> int | None:
+    low, high, step = int(m["min"]), int(m["max"]), int(m["step"])
+    if low <= 0 or high < low:
+        return None
+    count, size = 0, low
+    while size <= high and count < MAX_SIZES:
+        count += 1
+        if m["kind"] == "factor":
+            if step <= 1:
+                return None
+            size *= step
+        else:
+            if step <= 0:
+                return None
+            size += step
+    return count
+
+
+def _json_number(value: Any, what: str, run: Run) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        run.malformed.append(f"{what} is {type(value).__name__}, not a number")
+        return None
+    if isinstance(value, str):
+        number, bad = _value(value.strip())
+        if bad is not None:
+            return float("nan")
+        if number is None:
+            run.malformed.append(f"{what} is the string {value[:20]!r}, not a number")
+        return number
+    if value != value or value in (float("inf"), float("-inf")):
+        return float("nan")
+    return float(value)
+
+
+def _json_run(doc: Any, source: str) -> Run:
+    """One nccl-tests -J document (format version 3: config, devices, results, footers)."""
+    run = Run(source=source)
+    if not isinstance(doc, dict):
+        run.malformed.append("the JSON document is not an object")
+        return run
+    args = doc.get("args")
+    if isinstance(args, list) and args and isinstance(args[0], str):
+        run.test = args[0].rsplit("/", 1)[-1]
+    for device in doc.get("devices") or []:
+        if isinstance(device, dict) and isinstance(device.get("hostname"), str):
+            run.hosts.add(device["hostname"])
+    results = doc.get("results")
+    if not isinstance(results, list):
+        run.malformed.append("no results list")
+        results = []
+    for i, item in enumerate(results):
+        if not isinstance(item, dict):
+            run.malformed.append(f"results[{i}] is not an object")
+            continue
+        size = item.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            run.malformed.append(f"results[{i}].size is not a byte count")
+            continue
+        row = Row(size, None, None, 0)
+        for key in ("out_of_place", "in_place"):
+            part = item.get(key)
+            if part is None:
+                continue
+            if not isinstance(part, dict):
+                run.malformed.append(f"results[{i}].{key} is not an object")
+                continue
+            bw = _json_number(part.get("bus_bw"), f"results[{i}].{key}.bus_bw", run)
+            if bw is not None and (bw != bw or bw < 0):
+                row.impossible.append(f"bus_bw {part.get('bus_bw')} at {size} B")
+                bw = None
+            if key == "out_of_place":
+                row.busbw_oop = bw
+            else:
+                row.busbw_ip = bw
+            wrong = _json_number(part.get("nwrong"), f"results[{i}].{key}.nwrong", run)
+            if wrong is not None and wrong == wrong and wrong > 0:
+                row.wrong += int(wrong)
+        run.rows.append(row)
+    oob = doc.get("out_of_bounds")
+    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
+        run.out_of_bounds = oob["count"]
+        run.out_of_bounds_ok = oob.get("okay") is True
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), int | float):
+        run.avg_busbw = float(avg["bandwidth"])
+    config = doc.get("config")
+    if isinstance(config, dict):
+        low, high = config.get("minimum_bytes"), config.get("maximum_bytes")
+        factor, step = config.get("step_factor"), config.get("step_bytes")
+        if isinstance(low, int) and isinstance(high, int):
+            kind, value = ("factor", factor) if isinstance(factor, int) else ("bytes", step)
+            if isinstance(value, int):
+                m = _SWEEP.match(
+                    f"# nThread 1 nGpus 1 minBytes {low} maxBytes {high} step: {value}({kind})"
+                )
+                run.expected_rows = _sweep_rows(m) if m else None
+    run.concluded = "end_time" in doc
+    return run
+
+
+def parse_json(text: str, source: str = "") -> Run:
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        run = Run(source=source)
+        run.malformed.append("JSON nested deeper than Python can read")
+        return run
+    if _depth(doc) > MAX_JSON_DEPTH:
+        run = Run(source=source)
+        run.malformed.append(
+            f"JSON nested deeper than {MAX_JSON_DEPTH} levels: not nccl-tests -J output"
+        )
+        return run
+    return _json_run(doc, source)
+
+
+def _depth(doc: Any, level: int = 0) -> int:
+    if level > MAX_JSON_DEPTH:
+        return level
+    if isinstance(doc, dict):
+        return max((_depth(v, level + 1) for v in doc.values()), default=level + 1)
+    if isinstance(doc, list):
+        return max((_depth(v, level + 1) for v in doc), default=level + 1)
+    return level
+
+
+def parse_runs(text: str, source: str = "") -> list[Run]:
+    """Every collective test in one log (or the one -J document), in order."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return [parse_json(stripped, source)]
+        except json.JSONDecodeError:
+            pass
+    runs: list[Run] = [Run(source=source)]
     columns: list[str] | None = None
-    for line in lines:
+    for raw in text.splitlines():
+        line = _clean(raw)
+        if m := _STARTING.match(line):
+            current = runs[-1]
+            if current.test is not None or current.rows:
+                runs.append(Run(source=source))
+            runs[-1].test = m["name"]
+            columns = None
+            continue
+        run = runs[-1]
         if line.startswith("#"):
             tokens = line.lstrip("#").split()
             if tokens[:1] == ["size"] and "busbw" in tokens:
                 columns = tokens
+            elif m := _SWEEP.match(line):
+                run.expected_rows = _sweep_rows(m)
+            elif m := _CONCLUDED.match(line):
+                run.concluded = True
+                run.test = run.test or m["name"]
+            elif m := _OOB.match(line):
+                run.out_of_bounds, run.out_of_bounds_ok = int(m["n"]), m["ok"] == "OK"
+            elif m := _AVG.match(line):
+                run.avg_busbw = _value(m["v"])[0]
+            elif m := _DEVICE.match(line):
+                run.hosts.add(m["host"])
             continue
-        tokens = line.split()
-        if columns is None or len(tokens) != len(columns) or not tokens[0].isdigit():
+        if columns is not None and line[:1].isdigit():
+            _row(line, columns, run)
             continue
-        busbw = [i for i, c in enumerate(columns) if c == "busbw"]
-        wrong = [i for i, c in enumerate(columns) if c in ("#wrong", "error")]
-        values = [_number(tokens[i]) for i in busbw]
-        bad = sum(int(v) for i in wrong if (v := _number(tokens[i])) is not None)
-        run.rows.append(
-            Row(
-                size=int(tokens[0]),
-                busbw_oop=values[0] if values else None,
-                busbw_ip=values[1] if len(values) > 1 else None,
-                wrong=bad,
-            )
-        )
+        _scan(line, run)
+    if len(runs) > 1 and runs[0].test is None and not runs[0].rows:
+        # lines before the first test (launcher output, NCCL init) belong to it
+        first = runs.pop(0)
+        _merge_info(runs[0], first)
+    return runs
 
 
-def _json_rows(doc: Any, run: Run) -> None:
-    """Rows from nccl-tests -J output: any list of objects with a size and bus bandwidths."""
-    if isinstance(doc, dict):
-        if "size" in doc and ("out_of_place" in doc or "in_place" in doc):
-            oop, ip = doc.get("out_of_place") or {}, doc.get("in_place") or {}
-            wrong = sum(int(p.get("nwrong") or 0) for p in (oop, ip))
-            run.rows.append(Row(int(doc["size"]), oop.get("bus_bw"), ip.get("bus_bw"), wrong))
-            return
-        for key, value in doc.items():
-            if key == "out_of_bounds" and isinstance(value, dict):
-                run.out_of_bounds = int(value.get("count", 0))
-                run.out_of_bounds_ok = value.get("okay") in (True, "true", "OK")
-            elif key == "average_bus_bandwidth" and isinstance(value, dict):
-                run.avg_busbw = value.get("bandwidth")
-            else:
-                _json_rows(value, run)
-    elif isinstance(doc, list):
-        for item in doc:
-            _json_rows(item, run)
+def _merge_info(into: Run, other: Run) -> None:
+    into.networks |= other.networks
+    into.link_layers.update(other.link_layers)
+    into.socket_in_use |= other.socket_in_use
+    into.no_ib_device |= other.no_ib_device
+    into.inter_node += other.inter_node
+    into.gdr_disabled += other.gdr_disabled
+    into.hosts |= other.hosts
+    into.warnings += other.warnings
+    into.fatal += other.fatal
+    into.killed += other.killed
+    into.mnnvl |= other.mnnvl
+    if other.nnodes is not None:
+        into.nnodes = max(into.nnodes or 0, other.nnodes)
+    if other.nranks is not None:
+        into.nranks = max(into.nranks or 0, other.nranks)
 
 
 def parse(text: str) -> Run:
-    run = Run()
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            _json_rows(json.loads(stripped), run)
-            return run
-        except json.JSONDecodeError:
-            pass
-    lines = [_PREFIX.sub("", raw.rstrip("\n")).strip() for raw in text.splitlines()]
-    _table(lines, run)
-    for line in lines:
-        _scan(line, run)
-    return run
+    """The first run of a log (for a log of one test)."""
+    return parse_runs(text)[0]
 
 
 def _scan(line: str, run: Run) -> None:
-    if m := _TEST.match(line):
-        run.test = m["name"]
-    elif m := _OOB.match(line):
-        run.out_of_bounds, run.out_of_bounds_ok = int(m["n"]), m["ok"] == "OK"
-    elif m := _AVG.match(line):
-        run.avg_busbw = _number(m["v"])
-    elif m := _DEVICE.match(line):
-        run.hosts.add(m["host"])
     if "NCCL WARN" in line:
         diag = next((d for d in DIAGNOSES if d.pattern.search(line)), None)
         cause, check = (diag.cause, diag.check) if diag else UNKNOWN
@@ -208,11 +440,15 @@ def _scan(line: str, run: Run) -> None:
         run.fatal.append(line)
         return
     if "NCCL INFO" not in line:
+        if _KILLED.search(line):
+            run.killed.append(line)
         return
     if m := _HOST_PREFIX.match(line):
         run.hosts.add(m["host"])
     if m := _USING_NETWORK.search(line):
-        run.network = m["net"]
+        run.networks.add(m["net"])
+        if m["net"].lower() == "socket":
+            run.socket_in_use = True
     elif m := _NET_IB.search(line):
         run.link_layers.update({h["hca"]: h["layer"] for h in _HCA.finditer(m["devs"])})
     elif "NET/Socket : Using" in line:
@@ -224,6 +460,10 @@ def _scan(line: str, run: Run) -> None:
             run.inter_node.append(m["via"])
     elif m := _GDR_DISABLED.search(line):
         run.gdr_disabled.append(m["hca"])
+    elif m := _NNODES.search(line):
+        run.nnodes = max(run.nnodes or 0, int(m["nnodes"]))
+        run.nranks = max(run.nranks or 0, int(m["nranks"]))
+        run.mnnvl |= m["mnnvl"] not in (None, "0")
     elif m := _INIT.search(line):
         run.nranks = max(run.nranks or 0, int(m["nranks"]))
 
@@ -238,6 +478,9 @@ class Expectation:
     threshold_gbps: float | None = None
     threshold_source: str = "none"
     gpus_per_node: int | None = None
+    line_rate_gbytes: float | None = None
+    """The node's NIC line rate (rails x link rate) in GB/s: inter-node bus bandwidth above
+    it by more than measurement noise is not a measurement over the NICs."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +493,7 @@ class Transport:
     inter_node_channels: int
     nranks: int | None
     hosts: int
+    nodes: int | None
 
 
 @dataclass(frozen=True)
@@ -290,6 +534,7 @@ class RunVerdict:
                 "inter_node_channels": self.transport.inter_node_channels,
                 "nranks": self.transport.nranks,
                 "hosts": self.transport.hosts,
+                "nodes": self.transport.nodes,
             },
             "gdr": {
                 "expected": self.gdr.expected,
@@ -349,30 +594,54 @@ class Report:
         return doc
 
 
+LINE_RATE_NOISE = 1.10
+"""Inter-node bus bandwidth may exceed the line rate by measurement noise, not more."""
+
+
 def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
+    """The verdict on one run. PASS only when the transport is proven and the threshold met
+    at >= 1 GiB on >= 2 nodes; INCONCLUSIVE when it cannot be judged; FAIL when it ran and
+    fell short. Every reason states what the log shows."""
     fail: list[str] = []
     unsure: list[str] = []
     if run.fatal:
         fail.append(f"the test failed: {run.fatal[0]}")
+    if run.killed:
+        fail.append(f"the run was killed or crashed: {run.killed[0]}")
+    if run.malformed:
+        unsure.append(f"malformed input: {'; '.join(run.malformed[:3])}")
+    if run.expected_rows is not None and len(run.rows) < run.expected_rows:
+        fail.append(
+            f"the run ended early: {len(run.rows)} of {run.expected_rows} announced sizes "
+            "were printed"
+        )
+    elif run.test is not None and run.rows and not run.concluded:
+        fail.append("the run did not finish (no 'Collective test concluded' line)")
     if not run.rows:
         unsure.append("no data rows: the test printed no results table")
+    impossible = [text for r in run.rows for text in r.impossible]
+    if impossible:
+        fail.append(f"impossible values: {', '.join(impossible[:3])}")
     if run.out_of_bounds_ok is False:
         fail.append(f"{run.out_of_bounds} out-of-bounds values")
     if any(r.wrong for r in run.rows):
         fail.append(f"{sum(r.wrong for r in run.rows)} wrong elements reported by -c 1")
     for w in run.warnings:
         fail.append(f"NCCL WARN: {w['cause']}")
-    socket = (
-        run.socket_in_use
-        or (run.network or "").lower() == "socket"
-        or any(v.startswith("NET/Socket") for v in run.inter_node)
-    )
-    if exp.rdma:
-        if socket:
-            fail.append("socket fallback: NCCL used TCP (NET/Socket), not RDMA")
-        elif run.network is None and not run.inter_node:
+    nodes = run.nodes
+    multi = nodes is not None and nodes >= 2
+    socket = run.socket_in_use or any(v.startswith("NET/Socket") for v in run.inter_node)
+    if exp.rdma and socket and multi:
+        fail.append("socket fallback: NCCL used TCP (NET/Socket) between nodes, not RDMA")
+    elif exp.rdma and multi:
+        if not run.networks and not run.inter_node:
             unsure.append(
                 "no transport lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+            )
+        elif not run.inter_node:
+            unsure.append(
+                "no inter-node channel lines: the transport between nodes is not proven "
+                "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET prints them)"
             )
         wrong_layer = sorted(
             f"{hca}/{layer}"
@@ -382,21 +651,33 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
         if wrong_layer:
             fail.append(f"link layer {', '.join(wrong_layer)}, expected {exp.link_layer}")
     gdr_channels = [v for v in run.inter_node if v.endswith("/GDRDMA")]
-    if exp.rdma and exp.gdr and not socket:
+    if exp.rdma and exp.gdr and not socket and multi:
         if run.gdr_disabled:
             fail.append(f"GPU Direct RDMA disabled for {', '.join(sorted(set(run.gdr_disabled)))}")
         staged = len(run.inter_node) - len(gdr_channels)
         if staged:
             fail.append(f"{staged} inter-node channels without GDRDMA (staged through host memory)")
-    single = len(run.hosts) == 1 or (
-        exp.gpus_per_node is not None and run.nranks is not None and run.nranks <= exp.gpus_per_node
-    )
-    if single:
+    if nodes is None:
+        unsure.append("node count unknown: no '# Rank ... on HOST' lines and no NCCL 'nNodes' line")
+    elif nodes == 1:
         unsure.append("single node: no inter-node traffic was measured")
     large = [r.best for r in run.rows if r.size >= GIB and r.best is not None]
     best = max(large) if large else None
-    if run.rows and best is None:
+    if run.rows and best is None and not impossible:
         unsure.append("no results at message sizes >= 1 GiB (run with -e 8G or more)")
+    limit = exp.line_rate_gbytes
+    if (
+        multi
+        and best is not None
+        and limit is not None
+        and not run.mnnvl
+        and best > limit * LINE_RATE_NOISE
+    ):
+        fail.append(
+            f"best bus bandwidth {best:g} GB/s is above the nodes' line rate {limit:g} GB/s by "
+            f"more than {round((LINE_RATE_NOISE - 1) * 100)}%: not a measurement over the NICs "
+            "(a tree/NVLS algorithm? run all_reduce with NCCL_ALGO=Ring)"
+        )
     if exp.threshold_gbps is None:
         unsure.append("no threshold: pass --stack (line rate) or --min-busbw")
     elif best is not None and best < exp.threshold_gbps:
@@ -416,6 +697,7 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
             inter_node_channels=len(run.inter_node),
             nranks=run.nranks,
             hosts=len(run.hosts),
+            nodes=nodes,
         ),
         gdr=GdrUse(
             expected=exp.rdma and exp.gdr,
@@ -453,6 +735,7 @@ def expectation(
         threshold_gbps=threshold,
         threshold_source=source,
         gpus_per_node=facts.nodes.gpus_per_node,
+        line_rate_gbytes=acceptance.line_rate_gbytes,
     )
 
 
@@ -475,9 +758,37 @@ VERDICT_EXIT: Mapping[Verdict, int] = {
 }
 
 
+def collect_runs(files: Mapping[str, str]) -> list[tuple[str, Run]]:
+    """Every run of every file, labelled. A -J document adds its rows to the text log's run
+    of the same test when one was given (the log proves the transport, not the JSON)."""
+    labelled: list[tuple[str, Run]] = []
+    for name, text in files.items():
+        runs = parse_runs(text, name)
+        for run in runs:
+            label = name if len(runs) == 1 else f"{name} ({run.test or 'unnamed test'})"
+            labelled.append((label, run))
+
+    def is_json(run: Run) -> bool:
+        return files.get(run.source, "").lstrip().startswith(("{", "["))
+
+    by_test = {run.test: run for _, run in labelled if run.test and not is_json(run)}
+    out: list[tuple[str, Run]] = []
+    for label, run in labelled:
+        twin = by_test.get(run.test) if run.test else None
+        if is_json(run) and twin is not None:
+            if not twin.rows:
+                twin.rows = run.rows
+                twin.expected_rows = run.expected_rows
+            continue
+        out.append((label, run))
+    return out
+
+
 def report(files: Mapping[str, str], exp: Expectation) -> Report:
-    """The verdict over several logs (e.g. all_reduce then all_gather): the worst one."""
-    runs = tuple(judge(parse(text), exp, file=name) for name, text in files.items())
+    """The verdict over every run of every log (e.g. all_reduce then all_gather): the worst."""
+    runs = tuple(judge(run, exp, file=label) for label, run in collect_runs(files))
+    if not runs:
+        return Report("INCONCLUSIVE", ("no input",), exp.threshold_gbps, exp.threshold_source, ())
     worst = max(runs, key=lambda r: SEVERITY[r.verdict])
     return Report(
         verdict=worst.verdict,
