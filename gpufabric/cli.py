@@ -8,8 +8,8 @@ from the one table in :mod:`gpufabric.exitcodes`.
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -41,7 +41,6 @@ from gpufabric.stackfile import (
     stacks_dir,
 )
 from gpufabric.verify import commands as verify_commands
-
 
 MAX_LOG_BYTES = 512 << 20
 """nccl-tests logs are megabytes; a larger input is not one."""

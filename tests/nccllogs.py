@@ -1,3 +1,4 @@
+# ruff: noqa: UP031  (printf formats on purpose: they are nccl-tests' own, character for character)
 """nccl-tests output as the real tool writes it, for every flag that changes the format.
 
 The format strings are those of nccl-tests 2.19.6 (src/util.cu: writeDeviceReport,
@@ -222,7 +223,7 @@ class Log:
                 "per_iter_timing": False,
                 "per_iter_skip": 0,
                 "parallel_init": False,
-            },  # fmt: skip
+            },
             "devices": [
                 {
                     "rank": i,
@@ -234,7 +235,7 @@ class Log:
                     "device_info": "NVIDIA H100",
                 }
                 for i, h in enumerate(h for h in self.hosts for _ in range(self.gpus_per_host))
-            ],  # fmt: skip
+            ],
             "results": results,
             "out_of_bounds": {"count": 0, "okay": True},
             "average_bus_bandwidth": {"bandwidth": self.busbw * 0.95, "okay": "unchecked"},
