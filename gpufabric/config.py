@@ -517,8 +517,9 @@ class NicDriver(Model):
     """Where the NIC driver (DOCA-OFED / MLNX_OFED, or the kernel's inbox driver) comes from."""
 
     source: Literal["host", "operator"] = "host"
-    hostStack: Literal["doca", "inbox"] = "doca"
-    """What the host runs when source is host: DOCA-OFED/MLNX_OFED, or the inbox driver."""
+    hostStack: Literal["doca", "mlnx-ofed", "inbox"] = "doca"
+    """What the host runs when source is host: DOCA-OFED, MLNX_OFED (its predecessor, e.g. on
+    DGX OS), or the kernel's inbox driver with rdma-core."""
 
 
 FabricType = Literal["infiniband", "roce"]

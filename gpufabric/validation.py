@@ -335,7 +335,7 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
         yield Problem(
             "fabric.gpuDirect",
             "'peermem' needs DOCA-OFED/MLNX_OFED, but fabric.nicDriver.hostStack is inbox; "
-            "install DOCA-OFED on the hosts (hostStack: doca), let the Network Operator "
+            "install DOCA-OFED or MLNX_OFED on the hosts (hostStack: doca | mlnx-ofed), let the Network Operator "
             "manage it (nicDriver.source: operator), or use gpuDirect: dmabuf (recommended)",
         )
     for name in sorted(f.ncclEnv):
@@ -442,11 +442,14 @@ def _gpu_operator(p: Parts) -> Iterator[Problem]:
                     f"gpuOperator.driver.{key}",
                     "set, but gpuOperator.driver.enabled is false (the hosts bring their driver)",
                 )
-        if p.fabric is not None and p.fabric.gpuDirect == "peermem":
+        f = p.fabric
+        if f is not None and f.gpuDirect == "peermem" and f.nicDriver.source == "operator":
+            # The host driver package's nvidia-peermem links against the host's NIC stack.
             yield Problem(
                 "gpuOperator.driver.enabled",
-                "false, but fabric.gpuDirect: peermem needs the operator's driver container to "
-                "build nvidia-peermem; use gpuDirect: dmabuf with host drivers",
+                "false with fabric.gpuDirect: peermem needs the NIC driver on the hosts too "
+                "(nvidia-peermem from the host driver package is built against it); set "
+                "fabric.nicDriver.source: host, or use gpuDirect: dmabuf",
             )
     if d.usePrecompiled and d.useNvidiaDriverCRD:
         yield Problem(

@@ -10,6 +10,7 @@ what differs from a healthy node.
 
 from __future__ import annotations
 
+import gzip
 import os
 import struct
 from dataclasses import dataclass, field
@@ -63,6 +64,12 @@ class Node:
     pfc_priority: int | None = 3
     gid_on_netdev: bool = True
     uverbs: int | None = None
+    kernel_config: str = "boot"
+    """Where the kernel's build config is: boot (/boot/config-R), proc-gz (/proc/config.gz),
+    lib-modules (/lib/modules/R/config) or none."""
+    root_bus: bool = False
+    """GPUs and NICs directly on the root bus (no bridge above them), as in some VMs."""
+    driver_loaded: bool = True
 
 
 def _write(path: Path, text: str | bytes) -> None:
@@ -94,16 +101,21 @@ def build(root: Path, node: Node) -> Path:
     sys_ = root / "sys"
     devices = sys_ / "devices"
     version = OPEN.format(v=node.driver) if node.open_module else PROPRIETARY
-    _write(root / "proc/driver/nvidia/version", version)
+    if node.driver_loaded:
+        _write(root / "proc/driver/nvidia/version", version)
     module_version = node.driver if node.open_module else "550.54.14"
     _write(sys_ / "module/nvidia/version", module_version + "\n")
     if node.peermem:
         _write(sys_ / "module/nvidia_peermem/version", module_version + "\n")
     _write(root / "proc/sys/kernel/osrelease", node.kernel + "\n")
     p2p = "CONFIG_PCI_P2PDMA=y" if node.p2pdma else "# CONFIG_PCI_P2PDMA is not set"
-    _write(
-        root / f"boot/config-{node.kernel}", f"CONFIG_PCI=y\n{p2p}\nCONFIG_DMABUF_MOVE_NOTIFY=y\n"
-    )
+    kconfig = f"CONFIG_PCI=y\n{p2p}\nCONFIG_DMABUF_MOVE_NOTIFY=y\n"
+    if node.kernel_config == "boot":
+        _write(root / f"boot/config-{node.kernel}", kconfig)
+    elif node.kernel_config == "proc-gz":
+        _write(root / "proc/config.gz", gzip.compress(kconfig.encode()))
+    elif node.kernel_config == "lib-modules":
+        _write(root / f"lib/modules/{node.kernel}/config", kconfig)
     cmdline = f"BOOT_IMAGE=/vmlinuz-{node.kernel} root=/dev/nvme0n1p2 ro"
     if node.iommu == "pt":
         cmdline += " intel_iommu=on iommu=pt"
@@ -121,8 +133,11 @@ def build(root: Path, node: Node) -> Path:
         upstream = rootport / f"0000:{bus + 1:02x}:00.0"
         down_gpu = upstream / f"0000:{bus + 2:02x}:00.0"
         down_nic = upstream / f"0000:{bus + 2:02x}:01.0"
-        for bridge in (rootport, upstream, down_gpu, down_nic):
-            _write(bridge / "config", config_space(acs))
+        if node.root_bus:
+            down_gpu = down_nic = devices / f"pci0000:{bus:02x}"
+        else:
+            for bridge in (rootport, upstream, down_gpu, down_nic):
+                _write(bridge / "config", config_space(acs))
         if i < node.gpus:
             bdf = f"0000:{bus + 3:02x}:00.0"
             gpu = down_gpu / bdf

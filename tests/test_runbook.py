@@ -41,11 +41,13 @@ TOOLS = {
     "lspci": "pciutils",
     "setpci": "pciutils",
     "lsmod": "kmod",
+    "modprobe": "kmod",
     "systemctl": "systemd",
     "uname": "coreutils",
     "cat": "coreutils",
     "echo": "shell",
     "grep": "grep",
+    "zgrep": "gzip (grep in compressed files)",
     "while": "shell",
     "make": "this project's Makefile",
 }

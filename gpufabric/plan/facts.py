@@ -193,6 +193,8 @@ class OperatorFacts:
     """Component that runs Node Feature Discovery: gpu-operator or network-operator."""
     gpu_waits_for_nic_driver: bool
     """Legacy peermem with operator-managed NIC drivers: the GPU Operator goes second."""
+    gpu_driver_on_host: bool
+    """The hosts bring the NVIDIA driver (and, with peermem, load nvidia-peermem themselves)."""
     job_kinds: tuple[str, ...]
     """Job kinds the cluster serves: mpijob, pytorchjob, ..., trainjob."""
     mpi_operator: bool

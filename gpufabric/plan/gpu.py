@@ -21,7 +21,12 @@ COMPONENT = "gpu-operator"
 def values(ctx: PlanContext) -> dict[str, Any]:
     gpu = ctx.model.gpuOperator
     fabric = ctx.facts.fabric
-    peermem = fabric.gpudirect == "peermem" and fabric.has_rdma
+    # With the driver on the hosts, nvidia-peermem comes from their driver package.
+    peermem = (
+        fabric.gpudirect == "peermem"
+        and fabric.has_rdma
+        and not ctx.facts.operators.gpu_driver_on_host
+    )
     driver: dict[str, Any] = {
         "enabled": gpu.driver.enabled,
         # DMA-BUF and GDS need the open kernel modules; pin them rather than rely on "auto",

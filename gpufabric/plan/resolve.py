@@ -277,6 +277,7 @@ def resolve(stack: str, model: StackModel) -> Facts:
         operators=OperatorFacts(
             nfd_owner="network-operator" if waits else "gpu-operator",
             gpu_waits_for_nic_driver=waits,
+            gpu_driver_on_host=not model.gpuOperator.driver.enabled,
             job_kinds=kinds,
             mpi_operator=model.training.mpiOperator,
             training_operator_schemes=tuple(model.training.trainingOperator.schemes),

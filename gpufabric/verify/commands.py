@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from gpufabric import nccl_report
 from gpufabric.exitcodes import ExitCode
 from gpufabric.plan import LAYER_ORDER, Layer, Plan, build_plan
+from gpufabric.problems import Problem, StackError
 from gpufabric.stackfile import Stack
 from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
 from gpufabric.verify.kube import Kube, KubeError
@@ -133,8 +135,32 @@ def _layers(text: str) -> frozenset[Layer]:
     return frozenset(Layer(n) for n in names)
 
 
+HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
+_HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
+
+
 def _hosts(text: str) -> list[str]:
-    return [h.strip() for h in text.split(",") if h.strip()]
+    """The testinfra host specs of --hosts; StackError naming the bad one (exit 2)."""
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    problems = []
+    for host in hosts:
+        m = _HOST_SPEC.match(host)
+        if m is None or m["scheme"] not in HOST_BACKENDS:
+            problems.append(
+                Problem(
+                    "--hosts",
+                    f"{host[:60]!r} is not a host spec; expected ssh://HOST, "
+                    "kubectl://POD?namespace=NS&container=C, local:// or another of "
+                    + ", ".join(f"{b}://" for b in HOST_BACKENDS),
+                )
+            )
+        elif m["scheme"] != "local" and not m["rest"].split("?", 1)[0]:
+            problems.append(Problem("--hosts", f"{host!r} names no host or pod"))
+    if not hosts:
+        problems.append(Problem("--hosts", "is empty"))
+    if problems:
+        raise StackError("gpufabric verify", problems)
+    return hosts
 
 
 def _progress(msg: str) -> None:

@@ -10,6 +10,7 @@ PCIe ACS and IOMMU.
 
 from __future__ import annotations
 
+import gzip
 import re
 import shlex
 import struct
@@ -144,31 +145,82 @@ def check_gpudirect(probe: Probe, exp: Expectation) -> Check:
                 "lsmod | grep peermem",
             )
         return passed(cid, probe.name, f"peer memory module loaded ({found})")
-    problems = []
-    version_text = probe.read("/proc/driver/nvidia/version") or ""
-    if "Open Kernel Module" not in version_text:
+    problems: list[str] = []
+    unverified: list[str] = []
+    version_text = probe.read("/proc/driver/nvidia/version")
+    if version_text is None:
+        unverified.append(
+            "the NVIDIA driver is not loaded (/proc/driver/nvidia/version missing), so its "
+            "kernel module type is unknown"
+        )
+    elif "Open Kernel Module" not in version_text:
         problems.append("the driver is the proprietary kernel module, DMA-BUF needs the open one")
     release = kernel_release(probe)
     m = _KERNEL.match(release or "")
     if m is None:
-        problems.append("kernel release unknown (/proc/sys/kernel/osrelease)")
+        unverified.append("kernel release unknown (/proc/sys/kernel/osrelease)")
     elif (int(m["major"]), int(m["minor"])) < DMABUF_MIN_KERNEL:
         problems.append(f"kernel {release} is older than 5.12")
-    config = probe.read(f"/boot/config-{release}") if release else None
-    note = ""
-    if config is not None and "CONFIG_PCI_P2PDMA=y" not in config:
-        problems.append(f"kernel {release} is built without CONFIG_PCI_P2PDMA")
-    elif config is None:
-        note = " (kernel config not readable, CONFIG_PCI_P2PDMA not verified)"
+    p2pdma, where = kernel_option(probe, release, "CONFIG_PCI_P2PDMA")
+    if p2pdma is None:
+        unverified.append(
+            "CONFIG_PCI_P2PDMA not verified: no kernel config readable at "
+            + ", ".join(kernel_config_paths(release))
+        )
+    elif p2pdma not in ("y",):
+        problems.append(f"kernel {release} is built without CONFIG_PCI_P2PDMA ({where})")
     if problems:
         return failed(
             cid,
             probe.name,
-            "; ".join(problems),
+            "; ".join(problems + unverified),
             "gpuOperator driver with kernelModuleType open; a kernel >= 5.12 with "
             "CONFIG_PCI_P2PDMA; or fabric.gpuDirect: peermem",
         )
-    return passed(cid, probe.name, f"open kernel module, kernel {release}{note}")
+    if unverified:
+        return error(
+            cid,
+            probe.name,
+            "; ".join(unverified),
+            "on the node: cat /proc/driver/nvidia/version; uname -r; "
+            "zgrep CONFIG_PCI_P2PDMA /proc/config.gz || grep CONFIG_PCI_P2PDMA "
+            "/boot/config-$(uname -r)",
+        )
+    return passed(
+        cid, probe.name, f"open kernel module, kernel {release}, CONFIG_PCI_P2PDMA=y ({where})"
+    )
+
+
+def kernel_config_paths(release: str | None) -> list[str]:
+    """Where distributions keep the running kernel's build config, in the order read."""
+    paths = ["/proc/config.gz"]
+    if release:
+        paths += [f"/boot/config-{release}", f"/lib/modules/{release}/config"]
+    return paths
+
+
+def kernel_option(probe: Probe, release: str | None, option: str) -> tuple[str | None, str]:
+    """(value, file) of a kernel build option: "y"/"m", "n" for "is not set" or absent from
+    a readable config, None when no config could be read."""
+    for path in kernel_config_paths(release):
+        if path.endswith(".gz"):
+            raw = probe.read_bytes(path)
+            if raw is None:
+                continue
+            try:
+                text = gzip.decompress(raw).decode("utf-8", errors="replace")
+            except (OSError, EOFError):
+                continue
+        else:
+            read = probe.read(path)
+            if read is None:
+                continue
+            text = read
+        for line in text.splitlines():
+            if line.startswith(f"{option}="):
+                return line.split("=", 1)[1].strip().strip('"'), path
+        return "n", path
+    return None, ""
 
 
 # --------------------------------------------------------------------------- rail checks
@@ -384,9 +436,22 @@ def check_acs(probe: Probe, exp: Expectation) -> Check:
         hca = rail_hca(probe, rail)
         if hca:
             devices.append(f"/sys/class/infiniband/{hca}/device")
-    bridges = sorted({b for d in devices for b in _upstream_bridges(probe, d)})
+    resolved = [d for d in devices if probe.realpath(d) is not None]
+    bridges = sorted({b for d in resolved for b in _upstream_bridges(probe, d)})
+    if not resolved:
+        return error(
+            "pcie.acs",
+            probe.name,
+            "no GPU or NIC found in sysfs, so there is no PCIe path to check",
+            "ls /sys/bus/pci/devices; ls /sys/class/infiniband",
+        )
     if not bridges:
-        return error("pcie.acs", probe.name, "no PCIe path from the GPUs and NICs found in sysfs")
+        return passed(
+            "pcie.acs",
+            probe.name,
+            f"the {len(resolved)} GPUs and NICs sit directly on the root bus: no bridge above "
+            "them, so no ACS to redirect their peer-to-peer traffic",
+        )
     enabled, unreadable = [], []
     for bridge in bridges:
         config = probe.read_bytes(f"{bridge}/config")

@@ -43,6 +43,9 @@ class Probe(Protocol):
         """Run a command (``%s`` placeholders are shell-quoted args): exit status, stdout."""
 
 
+REACH_TOKEN = "gpufabric-probe-ok"
+
+
 class Unreachable(Exception):
     """The host's backend (ssh, kubectl exec, ...) could not run a command at all."""
 
@@ -107,6 +110,15 @@ class HostProbe:
         out = self._run(cmd, *args)
         return int(out.rc), str(out.stdout)
 
+    def ensure_reachable(self) -> None:
+        """Unreachable unless a trivial command runs and answers (kubectl exec into a pod
+        that does not exist "runs" and fails like any command would)."""
+        out = self._run("echo %s", REACH_TOKEN)
+        if out.rc != 0 or REACH_TOKEN not in str(out.stdout):
+            stderr = str(getattr(out, "stderr", "") or "")
+            line = next((ln for ln in stderr.splitlines() if ln.strip()), f"exit {out.rc}")
+            raise Unreachable(line.strip())
+
 
 @dataclass(frozen=True)
 class ProbeCheck:
@@ -121,6 +133,19 @@ def run_checks(probe: Probe, exp: Expectation, checks: Sequence[ProbeCheck]) -> 
     ERROR result for that check, never a pass and never an exception."""
     from gpufabric.verify.results import error
 
+    ensure = getattr(probe, "ensure_reachable", None)
+    if ensure is not None:
+        try:
+            ensure()
+        except Unreachable as exc:
+            for check in checks:
+                yield error(
+                    check.id,
+                    probe.name,
+                    f"cannot reach the host: {exc}; nothing was checked",
+                    "check the --hosts spec (pod name, namespace, container, ssh access)",
+                )
+            return
     for check in checks:
         try:
             yield check.run(probe, exp)

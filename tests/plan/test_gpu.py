@@ -167,3 +167,39 @@ def test_await_transform_annotates_only_the_cluster_policy() -> None:
         )
     )
     assert miss is None
+
+
+def test_dgx_style_host_driver_with_peermem_is_accepted_and_documented() -> None:
+    """GPU driver and MLNX_OFED on the host (DGX OS), nvidia-peermem from the host's driver
+    package: the operator leaves the driver (and peermem) alone, the runbook says how to load
+    and persist the module, and verify checks it is loaded."""
+    from builders import model_of
+
+    from gpufabric.plan.pulls import collect
+    from gpufabric.runbook import render
+    from gpufabric.verify.expect import from_facts
+
+    config = example_config("prod-ib")
+    config["gpufabric:gpuOperator"] = {"driver": {"enabled": False}}
+    config["gpufabric:fabric"]["gpuDirect"] = "peermem"
+    config["gpufabric:fabric"]["nicDriver"] = {"source": "host", "hostStack": "mlnx-ofed"}
+    model = model_of(config)
+    plan = build_plan("prod-ib", model)
+    driver = plan.item(CHART_ID).payload.values["driver"]  # type: ignore[union-attr]
+    assert driver["enabled"] is False
+    assert driver["rdma"]["enabled"] is False  # the operator does not manage peermem
+    text = render(plan, collect("prod-ib", model))
+    assert "modprobe nvidia-peermem" in text
+    assert "/etc/modules-load.d/nvidia-peermem.conf" in text
+    assert "host MLNX_OFED" in text
+    assert from_facts(plan.facts).gpudirect == "peermem"
+
+
+def test_host_gpu_driver_with_peermem_needs_the_nic_driver_on_the_host_too() -> None:
+    from builders import problems_of
+
+    config = example_config("prod-ib")
+    config["gpufabric:gpuOperator"] = {"driver": {"enabled": False}}
+    config["gpufabric:fabric"]["gpuDirect"] = "peermem"
+    config["gpufabric:fabric"]["nicDriver"] = {"source": "operator"}
+    assert "nicDriver.source: host" in problems_of(config)["gpuOperator.driver.enabled"]

@@ -139,6 +139,56 @@ def test_dmabuf_prerequisites(tmp_path: Path, variant: dict[str, object], messag
     assert message in res.message
 
 
+@pytest.mark.parametrize(
+    ("where", "p2pdma", "status"),
+    [
+        ("proc-gz", False, "FAIL"),
+        ("proc-gz", True, "PASS"),
+        ("lib-modules", True, "PASS"),
+        ("lib-modules", False, "FAIL"),
+        ("none", True, "ERROR"),
+    ],
+)
+def test_kernel_config_is_read_wherever_the_distribution_keeps_it(
+    tmp_path: Path, where: str, p2pdma: bool, status: str
+) -> None:
+    """/proc/config.gz (built here with gzip), /boot/config-R and /lib/modules/R/config; a
+    requirement no config could confirm is never PASS."""
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, kernel_config=where, p2pdma=p2pdma))[
+        "gpudirect.dmabuf"
+    ]
+    assert res.status == status, res.message
+    if status == "FAIL":
+        assert "without CONFIG_PCI_P2PDMA" in res.message
+    if status == "ERROR":
+        assert "CONFIG_PCI_P2PDMA not verified" in res.message
+        assert "/proc/config.gz" in res.message
+
+
+def test_unverified_dmabuf_makes_the_node_verdict_inconclusive(tmp_path: Path) -> None:
+    from gpufabric.verify.results import verdict
+
+    exp = expectation("prod-ib")
+    results = check(tmp_path, exp, node_for(exp, kernel_config="none"))
+    assert verdict(results.values()) == "INCONCLUSIVE"
+
+
+def test_dmabuf_without_a_loaded_driver_says_so(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, driver_loaded=False))["gpudirect.dmabuf"]
+    assert res.status != "PASS"
+    assert "driver is not loaded" in res.message
+    assert "proprietary" not in res.message
+
+
+def test_acs_with_devices_on_the_root_bus_passes_with_the_reason(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, root_bus=True))["pcie.acs"]
+    assert res.status == "PASS"
+    assert "directly on the root bus" in res.message
+
+
 def test_gpu_count_and_pinned_driver(tmp_path: Path) -> None:
     exp = dataclasses.replace(expectation("prod-ib"), driver_version="580.95.05")
     results = check(tmp_path, exp, node_for(exp, gpus=7))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from gpufabric.cli import main
 from gpufabric.plan import build_plan
 from gpufabric.stackfile import load_stack
 from gpufabric.verify import expect, pods
@@ -222,3 +223,38 @@ def test_ip_missing_is_undecided(tmp_path: Path) -> None:
     probe = PodFiles()
     (check,) = [c for c in pods.pod_checks(lab()) if c.id == "pod.rail0.interface"]
     assert next(pods.run_checks(probe, lab(), [check])).status == "ERROR"
+
+
+class _DeadPod:
+    """A testinfra host whose backend runs nothing: kubectl exec into a missing pod."""
+
+    class _Result:
+        rc = 1
+        stdout = ""
+        stdout_bytes = b""
+        stderr = 'Error from server (NotFound): pods "ghost" not found'
+
+    backend = None
+
+    def run(self, command: str, *args: str) -> _DeadPod._Result:
+        return self._Result()
+
+
+def test_an_unreachable_pod_is_inconclusive_with_the_reason() -> None:
+    probe = HostProbe(_DeadPod(), name="kubectl://ghost")
+    results = list(pods.run_checks(probe, lab()))
+    assert results
+    assert {r.status for r in results} == {"ERROR"}
+    assert all('pods "ghost" not found' in r.message for r in results)
+    assert not any("iproute2" in (r.hint or "") or "GPUs visible" in r.message for r in results)
+
+
+@pytest.mark.parametrize(
+    "hosts", ["garbage", "ssh://", "ftp://host", ",", "kubectl://?namespace=x"]
+)
+def test_bad_hosts_are_a_clean_exit_2(hosts: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["verify", "pods", "--stack", "lab-roce", "--hosts", hosts])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--hosts" in err
+    assert "Traceback" not in err
