@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,6 +56,10 @@ class FakeKube:
         self.requests: list[tuple[str, str]] = []
         self.on_create: list[Callable[[FakeKube, dict[str, Any]], None]] = []
         self.on_get: list[Callable[[FakeKube, str], None]] = []
+        self.on_request: list[Callable[[str, str], None]] = []
+        self.faults: list[tuple[str, str, int | str | float]] = []
+        """(method, path suffix, what): an HTTP status to answer once, "malformed" to
+        answer garbage once, or seconds to hang (every time) - the API server misbehaving."""
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
@@ -104,10 +109,27 @@ class FakeKube:
                 items.append(obj)
         return {"kind": "List", "apiVersion": "v1", "items": items}
 
+    def _fault(self, method: str, path: str) -> tuple[int, Any] | None:
+        for i, (m, suffix, what) in enumerate(self.faults):
+            if m == method and path.endswith(suffix):
+                if isinstance(what, float):
+                    time.sleep(what)
+                    return None
+                del self.faults[i]
+                if what == "malformed":
+                    return 200, {"items": "not a list", "metadata": "nope"}
+                return int(what), _status(int(what), "Fault", "injected")
+        return None
+
     def handle(self, method: str, raw: str, body: bytes, auth: str | None) -> tuple[int, Any]:
         url = urlparse(raw)
         path, query = url.path.rstrip("/"), parse_qs(url.query)
         self.requests.append((method, path))
+        for hook in self.on_request:
+            hook(method, path)
+        fault = self._fault(method, path)
+        if fault is not None:
+            return fault
         if auth != f"Bearer {TOKEN}":
             return 401, _status(401, "Unauthorized", "Unauthorized")
         with self.lock:

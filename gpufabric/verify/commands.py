@@ -21,6 +21,7 @@ from gpufabric.plan import LAYER_ORDER, Layer, Plan, build_plan
 from gpufabric.problems import Problem, StackError
 from gpufabric.stackfile import Stack
 from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
+from gpufabric.verify.interrupts import Terminated, shielded, terminating_signals
 from gpufabric.verify.kube import Kube, KubeError
 from gpufabric.verify.results import (
     Check,
@@ -38,6 +39,26 @@ from gpufabric.verify.suite_runner import SuiteError, run_suite
 def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON document instead")
     p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML for CI")
+
+
+def _timeout_arg(p: argparse.ArgumentParser, default: float) -> None:
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=default,
+        help=f"seconds the whole command may take (default {default:g}); deleting what it "
+        "created may take 30 s more",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and value < 7 * 24 * 3600):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds > 0 and < 7 days")
+    return value
 
 
 def _kube_args(p: argparse.ArgumentParser) -> None:
@@ -74,6 +95,7 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     )
     p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
     p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
+    _timeout_arg(p, 1800)
     p.add_argument(
         "--write-expect",
         type=Path,
@@ -102,6 +124,7 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
         help="only these layers (" + ",".join(layer.value for layer in LAYER_ORDER) + "), as "
         "after a phase of a bring-up; node GPUs are checked with gpu, RDMA with network",
     )
+    _timeout_arg(p, 300)
     _kube_args(p)
     _outputs(p)
 
@@ -111,9 +134,7 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument("--name", default=nccl.DEFAULT_NAME, help="MPIJob name (gpufabric-nccl)")
-    p.add_argument(
-        "--timeout", type=float, default=nccl.DEFAULT_TIMEOUT, help="seconds (default 1800)"
-    )
+    _timeout_arg(p, nccl.DEFAULT_TIMEOUT)
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
     nccl_report.add_threshold_args(p)
@@ -173,7 +194,9 @@ def _context(plan: Plan, args: argparse.Namespace) -> str | None:
 
 
 def _kube(plan: Plan, args: argparse.Namespace) -> Kube:
-    return Kube(args.kubeconfig, _context(plan, args))
+    kube = Kube(args.kubeconfig, _context(plan, args))
+    kube.set_timeout(getattr(args, "timeout", None))
+    return kube
 
 
 def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
@@ -189,10 +212,15 @@ def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
 def run(stack: Stack, args: argparse.Namespace) -> int:
     plan = build_plan(stack.name, stack.model)
     try:
-        return int(COMMANDS[args.verify_command](plan, args))
+        with terminating_signals():
+            return int(COMMANDS[args.verify_command](plan, args))
     except (KubeError, SuiteError) as exc:
         print(f"gpufabric verify {args.verify_command}: {exc}", file=sys.stderr)
         return ExitCode.UNREACHABLE
+    except (KeyboardInterrupt, Terminated) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
+        print(f"gpufabric verify {args.verify_command}: {why}; cleaned up", file=sys.stderr)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
 
 
 def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
@@ -214,14 +242,17 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         kube = _kube(plan, args)
         image = args.probe_image or plan.components["probe-image"].image_ref or ""
         try:
-            pods = probe_daemonset.start(kube, plan.facts.nodes, image, progress=_progress)
+            pods = probe_daemonset.start(
+                kube, plan.facts.nodes, image, timeout=min(300, args.timeout), progress=_progress
+            )
             context = _context(plan, args)
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
             names = {f"kubectl://{p}": node for p, node in pods.items()}
             results = run_suite("node", exp, hosts, root=probe_daemonset.HOST_ROOT, names=names)
         finally:
             if not args.keep_probe:
-                probe_daemonset.stop(kube)
+                with shielded(), kube.grace():
+                    probe_daemonset.stop(kube, progress=_progress)
     results += nodes.fleet_checks(results)
     return _report(args, f"nodes ({plan.stack})", results)
 

@@ -8,8 +8,10 @@ with one line of explanation; the CLI prints it and exits 3.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 IRREGULAR_PLURALS = {
@@ -18,7 +20,15 @@ IRREGULAR_PLURALS = {
 
 
 class KubeError(Exception):
-    """The cluster could not be asked (config, connection, permission)."""
+    """The cluster could not be asked (config, connection, permission, time)."""
+
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Answers worth asking again: throttled, or the API server (or its proxy) in trouble."""
+MAX_ATTEMPTS = 5
+REQUEST_TIMEOUT = 30.0
+CLEANUP_GRACE = 30.0
+"""Time cleanup (deleting what a command created) may take beyond the command's deadline."""
 
 
 def plural(kind: str) -> str:
@@ -73,6 +83,34 @@ class Kube:
         self.context = context or "current context"
         self.kubeconfig = kubeconfig
 
+    deadline: float | None = None
+    """time.monotonic() by which every request of this command must have ended."""
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def set_timeout(self, seconds: float | None) -> None:
+        """Bound everything this client does from now on by ``seconds`` in all."""
+        self.deadline = None if seconds is None else self.clock() + seconds
+
+    @contextlib.contextmanager
+    def grace(self, seconds: float = CLEANUP_GRACE) -> Iterator[None]:
+        """Extra time for cleanup after the deadline (deleting what the command created)."""
+        saved = self.deadline
+        if saved is not None:
+            self.deadline = max(saved, self.clock()) + seconds
+        try:
+            yield
+        finally:
+            self.deadline = saved
+
+    def _budget(self, wanted: float, what: str) -> float:
+        if self.deadline is None:
+            return wanted
+        left = self.deadline - self.clock()
+        if left <= 0:
+            raise KubeError(f"{what}: the command's time limit was reached (--timeout)")
+        return min(wanted, left)
+
     def _request(
         self,
         method: str,
@@ -107,8 +145,42 @@ class Kube:
         data = read() if callable(read) else resp.data
         return int(resp.status), bytes(data or b"")
 
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float = REQUEST_TIMEOUT,
+        query: Mapping[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """One request within the deadline, asked again with backoff while the server says
+        it is throttled or in trouble (429, 5xx) or the connection fails."""
+        delay = 0.5
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            budget = self._budget(timeout, f"{method} {path}")
+            try:
+                status, data = self._request(
+                    method, path, body, timeout=max(1, int(budget)), query=query
+                )
+            except KubeError:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                status, data = 0, b""
+            if status not in RETRY_STATUSES and status != 0:
+                return status, data
+            if attempt == MAX_ATTEMPTS:
+                break
+            left = None if self.deadline is None else self.deadline - self.clock()
+            if left is not None and left <= delay:
+                break
+            self.sleep(delay)
+            delay = min(delay * 2, 8.0)
+        if status == 0:
+            raise KubeError(f"{method} {path}: the API server could not be reached")
+        return status, data
+
     def _call(self, method: str, path: str, body: Any = None, **query: str) -> Any:
-        status, data = self._request(method, path, body, query=query)
+        status, data = self._exchange(method, path, body, query=query)
         if status == 404:
             return None
         if status in (401, 403):
@@ -121,19 +193,32 @@ class Kube:
             )
         try:
             return json.loads(data) if data else None
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise KubeError(f"{method} {path}: the API returned no JSON") from exc
 
     def get(self, path: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         out = self._call("GET", path)
-        return out if isinstance(out, dict) else None
+        if out is None:
+            return None
+        if not isinstance(out, dict) or not isinstance(out.get("metadata", {}), dict):
+            raise KubeError(f"GET {path}: malformed answer (not a Kubernetes object)")
+        return out
 
     def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         query = {"labelSelector": label_selector} if label_selector else {}
         out = self._call("GET", path, **query)
-        items = out.get("items", []) if isinstance(out, dict) else []
-        return [i for i in items if isinstance(i, dict)]
+        if out is None:
+            return []
+        items = out.get("items") if isinstance(out, dict) else None
+        if not isinstance(items, list):
+            raise KubeError(f"GET {path}: malformed answer (no items list)")
+        bad = [
+            i for i in items if not isinstance(i, dict) or not isinstance(i.get("metadata"), dict)
+        ]
+        if bad:
+            raise KubeError(f"GET {path}: malformed answer ({len(bad)} items are not objects)")
+        return items
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         meta = body["metadata"]
@@ -149,7 +234,7 @@ class Kube:
     def log(self, namespace: str, pod: str, container: str | None = None) -> str:
         query = {"container": container} if container else {}
         path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
-        status, data = self._request("GET", path, timeout=120, query=query)
+        status, data = self._exchange("GET", path, timeout=120, query=query)
         if status != 200:
             raise KubeError(f"log of {namespace}/{pod}: HTTP {status}")
         return data.decode("utf-8", "replace")

@@ -19,6 +19,7 @@ from typing import Any
 from gpufabric import nccl_report
 from gpufabric.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
 from gpufabric.plan import Plan
+from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path
 
 SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
@@ -117,6 +118,10 @@ def launcher_log(kube: Kube, namespace: str, name: str) -> str:
     return kube.log(namespace, pods[-1]["metadata"]["name"])
 
 
+LOG_RESERVE = 30.0
+"""Seconds of the --timeout kept for collecting the launcher log."""
+
+
 def run_job(
     kube: Kube,
     job: dict[str, Any],
@@ -128,44 +133,58 @@ def run_job(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Outcome:
     """Create the job, wait for it to finish or time out, collect the launcher log, and
-    delete the job (unless ``keep``) whatever happened."""
+    delete the job (unless ``keep``) whatever happened: success, failure, timeout, an API
+    error, Ctrl-C (also during the create, and a second one during the delete), SIGTERM or
+    SIGHUP. ``timeout`` bounds everything but that delete."""
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     path = object_path(job["apiVersion"], job["kind"], name, ns)
+    start = clock()
     if kube.get(path) is not None:
         raise KubeError(
             f"MPIJob {ns}/{name} already exists (a previous run?); delete it with "
             f"`kubectl -n {ns} delete mpijob {name}` or pass --name"
         )
-    kube.create(job)
-    progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
-    start = clock()
-    last = ""
-    state, text = None, ""
+    wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
+    state, text, log = "Failed", "", ""
     try:
+        kube.create(job)
+        progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
+        last = ""
         while True:
             live = kube.get(path)
             if live is None:
                 state, text = "Failed", "the MPIJob disappeared (deleted by someone else?)"
                 break
-            state, text = _condition(live)
+            found, text = _condition(live)
             if text != last:
                 last = text
                 progress(text)
-            if state is not None:
+            if found is not None:
+                state = found
                 break
-            if clock() - start >= timeout:
+            if clock() >= wait_until:
                 state = "Timeout"
                 text = (
                     f"timed out after {timeout:g}s; last state: {text}. Check "
                     f"`kubectl -n {ns} describe mpijob {name}` and the workload's admission"
                 )
                 break
-            sleep(poll)
-        log = launcher_log(kube, ns, name)
+            sleep(min(poll, max(wait_until - clock(), 0.01)))
+        try:
+            log = launcher_log(kube, ns, name)
+        except KubeError as exc:
+            text = f"{text}; the launcher log could not be read: {exc}"
     finally:
         if not keep:
-            kube.delete(path)
-            progress(f"deleted MPIJob {ns}/{name}")
+            with shielded(), kube.grace():
+                try:
+                    kube.delete(path)
+                    progress(f"deleted MPIJob {ns}/{name}")
+                except KubeError as exc:
+                    progress(
+                        f"could not delete MPIJob {ns}/{name}: {exc}; delete it with "
+                        f"`kubectl -n {ns} delete mpijob {name}`"
+                    )
     return Outcome(state, text, log, clock() - start)
 
 

@@ -124,12 +124,16 @@ def start(
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
-def stop(kube: Kube) -> None:
+def stop(kube: Kube, progress: Callable[[str], None] = lambda _m: None) -> None:
+    """Delete the probe (each part even when another could not be deleted)."""
     for path in (
         object_path("apps/v1", "DaemonSet", NAME, NAMESPACE),
         object_path("v1", "Namespace", NAMESPACE),
     ):
-        kube.delete(path)
+        try:
+            kube.delete(path)
+        except KubeError as exc:
+            progress(f"could not delete {path}: {exc}; kubectl delete namespace {NAMESPACE}")
 
 
 def require_kubectl() -> None:

@@ -6,7 +6,11 @@ realistic nccl-tests run, and after a few polls marks the job Succeeded or Faile
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
+import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -357,3 +361,95 @@ def test_via_cluster_needs_kubectl(
     monkeypatch.setenv("PATH", "/nonexistent")
     assert main(["verify", "nodes", "--stack", "lab-roce", "--via-cluster"]) == 3
     assert "install kubectl or use --hosts ssh://" in capsys.readouterr().err
+
+
+# --------------------------------------------------- whatever the API server and user do
+
+
+def _install(fake: FakeKube, log: str, outcome: str = "Succeeded", after_polls: int = 2) -> None:
+    on_create, on_get = operator(log, outcome, after_polls)
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+
+
+def test_throttled_and_failing_answers_are_retried(fake: FakeKube, tmp_path: Path) -> None:
+    _install(fake, launcher_log())
+    fake.faults += [("POST", "/mpijobs", 429), ("GET", MPIJOB, 503), ("GET", MPIJOB, 500)]
+    assert main(argv(fake, tmp_path)) == 0
+    assert MPIJOB not in fake.objects
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [("GET", "/pods", "malformed"), ("GET", MPIJOB, 400)],
+)
+def test_malformed_or_refused_answers_are_errors_and_the_job_goes(
+    fake: FakeKube, tmp_path: Path, fault: tuple[str, str, Any], capsys: Any
+) -> None:
+    _install(fake, launcher_log())
+    fake.faults.append(fault)
+    code = main(argv(fake, tmp_path))
+    err = capsys.readouterr().err
+    assert code in (3, 5), err
+    assert "Traceback" not in err
+    assert MPIJOB not in fake.objects
+
+
+def test_timeout_bounds_a_hung_log_endpoint(fake: FakeKube, tmp_path: Path) -> None:
+    _install(fake, launcher_log())
+    fake.faults.append(("GET", "/log", 6.0))
+    start = time.monotonic()
+    code = main(argv(fake, tmp_path, "--timeout", "3"))
+    took = time.monotonic() - start
+    assert code == 5  # the log could not be read in time: nothing to judge
+    assert MPIJOB not in fake.objects
+    assert took < 3 + 30 + 6  # --timeout, then at most the cleanup grace
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signals_end_the_run_and_the_job_is_deleted(
+    fake: FakeKube, tmp_path: Path, signum: int, capsys: Any
+) -> None:
+    _install(fake, launcher_log(), outcome="never")
+    sent = {"done": False}
+
+    def send(fake_: FakeKube, path: str) -> None:
+        if path == MPIJOB and not sent["done"]:
+            sent["done"] = True
+            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+
+    fake.on_get.append(send)
+    code = main(argv(fake, tmp_path, "--timeout", "20"))
+    assert code in (130, 128 + signum)
+    assert MPIJOB not in fake.objects
+    assert "cleaned up" in capsys.readouterr().err
+
+
+def test_a_second_ctrl_c_during_cleanup_does_not_abandon_the_job(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    _install(fake, launcher_log(), outcome="never")
+    fired = {"n": 0}
+
+    def send(fake_: FakeKube, path: str) -> None:
+        if path == MPIJOB and fired["n"] == 0:
+            fired["n"] = 1
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    def interrupt_the_delete(method: str, path: str) -> None:
+        if method == "DELETE" and path == MPIJOB:
+            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C while the delete is in flight
+
+    fake.on_get.append(send)
+    fake.on_request.append(interrupt_the_delete)
+    fake.faults.append(("DELETE", MPIJOB, 0.3))  # a slow delete
+    code = main(argv(fake, tmp_path, "--timeout", "20"))
+    assert code == 130
+    assert MPIJOB not in fake.objects
+
+
+def test_an_existing_job_is_never_touched(fake: FakeKube, tmp_path: Path) -> None:
+    existing = job()
+    fake.add(existing)
+    assert main(argv(fake, tmp_path)) == 3
+    assert MPIJOB in fake.objects

@@ -1,0 +1,73 @@
+"""Signals during cluster-facing commands: whatever ends a command, what it created goes.
+
+Ctrl-C raises KeyboardInterrupt; :func:`terminating_signals` makes SIGTERM and SIGHUP raise
+:class:`Terminated` the same way, so ``finally`` blocks run (a CI job cancelled, a closed
+terminal). :func:`shielded` holds every such signal while cleanup runs (a second Ctrl-C must
+not abandon a half-deleted job) and raises the first one afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived (a BaseException, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def _raise(signum: int, _frame: FrameType | None) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def terminating_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` inside the block."""
+    if not _main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP during the block; raise the first afterwards."""
+    if not _main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    saved = {s: signal.signal(s, hold) for s in CAUGHT}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    if pending:
+        _raise(pending[0], None)
+
+
+__all__ = ["Terminated", "shielded", "terminating_signals"]
