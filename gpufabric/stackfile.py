@@ -8,6 +8,7 @@ Encrypted (``secure:``) values are kept as ciphertext and never decrypted here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from gpufabric.problems import Problem, StackError, from_validation_error, sugge
 from gpufabric.validation import Parts, run_checks
 
 NAMESPACE = "gpufabric"
+_STACK_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _STACK_FILE_KEYS = {"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"}
 
 
@@ -84,6 +86,18 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     """Read and validate a stack by name or path; raise StackError listing every problem."""
     name, path = resolve(stack, directory)
     source = _display(path)
+    if not _STACK_NAME.match(name):
+        raise StackError(
+            source,
+            [
+                Problem(
+                    "--stack",
+                    f"stack name {name[:80]!r} is not usable: it labels every object "
+                    "(gpufabric.io/stack), so it must be a Kubernetes label value - at most 63 "
+                    "letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                )
+            ],
+        )
     if not path.is_file():
         known = list_stacks(directory) if directory or "/" not in stack else []
         hint = f" (known stacks: {', '.join(known)})" if known else ""

@@ -353,3 +353,11 @@ def test_every_stack_in_the_stacks_directory_validates() -> None:
 
     for name in list_stacks(STACKS_DIR):
         load_stack(name, STACKS_DIR)
+
+
+def test_a_stack_name_that_cannot_label_objects_is_refused(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "Pulumi.my stack!.yaml"
+    path.write_text(yaml.safe_dump({"config": example_config("kind-dev")}))
+    code, err = validate(path, capsys)
+    assert code == 2
+    assert "label value" in err

@@ -543,6 +543,15 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
             "LimitMEMLOCK=infinity in the runtime's systemd unit (or a drop-in), then restart it; "
             "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
         )
+    if comm is None:
+        # The shell's limit says nothing about what containers inherit: not verified.
+        return error(
+            "limits.memlock",
+            probe.name,
+            "no container runtime process (containerd, crio, dockerd) found, so what "
+            f"containers inherit is not verified (this shell's limit: {m['soft']})",
+            "on the node: cat /proc/$(pidof containerd)/limits | grep 'locked memory'",
+        )
     return passed("limits.memlock", probe.name, f"memlock unlimited for {who}")
 
 

@@ -221,6 +221,18 @@ def test_memlock_of_the_container_runtime(tmp_path: Path) -> None:
     assert "LimitMEMLOCK=infinity" in res.hint
 
 
+def test_memlock_without_a_runtime_process_is_not_verified(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    (root / "proc/1234/comm").unlink()
+    (root / "proc/self").mkdir(parents=True, exist_ok=True)
+    (root / "proc/self/limits").write_text(nodefs.LIMITS.format(memlock="unlimited"))
+    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
+    res = {c.check: c for c in nodes.run_checks(probe, exp)}["limits.memlock"]
+    assert res.status == "ERROR"
+    assert "not verified" in res.message
+
+
 def test_missing_uverbs_devices(tmp_path: Path) -> None:
     exp = expectation("prod-ib")
     res = check(tmp_path, exp, node_for(exp, uverbs=6))["rdma.devices"]
