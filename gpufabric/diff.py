@@ -233,6 +233,8 @@ _MISSING = object()
 
 
 def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if not prefix and value in ({}, None):
+        return  # an item that does not exist on one side has no fields there
     if isinstance(value, dict) and value:
         for k in sorted(value):
             yield from _flatten(value[k], f"{prefix}.{k}" if prefix else str(k))
@@ -329,8 +331,11 @@ def classify(
             replacing.append(f"{body_path} changed: Pulumi replaces the object")
         elif kind in IMMUTABLE and any(body_path.startswith(p) for p in IMMUTABLE[kind]):
             replacing.append(f"{body_path} is immutable: Pulumi replaces the {kind}")
-        elif path in ("chart.namespace", "chart.release", "chart.chart", "chart.repository"):
-            replacing.append(f"{path} changed: the release is replaced")
+        elif path in ("chart.namespace", "chart.release", "chart.chart"):
+            # helm.v4.Chart has no release object: its objects are named and placed from
+            # these, so they are deleted and created again. A repository (mirror) change
+            # fetches the same chart from elsewhere: a plain update.
+            replacing.append(f"{path} changed: the chart's objects are deleted and created again")
         elif (
             kind == "ConfigMap"
             and (new.get("object") or {}).get("immutable")

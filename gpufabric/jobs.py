@@ -247,7 +247,12 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
             "runLauncherAsWorker": False,
             "launcherCreationPolicy": "WaitForWorkersReady",
             "mpiImplementation": "OpenMPI",
-            "runPolicy": w.run_policy(nodes + 1),
+            # The gang is the workers. The launcher is created only once they are ready
+            # (mpirun needs their sshd), so it cannot count towards the PodGroup's minMember:
+            # with workers + 1 (the operator's default) Volcano waits for a launcher that waits
+            # for the workers (kubeflow/mpi-operator#608). The launcher needs no GPUs and joins
+            # the running group.
+            "runPolicy": w.run_policy(nodes),
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher_pod},
                 "Worker": {

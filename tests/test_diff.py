@@ -223,3 +223,43 @@ def test_git_ref_is_rendered_by_that_refs_code(
     doc = json.loads(capsys.readouterr().out)
     assert doc["base"] == "HEAD"
     assert by_id(doc)["network/nad/rail0"]["class"] == "disruptive"
+
+
+def test_a_mirror_change_of_a_chart_is_a_plain_update_and_added_items_list_only_fields(
+    tmp_path: Path,
+) -> None:
+    from gpufabric import diff as semantic_diff
+
+    base = {
+        "plan.json": json.dumps(
+            {
+                "items": [
+                    {
+                        "id": "gpu/gpu-operator",
+                        "type": "helm-chart",
+                        "layer": "gpu",
+                        "chart": "gpu-operator",
+                        "version": "v26.7.0",
+                        "namespace": "gpu-operator",
+                        "component": "gpu-operator",
+                        "files": ["charts/gpu-operator/chart.yaml"],
+                    }
+                ]
+            }
+        ),
+        "charts/gpu-operator/chart.yaml": "repository: https://helm.ngc.nvidia.com/nvidia\n",
+    }
+    head = dict(base)
+    head["charts/gpu-operator/chart.yaml"] = "repository: oci://mirror.example/nvidia\n"
+    (change,) = semantic_diff.diff(
+        semantic_diff.side_from_files(base), semantic_diff.side_from_files(head)
+    )
+    assert change.klass == "update"
+    assert change.reasons == []
+    added = semantic_diff.diff(
+        semantic_diff.side_from_files({}), semantic_diff.side_from_files(head)
+    )
+    (item,) = added
+    assert item.change == "added"
+    assert all(f.path for f in item.fields)  # no "{} -> ∅" line for the whole item
+    assert "{} → ∅" not in semantic_diff.to_markdown("s", "base", added)
