@@ -152,6 +152,18 @@ VersionPin = Annotated[
         )
     ),
 ]
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NodeName = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "node_name",
+            _DNS_SUBDOMAIN,
+            253,
+            "a Kubernetes node name; expected lowercase letters, digits, '-' and '.'",
+        )
+    ),
+]
 LabelKey = Annotated[
     str,
     AfterValidator(
@@ -602,6 +614,11 @@ class Scheduling(Model):
     topologyLevels: list[LabelKey] = Field(default_factory=list)
     """Node labels from the widest level (e.g. a block or spine) to the narrowest. Unset with
     Kueue: the node level only (kubernetes.io/hostname)."""
+    nodeTopology: dict[NodeName, dict[LabelKey, LabelValue]] = Field(default_factory=dict)
+    """Where each GPU node sits in the fabric: node name -> {level label: switch}, for every
+    level above the node (e.g. gpu-node-0: {topology.gpufabric.io/leaf: leaf-03}). The
+    runbook prints the exact `kubectl label` commands and `verify cluster` checks the
+    labels against it; unset, they are checked for presence and consistency only."""
     allOrNothingTimeout: DurationSeconds = 300
     """How long a gang may wait for all its pods to be ready before it is requeued."""
     requeuing: Requeuing = Field(default_factory=Requeuing)

@@ -7,6 +7,7 @@ so a stack with a typo in one section still gets its other sections checked.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -488,6 +489,47 @@ def _topology(p: Parts) -> Iterator[Problem]:
             "scheduling.topologyLevels",
             f"Kueue topologies end with the node level; add {HOSTNAME_LABEL!r} as the last level",
         )
+    yield from _node_topology(p)
+
+
+def _node_topology(p: Parts) -> Iterator[Problem]:
+    """Each node names exactly the switch levels, and the levels form a tree: a switch of a
+    narrower level sits under one switch of each wider level."""
+    s = p.scheduling
+    if s is None or not s.nodeTopology:
+        return
+    switch_levels = [lv for lv in s.topologyLevels if lv != HOSTNAME_LABEL]
+    if not switch_levels:
+        yield Problem(
+            "scheduling.nodeTopology",
+            "set, but scheduling.topologyLevels names no level above the node",
+        )
+        return
+    if p.gpuNodes is not None and len(s.nodeTopology) > p.gpuNodes.count:
+        yield Problem(
+            "scheduling.nodeTopology",
+            f"{len(s.nodeTopology)} nodes, more than gpuNodes.count {p.gpuNodes.count}",
+        )
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+    for node, labels in s.nodeTopology.items():
+        missing = [lv for lv in switch_levels if lv not in labels]
+        extra = [lv for lv in labels if lv not in switch_levels]
+        if missing or extra:
+            yield Problem(
+                f"scheduling.nodeTopology.{node}",
+                (f"missing {', '.join(missing)}" if missing else "")
+                + ("; " if missing and extra else "")
+                + (f"{', '.join(extra)} is not in scheduling.topologyLevels" if extra else ""),
+            )
+            continue
+        for wide, narrow in itertools.pairwise(switch_levels):
+            key, up = (narrow, labels[narrow]), (wide, labels[wide])
+            if parent.setdefault(key, up) != up:
+                yield Problem(
+                    f"scheduling.nodeTopology.{node}",
+                    f"{narrow}={labels[narrow]} is under {wide}={parent[key][1]} for other "
+                    f"nodes, here under {labels[wide]}; a switch has one parent",
+                )
 
 
 @check

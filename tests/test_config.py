@@ -296,3 +296,18 @@ def test_missing_stack_lists_known_ones(write_stack: Callable[..., Path]) -> Non
     with pytest.raises(StackError) as info:
         load_stack("lab-roc")
     assert "did you mean 'lab-roce'" in info.value.report()
+
+
+def test_node_topology_must_name_every_switch_level_and_form_a_tree() -> None:
+    from builders import example_config as example
+
+    config = example("prod-ib")
+    block, leaf = "topology.gpufabric.io/block", "topology.gpufabric.io/leaf"
+    config["gpufabric:scheduling"]["nodeTopology"] = {
+        "gpu-node-0": {block: "b1", leaf: "l1"},
+        "gpu-node-1": {block: "b2", leaf: "l1"},  # l1 under two blocks
+        "gpu-node-2": {leaf: "l3"},  # no block
+    }
+    found = problems_of(config)
+    assert "a switch has one parent" in found["scheduling.nodeTopology.gpu-node-1"]
+    assert f"missing {block}" in found["scheduling.nodeTopology.gpu-node-2"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLE_STACKS, REPO, example_config, sections
@@ -48,11 +49,14 @@ TOOLS = {
     "echo": "shell",
     "grep": "grep",
     "zgrep": "gzip (grep in compressed files)",
+    "ping": "iputils",
+    "lldpctl": "lldpd",
+    "iblinkinfo": "infiniband-diags",
     "while": "shell",
     "make": "this project's Makefile",
 }
 PULUMI = {"up", "preview", "stack", "config", "state", "destroy"}
-KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete"}
+KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete", "label"}
 
 
 def runbook(name: str) -> str:
@@ -211,3 +215,46 @@ def test_runbook_cli_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["runbook", "--stack", "lab-roce", "--out", str(out)]) == 0
     assert out.read_text() == runbook("lab-roce")
     assert main(["runbook", "--stack", "no-such-stack"]) == 2
+
+
+def _runbook_of(config: dict[str, Any], name: str) -> str:
+    model = model_from_config(sections(config), "t", from_file=True)
+    return render(build_plan(name, model), collect(name, model))
+
+
+def test_topology_labels_step_prints_the_exact_commands_from_the_node_table() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:scheduling"]["nodeTopology"] = {
+        "gpu-node-0": {"topology.gpufabric.io/block": "b1", "topology.gpufabric.io/leaf": "l1"},
+        "gpu-node-1": {"topology.gpufabric.io/block": "b1", "topology.gpufabric.io/leaf": "l2"},
+    }
+    text = _runbook_of(config, "prod-ib")
+    assert "### Topology labels" in text
+    assert (
+        "kubectl label node gpu-node-0 topology.gpufabric.io/block=b1 "
+        "topology.gpufabric.io/leaf=l1 --overwrite"
+    ) in text
+    assert "kubectl label node gpu-node-1 topology.gpufabric.io/block=b1" in text
+
+
+def test_topology_step_without_a_table_says_how_to_find_the_switches() -> None:
+    text = runbook("prod-ib")
+    assert "iblinkinfo" in text
+    assert "kubectl label node <node> topology.gpufabric.io/block=<block>" in text
+    assert "scheduling.nodeTopology" in text
+    assert "### Topology labels" not in runbook("lab-roce")  # Kueue at the node level only
+
+
+def test_routed_rails_get_their_switch_prerequisite() -> None:
+    text = runbook("roce-sriov-volcano")
+    assert "### Routed rails: leaf switches" in text
+    assert "| `rail0` | `172.20.0.0/21` | `172.20.0.1` |" in text
+    assert "### Routed rails" not in runbook("lab-roce")
+
+
+def test_sriov_triage_does_not_promise_an_hca_list_the_jobs_never_set() -> None:
+    text = runbook("roce-sriov-volcano")
+    row = next(ln for ln in text.splitlines() if "Bootstrap : no socket interface" in ln)
+    assert "NCCL_IB_HCA it sets" not in row
+    assert "mlx5_0" not in row
+    assert "sets no NCCL_IB_HCA" in row

@@ -132,6 +132,10 @@ class GangPolicy:
     """Node-label levels, widest first, the node level last; empty: no topology."""
     switch_tiers: int
     """Levels above the node."""
+    switch_levels: tuple[str, ...]
+    """The level labels above the node (each GPU node must carry every one)."""
+    node_topology: Mapping[str, Mapping[str, str]]
+    """Node -> {level label: switch} when the stack gives the table (else empty)."""
     preferred_topology_level: str | None
     """The level pods are packed under when the authority takes a hint per pod set."""
     all_or_nothing_timeout_s: int
@@ -217,6 +221,8 @@ class Facts:
     fabric: FabricFacts
     gang: GangPolicy
     tenants: Mapping[str, TenantContract]
+    nccl_env: Mapping[str, str]
+    """The NCCL variables every tenant's pods get (nccl-env)."""
     acceptance: Acceptance
     operators: OperatorFacts
 

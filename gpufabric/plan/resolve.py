@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 
 from gpufabric import authorities
-from gpufabric.config import Fabric, Rail, Roce, StackModel
+from gpufabric.config import HOSTNAME_LABEL, Fabric, Rail, Roce, StackModel
 from gpufabric.plan.facts import (
     Acceptance,
     FabricFacts,
@@ -235,6 +235,11 @@ def resolve(stack: str, model: StackModel) -> Facts:
         title=authority.title,
         topology_levels=levels,
         switch_tiers=max(len(levels) - 1, 0),
+        switch_levels=tuple(lv for lv in levels if lv != HOSTNAME_LABEL),
+        node_topology={
+            node: dict(sorted(labels.items()))
+            for node, labels in sorted(model.scheduling.nodeTopology.items())
+        },
         preferred_topology_level=authority.preferred_topology_level(levels) if levels else None,
         all_or_nothing_timeout_s=model.scheduling.allOrNothingTimeout,
         frameworks=authority.frameworks(kinds),
@@ -273,6 +278,7 @@ def resolve(stack: str, model: StackModel) -> Facts:
         fabric=fabric,
         gang=gang,
         tenants=tenants,
+        nccl_env=env,
         acceptance=acceptance(fabric),
         operators=OperatorFacts(
             nfd_owner="network-operator" if waits else "gpu-operator",

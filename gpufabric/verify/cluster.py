@@ -9,6 +9,7 @@ RDMA resources the stack's pods request. A miss names the object, node or resour
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
@@ -201,6 +202,61 @@ def check_nodes(kube: Kube, facts: Facts, rdma_resources: bool = True) -> Iterat
             )
 
 
+def check_topology(nodes: list[dict[str, Any]], facts: Facts) -> Iterator[Check]:
+    """Every GPU node carries every switch level (Kueue TAS and Volcano HyperNodes place by
+    them), the levels form a tree, and they match the stack's node table when it has one."""
+    levels = facts.gang.switch_levels
+    if not levels:
+        return
+    table = facts.gang.node_topology
+    parent: dict[tuple[str, str], tuple[str, str, str]] = {}
+    conflicts: list[str] = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        problems = [f"no {lv} label" for lv in levels if lv not in labels]
+        want = table.get(name)
+        if table and want is None:
+            problems.append("not in scheduling.nodeTopology")
+        elif want:
+            problems += [
+                f"{lv}={labels.get(lv)}, the stack says {value}"
+                for lv, value in want.items()
+                if lv in labels and labels[lv] != value
+            ]
+        for wide, narrow in itertools.pairwise(levels):
+            if wide in labels and narrow in labels:
+                key, up = (narrow, labels[narrow]), (wide, labels[wide], name)
+                seen = parent.setdefault(key, up)
+                if seen[:2] != up[:2]:
+                    conflicts.append(
+                        f"{narrow}={labels[narrow]} is under {wide}={seen[1]} on {seen[2]} "
+                        f"but under {wide}={labels[wide]} on {name}"
+                    )
+        if problems:
+            commands = " ".join(f"{lv}=<{lv.rsplit('/', 1)[-1]}>" for lv in levels)
+            if want:
+                commands = " ".join(f"{lv}={v}" for lv, v in want.items())
+            yield failed(
+                "node.topology",
+                name,
+                "; ".join(problems),
+                f"kubectl label node {name} {commands} --overwrite (see the runbook's "
+                "topology step)",
+            )
+        else:
+            yield passed("node.topology", name, ", ".join(f"{lv}={labels[lv]}" for lv in levels))
+    if conflicts:
+        yield failed(
+            "nodes.topology",
+            "cluster",
+            "the topology labels do not form a tree: " + "; ".join(sorted(set(conflicts))[:5]),
+            "a switch has one parent: fix the labels (or the stack's nodeTopology)",
+        )
+    elif nodes:
+        yield passed("nodes.topology", "cluster", f"{len(levels)} levels consistent across nodes")
+
+
 def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -> list[Check]:
     """Every readiness check of the stack (or of the given layers: a bring-up in phases
     checks what it applied so far), in the Plan's apply order, then the nodes."""
@@ -218,4 +274,10 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
             out.append(check_object(kube, item, payload, queues))
     if layers is None or Layer.GPU in layers:
         out.extend(check_nodes(kube, plan.facts, layers is None or Layer.NETWORK in layers))
+    if layers is None or Layer.SCHEDULING in layers:
+        selector = plan.facts.nodes.selector_text
+        gpu_nodes = sorted(
+            kube.list("/api/v1/nodes", selector), key=lambda n: n["metadata"]["name"]
+        )
+        out.extend(check_topology(gpu_nodes, plan.facts))
     return out

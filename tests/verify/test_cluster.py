@@ -118,6 +118,11 @@ def healthy(fake: FakeKube, stack: str) -> None:
                     "labels": {
                         **model.gpuNodes.nodeSelector,
                         "kubernetes.io/hostname": f"gpu-node-{i}",
+                        # two nodes per leaf, four leaves per block
+                        **{
+                            level: f"{level.rsplit('/', 1)[-1]}-{i // (2 * 4**n)}"
+                            for n, level in enumerate(reversed(plan.facts.gang.switch_levels))
+                        },
                     },
                 },
                 "status": {
@@ -331,3 +336,37 @@ def test_layers_check_only_what_a_phase_applied(
     assert "unknown layer netwrk; accepted: gpu, network, training, scheduling, tenants" in (
         capsys.readouterr().err
     )
+
+
+def _relabel(fake: FakeKube, node: str, **labels: str | None) -> None:
+    path = f"/api/v1/nodes/{node}"
+    for key, value in labels.items():
+        label = key.replace("__", "/").replace("_", ".")
+        if value is None:
+            fake.objects[path]["metadata"]["labels"].pop(label, None)
+        else:
+            fake.objects[path]["metadata"]["labels"][label] = value
+
+
+def test_a_node_without_a_topology_label_fails(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "prod-ib")
+    level = build_plan("prod-ib", load_stack("prod-ib", None).model).facts.gang.switch_levels[-1]
+    fake.objects["/api/v1/nodes/gpu-node-3"]["metadata"]["labels"].pop(level)
+    results = readiness(fake, tmp_path, "prod-ib")
+    bad = results[("node.topology", "gpu-node-3")]
+    assert bad.status == "FAIL"
+    assert f"no {level} label" in bad.message
+    assert "kubectl label node gpu-node-3" in bad.hint
+    assert results[("node.topology", "gpu-node-2")].status == "PASS"
+
+
+def test_inconsistent_topology_labels_fail(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "prod-ib")
+    levels = build_plan("prod-ib", load_stack("prod-ib", None).model).facts.gang.switch_levels
+    if len(levels) < 2:
+        pytest.skip("prod-ib has one switch level")
+    labels = fake.objects["/api/v1/nodes/gpu-node-1"]["metadata"]["labels"]
+    labels[levels[0]] = "some-other-block"  # same leaf as gpu-node-0, another block
+    results = readiness(fake, tmp_path, "prod-ib")
+    assert results[("nodes.topology", "cluster")].status == "FAIL"
+    assert "do not form a tree" in results[("nodes.topology", "cluster")].message
