@@ -192,8 +192,13 @@ def _with_stack(
 def _describe(stack: Stack) -> str:
     m = stack.model
     f = m.fabric
+    sriov = (
+        " (VFs from the Network Operator's own SR-IOV operator build, never the upstream one)"
+        if f.rdma == "sriov"
+        else ""
+    )
     return (
-        f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}, gpuDirect {f.gpuDirect}, "
+        f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}{sriov}, gpuDirect {f.gpuDirect}, "
         f"{m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
         f"{len(m.tenants)} tenants"
     )

@@ -28,7 +28,12 @@ from gpufabric.config import (
     Training,
 )
 from gpufabric.problems import Problem, suggest
-from gpufabric.versions import check_versions, effective_components, known_upstreams
+from gpufabric.versions import (
+    check_versions,
+    effective_components,
+    known_upstreams,
+    undocumented_gpudirect_pair,
+)
 
 MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 4092)}
 ROCE_FULL_PATH_MTU = 4200  # the netdev MTU that still gives RDMA a 4096-byte path MTU
@@ -709,6 +714,10 @@ def _versions(p: Parts) -> Iterator[Problem]:
         return
     minor = p.cluster.kubernetes_minor if p.cluster else None
     yield from check_versions(p.versions, features(p), minor)
+    if p.fabric is not None and p.fabric.rdma != "none":
+        pair = undocumented_gpudirect_pair(p.versions)
+        if pair is not None:
+            yield pair
 
 
 @check

@@ -157,6 +157,8 @@ class Catalog:
     kubernetes: SpecifierSet
     components: Mapping[str, Component]
     rules: tuple[Rule, ...]
+    gpudirect_pairs: tuple[Mapping[str, SpecifierSet], ...] = ()
+    """GPU Operator x Network Operator ranges NVIDIA documents for GPUDirect RDMA."""
 
 
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -204,7 +206,41 @@ def load_catalog() -> Catalog:
         )
         for r in raw["rules"]
     )
-    return Catalog(kubernetes=_spec(raw["kubernetes"]), components=components, rules=rules)
+    pairs = tuple(
+        {str(k): _spec(str(v)) for k, v in pair.items()} for pair in raw.get("gpudirectPairs") or ()
+    )
+    return Catalog(
+        kubernetes=_spec(raw["kubernetes"]),
+        components=components,
+        rules=rules,
+        gpudirect_pairs=pairs,
+    )
+
+
+def undocumented_gpudirect_pair(overrides: Mapping[str, str]) -> Problem | None:
+    """A warning when the effective GPU Operator / Network Operator pair is not one NVIDIA
+    documents for GPUDirect RDMA (None when it is, or when a version does not parse)."""
+    catalog = load_catalog()
+    try:
+        versions = {
+            name: parse_version(overrides.get(name, catalog.components[name].version))
+            for name in ("gpu-operator", "network-operator")
+        }
+    except InvalidVersion:
+        return None
+    for pair in catalog.gpudirect_pairs:
+        if all(versions[name] in spec for name, spec in pair.items()):
+            return None
+    go = overrides.get("gpu-operator", catalog.components["gpu-operator"].version)
+    no = overrides.get("network-operator", catalog.components["network-operator"].version)
+    return Problem(
+        "versions",
+        f"GPU Operator {go} with Network Operator {no} is not a pair NVIDIA documents for "
+        "GPUDirect RDMA (gpudirectPairs in manifests/versions.yaml); prove GPUDirect with "
+        "`gpufabric verify nccl` before production, or pin a documented pair under "
+        "gpufabric:versions",
+        warning=True,
+    )
 
 
 def effective_components(
@@ -319,4 +355,5 @@ __all__ = [
     "known_upstreams",
     "load_catalog",
     "parse_version",
+    "undocumented_gpudirect_pair",
 ]

@@ -78,3 +78,29 @@ def test_kubernetes_version_outside_the_supported_range(lab: dict[str, Any]) -> 
     assert (
         "outside what the pinned releases support" in problems_of(lab)["cluster.kubernetesVersion"]
     )
+
+
+def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> None:
+    from gpufabric.versions import undocumented_gpudirect_pair
+
+    warning = undocumented_gpudirect_pair({})  # the pins: GPU Operator 26.7 + NO 26.4
+    assert warning is not None
+    assert warning.warning
+    assert "not a pair NVIDIA documents for GPUDirect RDMA" in warning.message
+    assert undocumented_gpudirect_pair({"network-operator": "26.1.0"}) is None
+    assert undocumented_gpudirect_pair({"gpu-operator": "v26.3.2", "network-operator": "26.4.0"})
+
+
+def test_stack_warnings_carry_the_pair_only_with_rdma(lab: dict[str, Any]) -> None:
+    from gpufabric.stackfile import stack_warnings
+
+    assert any(
+        "GPUDirect RDMA" in p.message
+        for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))
+    )
+    lab["gpufabric:versions"] = {"network-operator": "26.1.0"}
+    lab["gpufabric:fabric"]["gpuDirect"] = "dmabuf"
+    assert not any(
+        "GPUDirect RDMA" in p.message
+        for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))
+    )
