@@ -9,7 +9,7 @@ STACK  ?= lab-roce
 # CRDs of the pinned upstream releases, when this checkout sits beside them.
 CRD_DIR ?= $(wildcard ../shared/crds)
 
-.PHONY: venv render runbooks test lint typecheck unit bench clean
+.PHONY: venv render runbooks test lint typecheck unit bench conformance clean
 
 venv: $(STAMP)
 
@@ -39,6 +39,11 @@ unit: $(STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+# The real helm and kubectl over the pinned charts and upstream manifests (tests/conformance);
+# skipped without them. GPUFABRIC_SHARED, GPUFABRIC_CHARTS and PATH say where they are.
+conformance: $(STAMP)
+	$(BIN)/pytest -m conformance tests/conformance
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_stress.py

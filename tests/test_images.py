@@ -41,6 +41,7 @@ EVERYTHING = {
         "registry.k8s.io": f"{MIRROR}/k8s",
         "docker.io": f"{MIRROR}/hub",
         "us-central1-docker.pkg.dev": f"{MIRROR}/staging",
+        "quay.io": f"{MIRROR}/quay",
     },
     "charts": {
         "https://helm.ngc.nvidia.com/nvidia": f"oci://{MIRROR}/charts/nvidia",
@@ -403,3 +404,20 @@ def test_every_image_in_the_pinned_charts_values_is_catalogued(component: str) -
         assert (key, full_name(name)) in catalog or key == KUEUE_OVERRIDDEN, (
             f"{component}: {key} locates {name}, the catalogue says otherwise"
         )
+
+
+def test_mirrors_reach_subchart_images_passed_by_key_or_env() -> None:
+    """Defects the real charts showed: JobSet reads image.repository (not registry), and the
+    SR-IOV operator gets its metrics exporter and kube-rbac-proxy images through env from
+    the subchart's values; all three must be set to the mirror."""
+    plan = build_plan("prod-ib", model_of(example_config("prod-ib")))
+    trainer = plan.item("training/trainer").payload.values  # type: ignore[union-attr]
+    assert trainer["jobset"]["image"]["repository"] == (
+        "harbor.prod-ib.example.internal/k8s/jobset/jobset"
+    )
+    network = plan.item("network/network-operator").payload.values  # type: ignore[union-attr]
+    images = network["sriov-network-operator"]["images"]
+    assert images["metricsExporterKubeRbacProxy"] == (
+        "harbor.prod-ib.example.internal/quay/brancz/kube-rbac-proxy:v0.21.2"
+    )
+    assert images["metricsExporter"].startswith("harbor.prod-ib.example.internal/ghcr/")

@@ -106,9 +106,9 @@ class Volcano(Authority):
         }
         controller = self.controller_config(gang)
         if controller is not None:
-            custom["controller_config_override"] = yaml.safe_dump(
-                controller, sort_keys=False, width=100
-            )
+            # The chart writes this one with toYaml (a mapping), unlike the scheduler's
+            # string: a YAML string here is encoded twice and Volcano cannot load it.
+            custom["controller_config_override"] = controller
         # The chart pins the release images; pull them once rather than on every restart.
         return {"basic": {"image_pull_policy": "IfNotPresent"}, "custom": custom}
 

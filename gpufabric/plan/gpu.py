@@ -34,7 +34,9 @@ def values(ctx: PlanContext) -> dict[str, Any]:
         "kernelModuleType": "open" if fabric.gpudirect == "dmabuf" or gpu.gds else "auto",
         "rdma": {
             "enabled": peermem,
-            "useHostMofed": fabric.has_rdma and fabric.nic_driver == "host",
+            # Read only on the peermem path (the driver container's MOFED wait): set it
+            # where it acts, never as an inert flag.
+            "useHostMofed": peermem and fabric.nic_driver == "host",
         },
         "usePrecompiled": gpu.driver.usePrecompiled,
         "nvidiaDriverCRD": {"enabled": gpu.driver.useNvidiaDriverCRD},

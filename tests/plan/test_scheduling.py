@@ -146,9 +146,10 @@ def test_kueue_without_levels_places_by_node() -> None:
 
 
 def volcano_conf(plan: Plan, key: str) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(
-        chart(plan, plan_ids.authority_chart("volcano")).values["custom"][key]
-    )
+    """The scheduler's config is a YAML string in the values; the controller's a mapping
+    (its chart template runs toYaml over it)."""
+    value = chart(plan, plan_ids.authority_chart("volcano")).values["custom"][key]
+    doc: dict[str, Any] = yaml.safe_load(value) if isinstance(value, str) else dict(value)
     return doc
 
 
