@@ -97,7 +97,9 @@ class FakeKube:
 
     # ------------------------------------------------------------------ request handling
 
-    def _list(self, path: str, selector: str | None) -> dict[str, Any]:
+    def _list(
+        self, path: str, selector: str | None, limit: int = 0, token: str = ""
+    ) -> dict[str, Any]:
         want = dict(kv.split("=", 1) for kv in selector.split(",")) if selector else {}
         items = []
         for p, obj in sorted(self.objects.items()):
@@ -107,6 +109,12 @@ class FakeKube:
             labels = obj.get("metadata", {}).get("labels", {}) or {}
             if all(labels.get(k) == v for k, v in want.items()):
                 items.append(obj)
+        start = int(token or 0)
+        if limit:
+            page = items[start : start + limit]
+            more = start + limit < len(items)
+            meta = {"continue": str(start + limit)} if more else {}
+            return {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page}
         return {"kind": "List", "apiVersion": "v1", "items": items}
 
     def _fault(self, method: str, path: str) -> tuple[int, Any] | None:
@@ -143,7 +151,12 @@ class FakeKube:
                     hook(self, path)
                 if path in self.objects:
                     return 200, self.objects[path]
-                listing = self._list(path, query.get("labelSelector", [None])[0])
+                listing = self._list(
+                    path,
+                    query.get("labelSelector", [None])[0],
+                    int(query.get("limit", ["0"])[0]),
+                    query.get("continue", [""])[0],
+                )
                 if listing["items"] or self._is_collection(path):
                     return 200, listing
                 return 404, _status(404, "NotFound", f"{path} not found")

@@ -153,9 +153,16 @@ def _quantity(value: Any) -> int:
         return 0
 
 
-def check_nodes(kube: Kube, facts: Facts, rdma_resources: bool = True) -> Iterator[Check]:
+def gpu_nodes(kube: Kube, facts: Facts) -> list[dict[str, Any]]:
+    """The GPU nodes, in one paginated list (never a request per node)."""
+    nodes = kube.list("/api/v1/nodes", facts.nodes.selector_text)
+    return sorted(nodes, key=lambda n: str(n["metadata"].get("name", "")))
+
+
+def check_nodes(
+    nodes: list[dict[str, Any]], facts: Facts, rdma_resources: bool = True
+) -> Iterator[Check]:
     selector = facts.nodes.selector_text
-    nodes = sorted(kube.list("/api/v1/nodes", selector), key=lambda n: n["metadata"]["name"])
     want = facts.nodes.count
     ready = [n for n in nodes if _node_ready(n)]
     if len(ready) < want:
@@ -272,12 +279,11 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
                 out.append(check_cluster_policy(kube))
         elif isinstance(payload, K8sObject):
             out.append(check_object(kube, item, payload, queues))
+    nodes: list[dict[str, Any]] | None = None
     if layers is None or Layer.GPU in layers:
-        out.extend(check_nodes(kube, plan.facts, layers is None or Layer.NETWORK in layers))
+        nodes = gpu_nodes(kube, plan.facts)
+        out.extend(check_nodes(nodes, plan.facts, layers is None or Layer.NETWORK in layers))
     if layers is None or Layer.SCHEDULING in layers:
-        selector = plan.facts.nodes.selector_text
-        gpu_nodes = sorted(
-            kube.list("/api/v1/nodes", selector), key=lambda n: n["metadata"]["name"]
-        )
-        out.extend(check_topology(gpu_nodes, plan.facts))
+        nodes = nodes if nodes is not None else gpu_nodes(kube, plan.facts)
+        out.extend(check_topology(nodes, plan.facts))
     return out

@@ -26,6 +26,8 @@ class KubeError(Exception):
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 """Answers worth asking again: throttled, or the API server (or its proxy) in trouble."""
 MAX_ATTEMPTS = 5
+PAGE_SIZE = 500
+MAX_PAGES = 1000
 REQUEST_TIMEOUT = 30.0
 CLEANUP_GRACE = 30.0
 """Time cleanup (deleting what a command created) may take beyond the command's deadline."""
@@ -206,19 +208,32 @@ class Kube:
         return out
 
     def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every item, page by page (``limit``/``continue``): one request per
+        :data:`PAGE_SIZE` items, never one per item."""
         query = {"labelSelector": label_selector} if label_selector else {}
-        out = self._call("GET", path, **query)
-        if out is None:
-            return []
-        items = out.get("items") if isinstance(out, dict) else None
-        if not isinstance(items, list):
-            raise KubeError(f"GET {path}: malformed answer (no items list)")
-        bad = [
-            i for i in items if not isinstance(i, dict) or not isinstance(i.get("metadata"), dict)
-        ]
-        if bad:
-            raise KubeError(f"GET {path}: malformed answer ({len(bad)} items are not objects)")
-        return items
+        items: list[dict[str, Any]] = []
+        token = ""
+        for _ in range(MAX_PAGES):
+            page = dict(query, limit=str(PAGE_SIZE), **({"continue": token} if token else {}))
+            out = self._call("GET", path, **page)
+            if out is None:
+                return items
+            batch = out.get("items") if isinstance(out, dict) else None
+            if not isinstance(batch, list):
+                raise KubeError(f"GET {path}: malformed answer (no items list)")
+            bad = [
+                i
+                for i in batch
+                if not isinstance(i, dict) or not isinstance(i.get("metadata"), dict)
+            ]
+            if bad:
+                raise KubeError(f"GET {path}: malformed answer ({len(bad)} items are not objects)")
+            items += batch
+            meta = out.get("metadata")
+            token = str(meta.get("continue") or "") if isinstance(meta, dict) else ""
+            if not token:
+                return items
+        raise KubeError(f"GET {path}: more than {MAX_PAGES} pages of {PAGE_SIZE}")
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         meta = body["metadata"]

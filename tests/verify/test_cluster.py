@@ -370,3 +370,43 @@ def test_inconsistent_topology_labels_fail(fake: FakeKube, tmp_path: Path) -> No
     results = readiness(fake, tmp_path, "prod-ib")
     assert results[("nodes.topology", "cluster")].status == "FAIL"
     assert "do not form a tree" in results[("nodes.topology", "cluster")].message
+
+
+def _gpu_node(i: int, selector: dict[str, str], rdma: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": f"gpu-node-{i:05d}",
+            "labels": {**selector, "kubernetes.io/hostname": f"gpu-node-{i:05d}"},
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"nvidia.com/gpu": "8", **rdma},
+        },
+    }
+
+
+@pytest.mark.parametrize("count", [100, 10_000])
+def test_requests_do_not_grow_with_the_node_count(
+    fake: FakeKube, tmp_path: Path, count: int
+) -> None:
+    """10,000 nodes: one paginated node list (500 per page), no request per node; every
+    node is still checked."""
+    from gpufabric.verify.kube import PAGE_SIZE
+
+    model = load_stack("lab-roce", None).model
+    plan = build_plan("lab-roce", model)
+    healthy(fake, "lab-roce")
+    fake.objects = {p: o for p, o in fake.objects.items() if not p.startswith("/api/v1/nodes/")}
+    rdma = dict.fromkeys(plan.facts.fabric.rdma_resources, "63")
+    for i in range(count):
+        fake.add(_gpu_node(i, dict(model.gpuNodes.nodeSelector), rdma))
+    fake.requests.clear()
+    results = readiness(fake, tmp_path)
+    node_checks = [k for k in results if k[0] == "node.resources"]
+    assert len(node_checks) == count
+    node_requests = [r for r in fake.requests if r[1].startswith("/api/v1/nodes")]
+    assert len(node_requests) == -(-count // PAGE_SIZE)  # pages, never per node
+    others = [r for r in fake.requests if not r[1].startswith("/api/v1/nodes")]
+    assert len(others) < 60  # charts, objects and policies of the stack: independent of nodes
