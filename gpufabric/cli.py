@@ -193,7 +193,7 @@ def _describe(stack: Stack) -> str:
     m = stack.model
     f = m.fabric
     sriov = (
-        " (VFs from the Network Operator's own SR-IOV operator build, never the upstream one)"
+        " (the Network Operator's own SR-IOV operator)"
         if f.rdma == "sriov"
         else ""
     )
