@@ -192,11 +192,7 @@ def _with_stack(
 def _describe(stack: Stack) -> str:
     m = stack.model
     f = m.fabric
-    sriov = (
-        " (the Network Operator's own SR-IOV operator)"
-        if f.rdma == "sriov"
-        else ""
-    )
+    sriov = " (the Network Operator's own SR-IOV operator)" if f.rdma == "sriov" else ""
     return (
         f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}{sriov}, gpuDirect {f.gpuDirect}, "
         f"{m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
