@@ -47,6 +47,7 @@ conformance: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_stress.py
+	$(BIN)/python benchmarks/verify_fleet.py --hosts 64,256
 
 clean:
 	rm -rf out .mypy_cache .ruff_cache .pytest_cache

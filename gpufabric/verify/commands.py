@@ -20,7 +20,7 @@ from gpufabric.exitcodes import ExitCode
 from gpufabric.plan import LAYER_ORDER, Layer, Plan, build_plan
 from gpufabric.problems import Problem, StackError
 from gpufabric.stackfile import Stack
-from gpufabric.verify import cluster, expect, nccl, nodes, probe_daemonset
+from gpufabric.verify import cluster, expect, fleet, nccl, nodes, probe_daemonset
 from gpufabric.verify.interrupts import Terminated, shielded, terminating_signals
 from gpufabric.verify.kube import Kube, KubeError
 from gpufabric.verify.results import (
@@ -95,6 +95,18 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     )
     p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
     p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=fleet.DEFAULT_PARALLEL,
+        help=f"hosts checked at once (default {fleet.DEFAULT_PARALLEL})",
+    )
+    p.add_argument(
+        "--host-timeout",
+        type=_seconds,
+        default=fleet.DEFAULT_HOST_TIMEOUT,
+        help=f"seconds one host's checks may take (default {fleet.DEFAULT_HOST_TIMEOUT:g})",
+    )
     _timeout_arg(p, 1800)
     p.add_argument(
         "--write-expect",
@@ -235,8 +247,22 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return ExitCode.BAD_INPUT
+    if args.parallel < 1:
+        raise StackError("gpufabric verify", [Problem("--parallel", "must be at least 1")])
+    progress = (lambda _d, _t: None) if args.json else fleet.terminal_progress()
+
+    def check(hosts: list[str], root: str) -> list[Check]:
+        return fleet.run_fleet(
+            hosts,
+            exp,
+            fleet.testinfra_probe(root),
+            parallel=args.parallel,
+            host_timeout=args.host_timeout,
+            progress=progress,
+        )
+
     if args.hosts:
-        results = run_suite("node", exp, _hosts(args.hosts), root=args.root)
+        results = check(_hosts(args.hosts), args.root)
     else:
         probe_daemonset.require_kubectl()
         kube = _kube(plan, args)
@@ -247,14 +273,25 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
             )
             context = _context(plan, args)
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
-            names = {f"kubectl://{p}": node for p, node in pods.items()}
-            results = run_suite("node", exp, hosts, root=probe_daemonset.HOST_ROOT, names=names)
+            names = dict(zip(hosts, pods.values(), strict=True))
+            results = [
+                Check(
+                    c.check, names.get(c.target, c.target), c.status, c.message, c.hint, c.details
+                )
+                for c in check(hosts, probe_daemonset.HOST_ROOT)
+            ]
         finally:
             if not args.keep_probe:
                 with shielded(), kube.grace():
                     probe_daemonset.stop(kube, progress=_progress)
     results += nodes.fleet_checks(results)
-    return _report(args, f"nodes ({plan.stack})", results)
+    code = _report(args, f"nodes ({plan.stack})", results)
+    summary = fleet.group_failures(results)
+    if summary and not args.json:
+        print("\nby failure:")
+        for line in summary:
+            print(f"  {line}")
+    return code
 
 
 def cmd_pods(plan: Plan, args: argparse.Namespace) -> int:

@@ -367,3 +367,58 @@ def test_write_expect_for_direct_pytest_use(tmp_path: Path) -> None:
     exp = expect.Expectation.load(out)
     assert exp == expectation("prod-ib")
     assert exp.link_layer == "InfiniBand"
+
+
+# ---------------------------------------------------------------------- fleet fan-out
+
+
+def _fleet(tmp_path: Path, exp: expect.Expectation, count: int) -> dict[str, Path]:
+    """count hosts over three trees: healthy, rail 3 down, peermem-style driver mismatch."""
+    healthy = nodefs.build(tmp_path / "healthy", node_for(exp))
+    degraded = nodefs.build(
+        tmp_path / "degraded",
+        node_for(exp, degraded={exp.rails[3].hca or "mlx5_3": ("1: DOWN", "3: Disabled")}),
+    )
+    return {f"gpu-{i:04d}": degraded if i % 5 == 0 else healthy for i in range(count)}
+
+
+def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Path) -> None:
+    from fleetfake import LatencyProbe
+
+    from gpufabric.verify import fleet
+
+    exp = expectation("prod-ib")
+    roots = _fleet(tmp_path, exp, 20)
+
+    def factory(spec: str) -> LatencyProbe:
+        return LatencyProbe(spec, roots[spec], dead=spec == "gpu-0007")
+
+    serial = fleet.run_fleet(list(roots), exp, factory, parallel=1)
+    wide = fleet.run_fleet(list(roots), exp, factory, parallel=16)
+    assert wide == serial
+    assert [c.target for c in serial][:1] == ["gpu-0000"]
+    summary = fleet.group_failures(serial)
+    rail = exp.rails[3].name
+    assert any(line.startswith(f"rail.{rail}.port FAIL on 4 nodes:") for line in summary), summary
+    assert any("on 1 node:" in line and "gpu-0007" in line for line in summary)
+    unreachable = [c for c in serial if c.target == "gpu-0007"]
+    assert unreachable
+    assert {c.status for c in unreachable} == {"ERROR"}
+
+
+def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    from fleetfake import LatencyProbe
+
+    from gpufabric.verify import fleet
+
+    exp = expectation("prod-ib")
+    roots = _fleet(tmp_path, exp, 2)
+
+    def factory(spec: str) -> LatencyProbe:
+        return LatencyProbe(spec, roots[spec], latency=0.2 if spec == "gpu-0001" else 0.0)
+
+    results = fleet.run_fleet(list(roots), exp, factory, parallel=2, host_timeout=1.0)
+    late = [c for c in results if c.target == "gpu-0001"]
+    assert [c.status for c in late] == ["ERROR"]
+    assert "no answer within 1 s" in late[0].message
+    assert any(c.target == "gpu-0000" and c.status == "PASS" for c in results)

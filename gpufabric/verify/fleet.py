@@ -1,0 +1,142 @@
+"""Node checks over a fleet: many hosts at once, a bounded number in flight.
+
+Each host gets one testinfra backend (ssh multiplexes its commands over one connection) and
+runs the same checks as the shipped pytest suite (:func:`gpufabric.verify.nodes.run_checks`);
+``parallel`` hosts are checked at a time, each within ``host_timeout`` seconds, so a fleet of
+1,024 nodes takes minutes, not hours. Results come back in the order the hosts were given,
+exactly as a serial run lists them, and identical failures are grouped for the summary
+("rail3.port FAIL on 12 nodes: ...").
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from gpufabric.verify import nodes
+from gpufabric.verify.expect import Expectation
+from gpufabric.verify.probe import HostProbe, Probe
+from gpufabric.verify.results import Check, error
+
+DEFAULT_PARALLEL = 32
+DEFAULT_HOST_TIMEOUT = 600.0
+
+ProbeFactory = Callable[[str], Probe]
+
+
+def testinfra_probe(root: str) -> ProbeFactory:
+    """Probes over testinfra backends (ssh://, kubectl://, local://, ...)."""
+
+    def make(spec: str) -> Probe:
+        import testinfra
+
+        return HostProbe(testinfra.get_host(spec), root=root, name=spec)
+
+    return make
+
+
+def _check_host(spec: str, exp: Expectation, factory: ProbeFactory) -> list[Check]:
+    try:
+        probe = factory(spec)
+    except Exception as exc:  # a backend that cannot even be set up is this host's error
+        return [error("host", spec, f"cannot set up the connection: {exc}")]
+    return list(nodes.run_checks(probe, exp))
+
+
+def run_fleet(
+    hosts: Sequence[str],
+    exp: Expectation,
+    factory: ProbeFactory,
+    parallel: int = DEFAULT_PARALLEL,
+    host_timeout: float = DEFAULT_HOST_TIMEOUT,
+    progress: Callable[[int, int], None] = lambda _done, _total: None,
+) -> list[Check]:
+    """Every host's checks, ``parallel`` hosts at a time, in the given host order. A host
+    whose checks run longer than ``host_timeout`` is an ERROR and is no longer waited for."""
+    results: dict[str, list[Check]] = {}
+    started: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def task(spec: str) -> list[Check]:
+        with lock:
+            started[spec] = time.monotonic()
+        return _check_host(spec, exp, factory)
+
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="verify")
+    futures = {pool.submit(task, spec): spec for spec in hosts}
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = cf.wait(pending, timeout=0.2, return_when=cf.FIRST_COMPLETED)
+            for future in done:
+                spec = futures[future]
+                try:
+                    results[spec] = future.result()
+                except Exception as exc:
+                    results[spec] = [error("host", spec, f"checks crashed: {exc}")]
+            now = time.monotonic()
+            for future in list(pending):
+                spec = futures[future]
+                with lock:
+                    began = started.get(spec)
+                if began is not None and now - began > host_timeout:
+                    pending.discard(future)
+                    results[spec] = [
+                        error(
+                            "host",
+                            spec,
+                            f"no answer within {host_timeout:g} s; nothing was checked",
+                            "check the host's connection; --host-timeout sets the limit",
+                        )
+                    ]
+            if done:
+                progress(len(results), len(hosts))
+    finally:
+        # never wait for a host that overran its limit (its thread ends with its connection)
+        pool.shutdown(wait=False, cancel_futures=True)
+    return [c for spec in hosts for c in results[spec]]
+
+
+def group_failures(checks: Sequence[Check]) -> list[str]:
+    """One line per distinct failure (check and message), with how many nodes show it."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for c in checks:
+        if c.status in ("FAIL", "ERROR"):
+            groups.setdefault((c.check, c.status, c.message), []).append(c.target)
+    lines = []
+    for (check, status, message), targets in sorted(
+        groups.items(), key=lambda kv: (-len(kv[1]), kv[0])
+    ):
+        shown = ", ".join(targets[:5]) + (
+            f", ... ({len(targets) - 5} more)" if len(targets) > 5 else ""
+        )
+        noun = "node" if len(targets) == 1 else "nodes"
+        lines.append(f"{check} {status} on {len(targets)} {noun}: {message} [{shown}]")
+    return lines
+
+
+def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int, int], None]:
+    """A one-line counter on a terminal; silent when the stream is not one (CI, --json)."""
+    if not stream.isatty():
+        return lambda _done, _total: None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        stream.write(f"\rverify nodes: {done}/{total} hosts checked{end}")
+        stream.flush()
+
+    return show
+
+
+__all__ = [
+    "DEFAULT_HOST_TIMEOUT",
+    "DEFAULT_PARALLEL",
+    "group_failures",
+    "run_fleet",
+    "terminal_progress",
+    "testinfra_probe",
+]
