@@ -10,7 +10,7 @@ exactly as a serial run lists them, and identical failures are grouped for the s
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import queue
 import sys
 import threading
 import time
@@ -56,48 +56,57 @@ def run_fleet(
     progress: Callable[[int, int], None] = lambda _done, _total: None,
 ) -> list[Check]:
     """Every host's checks, ``parallel`` hosts at a time, in the given host order. A host
-    whose checks run longer than ``host_timeout`` is an ERROR and is no longer waited for."""
+    whose checks run longer than ``host_timeout`` is an ERROR and is no longer waited for:
+    its worker is a daemon thread, so a hung connection never holds the command open."""
     results: dict[str, list[Check]] = {}
     started: dict[str, float] = {}
-    lock = threading.Lock()
+    finished: queue.Queue[tuple[str, list[Check]]] = queue.Queue()
+    todo: queue.Queue[str] = queue.Queue()
+    for spec in hosts:
+        todo.put(spec)
 
-    def task(spec: str) -> list[Check]:
-        with lock:
+    def worker() -> None:
+        while True:
+            try:
+                spec = todo.get_nowait()
+            except queue.Empty:
+                return
             started[spec] = time.monotonic()
-        return _check_host(spec, exp, factory)
+            try:
+                checks = _check_host(spec, exp, factory)
+            except Exception as exc:
+                checks = [error("host", spec, f"checks crashed: {exc}")]
+            finished.put((spec, checks))
 
-    pool = cf.ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="verify")
-    futures = {pool.submit(task, spec): spec for spec in hosts}
-    pending = set(futures)
-    try:
-        while pending:
-            done, pending = cf.wait(pending, timeout=0.2, return_when=cf.FIRST_COMPLETED)
-            for future in done:
-                spec = futures[future]
-                try:
-                    results[spec] = future.result()
-                except Exception as exc:
-                    results[spec] = [error("host", spec, f"checks crashed: {exc}")]
-            now = time.monotonic()
-            for future in list(pending):
-                spec = futures[future]
-                with lock:
-                    began = started.get(spec)
-                if began is not None and now - began > host_timeout:
-                    pending.discard(future)
-                    results[spec] = [
-                        error(
-                            "host",
-                            spec,
-                            f"no answer within {host_timeout:g} s; nothing was checked",
-                            "check the host's connection; --host-timeout sets the limit",
-                        )
-                    ]
-            if done:
+    workers = [
+        threading.Thread(target=worker, name=f"verify-{i}", daemon=True)
+        for i in range(max(1, min(parallel, len(hosts))))
+    ]
+    for w in workers:
+        w.start()
+    while len(results) < len(hosts):
+        try:
+            spec, checks = finished.get(timeout=0.2)
+            if spec not in results:  # a late answer from a host already timed out is dropped
+                results[spec] = checks
                 progress(len(results), len(hosts))
-    finally:
-        # never wait for a host that overran its limit (its thread ends with its connection)
-        pool.shutdown(wait=False, cancel_futures=True)
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        for spec, began in list(started.items()):
+            if spec not in results and now - began > host_timeout:
+                results[spec] = [
+                    error(
+                        "host",
+                        spec,
+                        f"no answer within {host_timeout:g} s; nothing was checked",
+                        "check the host's connection; --host-timeout sets the limit",
+                    )
+                ]
+                progress(len(results), len(hosts))
+                # its worker stays stuck on it: another takes its place in the pool
+                spare = threading.Thread(target=worker, name=f"verify-{spec}", daemon=True)
+                spare.start()
     return [c for spec in hosts for c in results[spec]]
 
 

@@ -422,3 +422,23 @@ def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> No
     assert [c.status for c in late] == ["ERROR"]
     assert "no answer within 1 s" in late[0].message
     assert any(c.target == "gpu-0000" and c.status == "PASS" for c in results)
+
+
+def test_hung_hosts_do_not_starve_the_others(tmp_path: Path) -> None:
+    """Two workers, both stuck on hosts that never answer in time: the third host is still
+    checked (a fresh worker takes each stuck one's place)."""
+    from fleetfake import LatencyProbe
+
+    from gpufabric.verify import fleet
+
+    exp = expectation("prod-ib")
+    roots = _fleet(tmp_path, exp, 3)
+
+    def factory(spec: str) -> LatencyProbe:
+        return LatencyProbe(spec, roots[spec], latency=0.5 if spec != "gpu-0002" else 0.0)
+
+    results = fleet.run_fleet(list(roots), exp, factory, parallel=2, host_timeout=1.0)
+    checked = [c for c in results if c.target == "gpu-0002"]
+    assert len(checked) > 10  # every check ran on it
+    assert any(c.status == "PASS" for c in checked)
+    assert {c.target for c in results if c.check == "host"} == {"gpu-0000", "gpu-0001"}
