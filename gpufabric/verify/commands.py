@@ -20,9 +20,9 @@ from gpufabric.exitcodes import ExitCode
 from gpufabric.plan import LAYER_ORDER, Layer, Plan, build_plan
 from gpufabric.problems import Problem, StackError
 from gpufabric.stackfile import Stack
-from gpufabric.verify import cluster, expect, fleet, nccl, nodes, probe_daemonset
+from gpufabric.verify import cluster, expect, fleet, nccl, nodes, probe_daemonset, sweep
 from gpufabric.verify.interrupts import Terminated, shielded, terminating_signals
-from gpufabric.verify.kube import Kube, KubeError
+from gpufabric.verify.kube import Kube, KubeError, path_of
 from gpufabric.verify.results import (
     Check,
     error,
@@ -150,6 +150,12 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
     nccl_report.add_threshold_args(p)
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="find the bad nodes: rounds of two-node jobs over every GPU node, re-pairing the "
+        "members of failing pairs with proven-good nodes; a table per node and the nodes to drain",
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
     )
@@ -309,7 +315,66 @@ def cmd_cluster(plan: Plan, args: argparse.Namespace) -> int:
     return _report(args, suite, checks)
 
 
+def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
+    """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
+    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    kube = _kube(plan, args)
+    names = [
+        n["metadata"]["name"]
+        for n in cluster.gpu_nodes(kube, plan.facts)
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status", {}).get("conditions") or [])
+        )
+    ]
+    if len(names) < 2:
+        print("gpufabric verify nccl --sweep: fewer than 2 Ready GPU nodes", file=sys.stderr)
+        return ExitCode.INCONCLUSIVE
+    contract = plan.facts.tenants.get(args.tenant)
+    gpus = 2 * plan.facts.nodes.gpus_per_node
+    concurrency = max(1, (contract.gpu_limit if contract else gpus) // gpus)
+    created: list[dict[str, Any]] = []
+
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        job = nccl.acceptance_job(
+            plan, args.tenant, 2, args.image, f"{args.name}-r{round_}-{index}", pin_nodes=pair
+        )
+        created.append(job)
+        outcome = nccl.run_job(kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep)
+        return nccl.judge(outcome, exp)
+
+    _progress(f"sweep over {len(names)} GPU nodes, {concurrency} jobs at a time")
+    try:
+        report = sweep.sweep(names, run_pair, concurrency)
+    finally:
+        if not args.keep:
+            with shielded(), kube.grace():
+                for job in created:  # each run deletes its own; this covers interruptions
+                    try:
+                        kube.delete(path_of(job))
+                    except KubeError as exc:
+                        _progress(f"could not delete {path_of(job)}: {exc}")
+    if args.json:
+        doc = {
+            "rounds": report.rounds,
+            "drain": report.bad,
+            "notLocalized": report.unknown,
+            "nodes": {
+                n: {"verdict": r.verdict, "busbw": r.busbw, "network": r.network, "pairs": r.pairs}
+                for n, r in sorted(report.nodes.items())
+            },
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(sweep.format_table(report))
+    if report.bad:
+        return ExitCode.FAIL
+    return ExitCode.INCONCLUSIVE if report.unknown else ExitCode.OK
+
+
 def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
+    if args.sweep:
+        return cmd_sweep(plan, args)
     job = nccl.acceptance_job(plan, args.tenant, args.nodes, args.image, args.name)
     if args.dry_run:
         from gpufabric.render import to_yaml

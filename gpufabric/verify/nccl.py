@@ -56,14 +56,44 @@ def acceptance_job(
     nodes: int = 2,
     image: str | None = None,
     name: str = DEFAULT_NAME,
+    pin_nodes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The MPIJob ``verify nccl`` submits; StackError naming the option when it cannot run."""
+    """The MPIJob ``verify nccl`` submits; StackError naming the option when it cannot run.
+    With ``pin_nodes`` its workers run on exactly those nodes (a sweep's pair)."""
     req = JobRequest(tenant=tenant, kind="mpijob", nodes=nodes, image=image, name=name)
     w = wiring_for(plan, req)
     job = mpijob(w, name, nodes, image or plan.components["training-image"].image_ref or "", [])
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     launcher["command"] = ["/bin/bash", "-c", launcher_script(w, nodes)]
     job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
+    if pin_nodes:
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        worker["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "kubernetes.io/hostname",
+                                    "operator": "In",
+                                    "values": list(pin_nodes),
+                                }
+                            ]
+                        }
+                    ]
+                }
+            },
+            # one worker per node of the pair
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {JOB_LABEL: name}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            },
+        }
     return job
 
 
