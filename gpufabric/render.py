@@ -188,12 +188,32 @@ def check_output_dir(out: Path) -> Path:
         )
     if target.exists() and not target.is_dir():
         raise OutputError(f"{out} exists and is not a directory; choose a directory")
-    if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file():
+    if (
+        target.is_dir()
+        and any(target.iterdir())
+        and not (target / MARKER).is_file()
+        and not _earlier_render(target)
+    ):
         raise OutputError(
             f"{out} holds files gpufabric did not write (no {MARKER}); render into an empty "
             "or new directory, or one an earlier render wrote"
         )
     return target
+
+
+def _earlier_render(directory: Path) -> bool:
+    """A render by a gpufabric from before the marker: its plan.json lists every file there."""
+    try:
+        doc = json.loads((directory / "plan.json").read_text(encoding="utf-8"))
+        listed = {f for item in doc["items"] for f in item["files"]} | {"plan.json"}
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    present = {
+        p.relative_to(directory).as_posix()
+        for p in directory.rglob("*")
+        if p.is_file() or p.is_symlink()
+    }
+    return bool(present) and present <= listed
 
 
 def _leftovers(out: Path) -> list[Path]:

@@ -361,3 +361,18 @@ def test_a_stack_name_that_cannot_label_objects_is_refused(tmp_path: Path, capsy
     code, err = validate(path, capsys)
     assert code == 2
     assert "label value" in err
+
+
+def test_a_render_from_before_the_marker_is_replaced_but_not_with_extra_files(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Earlier gpufabric renders have no marker: one whose plan.json lists every file in it is
+    still ours; one file more (a user's) and it is refused."""
+    out = tmp_path / "out"
+    assert render(out) == 0
+    (out / MARKER).unlink()
+    assert render(out) == 0  # exactly the files its plan.json lists
+    (out / MARKER).unlink()
+    (out / "my-notes.txt").write_text("mine")
+    assert render(out) == 2
+    assert (out / "my-notes.txt").read_text() == "mine"
