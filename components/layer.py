@@ -26,7 +26,6 @@ class LayerComponent(pulumi.ComponentResource):
         self.name = name
         self.layer = layer
         self.resources: dict[str, pulumi.Resource] = {}
-        self.namespaces: list[str] = []
 
     def add(self, item: Item, registered: MutableMapping[str, pulumi.Resource]) -> None:
         deps = [registered[d] for d in item.depends_on]

@@ -7,13 +7,19 @@ from collections.abc import MutableMapping
 import pulumi
 
 from components.layer import LayerComponent
-from gpufabric.plan import Item, K8sObject
+from gpufabric.plan import Item, K8sObject, Layer
 
 
 class Tenants(LayerComponent):
     """Namespaces (protected, kept on removal) and NCCL settings per tenant."""
 
     token = "gpufabric:index:Tenants"
+
+    def __init__(
+        self, cluster: str, layer: Layer, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        self.namespaces: list[str] = []
+        super().__init__(cluster, layer, opts)
 
     def add(self, item: Item, registered: MutableMapping[str, pulumi.Resource]) -> None:
         super().add(item, registered)

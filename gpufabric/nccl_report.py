@@ -232,14 +232,14 @@ def _row(line: str, columns: list[str], run: Run) -> None:
     )
 
 
-def _sweep_rows(m: re.Match[str]) -> int | None:
-    low, high, step = int(m["min"]), int(m["max"]), int(m["step"])
+def _sweep_rows(low: int, high: int, step: int, kind: str) -> int | None:
+    """Sizes a test announces: minBytes to maxBytes by a factor or a byte step."""
     if low <= 0 or high < low:
         return None
     count, size = 0, low
     while size <= high and count < MAX_SIZES:
         count += 1
-        if m["kind"] == "factor":
+        if kind == "factor":
             if step <= 1:
                 return None
             size *= step
@@ -326,10 +326,7 @@ def _json_run(doc: Any, source: str) -> Run:
         if isinstance(low, int) and isinstance(high, int):
             kind, value = ("factor", factor) if isinstance(factor, int) else ("bytes", step)
             if isinstance(value, int):
-                m = _SWEEP.match(
-                    f"# nThread 1 nGpus 1 minBytes {low} maxBytes {high} step: {value}({kind})"
-                )
-                run.expected_rows = _sweep_rows(m) if m else None
+                run.expected_rows = _sweep_rows(low, high, value, kind)
     run.concluded = "end_time" in doc
     return run
 
@@ -385,7 +382,9 @@ def parse_runs(text: str, source: str = "") -> list[Run]:
             if tokens[:1] == ["size"] and "busbw" in tokens:
                 columns = tokens
             elif m := _SWEEP.match(line):
-                run.expected_rows = _sweep_rows(m)
+                run.expected_rows = _sweep_rows(
+                    int(m["min"]), int(m["max"]), int(m["step"]), m["kind"]
+                )
             elif m := _CONCLUDED.match(line):
                 run.concluded = True
                 run.test = run.test or m["name"]

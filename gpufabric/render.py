@@ -92,10 +92,10 @@ def files_of(item: Item) -> dict[str, str]:
         if payload.awaits:
             meta["awaits"] = dict(payload.awaits)
         return {f"{base}/chart.yaml": to_yaml(meta), f"{base}/values.yaml": to_yaml(payload.values)}
-    return _overlay_files(item, payload)
+    return _overlay_files(payload)
 
 
-def _overlay_files(item: Item, overlay: KustomizeOverlay) -> dict[str, str]:
+def _overlay_files(overlay: KustomizeOverlay) -> dict[str, str]:
     # One overlay per pinned component: its name names the directory.
     return {f"kustomize/{overlay.component}/{rel}": text for rel, text in overlay.files().items()}
 

@@ -15,6 +15,18 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from gpufabric.nccl_report import Expectation
+
+IB_8X400 = Expectation(
+    rdma=True,
+    link_layer="IB",
+    threshold_gbps=360.0,
+    threshold_source="0.9 x line rate 400 GB/s",
+    gpus_per_node=8,
+    line_rate_gbytes=400.0,
+)
+"""What a stack of 8 x 400G InfiniBand rails expects of a run (the default Log)."""
+
 
 def float_str(value: float, width: int) -> str:
     """getFloatStr: %.2f, then %.1f, %.0f, then exponent when the width is exceeded."""

@@ -11,20 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nccllogs import Log, kubectl_prefix, mpich, openmpi, slurm, text
+from nccllogs import IB_8X400, Log, kubectl_prefix, mpich, openmpi, slurm, text
 
 from gpufabric import nccl_report
 from gpufabric.cli import main
 from gpufabric.nccl_report import Expectation
 
-IB = Expectation(
-    rdma=True,
-    link_layer="IB",
-    threshold_gbps=360.0,
-    threshold_source="0.9 x line rate 400 GB/s",
-    gpus_per_node=8,
-    line_rate_gbytes=400.0,
-)
+IB = IB_8X400
 
 
 def judge(body: str, exp: Expectation = IB) -> nccl_report.Report:

@@ -141,7 +141,7 @@ def check_cluster_policy(kube: Kube) -> Check:
     return passed("policy.cluster-policy", "cluster", "ClusterPolicy ready")
 
 
-def _node_ready(node: dict[str, Any]) -> bool:
+def node_ready(node: dict[str, Any]) -> bool:
     conds = node.get("status", {}).get("conditions", []) or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
@@ -164,9 +164,9 @@ def check_nodes(
 ) -> Iterator[Check]:
     selector = facts.nodes.selector_text
     want = facts.nodes.count
-    ready = [n for n in nodes if _node_ready(n)]
+    ready = [n for n in nodes if node_ready(n)]
     if len(ready) < want:
-        not_ready = sorted(n["metadata"]["name"] for n in nodes if not _node_ready(n))
+        not_ready = sorted(n["metadata"]["name"] for n in nodes if not node_ready(n))
         yield failed(
             "nodes.count",
             "cluster",
@@ -190,7 +190,7 @@ def check_nodes(
         for resource, per_pod in rdma.items():
             if _quantity(alloc.get(resource, 0)) < per_pod:
                 missing.append(f"{resource} {alloc.get(resource, 0)}")
-        if not _node_ready(node):
+        if not node_ready(node):
             missing.insert(0, "node not Ready")
         if missing:
             yield failed(

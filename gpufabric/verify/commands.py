@@ -320,12 +320,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     names = [
-        n["metadata"]["name"]
-        for n in cluster.gpu_nodes(kube, plan.facts)
-        if any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (n.get("status", {}).get("conditions") or [])
-        )
+        n["metadata"]["name"] for n in cluster.gpu_nodes(kube, plan.facts) if cluster.node_ready(n)
     ]
     if len(names) < 2:
         print("gpufabric verify nccl --sweep: fewer than 2 Ready GPU nodes", file=sys.stderr)

@@ -4,20 +4,12 @@ nccl-report judges them, name exactly the slow nodes within the documented round
 from __future__ import annotations
 
 import pytest
-from nccllogs import Log, text
+from nccllogs import IB_8X400, Log, text
 
 from gpufabric import nccl_report
-from gpufabric.nccl_report import Expectation
 from gpufabric.verify.sweep import format_table, rounds_needed, sweep
 
-EXP = Expectation(
-    rdma=True,
-    link_layer="IB",
-    threshold_gbps=360.0,
-    threshold_source="0.9 x line rate 400 GB/s",
-    gpus_per_node=8,
-    line_rate_gbytes=400.0,
-)
+EXP = IB_8X400
 
 
 def operator(slow: set[str], slow_rail: set[str] = frozenset()):  # type: ignore[assignment]
