@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufabric import __version__, images, nccl_report, runbook
-from gpufabric import diff as semantic_diff
+# Commands import what only they need (verify, diff, runbook, images, nccl-report) when
+# they run: `render` and `--help` start quickly.
+from gpufabric import __version__
 from gpufabric.exitcodes import ExitCode
 from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
-from gpufabric.plan.pulls import collect
 from gpufabric.problems import StackError
 from gpufabric.render import (
     OutputError,
@@ -40,7 +40,7 @@ from gpufabric.stackfile import (
     stack_warnings,
     stacks_dir,
 )
-from gpufabric.verify import commands as verify_commands
+from gpufabric.verify import arguments as verify_arguments
 
 MAX_LOG_BYTES = 512 << 20
 """nccl-tests logs are megabytes; a larger input is not one."""
@@ -70,7 +70,7 @@ def _render_args(p: argparse.ArgumentParser) -> None:
 def _nccl_report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="nccl-tests log or -J JSON")
     p.add_argument("--stack", help="stack whose fabric sets the expected transport and line rate")
-    nccl_report.add_threshold_args(p)
+    verify_arguments.add_threshold_args(p)
     p.add_argument("--json", action="store_true", help="print the stable JSON document")
 
 
@@ -149,7 +149,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         if name == "verify":
-            verify_commands.add_parser(sub, _stack_arg)
+            verify_arguments.add_parser(sub, _stack_arg)
             continue
         p = sub.add_parser(name, help=command.help)
         if command.stack:
@@ -216,6 +216,12 @@ def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
             status = ExitCode.BAD_INPUT
         print(f"{name:<{width}}  {line}")
     return status
+
+
+def _verify(stack: Stack, args: argparse.Namespace) -> int:
+    from gpufabric.verify import commands as verify_commands
+
+    return verify_commands.run(stack, args)
 
 
 def cmd_validate(stack: Stack, _args: argparse.Namespace) -> int:
@@ -302,6 +308,8 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
+    from gpufabric import diff as semantic_diff
+
     base_dir = Path(args.base)
     try:
         if base_dir.is_dir():
@@ -324,6 +332,9 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
+    from gpufabric import runbook
+    from gpufabric.plan.pulls import collect
+
     text = runbook.render(build_plan(stack.name, stack.model), collect(stack.name, stack.model))
     if args.out:
         write_file(args.out, text)
@@ -334,6 +345,9 @@ def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
+    from gpufabric import images
+    from gpufabric.plan.pulls import collect
+
     pulled = collect(stack.name, stack.model)
     if args.format == "json":
         sys.stdout.write(images.to_json(pulled))
@@ -345,6 +359,8 @@ def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
+    from gpufabric import nccl_report
+
     if not (math.isfinite(args.fraction) and 0 < args.fraction <= 1):
         print(
             f"gpufabric: --fraction {args.fraction}: expected a number in (0, 1]", file=sys.stderr
@@ -470,7 +486,7 @@ COMMANDS: dict[str, Command] = {
     "verify": Command(
         "prove a cluster built from the stack works: nodes, pods, cluster, nccl",
         _no_args,
-        _with_stack(verify_commands.run),
+        _with_stack(_verify),
     ),
 }
 """Every ``gpufabric`` subcommand, in the order ``--help`` lists them."""

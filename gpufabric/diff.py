@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import yaml
 
-from gpufabric.templates import YamlLoader
+from gpufabric.yamlcodec import Loader as YamlLoader
 
 DISRUPTIVE_ANNOTATION = "gpufabric.io/disruptive"
 Change = Literal["added", "removed", "changed"]

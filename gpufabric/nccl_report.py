@@ -10,7 +10,6 @@ judged is INCONCLUSIVE, never PASS. The "# Avg bus bandwidth" line is reported, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Mapping
@@ -735,17 +734,6 @@ def expectation(
         threshold_source=source,
         gpus_per_node=facts.nodes.gpus_per_node,
         line_rate_gbytes=acceptance.line_rate_gbytes,
-    )
-
-
-def add_threshold_args(p: argparse.ArgumentParser) -> None:
-    """--min-busbw / --fraction, shared by ``nccl-report`` and ``verify nccl``."""
-    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold in GB/s")
-    p.add_argument(
-        "--fraction",
-        type=float,
-        default=DEFAULT_FRACTION,
-        help="threshold as a fraction of the line rate (default 0.9)",
     )
 
 

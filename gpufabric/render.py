@@ -25,38 +25,22 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpufabric import yamlcodec
 from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, SecretRef
 
 CLUSTER_SCOPE_DIR = "_cluster"
 
 
-_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class _Dumper(_SafeDumper):  # type: ignore[valid-type,misc]
-    """Block-style YAML with multi-line strings as literal blocks (libyaml's emitter when
-    PyYAML has it)."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
 def to_yaml(data: Any) -> str:
-    return yaml.dump(
-        plain(data), Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100
-    )
+    """A body as the YAML text render writes: block style, keys sorted, secrets as
+    placeholders, multi-line strings as literal blocks."""
+    return yamlcodec.dump(plain(data))
 
 
 def plain(data: Any) -> Any:
@@ -140,6 +124,21 @@ def _summary(item: Item) -> dict[str, Any]:
     return {"directory": p.directory, "namespace": p.namespace}
 
 
+def indented_json(value: Any, indent: str = "") -> str:
+    """``json.dumps(value, indent=2, sort_keys=True)``, byte for byte, at C speed: the
+    standard library falls back to its pure-Python encoder whenever ``indent`` is set."""
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        body = ",\n".join(
+            f"{inner}{json.dumps(k)}: {indented_json(value[k], inner)}" for k in sorted(value)
+        )
+        return f"{{\n{body}\n{indent}}}"
+    if isinstance(value, list | tuple) and value:
+        body = ",\n".join(f"{inner}{indented_json(v, inner)}" for v in value)
+        return f"[\n{body}\n{indent}]"
+    return json.dumps(value)
+
+
 def render_files(plan: Plan) -> dict[str, str]:
     """Every output file of a plan, by relative path."""
     files: dict[str, str] = {}
@@ -152,7 +151,7 @@ def render_files(plan: Plan) -> dict[str, str]:
         files.update(item_files)
         per_item[item.id] = sorted(item_files)
     doc = plan_document(plan, per_item)
-    files["plan.json"] = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    files["plan.json"] = indented_json(doc) + "\n"
     return files
 
 
@@ -228,6 +227,38 @@ def _leftovers(out: Path) -> list[Path]:
     return found
 
 
+def _inside(rel: str) -> str:
+    """The directory of a relative output path, refusing any path that could leave the
+    output directory (absolute, ``..``, empty or ``.`` parts, backslashes)."""
+    parts = rel.split("/")
+    if not rel or "\\" in rel or "\0" in rel or any(part in ("", ".", "..") for part in parts):
+        raise OutputError(f"refusing to write {rel!r} outside the output directory")
+    return "/".join(parts[:-1]) or "."
+
+
+def _create(path: Path, data: bytes) -> None:
+    # Exclusive create: the staging directory is new and only write_tree writes in it.
+    with open(path, "xb") as f:
+        f.write(data)
+
+
+def _link_if_same(old: Path, new: Path, data: bytes) -> bool:
+    """Hard-link a file of the previous render that already holds ``data`` (a re-render
+    changes few files; creating a thousand inodes is most of its time on some disks).
+    A file linked elsewhere too is never shared with the new render."""
+    try:
+        st = os.lstat(old)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data) or st.st_nlink != 1:
+            return False
+        with open(old, "rb") as f:
+            if f.read(len(data) + 1) != data:
+                return False
+        os.link(old, new, follow_symlinks=False)
+    except OSError:  # gone, unreadable, or no hard links on this file system: write it
+        return False
+    return True
+
+
 def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
     """Replace ``out`` with exactly ``files`` (and the marker), atomically: the new tree is
     written aside and swapped in, so an interrupted render leaves the previous one intact.
@@ -242,12 +273,16 @@ def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
         (staging / MARKER).write_text(
             json.dumps({"writer": "gpufabric render", "stack": stack}) + "\n", encoding="utf-8"
         )
+        previous = out if out.is_dir() else None
+        made: set[str] = set()
         for rel, content in sorted(files.items()):
-            target = (staging / rel).resolve()
-            if staging.resolve() not in target.parents:
-                raise OutputError(f"refusing to write {rel!r} outside the output directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
+            directory = _inside(rel)
+            if directory not in made:
+                (staging / directory).mkdir(parents=True, exist_ok=True)
+                made.add(directory)
+            data = content.encode("utf-8")
+            if previous is None or not _link_if_same(previous / rel, staging / rel, data):
+                _create(staging / rel, data)
         if out.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{out.name}{_RETIRED}", dir=out.parent))
             os.replace(out, retired / "tree")

@@ -24,7 +24,7 @@ from kubernetes_validate import utils as kv
 from referencing import Registry, Resource
 
 from gpufabric.render import plain
-from gpufabric.templates import YamlLoader
+from gpufabric.yamlcodec import Loader as YamlLoader
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,17 @@ def _core_validator(k8s_minor: str, api_version: str, kind: str) -> jsonschema.V
         )
     except FileNotFoundError:
         return None
+    registry = Resource.from_contents(schema) @ _definitions(schema_dir, k8s_minor)
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+@functools.cache
+def _definitions(schema_dir: str, k8s_minor: str) -> Registry[Any]:
+    """The shared definitions every kind's schema refers to (1.6 MB of JSON: read once)."""
     definitions = kv.schema_contents(
         f"kubernetes-json-schema/{schema_dir}/_definitions.json", k8s_minor
     )
-    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
-    registry = Resource.from_contents(definitions) @ registry
-    return jsonschema.Draft202012Validator(schema, registry=registry)
+    return Resource.from_contents(definitions) @ Registry()
 
 
 def is_builtin(k8s_minor: str, api_version: str, kind: str) -> bool:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from builders import example_config, problem_lines, problems_of
 
+from gpufabric import render as render_module
 from gpufabric.cli import main
 from gpufabric.render import MARKER, OutputError, write_file, write_tree
 
@@ -80,21 +81,43 @@ def test_an_interrupted_render_keeps_the_previous_output(
     out = tmp_path / "out"
     assert render(out) == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    real_write = Path.write_text
+    real_create = render_module._create
     calls = {"n": 0}
 
-    def dying_write(self: Path, *args: Any, **kwargs: Any) -> int:
+    def dying_create(path: Path, content: bytes) -> None:
         calls["n"] += 1
         if calls["n"] > 5:
             raise KeyboardInterrupt
-        return real_write(self, *args, **kwargs)
+        real_create(path, content)
 
-    monkeypatch.setattr(Path, "write_text", dying_write)
+    monkeypatch.setattr(render_module, "_create", dying_create)
     with pytest.raises(KeyboardInterrupt):
         write_tree({f"objects/f{i}.yaml": "x" for i in range(20)}, out)
-    monkeypatch.setattr(Path, "write_text", real_write)
+    assert calls["n"] == 6
+    monkeypatch.undo()
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_rerender_keeps_unchanged_files_and_rewrites_changed_ones(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_tree({"objects/a.yaml": "a: 1\n", "objects/b.yaml": "b: 1\n", "c.yaml": "c\n"}, out)
+    inode = {p.name: p.stat().st_ino for p in out.rglob("*.yaml")}
+    outside = tmp_path / "backup-of-c.yaml"
+    os.link(out / "c.yaml", outside)  # the user keeps a hard link to one file
+    write_tree({"objects/a.yaml": "a: 1\n", "objects/b.yaml": "b: 2\n", "c.yaml": "c\n"}, out)
+    assert (out / "objects/a.yaml").stat().st_ino == inode["a.yaml"]  # same bytes: kept
+    assert (out / "objects/b.yaml").read_text() == "b: 2\n"
+    assert (out / "objects/b.yaml").stat().st_ino != inode["b.yaml"]
+    # A file linked elsewhere is written anew: editing the user's link never changes a render.
+    assert (out / "c.yaml").stat().st_ino != outside.stat().st_ino
+    assert outside.read_text() == "c\n"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        MARKER,
+        "c.yaml",
+        "objects/a.yaml",
+        "objects/b.yaml",
+    ]
 
 
 def test_leftovers_of_a_killed_render_are_removed_by_the_next(tmp_path: Path) -> None:
@@ -108,6 +131,18 @@ def test_leftovers_of_a_killed_render_are_removed_by_the_next(tmp_path: Path) ->
     assert render(out) == 0
     assert not left.exists()
     assert foreign.exists()
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["../escape.yaml", "/etc/escape.yaml", "objects/../../x.yaml", "a//b.yaml", "./a.yaml", ""],
+)
+def test_a_file_path_that_could_leave_the_output_is_refused(tmp_path: Path, rel: str) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(OutputError, match="outside the output directory"):
+        write_tree({"objects/ok.yaml": "x", rel: "y"}, out)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no staging left behind
 
 
 def test_runbook_out_is_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,10 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from gpufabric.config import Tenant
-from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.facts import GPU_RESOURCE, GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item
-
-GPU_RESOURCE = "nvidia.com/gpu"
 
 JOB_OPERATORS = ("mpi-operator", "training-operator")
 """Operators started with an authority's gang flags (Trainer runtimes carry theirs)."""

@@ -18,6 +18,9 @@ from typing import Any
 from gpufabric.config import StackModel
 from gpufabric.versions import Component
 
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource the GPU Operator's device plugin advertises."""
+
 
 @dataclass(frozen=True)
 class RailFacts:

@@ -16,9 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpufabric import authorities
-from gpufabric.authorities.base import GPU_RESOURCE
 from gpufabric.plan import ids
-from gpufabric.plan.facts import PlanContext
+from gpufabric.plan.facts import GPU_RESOURCE, PlanContext
 from gpufabric.plan.items import Item, K8sObject, Layer, object_item
 from gpufabric.templates import render_object
 

@@ -12,12 +12,11 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gpufabric import nccl_report
 from gpufabric.exitcodes import ExitCode
-from gpufabric.plan import LAYER_ORDER, Layer, Plan, build_plan
+from gpufabric.plan import LAYER_ORDER, Plan, build_plan
 from gpufabric.problems import Problem, StackError
 from gpufabric.stackfile import Stack
 from gpufabric.verify import cluster, expect, fleet, nccl, nodes, probe_daemonset, sweep
@@ -25,6 +24,7 @@ from gpufabric.verify.interrupts import Terminated, shielded, terminating_signal
 from gpufabric.verify.kube import Kube, KubeError, path_of
 from gpufabric.verify.results import (
     Check,
+    SuiteError,
     error,
     exit_code,
     failed,
@@ -33,146 +33,6 @@ from gpufabric.verify.results import (
     to_json,
     write_junit,
 )
-from gpufabric.verify.suite_runner import SuiteError, run_suite
-
-
-def _outputs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the JSON document instead")
-    p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML for CI")
-
-
-def _timeout_arg(p: argparse.ArgumentParser, default: float) -> None:
-    p.add_argument(
-        "--timeout",
-        type=_seconds,
-        default=default,
-        help=f"seconds the whole command may take (default {default:g}); deleting what it "
-        "created may take 30 s more",
-    )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (value > 0 and value < 7 * 24 * 3600):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds > 0 and < 7 days")
-    return value
-
-
-def _kube_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG / ~/.kube/config)")
-    p.add_argument(
-        "--context", help="kubeconfig context (default: the stack's cluster.kubeContext)"
-    )
-
-
-def add_parser(sub: Any, stack_arg: Any) -> None:
-    verify = sub.add_parser(
-        "verify",
-        help="prove a cluster built from the stack works: nodes, pods, cluster, nccl",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    vsub = verify.add_subparsers(dest="verify_command", required=True, metavar="CHECK")
-
-    p = vsub.add_parser("nodes", help="node preflight (testinfra) over ssh or probe pods")
-    stack_arg(p)
-    where = p.add_mutually_exclusive_group()
-    where.add_argument(
-        "--hosts", help="testinfra hosts, comma-separated: ssh://gpu-a,ssh://gpu-b, local://"
-    )
-    where.add_argument(
-        "--via-cluster",
-        action="store_true",
-        help="run a privileged probe DaemonSet on the GPU nodes and check through kubectl exec",
-    )
-    p.add_argument(
-        "--root",
-        default="/",
-        help="where the node's root file system is seen (default /; --via-cluster uses /host)",
-    )
-    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
-    p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
-    p.add_argument(
-        "--parallel",
-        type=int,
-        default=fleet.DEFAULT_PARALLEL,
-        help=f"hosts checked at once (default {fleet.DEFAULT_PARALLEL})",
-    )
-    p.add_argument(
-        "--host-timeout",
-        type=_seconds,
-        default=fleet.DEFAULT_HOST_TIMEOUT,
-        help=f"seconds one host's checks may take (default {fleet.DEFAULT_HOST_TIMEOUT:g})",
-    )
-    _timeout_arg(p, 1800)
-    p.add_argument(
-        "--write-expect",
-        type=Path,
-        metavar="FILE",
-        help="write the stack's expectations for running the suite with pytest directly, and exit",
-    )
-    _kube_args(p)
-    _outputs(p)
-
-    p = vsub.add_parser("pods", help="checks inside running training pods (testinfra)")
-    stack_arg(p)
-    p.add_argument(
-        "--hosts",
-        required=True,
-        help="pods as testinfra hosts: kubectl://POD?namespace=NS&container=C,...",
-    )
-    p.add_argument("--netns", default="", help="run the network checks in this netns instead")
-    _outputs(p)
-
-    p = vsub.add_parser("cluster", help="readiness of everything the stack installs (API)")
-    stack_arg(p)
-    p.add_argument(
-        "--layers",
-        type=_layers,
-        metavar="LAYER,...",
-        help="only these layers (" + ",".join(layer.value for layer in LAYER_ORDER) + "), as "
-        "after a phase of a bring-up; node GPUs are checked with gpu, RDMA with network",
-    )
-    _timeout_arg(p, 300)
-    _kube_args(p)
-    _outputs(p)
-
-    p = vsub.add_parser("nccl", help="run the NCCL acceptance MPIJob and judge it")
-    stack_arg(p)
-    p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
-    p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
-    p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
-    p.add_argument("--name", default=nccl.DEFAULT_NAME, help="MPIJob name (gpufabric-nccl)")
-    _timeout_arg(p, nccl.DEFAULT_TIMEOUT)
-    p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
-    p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
-    nccl_report.add_threshold_args(p)
-    p.add_argument(
-        "--sweep",
-        action="store_true",
-        help="find the bad nodes: rounds of two-node jobs over every GPU node, re-pairing the "
-        "members of failing pairs with proven-good nodes; a table per node and the nodes to drain",
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
-    )
-    _kube_args(p)
-    _outputs(p)
-
-
-def _layers(text: str) -> frozenset[Layer]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    known = [layer.value for layer in LAYER_ORDER]
-    bad = [n for n in names if n not in known]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown layer {', '.join(bad) or repr(text)}; accepted: {', '.join(known)}"
-        )
-    return frozenset(Layer(n) for n in names)
-
 
 HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
 _HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
@@ -301,6 +161,9 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
 
 
 def cmd_pods(plan: Plan, args: argparse.Namespace) -> int:
+    # pytest is imported only by the commands that run the suite (render stays quick).
+    from gpufabric.verify.suite_runner import run_suite
+
     exp = expect.from_facts(plan.facts)
     results = run_suite("pod", exp, _hosts(args.hosts), netns=args.netns)
     return _report(args, f"pods ({plan.stack})", results)

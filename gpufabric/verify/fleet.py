@@ -18,12 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from gpufabric.verify import nodes
+from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.expect import Expectation
 from gpufabric.verify.probe import HostProbe, Probe
 from gpufabric.verify.results import Check, error
-
-DEFAULT_PARALLEL = 32
-DEFAULT_HOST_TIMEOUT = 600.0
 
 ProbeFactory = Callable[[str], Probe]
 
@@ -128,8 +126,10 @@ def group_failures(checks: Sequence[Check]) -> list[str]:
     return lines
 
 
-def terminal_progress(stream: TextIO = sys.stderr) -> Callable[[int, int], None]:
-    """A one-line counter on a terminal; silent when the stream is not one (CI, --json)."""
+def terminal_progress(stream: TextIO | None = None) -> Callable[[int, int], None]:
+    """A one-line counter on a terminal (standard error unless given); silent when the
+    stream is not one (CI, --json)."""
+    stream = sys.stderr if stream is None else stream
     if not stream.isatty():
         return lambda _done, _total: None
 

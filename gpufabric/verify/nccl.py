@@ -19,6 +19,7 @@ from typing import Any
 from gpufabric import nccl_report
 from gpufabric.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
 from gpufabric.plan import Plan
+from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path
 
@@ -28,8 +29,8 @@ DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 MARKER = "==> gpufabric nccl-test: {test} <=="
 JOB_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
-DEFAULT_NAME = "gpufabric-nccl"
-DEFAULT_TIMEOUT = 1800
+DEFAULT_NAME = NCCL_JOB_NAME
+DEFAULT_TIMEOUT = NCCL_TIMEOUT
 
 
 def test_env(test: str, nodes: int) -> dict[str, str]:

@@ -18,6 +18,11 @@ from typing import Any, Literal
 
 from gpufabric.exitcodes import ExitCode
 
+
+class SuiteError(Exception):
+    """pytest could not run the suite (bad --hosts, missing backend tool, ...)."""
+
+
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 STATUSES: tuple[Status, ...] = ("PASS", "FAIL", "SKIP", "ERROR")
 

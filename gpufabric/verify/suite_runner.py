@@ -17,15 +17,13 @@ from typing import Any, Literal
 import pytest
 
 from gpufabric.verify.expect import Expectation
-from gpufabric.verify.results import Check, error
+from gpufabric.verify.results import Check, SuiteError, error
 from gpufabric.verify.suite import SUITE_DIR
 from gpufabric.verify.suite.plugin import Recorder
 
 SuiteKind = Literal["node", "pod"]
 
-
-class SuiteError(Exception):
-    """pytest could not run the suite (bad --hosts, missing backend tool, ...)."""
+__all__ = ["SuiteError", "SuiteKind", "run_suite"]
 
 
 class _Collector(Recorder):

@@ -22,7 +22,7 @@ from builders import REPO
 
 from gpufabric.plan import HelmChart, KustomizeOverlay
 from gpufabric.render import to_yaml
-from gpufabric.templates import YamlLoader
+from gpufabric.yamlcodec import Loader as YamlLoader
 
 SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))
 UPSTREAM = SHARED / "upstream"

@@ -1,0 +1,179 @@
+"""The arguments of ``gpufabric verify``: parsing ``--help`` or any other command never
+imports the checks (pytest, the Kubernetes client code, the NCCL parser).
+
+The defaults the checks use live here too, so the help text and the code agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from gpufabric.plan import LAYER_ORDER, Layer
+from gpufabric.plan.resolve import DEFAULT_FRACTION
+
+DEFAULT_PARALLEL = 32
+"""Hosts ``verify nodes`` checks at once."""
+DEFAULT_HOST_TIMEOUT = 600.0
+"""Seconds one host's checks may take."""
+NCCL_JOB_NAME = "gpufabric-nccl"
+NCCL_TIMEOUT = 1800
+"""Seconds ``verify nccl`` waits for its MPIJob."""
+
+_VERIFY_HELP = """\
+Prove a cluster built from the stack works: node preflight, checks inside training pods,
+readiness of everything the stack installs, and the NCCL acceptance test.
+
+exit codes: 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could not be decided, or the NCCL
+run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at all.
+"""
+
+
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the JSON document instead")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML for CI")
+
+
+def _timeout_arg(p: argparse.ArgumentParser, default: float) -> None:
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=default,
+        help=f"seconds the whole command may take (default {default:g}); deleting what it "
+        "created may take 30 s more",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and value < 7 * 24 * 3600):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds > 0 and < 7 days")
+    return value
+
+
+def _kube_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG / ~/.kube/config)")
+    p.add_argument(
+        "--context", help="kubeconfig context (default: the stack's cluster.kubeContext)"
+    )
+
+
+def add_parser(sub: Any, stack_arg: Any) -> None:
+    verify = sub.add_parser(
+        "verify",
+        help="prove a cluster built from the stack works: nodes, pods, cluster, nccl",
+        description=_VERIFY_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vsub = verify.add_subparsers(dest="verify_command", required=True, metavar="CHECK")
+
+    p = vsub.add_parser("nodes", help="node preflight (testinfra) over ssh or probe pods")
+    stack_arg(p)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--hosts", help="testinfra hosts, comma-separated: ssh://gpu-a,ssh://gpu-b, local://"
+    )
+    where.add_argument(
+        "--via-cluster",
+        action="store_true",
+        help="run a privileged probe DaemonSet on the GPU nodes and check through kubectl exec",
+    )
+    p.add_argument(
+        "--root",
+        default="/",
+        help="where the node's root file system is seen (default /; --via-cluster uses /host)",
+    )
+    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
+    p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        help=f"hosts checked at once (default {DEFAULT_PARALLEL})",
+    )
+    p.add_argument(
+        "--host-timeout",
+        type=_seconds,
+        default=DEFAULT_HOST_TIMEOUT,
+        help=f"seconds one host's checks may take (default {DEFAULT_HOST_TIMEOUT:g})",
+    )
+    _timeout_arg(p, 1800)
+    p.add_argument(
+        "--write-expect",
+        type=Path,
+        metavar="FILE",
+        help="write the stack's expectations for running the suite with pytest directly, and exit",
+    )
+    _kube_args(p)
+    _outputs(p)
+
+    p = vsub.add_parser("pods", help="checks inside running training pods (testinfra)")
+    stack_arg(p)
+    p.add_argument(
+        "--hosts",
+        required=True,
+        help="pods as testinfra hosts: kubectl://POD?namespace=NS&container=C,...",
+    )
+    p.add_argument("--netns", default="", help="run the network checks in this netns instead")
+    _outputs(p)
+
+    p = vsub.add_parser("cluster", help="readiness of everything the stack installs (API)")
+    stack_arg(p)
+    p.add_argument(
+        "--layers",
+        type=_layers,
+        metavar="LAYER,...",
+        help="only these layers (" + ",".join(layer.value for layer in LAYER_ORDER) + "), as "
+        "after a phase of a bring-up; node GPUs are checked with gpu, RDMA with network",
+    )
+    _timeout_arg(p, 300)
+    _kube_args(p)
+    _outputs(p)
+
+    p = vsub.add_parser("nccl", help="run the NCCL acceptance MPIJob and judge it")
+    stack_arg(p)
+    p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
+    p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
+    p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
+    p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
+    _timeout_arg(p, NCCL_TIMEOUT)
+    p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
+    p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
+    add_threshold_args(p)
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="find the bad nodes: rounds of two-node jobs over every GPU node, re-pairing the "
+        "members of failing pairs with proven-good nodes; a table per node and the nodes to drain",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
+    )
+    _kube_args(p)
+    _outputs(p)
+
+
+def _layers(text: str) -> frozenset[Layer]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = [layer.value for layer in LAYER_ORDER]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown layer {', '.join(bad) or repr(text)}; accepted: {', '.join(known)}"
+        )
+    return frozenset(Layer(n) for n in names)
+
+
+def add_threshold_args(p: argparse.ArgumentParser) -> None:
+    """--min-busbw / --fraction, shared by ``nccl-report`` and ``verify nccl``."""
+    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold in GB/s")
+    p.add_argument(
+        "--fraction",
+        type=float,
+        default=DEFAULT_FRACTION,
+        help="threshold as a fraction of the line rate (default 0.9)",
+    )

@@ -1,0 +1,157 @@
+"""The fast YAML and JSON paths give exactly what PyYAML's and json's general ones give:
+renders stay byte-identical whichever path produced them."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+import yaml
+from builders import SHIPPED_STACKS, example_config, plan_of
+
+from gpufabric import yamlcodec
+from gpufabric.render import indented_json, plain, render_files
+
+# Scalars whose YAML tag depends on their text: each must round-trip as the same type.
+TRICKY = [
+    "",
+    "true",
+    "True",
+    "no",
+    "off",
+    "null",
+    "~",
+    "0",
+    "0x1F",
+    "0o17",
+    "017",
+    "1_000",
+    "1e3",
+    ".inf",
+    "-.NaN",
+    "12:30",
+    "2026-11-22",
+    "@x",
+    "`y",
+    "a: b",
+    "- item",
+    "#comment",
+    "line one\nline two\n",
+    "trailing space ",
+    "ünïcödé",
+    "'quoted'",
+    '"double"',
+    "{flow}",
+    "[1, 2]",
+    "x" * 250,
+    "*alias",
+    "&anchor",
+    "!tag",
+    "%directive",
+    "|",
+    ">",
+    "=mlx5_0,mlx5_1",
+]
+
+
+def random_value(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.random()
+    if depth > 3 or pick < 0.5:
+        return rng.choice(
+            [
+                *TRICKY,
+                0,
+                -7,
+                2**40,
+                1.5,
+                -0.0,
+                1e-9,
+                True,
+                False,
+                None,
+                rng.choice(TRICKY) + rng.choice(TRICKY),
+            ]
+        )
+    if pick < 0.75:
+        return {
+            rng.choice(TRICKY) + str(i): random_value(rng, depth + 1)
+            for i in range(rng.randrange(0, 5))
+        }
+    return [random_value(rng, depth + 1) for _ in range(rng.randrange(0, 5))]
+
+
+def reference_dump(data: Any) -> str:
+    """What render wrote before the fast path: PyYAML's own representer and emitter."""
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def literal(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar(
+            "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+        )
+
+    Dumper.add_representer(str, literal)
+    return yaml.dump(data, Dumper=Dumper, sort_keys=True, default_flow_style=False, width=100)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dump_matches_pyyaml_and_loads_back(seed: int) -> None:
+    value = {"root": random_value(random.Random(seed))}
+    text = yamlcodec.dump(value)
+    assert text == reference_dump(value)
+    assert yamlcodec.load(text) == value
+    assert yamlcodec.load_simple(text) == value == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_every_rendered_file_matches_the_general_paths(stack: str) -> None:
+    plan = plan_of(example_config(stack), stack)
+    files = render_files(plan)
+    for _item, obj in plan.objects():
+        body = plain(obj.body)
+        assert yamlcodec.dump(body) == reference_dump(body)
+    doc = json.loads(files["plan.json"])
+    assert files["plan.json"] == json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x {b: 1}\nc: *x\n",  # an alias: the general constructor shares the object
+        "base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n",  # a merge key
+        "? [1, 2]\n: complex key\n",  # a key that is not a scalar
+        "when: 2026-11-22\n",  # a timestamp
+        "data: !!binary aGVsbG8=\n",
+        "",
+    ],
+)
+def test_load_simple_leaves_the_unusual_to_pyyaml(text: str) -> None:
+    try:
+        expected = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError:
+        with pytest.raises(yaml.constructor.ConstructorError):
+            yamlcodec.load_simple(text)
+        return
+    assert yamlcodec.load_simple(text) == expected
+
+
+def test_load_simple_refuses_what_safe_load_refuses() -> None:
+    with pytest.raises(yaml.YAMLError):
+        yamlcodec.load_simple("a: !!python/object:os.system ls\n")
+    with pytest.raises(yaml.YAMLError):
+        yamlcodec.load_simple("a: 1\n---\nb: 2\n")
+
+
+def test_dump_refuses_what_is_not_plain_data() -> None:
+    with pytest.raises(TypeError, match="cannot write set"):
+        yamlcodec.dump({"a": {1, 2}})
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_indented_json_is_json_dumps_indent_2(seed: int) -> None:
+    rng = random.Random(seed)
+    value = random_value(rng)
+    assert indented_json(value) == json.dumps(value, indent=2, sort_keys=True)
