@@ -16,15 +16,20 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
-from kubernetes_validate import utils as kv
-from referencing import Registry, Resource
 
 from gpufabric.render import plain
 from gpufabric.yamlcodec import Loader as YamlLoader
+
+if TYPE_CHECKING:
+    import jsonschema
+    from referencing import Registry
+
+# jsonschema, referencing and the bundled Kubernetes schemas are imported by the functions
+# that validate: a Report can be read (e.g. handed back by a background validation)
+# without loading them.
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,10 @@ class Report:
 @functools.cache
 def _core_validator(k8s_minor: str, api_version: str, kind: str) -> jsonschema.Validator | None:
     """A strict validator for a built-in kind, or None if the kind is not built in."""
+    import jsonschema
+    from kubernetes_validate import utils as kv
+    from referencing import Resource
+
     versions = [v for v in kv.all_versions() if kv.major_minor(v) <= kv.major_minor(k8s_minor)]
     if not versions:
         raise ValueError(f"no bundled Kubernetes schemas for {k8s_minor}")
@@ -82,6 +91,9 @@ def _core_validator(k8s_minor: str, api_version: str, kind: str) -> jsonschema.V
 @functools.cache
 def _definitions(schema_dir: str, k8s_minor: str) -> Registry[Any]:
     """The shared definitions every kind's schema refers to (1.6 MB of JSON: read once)."""
+    from kubernetes_validate import utils as kv
+    from referencing import Registry, Resource
+
     definitions = kv.schema_contents(
         f"kubernetes-json-schema/{schema_dir}/_definitions.json", k8s_minor
     )
@@ -155,6 +167,8 @@ class CrdIndex:
 @functools.cache
 def load_crds(directory: Path) -> CrdIndex:
     """Every CustomResourceDefinition in YAML files under ``directory``."""
+    import jsonschema
+
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     sources: dict[tuple[str, str], str] = {}
     for path in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
@@ -199,13 +213,12 @@ def validate_objects(
     report = Report()
     crds = load_crds(crd_dir.resolve()) if crd_dir is not None else None
     for raw in objects:
-        obj = plain(raw)
-        where = _where(obj)
-        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        where = _where(raw)
+        api_version, kind = str(raw.get("apiVersion", "")), str(raw.get("kind", ""))
         core = _core_validator(k8s_minor, api_version, kind)
         if core is not None:
             report.checked_core += 1
-            report.errors.extend(_errors(core, obj, where))
+            report.errors.extend(_errors(core, plain(raw), where))
             continue
         if crds is None:
             report.unchecked.append(where)
@@ -219,5 +232,5 @@ def validate_objects(
             report.unchecked_reasons.add(reason)
             continue
         report.checked_custom += 1
-        report.errors.extend(_errors(custom, obj, where))
+        report.errors.extend(_errors(custom, plain(raw), where))
     return report

@@ -7,13 +7,18 @@ rendered document is parsed back as YAML and checked to be one Kubernetes object
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
+import os
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.bccache
 import yaml
 
 from gpufabric import yamlcodec
@@ -41,17 +46,67 @@ def _to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """Templates compiled by an earlier run, kept in the user's cache directory: compiling
+    them is a tenth of a large render. Jinja checks each entry against the template's
+    source and the Python version; a cache that cannot be read or written is skipped."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def cache_dir() -> Path | None:
+    """``$XDG_CACHE_HOME/gpufabric`` (default ``~/.cache/gpufabric``), when it is ours and
+    private; None when there is no such place."""
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        directory = Path(base) / "gpufabric" / "templates"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = directory.stat()
+    except (OSError, RuntimeError):  # no home, read-only, not a directory
+        return None
+    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+        return None  # someone else could plant code there
+    return directory
+
+
+_OPTIONS: dict[str, Any] = {
+    "undefined": jinja2.StrictUndefined,
+    "autoescape": False,
+    "keep_trailing_newline": True,
+    "auto_reload": False,  # templates are package data: no stat per render
+    "trim_blocks": True,
+    "lstrip_blocks": True,
+}
+
+
+@functools.cache
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    directory = cache_dir()
+    if directory is None:
+        return None
+    # Compiled code depends on the options and Jinja's version, not only on the source
+    # (which Jinja checks): both name the entries.
+    fingerprint = hashlib.sha256(
+        repr((jinja2.__version__, sorted((k, repr(v)) for k, v in _OPTIONS.items()))).encode()
+    ).hexdigest()[:16]
+    return _CompiledTemplates(str(directory), pattern=f"{fingerprint}-%s.cache")
+
+
 @functools.cache
 def environment(directory: Path = TEMPLATES_DIR) -> jinja2.Environment:
     """Templates under ``directory``: strict about undefined names, values via ``json``."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        auto_reload=False,  # templates are package data: no stat per render
-        trim_blocks=True,
-        lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(),
+        **_OPTIONS,
     )
     env.filters["json"] = _to_json
     return env
