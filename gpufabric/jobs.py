@@ -198,7 +198,7 @@ def mpirun_command(
 ) -> list[str]:
     """mpirun over every GPU; NCCL variables are exported to the ranks explicitly, since ranks
     started over ssh do not inherit the worker container's environment. ``env`` adds
-    variables set for this run only (``-x NAME=value``)."""
+    variables set for this run only (``-x NAME=value``, in place of the pod's value)."""
     args = [
         "mpirun",
         "--allow-run-as-root",
@@ -210,7 +210,8 @@ def mpirun_command(
         "slot",
     ]
     for var in sorted(w.contract.nccl_env):
-        args += ["-x", var]
+        if var not in (env or {}):
+            args += ["-x", var]
     for var, value in sorted((env or {}).items()):
         args += ["-x", f"{var}={value}"]
     args += ["-x", "LD_LIBRARY_PATH", "-x", "PATH", *program]

@@ -713,17 +713,32 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
 
 
 def expectation(
-    facts: Facts | None, min_busbw: float | None, fraction: float = DEFAULT_FRACTION
+    facts: Facts | None,
+    min_busbw: float | None,
+    fraction: float = DEFAULT_FRACTION,
+    rails: int | None = None,
 ) -> Expectation:
     """From the stack's resolved facts and the command line: the threshold is --min-busbw,
-    or ``fraction`` of the node's line rate (the Plan's acceptance facts)."""
+    or ``fraction`` of the node's line rate (the Plan's acceptance facts). With ``rails``,
+    for a run restricted to that many rails: the line rate and --min-busbw scale with
+    them."""
     if facts is None:
         if min_busbw is None:
             return Expectation()
         return Expectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
     acceptance = facts.acceptance.at_fraction(fraction)
+    if rails is not None and rails != acceptance.rails:
+        share = rails / acceptance.rails
+        acceptance = acceptance.on_rails(rails)
+        if min_busbw is not None:
+            min_busbw = round(min_busbw * share, 2)
     if min_busbw is not None:
-        threshold, source = min_busbw, "--min-busbw"
+        source = (
+            "--min-busbw"
+            if rails is None
+            else f"--min-busbw x {rails}/{facts.acceptance.rails} rails"
+        )
+        threshold = min_busbw
     else:
         threshold, source = acceptance.threshold_gbps, acceptance.threshold_source
     return Expectation(

@@ -48,6 +48,8 @@ class Log:
     busbw: float = 370.0
     layer: str = "IB"  # IB | RoCE
     hcas: int = 8
+    first_hca: int = 0
+    """NCCL numbers the HCAs it uses from 0; their names are mlx5_<first_hca + i>."""
     network: str = "IB"
     gdr: bool = True
     per_iter: bool = False  # -I 1
@@ -95,7 +97,7 @@ class Log:
         nodes = len(self.hosts)
         out: list[str] = []
         host = self.hosts[0]
-        devs = " ".join(f"[{i}]mlx5_{i}:1/{self.layer}" for i in range(self.hcas))
+        devs = " ".join(f"[{i}]mlx5_{self.first_hca + i}:1/{self.layer}" for i in range(self.hcas))
         if self.network == "IB":
             out.append(
                 f"{host}:1000:1000 [0] NCCL INFO NET/IB : Using {devs} [RO]; OOB eth0:10.0.0.1<0>"

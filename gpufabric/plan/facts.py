@@ -179,6 +179,12 @@ class Acceptance:
     threshold_gbps: float
     threshold_source: str
 
+    def on_rails(self, rails: int) -> Acceptance:
+        """The same fabric when a run may use only ``rails`` of its rails (a sweep's
+        one-rail jobs): the line rate, and so the threshold, scale with them."""
+        one = replace(self, rails=rails, line_rate_gbytes=rails * self.link_rate_gbps / 8)
+        return one.at_fraction(self.fraction)
+
     def at_fraction(self, fraction: float) -> Acceptance:
         """The same fabric judged against another share of its line rate."""
         return replace(
@@ -187,7 +193,7 @@ class Acceptance:
             threshold_gbps=round(fraction * self.line_rate_gbytes, 2),
             threshold_source=(
                 f"{fraction:g} x line rate {self.line_rate_gbytes:g} GB/s "
-                f"({self.rails} rails x {self.link_rate_gbps} Gb/s)"
+                f"({self.rails} rail{'s' if self.rails != 1 else ''} x {self.link_rate_gbps} Gb/s)"
             ),
         )
 

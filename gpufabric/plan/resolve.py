@@ -16,7 +16,8 @@ derived value, decided here once.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from gpufabric import authorities
 from gpufabric.config import HOSTNAME_LABEL, Fabric, Rail, Roce, StackModel
@@ -178,11 +179,37 @@ def nccl_env(fabric: Fabric, facts: FabricFacts) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def networks_annotation(facts: FabricFacts, tenant_namespace: str) -> str:
-    """Value of k8s.v1.cni.cncf.io/networks attaching every rail with a stable name."""
+def networks_annotation(
+    facts: FabricFacts, tenant_namespace: str, rails: Sequence[RailFacts] | None = None
+) -> str:
+    """Value of k8s.v1.cni.cncf.io/networks attaching every rail (or ``rails``) with a
+    stable name."""
     ns = facts.networks_namespace or tenant_namespace
-    entries = [{"name": r.nad, "namespace": ns, "interface": r.pod_interface} for r in facts.rails]
+    entries = [
+        {"name": r.nad, "namespace": ns, "interface": r.pod_interface}
+        for r in (facts.rails if rails is None else rails)
+    ]
     return json.dumps(entries, separators=(",", ":"))
+
+
+def on_one_rail(facts: FabricFacts, contract: TenantContract, rail: str) -> TenantContract:
+    """A tenant's pod contract narrowed to one rail: only that rail's network and RDMA
+    device are attached, so NCCL can use no other (and, where the stack pins HCA names,
+    ``NCCL_IB_HCA`` names only that rail's). ValueError for a rail the fabric lacks."""
+    found = [r for r in facts.rails if r.name == rail]
+    if not found:
+        known = ", ".join(r.name for r in facts.rails)
+        raise ValueError(f"no rail {rail!r} in this fabric (rails: {known})")
+    one = found[0]
+    env = dict(contract.nccl_env)
+    if "NCCL_IB_HCA" in env and one.hca:
+        env["NCCL_IB_HCA"] = "=" + one.hca
+    return replace(
+        contract,
+        networks=networks_annotation(facts, contract.namespace, [one]),
+        rdma_resources={one.resource: 1} if one.resource is not None else {},
+        nccl_env=env,
+    )
 
 
 def job_kinds(model: StackModel) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from gpufabric import nccl_report
@@ -201,9 +202,31 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         outcome = nccl.run_job(kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep)
         return nccl.judge(outcome, exp)
 
+    rails = [r.name for r in plan.facts.fabric.rails]
+    rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
+
+    def run_rail_pair(
+        pair: tuple[str, str], rail: str, round_: int, index: int
+    ) -> nccl_report.Report:
+        job = nccl.acceptance_job(
+            plan,
+            args.tenant,
+            2,
+            args.image,
+            f"{args.name}-r{round_}-{index}",
+            pin_nodes=pair,
+            rail=rail,
+        )
+        created.append(job)
+        outcome = nccl.run_job(kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep)
+        return nccl.judge(outcome, rail_exp)
+
     _progress(f"sweep over {len(names)} GPU nodes, {concurrency} jobs at a time")
     try:
         report = sweep.sweep(names, run_pair, concurrency)
+        if report.bad and len(rails) > 1:
+            _progress(f"each rail of {', '.join(report.bad)} alone")
+            sweep.localize_rails(report, rails, run_rail_pair, concurrency, rail_exp.threshold_gbps)
     finally:
         if not args.keep:
             with shielded(), kube.grace():
@@ -215,10 +238,26 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     if args.json:
         doc = {
             "rounds": report.rounds,
+            "railRounds": report.rail_rounds,
+            "railThreshold": report.rail_threshold_gbps,
             "drain": report.bad,
             "notLocalized": report.unknown,
             "nodes": {
-                n: {"verdict": r.verdict, "busbw": r.busbw, "network": r.network, "pairs": r.pairs}
+                n: {
+                    "verdict": r.verdict,
+                    "busbw": r.busbw,
+                    "network": r.network,
+                    "pairs": r.pairs,
+                    **(
+                        {
+                            "rails": {rail: asdict(res) for rail, res in r.rails.items()},
+                            "failingRails": r.failing_rails,
+                            "diagnosis": sweep.diagnosis(r),
+                        }
+                        if r.rails
+                        else {}
+                    ),
+                }
                 for n, r in sorted(report.nodes.items())
             },
         }

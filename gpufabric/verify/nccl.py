@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufabric import nccl_report
 from gpufabric.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
 from gpufabric.plan import Plan
+from gpufabric.plan.resolve import on_one_rail
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path
@@ -40,11 +41,12 @@ def test_env(test: str, nodes: int) -> dict[str, str]:
     return env
 
 
-def launcher_script(w: Wiring, nodes: int) -> str:
-    """Run every test even when one fails; exit non-zero when any did."""
+def launcher_script(w: Wiring, nodes: int, env: Mapping[str, str] | None = None) -> str:
+    """Run every test even when one fails; exit non-zero when any did. ``env`` overrides
+    the pods' NCCL variables for these runs."""
     steps = ["rc=0"]
     for test in TESTS:
-        cmd = mpirun_command(w, nodes, [test, *SIZES], test_env(test, nodes))
+        cmd = mpirun_command(w, nodes, [test, *SIZES], {**test_env(test, nodes), **(env or {})})
         steps.append(f"echo {shlex.quote(MARKER.format(test=test))}")
         steps.append(f"{shlex.join(cmd)} || rc=1")
     steps.append("exit $rc")
@@ -58,14 +60,21 @@ def acceptance_job(
     image: str | None = None,
     name: str = DEFAULT_NAME,
     pin_nodes: tuple[str, ...] = (),
+    rail: str | None = None,
 ) -> dict[str, Any]:
     """The MPIJob ``verify nccl`` submits; StackError naming the option when it cannot run.
-    With ``pin_nodes`` its workers run on exactly those nodes (a sweep's pair)."""
+    With ``pin_nodes`` its workers run on exactly those nodes (a sweep's pair); with
+    ``rail`` its pods attach only that rail, and NCCL can use no other."""
     req = JobRequest(tenant=tenant, kind="mpijob", nodes=nodes, image=image, name=name)
     w = wiring_for(plan, req)
+    overrides: dict[str, str] = {}
+    if rail is not None:
+        narrow = on_one_rail(plan.facts.fabric, w.contract, rail)
+        overrides = {k: v for k, v in narrow.nccl_env.items() if w.contract.nccl_env.get(k) != v}
+        w = replace(w, contract=narrow)
     job = mpijob(w, name, nodes, image or plan.components["training-image"].image_ref or "", [])
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    launcher["command"] = ["/bin/bash", "-c", launcher_script(w, nodes)]
+    launcher["command"] = ["/bin/bash", "-c", launcher_script(w, nodes, overrides)]
     job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
     if pin_nodes:
         worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]

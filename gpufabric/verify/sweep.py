@@ -1,4 +1,4 @@
-"""Find the bad nodes: rounds of disjoint two-node NCCL acceptance jobs.
+"""Find the bad nodes, then their bad rails: rounds of disjoint two-node NCCL jobs.
 
 Round 1 pairs every GPU node with another and runs the pairs side by side (as many at once
 as the tenant's GPU quota admits). A pair that passes proves both nodes good; the members of
@@ -10,11 +10,19 @@ Rounds for k bad nodes out of N (at most 2k suspects after round 1, each needing
 partner): 2 rounds when N >= 4k; otherwise 1 + ceil(2k / (N - 2k)) rounds, the proven-good
 nodes partnering suspects in turns. With no pair passing in round 1 nothing can be localized
 (every node is reported unknown).
+
+Then each bad node runs one job per rail with a proven-good partner, its pods attached to
+that rail alone, judged against one rail's share of the line rate: a rail that fails alone
+is the link to look at (cable, transceiver, switch port); a node whose every rail passes
+alone fails only when they all run together (PCIe, NUMA, GPU placement). A node is in one
+job at a time, so these take R x ceil(k / m) more rounds for R rails, m being the smaller of
+the jobs the quota admits at once and the good nodes.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +31,18 @@ from gpufabric.nccl_report import Report
 Pair = tuple[str, str]
 RunPair = Callable[[Pair, int, int], Report]
 """Run one two-node acceptance job (pair, round, index) and return its report."""
+RunRailPair = Callable[[Pair, str, int, int], Report]
+"""Run one two-node job on one rail ((node, good partner), rail, round, index)."""
+
+
+@dataclass
+class RailResult:
+    """One rail of a bad node, run alone with a proven-good partner."""
+
+    verdict: str  # PASS | FAIL | INCONCLUSIVE
+    busbw: float | None
+    network: str | None
+    partner: str
 
 
 @dataclass
@@ -34,12 +54,20 @@ class NodeResult:
     network: str | None = None
     pairs: list[tuple[int, str, str]] = field(default_factory=list)
     """(round, partner, pair verdict)."""
+    rails: dict[str, RailResult] = field(default_factory=dict)
+    """Per rail, for a bad node once :func:`localize_rails` ran."""
+
+    @property
+    def failing_rails(self) -> list[str]:
+        return [r for r, res in self.rails.items() if res.verdict == "FAIL"]
 
 
 @dataclass
 class SweepReport:
     nodes: dict[str, NodeResult]
     rounds: int
+    rail_rounds: int = 0
+    rail_threshold_gbps: float | None = None
 
     @property
     def bad(self) -> list[str]:
@@ -60,13 +88,40 @@ def rounds_needed(nodes: int, bad: int) -> int:
     return 1 + -(-2 * bad // good)
 
 
-def _record(result: NodeResult, round_: int, partner: str, report: Report) -> None:
-    result.pairs.append((round_, partner, report.verdict))
+def rail_rounds_needed(rails: int, bad: int, concurrency: int, good: int) -> int:
+    """Rounds of one-rail jobs for ``bad`` nodes: each node runs one rail at a time."""
+    at_once = min(concurrency, good)
+    if bad == 0 or rails == 0:
+        return 0
+    if at_once <= 0:
+        return 0  # no proven-good partner
+    return rails * -(-bad // at_once)
+
+
+def _busbw(report: Report) -> tuple[float | None, str | None]:
+    busbw: float | None = None
+    network: str | None = None
     for run in report.runs:
         if run.busbw_max_gbps is not None:
-            result.busbw = max(result.busbw or 0.0, run.busbw_max_gbps)
+            busbw = max(busbw or 0.0, run.busbw_max_gbps)
         if run.transport.network:
-            result.network = run.transport.network
+            network = run.transport.network
+    return busbw, network
+
+
+def _record(result: NodeResult, round_: int, partner: str, report: Report) -> None:
+    result.pairs.append((round_, partner, report.verdict))
+    busbw, network = _busbw(report)
+    if busbw is not None:
+        result.busbw = max(result.busbw or 0.0, busbw)
+    if network:
+        result.network = network
+
+
+def _run_round(jobs: Sequence[Callable[[], Report]], concurrency: int) -> list[Report]:
+    with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        return [f.result() for f in futures]
 
 
 def sweep(
@@ -81,9 +136,8 @@ def sweep(
     suspects: list[str] = []
 
     def run_round(pairs: list[Pair], round_: int) -> list[tuple[Pair, Report]]:
-        with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
-            return [(pair, f.result()) for pair, f in zip(pairs, futures, strict=True)]
+        jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
+        return list(zip(pairs, _run_round(jobs, concurrency), strict=True))
 
     ordered = list(nodes)
     first = [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
@@ -114,14 +168,89 @@ def sweep(
     return SweepReport(results, round_)
 
 
+def localize_rails(
+    report: SweepReport,
+    rails: Sequence[str],
+    run_rail_pair: RunRailPair,
+    concurrency: int,
+    threshold_gbps: float | None = None,
+) -> None:
+    """Run every rail of every bad node alone with a proven-good partner; fills each bad
+    node's ``rails`` and the report's ``rail_rounds``. A node is in one job at a time."""
+    good = sorted(n for n, r in report.nodes.items() if r.verdict == "GOOD")
+    pending = {node: list(rails) for node in report.bad}
+    report.rail_threshold_gbps = threshold_gbps
+    if not good or not rails:
+        return
+    at_once = max(1, min(concurrency, len(good)))
+    round_ = report.rounds
+    while any(pending.values()):
+        round_ += 1
+        ready = [node for node, todo in pending.items() if todo][:at_once]
+        batch = [(node, pending[node].pop(0)) for node in ready]
+        jobs = [
+            functools.partial(run_rail_pair, (node, good[i]), rail, round_, i)
+            for i, (node, rail) in enumerate(batch)
+        ]
+        for i, ((node, rail), result) in enumerate(
+            zip(batch, _run_round(jobs, concurrency), strict=True)
+        ):
+            busbw, network = _busbw(result)
+            report.nodes[node].rails[rail] = RailResult(result.verdict, busbw, network, good[i])
+        report.rail_rounds += 1
+
+
+def diagnosis(result: NodeResult) -> str:
+    """What a bad node's rails say about where to look."""
+    if not result.rails:
+        return ""
+    failing = result.failing_rails
+    if failing:
+        return (
+            f"{', '.join(failing)} {'fails' if len(failing) == 1 else 'fail'} alone: check "
+            "the cable, transceiver and switch port"
+        )
+    if all(r.verdict == "PASS" for r in result.rails.values()):
+        return (
+            "every rail passes alone: it fails only with all rails together (PCIe, NUMA, "
+            "GPU-NIC placement), not on a link"
+        )
+    return "some rails could not be judged alone"
+
+
 def format_table(report: SweepReport) -> str:
-    lines = [f"NCCL sweep: {len(report.nodes)} nodes in {report.rounds} rounds"]
+    rounds = f"{report.rounds} rounds"
+    if report.rail_rounds:
+        rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
+    lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}"]
     lines.append(f"  {'node':<24} {'verdict':<8} {'busbw GB/s':>10}  transport  pairs")
     for name in sorted(report.nodes):
         r = report.nodes[name]
         bw = f"{r.busbw:g}" if r.busbw is not None else "-"
         pairs = "; ".join(f"r{rd} {p} {v}" for rd, p, v in r.pairs)
         lines.append(f"  {name:<24} {r.verdict:<8} {bw:>10}  {r.network or '?':<9}  {pairs}")
+    railed = [n for n in report.bad if report.nodes[n].rails]
+    if railed:
+        limit = (
+            f"; threshold {report.rail_threshold_gbps:g} GB/s"
+            if report.rail_threshold_gbps is not None
+            else ""
+        )
+        lines.append("")
+        lines.append(
+            f"rails of the nodes to drain (each alone, with a proven-good partner{limit}):"
+        )
+        lines.append(
+            f"  {'node':<24} {'rail':<10} {'verdict':<12} {'busbw GB/s':>10}  transport  partner"
+        )
+        for name in railed:
+            for rail, res in report.nodes[name].rails.items():
+                bw = f"{res.busbw:g}" if res.busbw is not None else "-"
+                lines.append(
+                    f"  {name:<24} {rail:<10} {res.verdict:<12} {bw:>10}  "
+                    f"{res.network or '?':<9}  {res.partner}"
+                )
+            lines.append(f"  {name}: {diagnosis(report.nodes[name])}")
     if report.bad:
         lines.append(f"drain: {', '.join(report.bad)}")
     if report.unknown:
@@ -129,4 +258,14 @@ def format_table(report: SweepReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["NodeResult", "SweepReport", "format_table", "rounds_needed", "sweep"]
+__all__ = [
+    "NodeResult",
+    "RailResult",
+    "SweepReport",
+    "diagnosis",
+    "format_table",
+    "localize_rails",
+    "rail_rounds_needed",
+    "rounds_needed",
+    "sweep",
+]

@@ -7,9 +7,42 @@ import pytest
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric import nccl_report
-from gpufabric.verify.sweep import format_table, rounds_needed, sweep
+from gpufabric.verify.sweep import (
+    diagnosis,
+    format_table,
+    localize_rails,
+    rail_rounds_needed,
+    rounds_needed,
+    sweep,
+)
 
 EXP = IB_8X400
+RAILS = [f"rail{i}" for i in range(8)]
+RAIL_EXP = nccl_report.Expectation(
+    rdma=True,
+    link_layer="IB",
+    threshold_gbps=45.0,
+    threshold_source="0.9 x line rate 50 GB/s (1 rail x 400 Gb/s)",
+    gpus_per_node=8,
+    line_rate_gbytes=50.0,
+)
+"""One of the eight rails alone (what verify nccl --sweep judges a one-rail job by)."""
+
+
+def rail_operator(slow: set[str], slow_rail: dict[str, str]):  # type: ignore[no-untyped-def]
+    """Fake one-rail jobs: a good rail carries 46 GB/s of its 50; the slow rail of a node
+    28 GB/s; a slow node (all rails fine alone) still passes each rail alone."""
+    calls: list[tuple[int, tuple[str, str], str]] = []
+
+    def run_rail_pair(
+        pair: tuple[str, str], rail: str, round_: int, index: int
+    ) -> nccl_report.Report:
+        calls.append((round_, pair, rail))
+        busbw = 28.0 if any(slow_rail.get(n) == rail for n in pair) else 46.0
+        log = Log(hosts=pair, busbw=busbw, hcas=1, first_hca=RAILS.index(rail))
+        return nccl_report.report({f"{pair[0]}+{pair[1]} {rail}": text(log)}, RAIL_EXP)
+
+    return run_rail_pair, calls
 
 
 def operator(slow: set[str], slow_rail: set[str] = frozenset()):  # type: ignore[assignment]
@@ -60,6 +93,61 @@ def test_one_slow_rail_of_one_node_is_found() -> None:
     assert report.bad == ["n09"]
     assert report.nodes["n09"].busbw is not None
     assert report.nodes["n09"].busbw < 360
+    run_rail_pair, calls = rail_operator(set(), {"n09": "rail5"})
+    localize_rails(report, RAILS, run_rail_pair, concurrency=4, threshold_gbps=45.0)
+    n09 = report.nodes["n09"]
+    assert n09.failing_rails == ["rail5"]
+    assert n09.rails["rail5"].busbw == 28.0
+    assert n09.rails["rail0"].verdict == "PASS"
+    assert sorted(n09.rails) == RAILS
+    assert {partner for _, (_, partner), _ in calls} <= {
+        n for n, r in report.nodes.items() if r.verdict == "GOOD"
+    }
+    assert report.rail_rounds == rail_rounds_needed(8, 1, 4, 14) == 8
+    table = format_table(report)
+    assert "rail5 fails alone" in table
+    assert "threshold 45 GB/s" in table
+    assert "drain: n09" in table
+
+
+def test_a_node_slow_only_with_all_rails_together_is_told_apart() -> None:
+    nodes = [f"n{i:02d}" for i in range(16)]
+    run_pair, _ = operator({"n04"})
+    report = sweep(nodes, run_pair, concurrency=8)
+    run_rail_pair, _ = rail_operator({"n04"}, {})
+    localize_rails(report, RAILS, run_rail_pair, concurrency=8)
+    assert report.nodes["n04"].failing_rails == []
+    assert "every rail passes alone" in diagnosis(report.nodes["n04"])
+
+
+@pytest.mark.parametrize(("count", "concurrency"), [(16, 2), (64, 8)])
+def test_rails_of_three_bad_nodes_one_job_per_node_at_a_time(count: int, concurrency: int) -> None:
+    nodes = [f"n{i:02d}" for i in range(count)]
+    slow_rails = {"n01": "rail0", "n06": "rail7", "n11": "rail3"}
+    run_pair, _ = operator(set(), slow_rail=set(slow_rails))
+    report = sweep(nodes, run_pair, concurrency=concurrency)
+    assert report.bad == sorted(slow_rails)
+    run_rail_pair, calls = rail_operator(set(), slow_rails)
+    localize_rails(report, RAILS, run_rail_pair, concurrency=concurrency)
+    for node, rail in slow_rails.items():
+        assert report.nodes[node].failing_rails == [rail]
+    good = sum(1 for r in report.nodes.values() if r.verdict == "GOOD")
+    assert report.rail_rounds == rail_rounds_needed(8, 3, concurrency, good)
+    for round_ in {r for r, _, _ in calls}:
+        members = [n for r, pair, _ in calls if r == round_ for n in pair]
+        assert len(members) == len(set(members))  # a node is in one job at a time
+        assert sum(1 for r, _, _ in calls if r == round_) <= concurrency
+    assert len(calls) == 3 * 8
+
+
+def test_no_rail_jobs_without_a_good_partner() -> None:
+    nodes = ["a", "b", "c", "d"]
+    run_pair, _ = operator({"a", "c"})
+    report = sweep(nodes, run_pair, concurrency=2)
+    run_rail_pair, calls = rail_operator(set(), {})
+    localize_rails(report, RAILS, run_rail_pair, concurrency=2)
+    assert calls == []
+    assert report.rail_rounds == 0
 
 
 def test_rounds_for_k_bad_nodes_out_of_n() -> None:
@@ -68,6 +156,10 @@ def test_rounds_for_k_bad_nodes_out_of_n() -> None:
     assert rounds_needed(16, 4) == 2  # 8 good partner 8 suspects in one round
     assert rounds_needed(16, 6) == 4  # 4 good for 12 suspects: three turns
     assert rounds_needed(4, 2) == 0  # every pair may fail: nothing to compare against
+    assert rail_rounds_needed(8, 1, 4, 14) == 8  # one bad node: one rail per round
+    assert rail_rounds_needed(8, 3, 2, 10) == 16  # two jobs at a time: two turns per rail
+    assert rail_rounds_needed(8, 3, 8, 2) == 16  # two good partners limit it the same way
+    assert rail_rounds_needed(8, 0, 8, 16) == 0
 
 
 def test_nothing_localized_when_every_first_pair_fails() -> None:
@@ -90,9 +182,11 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
     from fake_kube import FakeKube
 
     from gpufabric.cli import main
+    from gpufabric.jobs import NETWORKS_ANNOTATION as NETWORKS
     from gpufabric.verify import nccl
 
     slow = "gpu-node-3"
+    one_rail_jobs: list[dict] = []  # type: ignore[type-arg]
     with FakeKube() as fake:
         for i in range(6):
             fake.add(
@@ -131,11 +225,21 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
                     },
                 }
             )
-            busbw = 40.0 if slow in pair else 95.0  # lab-roce: 2 x 400G rails, 100 GB/s line
+            template = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+            networks = json.loads(template["metadata"]["annotations"][NETWORKS])
+            if len(networks) == 1:  # a one-rail job: rail1 of the slow node is the bad link
+                rail = networks[0]["name"]
+                one_rail_jobs.append(obj)
+                busbw = 30.0 if slow in pair and rail == "rail1" else 47.0  # of 50 GB/s
+                hcas, first = 1, int(rail[-1])
+            else:  # lab-roce: 2 x 400G rails, 100 GB/s line
+                busbw, hcas, first = (40.0 if slow in pair else 95.0), 2, 0
             logs = [
                 nccl.MARKER.format(test=t)
                 + "\n"
-                + text(Log(test=t, hosts=pair, busbw=busbw, layer="RoCE", hcas=2))
+                + text(
+                    Log(test=t, hosts=pair, busbw=busbw, layer="RoCE", hcas=hcas, first_hca=first)
+                )
                 for t in nccl.TESTS
             ]
             fake_.logs[f"/api/v1/namespaces/{ns}/pods/{pod}"] = "".join(logs)
@@ -151,4 +255,21 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         assert doc["drain"] == [slow]
         assert doc["notLocalized"] == []
         assert doc["rounds"] == 2
+        assert doc["railRounds"] == 2
+        assert doc["railThreshold"] == 45.0
+        assert doc["nodes"][slow]["failingRails"] == ["rail1"]
+        assert doc["nodes"][slow]["rails"]["rail0"]["verdict"] == "PASS"
+        assert "rail1 fails alone" in doc["nodes"][slow]["diagnosis"]
         assert not [p for p in fake.objects if "/mpijobs/" in p]  # every job deleted
+    # Each one-rail job is the tenant's MPIJob with only that rail attached and named.
+    assert len(one_rail_jobs) == 2
+    for job in one_rail_jobs:
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+        rail = json.loads(worker["metadata"]["annotations"][NETWORKS])[0]["name"]
+        limits = worker["spec"]["containers"][0]["resources"]["limits"]
+        assert {k for k in limits if k.startswith("rdma/")} == {f"rdma/{rail}"}
+        script = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+            "command"
+        ][2]
+        assert f"-x NCCL_IB_HCA==mlx5_{rail[-1]}" in script
+        assert "-x NCCL_IB_HCA " not in script  # never the pods' all-rails value as well
