@@ -181,6 +181,39 @@ def cmd_cluster(plan: Plan, args: argparse.Namespace) -> int:
 
 def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
+    rails = [r.name for r in plan.facts.fabric.rails]
+    if args.dry_run:  # the jobs a sweep submits, for review; the cluster is not asked
+        from gpufabric.render import to_yaml
+
+        pair = ("<node-a>", "<node-b>")
+        jobs = [
+            nccl.acceptance_job(
+                plan, args.tenant, 2, args.image, f"{args.name}-r1-0", pin_nodes=pair
+            )
+        ]
+        if len(rails) > 1:
+            jobs.append(
+                nccl.acceptance_job(
+                    plan,
+                    args.tenant,
+                    2,
+                    args.image,
+                    f"{args.name}-r2-0",
+                    pin_nodes=pair,
+                    rail=rails[0],
+                )
+            )
+        sys.stdout.write("---\n".join(to_yaml(job) for job in jobs))
+        second = (
+            f" and, for each bad node, the second once per rail (shown for {rails[0]})"
+            if len(rails) > 1
+            else ""
+        )
+        _progress(
+            f"printed {len(jobs)} job{'s' if len(jobs) > 1 else ''}, nothing submitted: a sweep "
+            f"runs the first once per pair of GPU nodes (pinned to the pair){second}"
+        )
+        return ExitCode.OK
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     names = [
@@ -202,7 +235,6 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         outcome = nccl.run_job(kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep)
         return nccl.judge(outcome, exp)
 
-    rails = [r.name for r in plan.facts.fabric.rails]
     rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
 
     def run_rail_pair(

@@ -273,3 +273,25 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         ][2]
         assert f"-x NCCL_IB_HCA==mlx5_{rail[-1]}" in script
         assert "-x NCCL_IB_HCA " not in script  # never the pods' all-rails value as well
+
+
+def test_sweep_dry_run_prints_its_jobs_and_asks_no_cluster(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    from gpufabric.cli import main
+    from gpufabric.jobs import NETWORKS_ANNOTATION
+
+    code = main(
+        ["verify", "nccl", "--stack", "lab-roce", "--tenant", "team-vision", "--sweep",
+         "--dry-run", "--kubeconfig", str(tmp_path / "absent")]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    pair_job, rail_job = list(yaml.safe_load_all(out))
+    attached = [
+        yaml.safe_load(job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"][
+            "annotations"][NETWORKS_ANNOTATION])
+        for job in (pair_job, rail_job)
+    ]  # fmt: skip
+    assert [len(a) for a in attached] == [2, 1]
+    assert "nothing submitted" in err
