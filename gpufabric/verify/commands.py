@@ -211,7 +211,8 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         )
         _progress(
             f"printed {len(jobs)} job{'s' if len(jobs) > 1 else ''}, nothing submitted: a sweep "
-            f"runs the first once per pair of GPU nodes (pinned to the pair){second}"
+            f"runs {'the first' if second else 'it'} once per pair of GPU nodes (pinned to the "
+            f"pair){second}"
         )
         return ExitCode.OK
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
