@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from gpufabric import yamlcodec
+from gpufabric.cache import read_json, write_json
 from gpufabric.render import plain
-from gpufabric.yamlcodec import Loader as YamlLoader
 
 if TYPE_CHECKING:
     import jsonschema
@@ -107,8 +107,11 @@ def is_builtin(k8s_minor: str, api_version: str, kind: str) -> bool:
 # ------------------------------------------------------------------------ custom kinds
 
 
-def crd_to_jsonschema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a CRD openAPIV3Schema into JSON Schema with server-side strictness."""
+def crd_to_jsonschema(schema: Mapping[str, Any], *, in_place: bool = False) -> dict[str, Any]:
+    """Convert a CRD openAPIV3Schema into JSON Schema with server-side strictness (a copy,
+    unless ``in_place``: the caller owns ``schema`` and will not read it again)."""
+    if in_place and isinstance(schema, dict):
+        return _convert(schema, top=True)
     return _convert(copy.deepcopy(dict(schema)), top=True)
 
 
@@ -164,6 +167,41 @@ class CrdIndex:
         return self.validators.get((api_version, kind))
 
 
+def _crd_schemas(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    """(apiVersion, kind, JSON Schema) of every served version of every CRD in a file. Parsing
+    megabytes of CRDs is most of a render with --crd-dir, so the result is cached, keyed by
+    the file's bytes and this module's own (a change to the conversion is a new key)."""
+    data = path.read_bytes()
+    key = hashlib.sha256(_CONVERSION_KEY + data).hexdigest()
+    cached = read_json("crd-schemas", key)
+    if isinstance(cached, list) and all(
+        isinstance(e, list) and len(e) == 3 and isinstance(e[2], dict) for e in cached
+    ):
+        return [(str(a), str(k), s) for a, k, s in cached]
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    converted: set[int] = set()
+    for doc in yamlcodec.load_all_simple(data.decode("utf-8")):
+        if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc.get("spec", {})
+        group, kind = spec.get("group"), spec.get("names", {}).get("kind")
+        for version in spec.get("versions", []):
+            if not version.get("served", True):
+                continue
+            raw = (version.get("schema") or {}).get("openAPIV3Schema")
+            if raw is None:
+                continue
+            # Converted in place unless a YAML alias made versions share one schema.
+            schema = crd_to_jsonschema(raw, in_place=id(raw) not in converted)
+            converted.add(id(raw))
+            found.append((f"{group}/{version['name']}", kind, schema))
+    write_json("crd-schemas", key, [list(e) for e in found])
+    return found
+
+
+_CONVERSION_KEY = hashlib.sha256(Path(__file__).read_bytes()).digest()
+
+
 @functools.cache
 def load_crds(directory: Path) -> CrdIndex:
     """Every CustomResourceDefinition in YAML files under ``directory``."""
@@ -172,20 +210,9 @@ def load_crds(directory: Path) -> CrdIndex:
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     sources: dict[tuple[str, str], str] = {}
     for path in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
-        for doc in yaml.load_all(path.read_text(), Loader=YamlLoader):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc.get("spec", {})
-            group, kind = spec.get("group"), spec.get("names", {}).get("kind")
-            for version in spec.get("versions", []):
-                if not version.get("served", True):
-                    continue
-                raw = (version.get("schema") or {}).get("openAPIV3Schema")
-                if raw is None:
-                    continue
-                key = (f"{group}/{version['name']}", kind)
-                schemas[key] = crd_to_jsonschema(raw)
-                sources[key] = str(path)
+        for api_version, kind, converted in _crd_schemas(path):
+            schemas[(api_version, kind)] = converted
+            sources[(api_version, kind)] = str(path)
     validators = {key: jsonschema.Draft202012Validator(s) for key, s in schemas.items()}
     return CrdIndex(schemas=schemas, sources=sources, validators=validators)
 

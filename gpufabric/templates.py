@@ -11,7 +11,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import os
 import pickle
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ import jinja2.bccache
 import yaml
 
 from gpufabric import yamlcodec
+from gpufabric.cache import cache_dir
 
 
 def _manifests_dir() -> Path:
@@ -62,21 +62,6 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
             super().dump_bytecode(bucket)
 
 
-def cache_dir() -> Path | None:
-    """``$XDG_CACHE_HOME/gpufabric`` (default ``~/.cache/gpufabric``), when it is ours and
-    private; None when there is no such place."""
-    try:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        directory = Path(base) / "gpufabric" / "templates"
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = directory.stat()
-    except (OSError, RuntimeError):  # no home, read-only, not a directory
-        return None
-    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
-        return None  # someone else could plant code there
-    return directory
-
-
 _OPTIONS: dict[str, Any] = {
     "undefined": jinja2.StrictUndefined,
     "autoescape": False,
@@ -89,7 +74,7 @@ _OPTIONS: dict[str, Any] = {
 
 @functools.cache
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    directory = cache_dir()
+    directory = cache_dir("templates")
     if directory is None:
         return None
     # Compiled code depends on the options and Jinja's version, not only on the source

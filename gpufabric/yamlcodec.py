@@ -133,6 +133,23 @@ def load_simple(text: str) -> Any:
     return load(text)
 
 
+def load_all_simple(text: str) -> list[Any]:
+    """Every document of ``text``, each built as :func:`load_simple` builds one (CRDs and
+    other upstream manifests: megabytes of plain mappings)."""
+    loader = Loader(text)
+    docs: list[Any] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            try:
+                docs.append(_build(node, loader, set()))
+            except _Unusual:
+                docs.append(loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return docs
+
+
 def load_all(text: str) -> list[Any]:
     return list(yaml.load_all(text, Loader=Loader))
 
