@@ -217,11 +217,24 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         return ExitCode.OK
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
-    names = [
-        n["metadata"]["name"] for n in cluster.gpu_nodes(kube, plan.facts) if cluster.node_ready(n)
-    ]
+    names: list[str] = []
+    skipped: dict[str, list[str]] = {"cordoned": [], "notReady": []}
+    for node in cluster.gpu_nodes(kube, plan.facts):
+        name = node["metadata"]["name"]
+        if not cluster.node_ready(node):
+            skipped["notReady"].append(name)
+        elif (node.get("spec") or {}).get("unschedulable"):
+            skipped["cordoned"].append(name)  # a pinned job would wait there until it times out
+        else:
+            names.append(name)
+    for why, which in (("cordoned", skipped["cordoned"]), ("not Ready", skipped["notReady"])):
+        if which:
+            _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
     if len(names) < 2:
-        print("gpufabric verify nccl --sweep: fewer than 2 Ready GPU nodes", file=sys.stderr)
+        print(
+            "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
+            file=sys.stderr,
+        )
         return ExitCode.INCONCLUSIVE
     contract = plan.facts.tenants.get(args.tenant)
     gpus = 2 * plan.facts.nodes.gpus_per_node
@@ -275,6 +288,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             "railThreshold": report.rail_threshold_gbps,
             "drain": report.bad,
             "notLocalized": report.unknown,
+            "skipped": skipped,
             "nodes": {
                 n: {
                     "verdict": r.verdict,
@@ -297,6 +311,9 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(sweep.format_table(report))
+        for why, which in (("cordoned", skipped["cordoned"]), ("not Ready", skipped["notReady"])):
+            if which:
+                print(f"not swept ({why}): {', '.join(which)}")
     if report.bad:
         return ExitCode.FAIL
     return ExitCode.INCONCLUSIVE if report.unknown else ExitCode.OK

@@ -188,7 +188,7 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
     slow = "gpu-node-3"
     one_rail_jobs: list[dict] = []  # type: ignore[type-arg]
     with FakeKube() as fake:
-        for i in range(6):
+        for i in range(8):
             fake.add(
                 {
                     "apiVersion": "v1",
@@ -197,7 +197,11 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
                         "name": f"gpu-node-{i}",
                         "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
                     },
-                    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+                    # gpu-node-6 is cordoned, gpu-node-7 NotReady: neither is swept
+                    "spec": {"unschedulable": i == 6},
+                    "status": {
+                        "conditions": [{"type": "Ready", "status": "False" if i == 7 else "True"}]
+                    },
                 }
             )
 
@@ -256,6 +260,8 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         assert doc["notLocalized"] == []
         assert doc["rounds"] == 2
         assert doc["railRounds"] == 2
+        assert doc["skipped"] == {"cordoned": ["gpu-node-6"], "notReady": ["gpu-node-7"]}
+        assert set(doc["nodes"]) == {f"gpu-node-{i}" for i in range(6)}
         assert doc["railThreshold"] == 45.0
         assert doc["nodes"][slow]["failingRails"] == ["rail1"]
         assert doc["nodes"][slow]["rails"]["rail0"]["verdict"] == "PASS"
