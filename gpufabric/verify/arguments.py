@@ -35,13 +35,13 @@ def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML for CI")
 
 
-def _timeout_arg(p: argparse.ArgumentParser, default: float) -> None:
+def _timeout_arg(p: argparse.ArgumentParser, default: float, note: str = "") -> None:
     p.add_argument(
         "--timeout",
         type=_seconds,
         default=default,
-        help=f"seconds the whole command may take (default {default:g}); deleting what it "
-        "created may take 30 s more",
+        help=f"seconds the whole command may take (default {default:g}{note}); deleting what "
+        "it created may take 30 s more",
     )
 
 
@@ -140,7 +140,7 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
-    _timeout_arg(p, NCCL_TIMEOUT)
+    _timeout_arg(p, NCCL_TIMEOUT, "; with --sweep, each of its jobs")
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
     add_threshold_args(p)
