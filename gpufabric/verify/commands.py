@@ -34,6 +34,7 @@ from gpufabric.verify.results import (
     to_json,
     write_junit,
 )
+from gpufabric.verify.results import skipped as skipped_check
 
 HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
 _HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
@@ -281,6 +282,8 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
                         kube.delete(path_of(job))
                     except KubeError as exc:
                         _progress(f"could not delete {path_of(job)}: {exc}")
+    if args.junit:
+        write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
         doc = {
             "rounds": report.rounds,
@@ -359,6 +362,25 @@ COMMANDS: dict[str, Callable[[Plan, argparse.Namespace], int]] = {
     "nccl": cmd_nccl,
 }
 """``gpufabric verify <check>``: one handler per check, each reading the stack's Plan."""
+
+
+def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> list[Check]:
+    """The sweep as one check per node, for JUnit: GOOD passes, BAD fails (with its failing
+    rails), a node the sweep could not judge is an error, a node it left out is skipped."""
+    checks: list[Check] = []
+    for name, r in sorted(report.nodes.items()):
+        best = f"best bus bandwidth {r.busbw:g} GB/s" if r.busbw is not None else "no bandwidth"
+        pairs = "; ".join(f"round {rd} with {p}: {v}" for rd, p, v in r.pairs)
+        if r.verdict == "GOOD":
+            checks.append(passed("nccl.sweep", name, f"{best} ({pairs})"))
+        elif r.verdict == "BAD":
+            hint = sweep.diagnosis(r) or "drain the node and look at its NICs, cables and GPUs"
+            checks.append(failed("nccl.sweep", name, f"{best} ({pairs})", hint))
+        else:
+            checks.append(error("nccl.sweep", name, f"not localized ({pairs or 'no pair ran'})"))
+    for why, which in (("cordoned", skipped["cordoned"]), ("not Ready", skipped["notReady"])):
+        checks += [skipped_check("nccl.sweep", name, f"not swept: {why}") for name in which]
+    return checks
 
 
 def nccl_checks(doc: nccl_report.Report, nodes_: int) -> list[Check]:

@@ -178,6 +178,7 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
     """Six GPU nodes, one slow: every job is the tenant's pinned MPIJob, all are deleted,
     and the node to drain is named."""
     import json
+    import xml.etree.ElementTree as ET
 
     from fake_kube import FakeKube
 
@@ -250,9 +251,11 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
 
         fake.on_create.append(on_create)
         cfg = str(fake.kubeconfig(tmp_path))
+        junit = tmp_path / "sweep.xml"
         code = main(
             ["verify", "nccl", "--stack", "lab-roce", "--tenant", "team-vision", "--sweep",
-             "--kubeconfig", cfg, "--context", "fake", "--poll", "0.01", "--json"]
+             "--kubeconfig", cfg, "--context", "fake", "--poll", "0.01", "--json",
+             "--junit", str(junit)]
         )  # fmt: skip
         doc = json.loads(capsys.readouterr().out)
         assert code == 4
@@ -267,6 +270,16 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         assert doc["nodes"][slow]["rails"]["rail0"]["verdict"] == "PASS"
         assert "rail1 fails alone" in doc["nodes"][slow]["diagnosis"]
         assert not [p for p in fake.objects if "/mpijobs/" in p]  # every job deleted
+    suite = ET.parse(junit).getroot()
+    cases = {str(c.get("classname")).rpartition(".")[2]: c for c in suite.iter("testcase")}
+    assert sorted(cases) == [f"gpu-node-{i}" for i in range(8)]
+    failing = [n for n, c in cases.items() if c.find("failure") is not None]
+    assert failing == [slow]
+    assert "rail1 fails alone" in ET.tostring(cases[slow], encoding="unicode")
+    assert [n for n, c in cases.items() if c.find("skipped") is not None] == [
+        "gpu-node-6",
+        "gpu-node-7",
+    ]
     # Each one-rail job is the tenant's MPIJob with only that rail attached and named.
     assert len(one_rail_jobs) == 2
     for job in one_rail_jobs:
