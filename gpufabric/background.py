@@ -59,10 +59,18 @@ class Background(Generic[T]):
         return self._pid is not None
 
     def _start(self) -> None:
-        read, write = os.pipe()
+        try:
+            read, write = os.pipe()
+        except OSError:
+            return  # no descriptors left: compute in-process
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # process limit, memory: compute in-process
+            os.close(read)
+            os.close(write)
+            return
         if pid == 0:  # the child: compute, send, and leave without running any cleanup
             code = 1
             try:

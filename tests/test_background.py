@@ -127,3 +127,14 @@ def test_invalid_objects_write_nothing_either_way(
     assert "ResourceQuota/x" in err
     assert "nothing was written" in err
     assert not out.exists()
+
+
+@pytest.mark.usefixtures("forking")
+def test_a_refused_fork_computes_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise BlockingIOError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    with Background(lambda: os.getpid()) as job:
+        assert not job.forked
+        assert job.result() == os.getpid()
