@@ -11,6 +11,7 @@ import argparse
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -241,13 +242,17 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     gpus = 2 * plan.facts.nodes.gpus_per_node
     concurrency = max(1, (contract.gpu_limit if contract else gpus) // gpus)
     created: list[dict[str, Any]] = []
+    stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
+    wait = sweep.waiting(stop)
 
     def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
         job = nccl.acceptance_job(
             plan, args.tenant, 2, args.image, f"{args.name}-r{round_}-{index}", pin_nodes=pair
         )
         created.append(job)
-        outcome = nccl.run_job(kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep)
+        outcome = nccl.run_job(
+            kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait
+        )
         return nccl.judge(outcome, exp)
 
     rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
@@ -265,15 +270,19 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             rail=rail,
         )
         created.append(job)
-        outcome = nccl.run_job(kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep)
+        outcome = nccl.run_job(
+            kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait
+        )
         return nccl.judge(outcome, rail_exp)
 
     _progress(f"sweep over {len(names)} GPU nodes, {concurrency} jobs at a time")
     try:
-        report = sweep.sweep(names, run_pair, concurrency)
+        report = sweep.sweep(names, run_pair, concurrency, stop=stop)
         if report.bad and len(rails) > 1:
             _progress(f"each rail of {', '.join(report.bad)} alone")
-            sweep.localize_rails(report, rails, run_rail_pair, concurrency, rail_exp.threshold_gbps)
+            sweep.localize_rails(
+                report, rails, run_rail_pair, concurrency, rail_exp.threshold_gbps, stop=stop
+            )
     finally:
         if not args.keep:
             with shielded(), kube.grace():

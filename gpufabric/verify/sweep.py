@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpufabric.nccl_report import Report
+from gpufabric.verify.interrupts import shielded
 
 Pair = tuple[str, str]
 RunPair = Callable[[Pair, int, int], Report]
@@ -118,10 +120,41 @@ def _record(result: NodeResult, round_: int, partner: str, report: Report) -> No
         result.network = network
 
 
-def _run_round(jobs: Sequence[Callable[[], Report]], concurrency: int) -> list[Report]:
+class Stopped(Exception):
+    """A job's wait was cut short because the sweep is being interrupted."""
+
+
+def waiting(stop: threading.Event) -> Callable[[float], None]:
+    """A ``sleep`` for the jobs' polling loops that ends, raising :class:`Stopped`, as soon
+    as ``stop`` is set: an interrupted sweep does not wait for running jobs to finish (each
+    job still deletes what it created)."""
+
+    def sleep(seconds: float) -> None:
+        if stop.wait(seconds):
+            raise Stopped("the sweep was interrupted")
+
+    return sleep
+
+
+def _run_round(
+    jobs: Sequence[Callable[[], Report]], concurrency: int, stop: threading.Event | None
+) -> list[Report]:
+    futures: list[cf.Future[Report]] = []
     with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(job) for job in jobs]
-        return [f.result() for f in futures]
+        try:
+            # A Ctrl-C inside submit() can land in Thread.start() before the pool records
+            # the thread, which would then not be waited for: hold it until all are submitted.
+            with shielded():
+                futures += [pool.submit(job) for job in jobs]
+            return [f.result() for f in futures]
+        except BaseException:
+            # Ctrl-C, SIGTERM or a failing job: tell the running jobs to stop waiting, and
+            # drop the ones not started; leaving the block waits for the running ones' cleanup.
+            if stop is not None:
+                stop.set()
+            for f in futures:
+                f.cancel()
+            raise
 
 
 def sweep(
@@ -129,15 +162,17 @@ def sweep(
     run_pair: RunPair,
     concurrency: int,
     max_rounds: int = 16,
+    stop: threading.Event | None = None,
 ) -> SweepReport:
-    """Localize the nodes that fail the acceptance test; ``concurrency`` jobs at a time."""
+    """Localize the nodes that fail the acceptance test; ``concurrency`` jobs at a time.
+    ``stop`` is set when the sweep is interrupted (the jobs' waits should watch it)."""
     results = {n: NodeResult(n) for n in nodes}
     good: list[str] = []
     suspects: list[str] = []
 
     def run_round(pairs: list[Pair], round_: int) -> list[tuple[Pair, Report]]:
         jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
-        return list(zip(pairs, _run_round(jobs, concurrency), strict=True))
+        return list(zip(pairs, _run_round(jobs, concurrency, stop), strict=True))
 
     ordered = list(nodes)
     first = [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
@@ -174,6 +209,7 @@ def localize_rails(
     run_rail_pair: RunRailPair,
     concurrency: int,
     threshold_gbps: float | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
     """Run every rail of every bad node alone with a proven-good partner; fills each bad
     node's ``rails`` and the report's ``rail_rounds``. A node is in one job at a time."""
@@ -193,7 +229,7 @@ def localize_rails(
             for i, (node, rail) in enumerate(batch)
         ]
         for i, ((node, rail), result) in enumerate(
-            zip(batch, _run_round(jobs, concurrency), strict=True)
+            zip(batch, _run_round(jobs, concurrency, stop), strict=True)
         ):
             busbw, network = _busbw(result)
             report.nodes[node].rails[rail] = RailResult(result.verdict, busbw, network, good[i])
@@ -261,6 +297,7 @@ def format_table(report: SweepReport) -> str:
 __all__ = [
     "NodeResult",
     "RailResult",
+    "Stopped",
     "SweepReport",
     "diagnosis",
     "format_table",
@@ -268,4 +305,5 @@ __all__ = [
     "rail_rounds_needed",
     "rounds_needed",
     "sweep",
+    "waiting",
 ]

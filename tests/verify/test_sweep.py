@@ -3,6 +3,9 @@ nccl-report judges them, name exactly the slow nodes within the documented round
 
 from __future__ import annotations
 
+import signal
+import threading
+
 import pytest
 from nccllogs import IB_8X400, Log, text
 
@@ -14,6 +17,7 @@ from gpufabric.verify.sweep import (
     rail_rounds_needed,
     rounds_needed,
     sweep,
+    waiting,
 )
 
 EXP = IB_8X400
@@ -148,6 +152,36 @@ def test_no_rail_jobs_without_a_good_partner() -> None:
     localize_rails(report, RAILS, run_rail_pair, concurrency=2)
     assert calls == []
     assert report.rail_rounds == 0
+
+
+def test_an_interrupted_sweep_stops_its_running_jobs_and_each_cleans_up() -> None:
+    """Ctrl-C while jobs run: they stop waiting at once (not at their timeout), every started
+    job runs its cleanup, jobs not yet started never start, and the interrupt propagates."""
+    stop = threading.Event()
+    sleep = waiting(stop)
+    started: list[tuple[str, str]] = []
+    cleaned: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        with lock:
+            started.append(pair)
+            if len(started) == 2:  # both running jobs are waiting: Ctrl-C arrives
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        try:
+            for _ in range(300):  # a job polling its MPIJob for up to half a minute
+                sleep(0.1)
+            raise AssertionError("the job was never told to stop")
+        finally:
+            with lock:
+                cleaned.append(pair)
+
+    nodes = [f"n{i:02d}" for i in range(8)]
+    with pytest.raises(KeyboardInterrupt):
+        sweep(nodes, run_pair, concurrency=2, stop=stop)
+    assert stop.is_set()
+    assert len(started) == 2  # the other two pairs of round 1 never started
+    assert sorted(cleaned) == sorted(started)
 
 
 def test_rounds_for_k_bad_nodes_out_of_n() -> None:
