@@ -727,20 +727,16 @@ def expectation(
             return Expectation()
         return Expectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
     acceptance = facts.acceptance.at_fraction(fraction)
-    if rails is not None and rails != acceptance.rails:
-        share = rails / acceptance.rails
+    if rails is not None:
         acceptance = acceptance.on_rails(rails)
-        if min_busbw is not None:
-            min_busbw = round(min_busbw * share, 2)
-    if min_busbw is not None:
-        source = (
-            "--min-busbw"
-            if rails is None
-            else f"--min-busbw x {rails}/{facts.acceptance.rails} rails"
-        )
-        threshold = min_busbw
-    else:
+    if min_busbw is None:
         threshold, source = acceptance.threshold_gbps, acceptance.threshold_source
+    elif rails is None or rails == facts.acceptance.rails:
+        threshold, source = min_busbw, "--min-busbw"
+    else:
+        all_rails = facts.acceptance.rails
+        threshold = round(min_busbw * rails / all_rails, 2)
+        source = f"--min-busbw x {rails}/{all_rails} rails"
     return Expectation(
         rdma=acceptance.rdma,
         link_layer=acceptance.link_layer,

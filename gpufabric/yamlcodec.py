@@ -114,6 +114,13 @@ def _build(node: Node, constructor: Any, seen: set[int]) -> Any:
     raise _Unusual
 
 
+def _document(loader: Loader, node: Node) -> Any:
+    try:
+        return _build(node, loader, set())
+    except _Unusual:
+        return loader.construct_document(node)
+
+
 def load_simple(text: str) -> Any:
     """:func:`load` for the documents gpufabric's templates produce: mappings, sequences and
     plain scalars are built directly (PyYAML's general constructor costs more than the
@@ -122,15 +129,9 @@ def load_simple(text: str) -> Any:
     loader = Loader(text)
     try:
         node = loader.get_single_node()
-        if node is None:
-            return None
-        try:
-            return _build(node, loader, set())
-        except _Unusual:
-            pass
+        return None if node is None else _document(loader, node)
     finally:
         loader.dispose()
-    return load(text)
 
 
 def load_all_simple(text: str) -> list[Any]:
@@ -140,18 +141,10 @@ def load_all_simple(text: str) -> list[Any]:
     docs: list[Any] = []
     try:
         while loader.check_node():
-            node = loader.get_node()
-            try:
-                docs.append(_build(node, loader, set()))
-            except _Unusual:
-                docs.append(loader.construct_document(node))
+            docs.append(_document(loader, loader.get_node()))
     finally:
         loader.dispose()
     return docs
-
-
-def load_all(text: str) -> list[Any]:
-    return list(yaml.load_all(text, Loader=Loader))
 
 
 def _node(data: Any, dumper: _Dumper) -> Node:

@@ -181,6 +181,24 @@ def cmd_cluster(plan: Plan, args: argparse.Namespace) -> int:
     return _report(args, suite, checks)
 
 
+_SKIP_REASONS = (("cordoned", "cordoned"), ("notReady", "not Ready"))
+"""Why a GPU node is left out of a sweep: (JSON key, words)."""
+
+
+def _skipped(skipped: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """(words, nodes) for each reason some GPU nodes were left out."""
+    return [(why, skipped[key]) for key, why in _SKIP_REASONS if skipped[key]]
+
+
+def _sweep_job(
+    plan: Plan, args: argparse.Namespace, pair: tuple[str, str], round_: int, index: int,
+    rail: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The tenant's acceptance MPIJob pinned to ``pair`` (on ``rail`` alone when given)."""
+    name = f"{args.name}-r{round_}-{index}"
+    return nccl.acceptance_job(plan, args.tenant, 2, args.image, name, pin_nodes=pair, rail=rail)
+
+
 def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
     rails = [r.name for r in plan.facts.fabric.rails]
@@ -188,23 +206,9 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         from gpufabric.render import to_yaml
 
         pair = ("<node-a>", "<node-b>")
-        jobs = [
-            nccl.acceptance_job(
-                plan, args.tenant, 2, args.image, f"{args.name}-r1-0", pin_nodes=pair
-            )
-        ]
+        jobs = [_sweep_job(plan, args, pair, 1, 0)]
         if len(rails) > 1:
-            jobs.append(
-                nccl.acceptance_job(
-                    plan,
-                    args.tenant,
-                    2,
-                    args.image,
-                    f"{args.name}-r2-0",
-                    pin_nodes=pair,
-                    rail=rails[0],
-                )
-            )
+            jobs.append(_sweep_job(plan, args, pair, 2, 0, rails[0]))
         sys.stdout.write("---\n".join(to_yaml(job) for job in jobs))
         second = (
             f" and, for each bad node, the second once per rail (shown for {rails[0]})"
@@ -217,10 +221,9 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             f"pair){second}"
         )
         return ExitCode.OK
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     names: list[str] = []
-    skipped: dict[str, list[str]] = {"cordoned": [], "notReady": []}
+    skipped: dict[str, list[str]] = {key: [] for key, _ in _SKIP_REASONS}
     for node in cluster.gpu_nodes(kube, plan.facts):
         name = node["metadata"]["name"]
         if not cluster.node_ready(node):
@@ -229,9 +232,8 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             skipped["cordoned"].append(name)  # a pinned job would wait there until it times out
         else:
             names.append(name)
-    for why, which in (("cordoned", skipped["cordoned"]), ("not Ready", skipped["notReady"])):
-        if which:
-            _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
+    for why, which in _skipped(skipped):
+        _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
     if len(names) < 2:
         print(
             "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
@@ -244,36 +246,21 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     created: list[dict[str, Any]] = []
     stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
     wait = sweep.waiting(stop)
-
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
-        job = nccl.acceptance_job(
-            plan, args.tenant, 2, args.image, f"{args.name}-r{round_}-{index}", pin_nodes=pair
-        )
-        created.append(job)
-        outcome = nccl.run_job(
-            kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait
-        )
-        return nccl.judge(outcome, exp)
-
+    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
 
     def run_rail_pair(
-        pair: tuple[str, str], rail: str, round_: int, index: int
+        pair: tuple[str, str], rail: str | None, round_: int, index: int
     ) -> nccl_report.Report:
-        job = nccl.acceptance_job(
-            plan,
-            args.tenant,
-            2,
-            args.image,
-            f"{args.name}-r{round_}-{index}",
-            pin_nodes=pair,
-            rail=rail,
-        )
+        job = _sweep_job(plan, args, pair, round_, index, rail)
         created.append(job)
         outcome = nccl.run_job(
             kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait
         )
-        return nccl.judge(outcome, rail_exp)
+        return nccl.judge(outcome, exp if rail is None else rail_exp)
+
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        return run_rail_pair(pair, None, round_, index)
 
     _progress(f"sweep over {len(names)} GPU nodes, {concurrency} jobs at a time")
     try:
@@ -323,9 +310,8 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(sweep.format_table(report))
-        for why, which in (("cordoned", skipped["cordoned"]), ("not Ready", skipped["notReady"])):
-            if which:
-                print(f"not swept ({why}): {', '.join(which)}")
+        for why, which in _skipped(skipped):
+            print(f"not swept ({why}): {', '.join(which)}")
     if report.bad:
         return ExitCode.FAIL
     return ExitCode.INCONCLUSIVE if report.unknown else ExitCode.OK
@@ -387,7 +373,7 @@ def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> li
             checks.append(failed("nccl.sweep", name, f"{best} ({pairs})", hint))
         else:
             checks.append(error("nccl.sweep", name, f"not localized ({pairs or 'no pair ran'})"))
-    for why, which in (("cordoned", skipped["cordoned"]), ("not Ready", skipped["notReady"])):
+    for why, which in _skipped(skipped):
         checks += [skipped_check("nccl.sweep", name, f"not swept: {why}") for name in which]
     return checks
 
