@@ -42,15 +42,15 @@ import gc, json, sys, time
 start = time.perf_counter()
 from gpufabric import cli  # everything `gpufabric render` imports
 from gpufabric.plan import build_plan
-from gpufabric.render import check_output_dir, render_files, write_tree
-from gpufabric.stackfile import load_stack
+from gpufabric.outputs.render import check_output_dir, render_files, write_tree
+from gpufabric.model.stackfile import load_stack
 from pathlib import Path
 gc.freeze()  # as gpufabric.cli.entry does
 marks = [("imports", time.perf_counter())]
 stack = load_stack(sys.argv[1], None); marks.append(("stack", time.perf_counter()))
 plan = build_plan(stack.name, stack.model); marks.append(("plan", time.perf_counter()))
 out = check_output_dir(Path(sys.argv[2]))
-from gpufabric.schema import validate_objects  # as render does, after the plan
+from gpufabric.outputs.schema import validate_objects  # as render does, after the plan
 report = validate_objects((o.body for _, o in plan.objects()), plan.facts.kubernetes_minor)
 assert report.ok, report.errors[:3]
 marks.append(("validate", time.perf_counter()))

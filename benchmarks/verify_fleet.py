@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import nodefs
 from fleetfake import LatencyProbe
 
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import build_plan
-from gpufabric.stackfile import load_stack
 from gpufabric.verify import expect, fleet
 
 

@@ -7,7 +7,7 @@ import pulumi_kubernetes as k8s
 
 from components.layer import LayerComponent
 from components.tenants import Tenants
-from gpufabric.config import StackModel
+from gpufabric.model.config import StackModel
 from gpufabric.plan import LAYER_ORDER, Layer, Plan, ids
 
 LAYER_COMPONENTS: dict[Layer, type[LayerComponent]] = {Layer.TENANTS: Tenants}

@@ -13,10 +13,10 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from components.fabric import TrainingFabric
-from gpufabric.config import StackModel
+from gpufabric.model.config import StackModel
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import NAMESPACE, model_from_config, stack_warnings
 from gpufabric.plan import build_plan
-from gpufabric.problems import StackError
-from gpufabric.stackfile import NAMESPACE, model_from_config, stack_warnings
 
 
 def _config_keys() -> set[str]:

@@ -21,20 +21,9 @@ from typing import TYPE_CHECKING
 # Commands import what only they need (verify, diff, runbook, images, nccl-report) when
 # they run: `render` and `--help` start quickly.
 from gpufabric import __version__
-from gpufabric.background import Background
 from gpufabric.exitcodes import ExitCode
-from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
-from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
-from gpufabric.problems import StackError
-from gpufabric.render import (
-    OutputError,
-    check_output_dir,
-    render_files,
-    to_yaml,
-    write_file,
-    write_tree,
-)
-from gpufabric.stackfile import (
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import (
     Stack,
     list_stacks,
     load_stack,
@@ -42,10 +31,21 @@ from gpufabric.stackfile import (
     stack_warnings,
     stacks_dir,
 )
+from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.outputs.render import (
+    OutputError,
+    check_output_dir,
+    render_files,
+    to_yaml,
+    write_file,
+    write_tree,
+)
+from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
 
 if TYPE_CHECKING:
-    from gpufabric.schema import Report
+    from gpufabric.outputs.schema import Report
 
 MAX_LOG_BYTES = 512 << 20
 """nccl-tests logs are megabytes; a larger input is not one."""
@@ -289,7 +289,7 @@ def _crd_dir_ok(crd_dir: Path | None) -> bool:
 
 
 def _validate(plan: Plan, crd_dir: Path | None) -> Report:
-    from gpufabric.schema import validate_objects
+    from gpufabric.outputs.schema import validate_objects
 
     objects = (obj.body for _, obj in plan.objects())
     return validate_objects(objects, plan.facts.kubernetes_minor, crd_dir)
@@ -321,7 +321,7 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
-    from gpufabric import diff as semantic_diff
+    from gpufabric.outputs import diff as semantic_diff
 
     base_dir = Path(args.base)
     try:
@@ -345,7 +345,7 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
-    from gpufabric import runbook
+    from gpufabric.outputs import runbook
     from gpufabric.plan.pulls import collect
 
     text = runbook.render(build_plan(stack.name, stack.model), collect(stack.name, stack.model))
@@ -358,7 +358,7 @@ def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
-    from gpufabric import images
+    from gpufabric.outputs import images
     from gpufabric.plan.pulls import collect
 
     pulled = collect(stack.name, stack.model)
@@ -372,7 +372,7 @@ def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
-    from gpufabric import nccl_report
+    from gpufabric.verify import nccl_report
 
     if not (math.isfinite(args.fraction) and 0 < args.fraction <= 1):
         print(
@@ -425,7 +425,7 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
     if args.crd_dir is not None:
         if not _crd_dir_ok(args.crd_dir):
             return ExitCode.BAD_INPUT
-        from gpufabric.schema import validate_objects
+        from gpufabric.outputs.schema import validate_objects
 
         report = validate_objects([manifest], plan.facts.kubernetes_minor, args.crd_dir)
         if not report.ok or report.unchecked:

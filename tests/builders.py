@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.config import StackModel
+from gpufabric.model.config import StackModel
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import model_from_config
 from gpufabric.plan import HelmChart, K8sObject, Plan, build_plan
-from gpufabric.problems import StackError
-from gpufabric.stackfile import model_from_config
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO / "stacks"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gpufabric import background
-from gpufabric.background import Background
 from gpufabric.cli import main
+from gpufabric.support import background
+from gpufabric.support.background import Background
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import jinja2.bccache
 import pytest
 from builders import example_config, plan_of
 
-from gpufabric import templates
-from gpufabric.cache import cache_dir
-from gpufabric.render import render_files
+from gpufabric.outputs.render import render_files
+from gpufabric.support import templates
+from gpufabric.support.cache import cache_dir
 
 
 @pytest.fixture
@@ -117,7 +117,8 @@ def widget(size: object) -> dict[str, object]:
 def test_converted_crds_are_kept_and_give_the_same_verdicts(
     cache_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpufabric import schema, yamlcodec
+    from gpufabric.outputs import schema
+    from gpufabric.support import yamlcodec
 
     crds = tmp_path / "crds"
     crds.mkdir()

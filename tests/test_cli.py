@@ -15,9 +15,9 @@ from conftest import EXAMPLE_STACKS, REPO
 
 from gpufabric.cli import main
 from gpufabric.exitcodes import ExitCode
+from gpufabric.model.stackfile import load_stack
+from gpufabric.outputs.schema import is_builtin
 from gpufabric.plan import build_plan
-from gpufabric.schema import is_builtin
-from gpufabric.stackfile import load_stack
 
 
 def test_validate_ok(capsys: pytest.CaptureFixture[str]) -> None:

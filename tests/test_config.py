@@ -11,9 +11,9 @@ import pytest
 from builders import problems_of
 from conftest import EXAMPLE_STACKS, example_config, sections
 
-from gpufabric.config import SecretValue
-from gpufabric.problems import StackError
-from gpufabric.stackfile import load_stack, model_from_config, parse_stack_text
+from gpufabric.model.config import SecretValue
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import load_stack, model_from_config, parse_stack_text
 
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)

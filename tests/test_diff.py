@@ -228,7 +228,7 @@ def test_git_ref_is_rendered_by_that_refs_code(
 def test_a_mirror_change_of_a_chart_is_a_plain_update_and_added_items_list_only_fields(
     tmp_path: Path,
 ) -> None:
-    from gpufabric import diff as semantic_diff
+    from gpufabric.outputs import diff as semantic_diff
 
     base = {
         "plan.json": json.dumps(

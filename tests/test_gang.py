@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from builders import example_config, plan_of
 
-from gpufabric.jobs import JobRequest, job_manifest
+from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.plan import Plan
 
 KINDS = ("mpijob", "pytorchjob", "trainjob")

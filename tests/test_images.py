@@ -15,11 +15,11 @@ from conftest import EXAMPLE_STACKS, REPO, SHARED, example_config
 from kustomize_lite import build
 
 from gpufabric.cli import main
+from gpufabric.model.sources import Mirrors, full_name, split_registry, split_tag
+from gpufabric.model.versions import load_catalog
+from gpufabric.outputs.render import render_files
 from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan
 from gpufabric.plan.pulls import collect
-from gpufabric.render import render_files
-from gpufabric.sources import Mirrors, full_name, split_registry, split_tag
-from gpufabric.versions import load_catalog
 
 FIXTURES = REPO / "tests" / "fixtures" / "upstream"
 UPSTREAM_HOSTS = (

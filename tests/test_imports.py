@@ -16,15 +16,15 @@ LAYER_BUILDERS = {
     f"gpufabric.plan.{n}" for n in ("gpu", "network", "training", "scheduling", "tenants")
 }
 OUTPUT_LAYER = {
-    "gpufabric.images",
-    "gpufabric.render",
-    "gpufabric.runbook",
-    "gpufabric.diff",
+    "gpufabric.outputs.images",
+    "gpufabric.outputs.render",
+    "gpufabric.outputs.runbook",
+    "gpufabric.outputs.diff",
     "gpufabric.cli",
-    "gpufabric.jobs",
-    "gpufabric.nccl_report",
+    "gpufabric.outputs.jobs",
+    "gpufabric.verify.nccl_report",
 }
-VALIDATION = {"gpufabric.config", "gpufabric.validation", "gpufabric.stackfile"}
+VALIDATION = {"gpufabric.model.config", "gpufabric.model.validation", "gpufabric.model.stackfile"}
 
 
 def module_name(path: Path) -> str:

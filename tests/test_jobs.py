@@ -13,10 +13,10 @@ from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.authorities import kueue, volcano
 from gpufabric.cli import main
-from gpufabric.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.model.stackfile import model_from_config
+from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import Plan, build_plan
-from gpufabric.schema import validate_objects
-from gpufabric.stackfile import model_from_config
 
 
 def setup(config: dict[str, Any]) -> tuple[Plan, Any]:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from nccllogs import IB_8X400, Log, kubectl_prefix, mpich, openmpi, slurm, text
 
-from gpufabric import nccl_report
 from gpufabric.cli import main
-from gpufabric.nccl_report import Expectation
+from gpufabric.verify import nccl_report
+from gpufabric.verify.nccl_report import Expectation
 
 IB = IB_8X400
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from gpufabric import nccl_report
 from gpufabric.cli import main
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import build_plan
-from gpufabric.stackfile import load_stack
+from gpufabric.verify import nccl_report
 
 LOGS = REPO / "tests" / "fixtures" / "nccl"
 

@@ -12,10 +12,10 @@ import yaml
 from builders import example_config, plan_of
 from conftest import EXAMPLE_STACKS
 
-from gpufabric.config import SecretValue
+from gpufabric.model.config import SecretValue
+from gpufabric.model.stackfile import load_stack
+from gpufabric.outputs.render import render_files, write_tree
 from gpufabric.plan import HelmChart, Item, K8sObject, Layer, SecretRef, build_plan
-from gpufabric.render import render_files, write_tree
-from gpufabric.stackfile import load_stack
 
 
 def _render(name: str, out: Path) -> dict[str, bytes]:

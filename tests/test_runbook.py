@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from conftest import EXAMPLE_STACKS, REPO, example_config, sections
 
-from gpufabric import nccl_report
 from gpufabric.cli import main, parser
-from gpufabric.config import Roce
+from gpufabric.model.config import Roce
+from gpufabric.model.stackfile import load_stack, model_from_config
+from gpufabric.outputs.runbook import render
 from gpufabric.plan import build_plan
 from gpufabric.plan.pulls import collect
-from gpufabric.runbook import render
-from gpufabric.stackfile import load_stack, model_from_config
+from gpufabric.verify import nccl_report
 
 RUNBOOKS = REPO / "docs" / "runbooks"
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from builders import example_config, problem_lines, problems_of
 
-from gpufabric import render as render_module
 from gpufabric.cli import main
-from gpufabric.render import MARKER, OutputError, write_file, write_tree
+from gpufabric.outputs import render as render_module
+from gpufabric.outputs.render import MARKER, OutputError, write_file, write_tree
 
 
 def render(out: Path | str, stack: str = "kind-dev") -> int:
@@ -384,7 +384,7 @@ def test_every_stack_in_the_stacks_directory_validates() -> None:
     tests select the shipped stacks by name, so they never judge a user's stack)."""
     from builders import STACKS_DIR
 
-    from gpufabric.stackfile import list_stacks, load_stack
+    from gpufabric.model.stackfile import list_stacks, load_stack
 
     for name in list_stacks(STACKS_DIR):
         load_stack(name, STACKS_DIR)

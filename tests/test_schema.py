@@ -10,9 +10,9 @@ import pytest
 import yaml
 from conftest import EXAMPLE_STACKS
 
+from gpufabric.model.stackfile import load_stack
+from gpufabric.outputs.schema import crd_to_jsonschema, load_crds, validate_objects
 from gpufabric.plan import build_plan
-from gpufabric.schema import crd_to_jsonschema, load_crds, validate_objects
-from gpufabric.stackfile import load_stack
 
 
 def _cm(**extra: Any) -> dict[str, Any]:

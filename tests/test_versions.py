@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from conftest import sections
 
-from gpufabric.problems import StackError
-from gpufabric.stackfile import model_from_config
-from gpufabric.versions import check_versions, effective_components, load_catalog
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import model_from_config
+from gpufabric.model.versions import check_versions, effective_components, load_catalog
 
 
 def problems_of(config: dict[str, Any]) -> dict[str, str]:
@@ -81,7 +81,7 @@ def test_kubernetes_version_outside_the_supported_range(lab: dict[str, Any]) -> 
 
 
 def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> None:
-    from gpufabric.versions import undocumented_gpudirect_pair
+    from gpufabric.model.versions import undocumented_gpudirect_pair
 
     warning = undocumented_gpudirect_pair({})  # the pins: GPU Operator 26.7 + NO 26.4
     assert warning is not None
@@ -92,7 +92,7 @@ def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> Non
 
 
 def test_stack_warnings_carry_the_pair_only_with_rdma(lab: dict[str, Any]) -> None:
-    from gpufabric.stackfile import stack_warnings
+    from gpufabric.model.stackfile import stack_warnings
 
     assert any(
         "GPUDirect RDMA" in p.message

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from builders import SHIPPED_STACKS, example_config, plan_of
 
-from gpufabric import yamlcodec
-from gpufabric.render import indented_json, plain, render_files
+from gpufabric.outputs.render import indented_json, plain, render_files
+from gpufabric.support import yamlcodec
 
 # Scalars whose YAML tag depends on their text: each must round-trip as the same type.
 TRICKY = [

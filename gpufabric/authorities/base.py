@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from gpufabric.config import Tenant
+from gpufabric.model.config import Tenant
 from gpufabric.plan.facts import GPU_RESOURCE, GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import yaml
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
-from gpufabric.config import HOSTNAME_LABEL, Tenant
+from gpufabric.model.config import HOSTNAME_LABEL, Tenant
 from gpufabric.plan import ids
 from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item, Layer, object_item

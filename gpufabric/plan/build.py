@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from gpufabric.config import StackModel
+from gpufabric.model.config import StackModel
+from gpufabric.model.versions import Component, effective_components
 from gpufabric.plan import gpu, network, scheduling, tenants, training
 from gpufabric.plan.facts import Facts, PlanContext, TenantContract
 from gpufabric.plan.items import Item, K8sObject, Layer, order_items
 from gpufabric.plan.resolve import resolve
-from gpufabric.versions import Component, effective_components
 
 Builder = Callable[[PlanContext], list[Item]]
 

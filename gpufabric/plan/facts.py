@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpufabric.config import StackModel
-from gpufabric.versions import Component
+from gpufabric.model.config import StackModel
+from gpufabric.model.versions import Component
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource the GPU Operator's device plugin advertises."""

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gpufabric.config import SecretValue
-from gpufabric.sources import split_tag
-from gpufabric.templates import render_object, render_overlay
-from gpufabric.versions import Component
+from gpufabric.model.config import SecretValue
+from gpufabric.model.sources import split_tag
+from gpufabric.model.versions import Component
+from gpufabric.support.templates import render_object, render_overlay
 
 
 class Layer(StrEnum):

@@ -21,7 +21,8 @@ import ipaddress
 import json
 from typing import Any
 
-from gpufabric.config import Fabric, Rail, Tenant
+from gpufabric.model.config import Fabric, Rail, Tenant
+from gpufabric.model.versions import NIC_POLICY_IMAGE_REPOSITORY
 from gpufabric.plan import ids
 from gpufabric.plan.facts import PlanContext, RailFacts
 from gpufabric.plan.items import (
@@ -35,8 +36,7 @@ from gpufabric.plan.items import (
     upstream_overlay,
 )
 from gpufabric.plan.resolve import SRIOV_RESOURCE_PREFIX
-from gpufabric.templates import render_object
-from gpufabric.versions import NIC_POLICY_IMAGE_REPOSITORY
+from gpufabric.support.templates import render_object
 
 COMPONENT = "network-operator"
 

@@ -1,6 +1,6 @@
 """Everything a stack pulls: charts, upstream manifests and images, upstream and mirrored.
 
-``gpufabric images --stack S`` prints it (:mod:`gpufabric.images`) so that a mirror can be filled before an
+``gpufabric images --stack S`` prints it (:mod:`gpufabric.outputs.images`) so that a mirror can be filled before an
 air-gapped install, and ``sources.airGapped`` uses it to refuse a stack that would still
 pull from an upstream. The list comes from the stack's Plan rendered without mirrors (so
 every entry names its upstream), each entry then mapped through the stack's mirrors the
@@ -20,11 +20,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufabric.config import Sources, StackModel
+from gpufabric.model.config import Sources, StackModel
+from gpufabric.model.problems import Problem
+from gpufabric.model.sources import Mirrors, full_name, split_registry
+from gpufabric.model.versions import load_catalog
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
-from gpufabric.problems import Problem
-from gpufabric.sources import Mirrors, full_name, split_registry
-from gpufabric.versions import load_catalog
 
 TOOL_IMAGES = {
     "training-image": "gpufabric job, gpufabric verify nccl",

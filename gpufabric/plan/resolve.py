@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpufabric import authorities
-from gpufabric.config import HOSTNAME_LABEL, Fabric, Rail, Roce, StackModel
+from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, Roce, StackModel
 from gpufabric.plan.facts import (
     Acceptance,
     FabricFacts,

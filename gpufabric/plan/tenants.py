@@ -19,7 +19,7 @@ from gpufabric import authorities
 from gpufabric.plan import ids
 from gpufabric.plan.facts import GPU_RESOURCE, PlanContext
 from gpufabric.plan.items import Item, K8sObject, Layer, object_item
-from gpufabric.templates import render_object
+from gpufabric.support.templates import render_object
 
 BASELINE_CAPABILITIES = (
     "AUDIT_WRITE",

@@ -26,7 +26,7 @@ from gpufabric.plan.items import (
     system_namespace,
     upstream_overlay,
 )
-from gpufabric.templates import render_object
+from gpufabric.support.templates import render_object
 
 RUNTIME_IMAGES = {
     "torch-distributed": "torch-runtime",

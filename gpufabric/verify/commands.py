@@ -16,12 +16,20 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from gpufabric import nccl_report
 from gpufabric.exitcodes import ExitCode
+from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.stackfile import Stack
 from gpufabric.plan import LAYER_ORDER, Plan, build_plan
-from gpufabric.problems import Problem, StackError
-from gpufabric.stackfile import Stack
-from gpufabric.verify import cluster, expect, fleet, nccl, nodes, probe_daemonset, sweep
+from gpufabric.verify import (
+    cluster,
+    expect,
+    fleet,
+    nccl,
+    nccl_report,
+    nodes,
+    probe_daemonset,
+    sweep,
+)
 from gpufabric.verify.interrupts import Terminated, shielded, terminating_signals
 from gpufabric.verify.kube import Kube, KubeError, path_of
 from gpufabric.verify.results import (
@@ -203,7 +211,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
     rails = [r.name for r in plan.facts.fabric.rails]
     if args.dry_run:  # the jobs a sweep submits, for review; the cluster is not asked
-        from gpufabric.render import to_yaml
+        from gpufabric.outputs.render import to_yaml
 
         pair = ("<node-a>", "<node-b>")
         jobs = [_sweep_job(plan, args, pair, 1, 0)]
@@ -322,7 +330,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         return cmd_sweep(plan, args)
     job = nccl.acceptance_job(plan, args.tenant, args.nodes, args.image, args.name)
     if args.dry_run:
-        from gpufabric.render import to_yaml
+        from gpufabric.outputs.render import to_yaml
 
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK

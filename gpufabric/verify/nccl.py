@@ -5,7 +5,7 @@ resources, nccl-env, IPC_LOCK, /dev/shm), with a launcher that runs nccl-tests t
 ``NCCL_DEBUG=INFO`` (INIT,NET: the transport lines the verdict needs): ``all_reduce_perf_mpi``
 (with ``NCCL_ALGO=Ring`` on two nodes, where tree algorithms report bus bandwidth above the
 NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB. The launcher log is split per
-test at gpufabric's marker lines and judged by :mod:`gpufabric.nccl_report`.
+test at gpufabric's marker lines and judged by :mod:`gpufabric.verify.nccl_report`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpufabric import nccl_report
-from gpufabric.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
+from gpufabric.outputs.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
 from gpufabric.plan import Plan
 from gpufabric.plan.resolve import on_one_rail
+from gpufabric.verify import nccl_report
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path

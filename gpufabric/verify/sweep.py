@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gpufabric.nccl_report import Report
 from gpufabric.verify.interrupts import shielded
+from gpufabric.verify.nccl_report import Report
 
 Pair = tuple[str, str]
 RunPair = Callable[[Pair, int, int], Report]

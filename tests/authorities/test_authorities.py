@@ -9,7 +9,7 @@ from builders import REPO, example_config, problems_of
 
 from gpufabric import authorities
 from gpufabric.authorities.base import Authority
-from gpufabric.versions import load_catalog
+from gpufabric.model.versions import load_catalog
 
 
 def test_the_authorities_are_the_modules_of_the_package() -> None:

@@ -13,9 +13,9 @@ from test_program import Recorder, RecordingMonitor, _await
 
 from components.fabric import TrainingFabric
 from components.items import type_token, with_secrets
-from gpufabric.config import SecretValue
+from gpufabric.model.config import SecretValue
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import HelmChart, Item, K8sObject, Layer, SecretRef
-from gpufabric.stackfile import load_stack
 
 
 def test_type_tokens() -> None:

@@ -17,10 +17,10 @@ from conftest import EXAMPLE_STACKS, example_config
 from pulumi.runtime import mocks as pulumi_mocks
 
 from components.items import type_token
-from gpufabric import runbook
+from gpufabric.model.stackfile import load_stack
+from gpufabric.outputs import runbook
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
 from gpufabric.plan import ids as plan_ids
-from gpufabric.stackfile import load_stack
 
 
 @dataclass

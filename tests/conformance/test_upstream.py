@@ -24,10 +24,10 @@ from builders import SHIPPED_STACKS, example_config, model_of, plan_of
 from upstream import crd_dir_with, helm_template, kustomize
 
 from gpufabric import authorities
+from gpufabric.model.sources import full_name
+from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, ids
 from gpufabric.plan.pulls import collect
-from gpufabric.schema import validate_objects
-from gpufabric.sources import full_name
 
 pytestmark = pytest.mark.conformance
 

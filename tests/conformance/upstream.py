@@ -20,9 +20,9 @@ import pytest
 import yaml
 from builders import REPO
 
+from gpufabric.outputs.render import to_yaml
 from gpufabric.plan import HelmChart, KustomizeOverlay
-from gpufabric.render import to_yaml
-from gpufabric.yamlcodec import Loader as YamlLoader
+from gpufabric.support.yamlcodec import Loader as YamlLoader
 
 SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))
 UPSTREAM = SHARED / "upstream"

@@ -9,6 +9,7 @@ import pytest
 from builders import model_of
 from conftest import EXAMPLE_STACKS, example_config
 
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import (
     HelmChart,
     Item,
@@ -18,7 +19,6 @@ from gpufabric.plan import (
     build_plan,
     order_items,
 )
-from gpufabric.stackfile import load_stack
 
 
 def tenant_objects(config: dict[str, Any], namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:

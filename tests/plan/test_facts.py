@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from builders import SHIPPED_STACKS, example_config, model_of, plan_of
 
-from gpufabric.jobs import JobRequest, job_manifest
+from gpufabric.model.problems import StackError
+from gpufabric.outputs.jobs import JobRequest, job_manifest
+from gpufabric.outputs.runbook import render
 from gpufabric.plan import K8sObject, Plan
 from gpufabric.plan.pulls import collect
 from gpufabric.plan.resolve import DEFAULT_MTU
-from gpufabric.problems import StackError
-from gpufabric.runbook import render
 from gpufabric.verify.expect import from_facts
 
 

@@ -13,10 +13,10 @@ import yaml
 from conftest import EXAMPLE_STACKS, SHARED, example_config, sections
 
 from components.items import await_transform
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.plan import HelmChart, build_plan
 from gpufabric.plan.ids import GPU_OPERATOR as CHART_ID
-from gpufabric.problems import StackError
-from gpufabric.stackfile import load_stack, model_from_config
 
 
 def chart_of(config: dict[str, Any]) -> HelmChart:
@@ -178,8 +178,8 @@ def test_dgx_style_host_driver_with_peermem_is_accepted_and_documented() -> None
     and persist the module, and verify checks it is loaded."""
     from builders import model_of
 
+    from gpufabric.outputs.runbook import render
     from gpufabric.plan.pulls import collect
-    from gpufabric.runbook import render
     from gpufabric.verify.expect import from_facts
 
     config = example_config("prod-ib")

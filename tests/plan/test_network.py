@@ -11,10 +11,10 @@ import pytest
 from builders import body, plan_of, problems_of
 from conftest import EXAMPLE_STACKS, example_config, sections
 
+from gpufabric.model.stackfile import load_stack, model_from_config
+from gpufabric.model.versions import effective_components
 from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan, network
 from gpufabric.plan import ids as plan_ids
-from gpufabric.stackfile import load_stack, model_from_config
-from gpufabric.versions import effective_components
 
 
 def nad(plan: Plan, rail: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -281,7 +281,7 @@ def test_cidrpool_gateway_must_be_an_offset_in_the_first_block() -> None:
 
 
 def test_suspicious_netdevs_and_small_roce_mtu_are_warnings(lab: dict[str, Any]) -> None:
-    from gpufabric.stackfile import stack_warnings
+    from gpufabric.model.stackfile import stack_warnings
 
     lab["gpufabric:fabric"]["mtu"] = 1500
     lab["gpufabric:fabric"]["rails"][1]["netdev"] = "ibp2s0"
@@ -297,7 +297,7 @@ def test_suspicious_netdevs_and_small_roce_mtu_are_warnings(lab: dict[str, Any])
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
 def test_example_stacks_have_no_warnings(name: str) -> None:
-    from gpufabric.stackfile import stack_warnings
+    from gpufabric.model.stackfile import stack_warnings
 
     # The one expected warning: the pinned GPU Operator / Network Operator pair is not in
     # NVIDIA's GPUDirect RDMA matrix (see gpudirectPairs in manifests/versions.yaml).
@@ -339,7 +339,7 @@ def test_per_tenant_vlans_on_roce_vfs() -> None:
 def test_tenant_isolation_errors(lab: dict[str, Any]) -> None:
     lab["gpufabric:tenants"][0]["vlan"] = 100
     lab["gpufabric:tenants"][1]["vlan"] = 100
-    from gpufabric.problems import StackError
+    from gpufabric.model.problems import StackError
 
     with pytest.raises(StackError) as info:
         model_from_config(sections(lab), "t", from_file=True)

@@ -12,10 +12,10 @@ from builders import body, chart, plan_of, problem_lines
 from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.authorities import kueue
+from gpufabric.model.stackfile import model_from_config
+from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import Plan
 from gpufabric.plan import ids as plan_ids
-from gpufabric.schema import validate_objects
-from gpufabric.stackfile import model_from_config
 
 
 def kueue_config(plan: Plan) -> dict[str, Any]:
@@ -210,7 +210,7 @@ def test_volcano_queues_per_tenant() -> None:
 
 
 def _bodies(plan: Plan) -> dict[str, Any]:
-    from gpufabric.render import files_of
+    from gpufabric.outputs.render import files_of
 
     return {it.id: files_of(it) for it in plan.items}
 
@@ -289,7 +289,7 @@ def test_borrowing_beyond_the_cluster_is_only_a_warning() -> None:
     config = example_config("lab-roce")
     config["gpufabric:tenants"][0]["gpuBorrowingLimit"] = 1000
     model = model_from_config(sections(config), "t", from_file=True)
-    from gpufabric.stackfile import stack_warnings
+    from gpufabric.model.stackfile import stack_warnings
 
     (warning,) = [w for w in stack_warnings(model) if w.path != "versions"]
     assert warning.path == "tenants[0].gpuBorrowingLimit"

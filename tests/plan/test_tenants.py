@@ -11,10 +11,10 @@ import celpy
 import pytest
 from conftest import example_config, sections
 
-from gpufabric.jobs import JobRequest, job_manifest
+from gpufabric.model.stackfile import model_from_config
+from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.plan import K8sObject, build_plan
 from gpufabric.plan import ids as plan_ids
-from gpufabric.stackfile import model_from_config
 
 PLAN = build_plan(
     "lab", model_from_config(sections(example_config("lab-roce")), "lab", from_file=True)

@@ -12,9 +12,9 @@ from builders import plan_of
 from conftest import EXAMPLE_STACKS, REPO, example_config
 from kustomize_lite import build
 
+from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan
 from gpufabric.plan import ids as plan_ids
-from gpufabric.schema import validate_objects
 
 FIXTURES = REPO / "tests" / "fixtures" / "upstream"
 

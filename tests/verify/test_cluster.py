@@ -15,8 +15,8 @@ import pytest
 from fake_kube import FakeKube, path_of
 
 from gpufabric.cli import main
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Layer, build_plan
-from gpufabric.stackfile import load_stack
 from gpufabric.verify import cluster
 from gpufabric.verify.kube import Kube
 

@@ -22,10 +22,10 @@ from conftest import EXAMPLE_STACKS
 from fake_kube import FakeKube
 
 from gpufabric.cli import main
-from gpufabric.jobs import JobRequest, job_manifest
+from gpufabric.model.stackfile import load_stack
+from gpufabric.outputs.jobs import JobRequest, job_manifest
+from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import build_plan
-from gpufabric.schema import validate_objects
-from gpufabric.stackfile import load_stack
 from gpufabric.verify import nccl, probe_daemonset
 from gpufabric.verify.kube import Kube
 

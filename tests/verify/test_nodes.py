@@ -19,8 +19,8 @@ import pytest
 import testinfra
 
 from gpufabric.cli import main
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import build_plan
-from gpufabric.stackfile import load_stack
 from gpufabric.verify import expect, nodes
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.results import Check

@@ -16,8 +16,8 @@ import pytest
 import testinfra
 
 from gpufabric.cli import main
+from gpufabric.model.stackfile import load_stack
 from gpufabric.plan import build_plan
-from gpufabric.stackfile import load_stack
 from gpufabric.verify import expect, pods
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.suite_runner import run_suite

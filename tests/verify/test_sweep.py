@@ -9,7 +9,7 @@ import threading
 import pytest
 from nccllogs import IB_8X400, Log, text
 
-from gpufabric import nccl_report
+from gpufabric.verify import nccl_report
 from gpufabric.verify.sweep import (
     diagnosis,
     format_table,
@@ -217,7 +217,7 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
     from fake_kube import FakeKube
 
     from gpufabric.cli import main
-    from gpufabric.jobs import NETWORKS_ANNOTATION as NETWORKS
+    from gpufabric.outputs.jobs import NETWORKS_ANNOTATION as NETWORKS
     from gpufabric.verify import nccl
 
     slow = "gpu-node-3"
@@ -332,7 +332,7 @@ def test_sweep_dry_run_prints_its_jobs_and_asks_no_cluster(tmp_path, capsys) -> 
     import yaml
 
     from gpufabric.cli import main
-    from gpufabric.jobs import NETWORKS_ANNOTATION
+    from gpufabric.outputs.jobs import NETWORKS_ANNOTATION
 
     code = main(
         ["verify", "nccl", "--stack", "lab-roce", "--tenant", "team-vision", "--sweep",

@@ -12,9 +12,16 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from gpufabric.problems import Problem, suggest
-from gpufabric.sources import NO_MIRRORS, Mirrors, get_path, set_path, split_registry, split_tag
-from gpufabric.templates import MANIFESTS_DIR
+from gpufabric.model.problems import Problem, suggest
+from gpufabric.model.sources import (
+    NO_MIRRORS,
+    Mirrors,
+    get_path,
+    set_path,
+    split_registry,
+    split_tag,
+)
+from gpufabric.support.templates import MANIFESTS_DIR
 
 ImageForm = Literal["registry", "parent", "name", "ref"]
 

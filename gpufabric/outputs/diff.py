@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import yaml
 
-from gpufabric.yamlcodec import Loader as YamlLoader
+from gpufabric.support.yamlcodec import Loader as YamlLoader
 
 DISRUPTIVE_ANNOTATION = "gpufabric.io/disruptive"
 Change = Literal["added", "removed", "changed"]

@@ -149,7 +149,7 @@ reprlib_short = _ShortRepr()
 def _holds_secret(model: Any, depth: int = 0) -> bool:
     """Whether a config model (or any model inside it) has a secret field: a value refused
     there is never echoed."""
-    from gpufabric.config import SecretValue
+    from gpufabric.model.config import SecretValue
 
     model = _unwrap(model)
     if depth > 6 or not (isinstance(model, type) and issubclass(model, BaseModel)):

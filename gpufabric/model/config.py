@@ -2,7 +2,7 @@
 
 Field names are the YAML keys users write in ``stacks/Pulumi.<env>.yaml``. Each section is
 a small pydantic model with ``extra="forbid"``; types and single-field rules live here,
-rules that relate several fields live in :mod:`gpufabric.validation` so that every problem
+rules that relate several fields live in :mod:`gpufabric.model.validation` so that every problem
 of a stack is reported at once.
 """
 
@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gpufabric import authorities
-from gpufabric.sources import Mirrors
+from gpufabric.model.sources import Mirrors
 
 # ---------------------------------------------------------------------------- value types
 

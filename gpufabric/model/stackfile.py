@@ -17,11 +17,11 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from gpufabric import stackyaml
-from gpufabric.config import SECTIONS, StackModel
+from gpufabric.model import stackyaml
+from gpufabric.model.config import SECTIONS, StackModel
+from gpufabric.model.problems import Problem, StackError, from_validation_error, suggest
+from gpufabric.model.validation import Parts, run_checks
 from gpufabric.plan.pulls import air_gap_problems
-from gpufabric.problems import Problem, StackError, from_validation_error, suggest
-from gpufabric.validation import Parts, run_checks
 
 NAMESPACE = "gpufabric"
 _STACK_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -49,7 +49,7 @@ def project_root(start: Path | None = None) -> Path | None:
                 continue
             if isinstance(data, dict) and data.get("name") == NAMESPACE:
                 return d
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     return repo if (repo / "Pulumi.yaml").is_file() else None
 
 

@@ -65,7 +65,9 @@ class _Dumper(_MemoResolver, _BaseDumper):  # type: ignore[misc,valid-type]
 
 
 if Resolver.yaml_path_resolvers or getattr(_BaseLoader, "yaml_path_resolvers", None):
-    raise RuntimeError("gpufabric.yamlcodec assumes PyYAML's safe classes have no path resolvers")
+    raise RuntimeError(
+        "gpufabric.support.yamlcodec assumes PyYAML's safe classes have no path resolvers"
+    )
 
 
 def load(text: str) -> Any:

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from gpufabric import authorities
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
+from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan import Plan
 from gpufabric.plan.facts import Facts, TenantContract
-from gpufabric.problems import Problem, StackError
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
 JOB_KINDS: tuple[JobKind, ...] = ("mpijob", "pytorchjob", "trainjob")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
-from gpufabric.config import (
+from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
     Cluster,
@@ -27,8 +27,8 @@ from gpufabric.config import (
     TrainerRuntime,
     Training,
 )
-from gpufabric.problems import Problem, suggest
-from gpufabric.versions import (
+from gpufabric.model.problems import Problem, suggest
+from gpufabric.model.versions import (
     check_versions,
     effective_components,
     known_upstreams,

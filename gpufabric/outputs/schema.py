@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufabric import yamlcodec
-from gpufabric.cache import read_json, write_json
-from gpufabric.render import plain
+from gpufabric.outputs.render import plain
+from gpufabric.support import yamlcodec
+from gpufabric.support.cache import read_json, write_json
 
 if TYPE_CHECKING:
     import jsonschema

@@ -20,14 +20,14 @@ import jinja2
 import jinja2.bccache
 import yaml
 
-from gpufabric import yamlcodec
-from gpufabric.cache import cache_dir
+from gpufabric.support import yamlcodec
+from gpufabric.support.cache import cache_dir
 
 
 def _manifests_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    packaged = here / "_manifests"  # wheel installs carry manifests/ inside the package
-    return packaged if packaged.is_dir() else here.parent / "manifests"
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_manifests"  # wheel installs carry manifests/ inside the package
+    return packaged if packaged.is_dir() else package.parent / "manifests"
 
 
 MANIFESTS_DIR: Path = _manifests_dir()

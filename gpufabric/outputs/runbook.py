@@ -16,7 +16,7 @@ from typing import Any
 from gpufabric import authorities
 from gpufabric.plan import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer, Plan, ids
 from gpufabric.plan.pulls import StackSources
-from gpufabric.templates import MANIFESTS_DIR, environment
+from gpufabric.support.templates import MANIFESTS_DIR, environment
 
 RUNBOOK_DIR = MANIFESTS_DIR / "runbooks"
 LAYER_TITLES = {

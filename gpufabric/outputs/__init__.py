@@ -1,0 +1,1 @@
+"""What a Plan becomes: rendered manifests, the runbook, diffs, jobs, images."""

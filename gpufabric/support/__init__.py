@@ -1,0 +1,1 @@
+"""Plumbing shared by every stage: YAML codec, templates, caches, background work."""
