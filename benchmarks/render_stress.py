@@ -41,7 +41,7 @@ PHASES = r"""
 import gc, json, sys, time
 start = time.perf_counter()
 from gpufabric import cli  # everything `gpufabric render` imports
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.outputs.render import check_output_dir, render_files, write_tree
 from gpufabric.model.stackfile import load_stack
 from pathlib import Path

@@ -21,7 +21,7 @@ import nodefs
 from fleetfake import LatencyProbe
 
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.verify import expect, fleet
 
 

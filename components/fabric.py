@@ -8,7 +8,9 @@ import pulumi_kubernetes as k8s
 from components.layer import LayerComponent
 from components.tenants import Tenants
 from gpufabric.model.config import StackModel
-from gpufabric.plan import LAYER_ORDER, Layer, Plan, ids
+from gpufabric.plan import ids
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import LAYER_ORDER, Layer
 
 LAYER_COMPONENTS: dict[Layer, type[LayerComponent]] = {Layer.TENANTS: Tenants}
 

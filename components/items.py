@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
+from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 
 
 def type_token(api_version: str, kind: str) -> str:

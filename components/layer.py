@@ -7,7 +7,8 @@ from collections.abc import MutableMapping
 import pulumi
 
 from components.items import resource_for
-from gpufabric.plan import Item, Layer, ids
+from gpufabric.plan import ids
+from gpufabric.plan.items import Item, Layer
 
 
 class LayerComponent(pulumi.ComponentResource):

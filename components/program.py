@@ -16,7 +16,7 @@ from components.fabric import TrainingFabric
 from gpufabric.model.config import StackModel
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import NAMESPACE, model_from_config, stack_warnings
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 
 
 def _config_keys() -> set[str]:

@@ -7,7 +7,7 @@ from collections.abc import MutableMapping
 import pulumi
 
 from components.layer import LayerComponent
-from gpufabric.plan import Item, K8sObject, Layer
+from gpufabric.plan.items import Item, K8sObject, Layer
 
 
 class Tenants(LayerComponent):

@@ -40,7 +40,8 @@ from gpufabric.outputs.render import (
     write_file,
     write_tree,
 )
-from gpufabric.plan import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay
 from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
 

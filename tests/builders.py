@@ -13,7 +13,8 @@ import yaml
 from gpufabric.model.config import StackModel
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import model_from_config
-from gpufabric.plan import HelmChart, K8sObject, Plan, build_plan
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.items import HelmChart, K8sObject
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO / "stacks"

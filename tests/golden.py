@@ -197,7 +197,7 @@ def _tree(directory: Path) -> Iterator[tuple[str, str]]:
 
 def _outputs(name: str, stack: Path, work: Path) -> Iterator[tuple[str, str]]:
     from gpufabric.model.stackfile import load_stack
-    from gpufabric.plan import build_plan
+    from gpufabric.plan.build import build_plan
     from gpufabric.verify.expect import from_facts
 
     loaded = load_stack(str(stack))

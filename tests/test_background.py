@@ -110,7 +110,8 @@ def test_invalid_objects_write_nothing_either_way(
         pytest.skip("fork is not used on this machine")
     monkeypatch.setattr(background, "can_fork", lambda: fork)
     import gpufabric.cli as cli
-    from gpufabric.plan import Item, K8sObject, Layer, Plan, build_plan
+    from gpufabric.plan.build import Plan, build_plan
+    from gpufabric.plan.items import Item, K8sObject, Layer
 
     def broken(stack: str, model: Any) -> Plan:
         plan = build_plan(stack, model)

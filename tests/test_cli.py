@@ -17,7 +17,7 @@ from gpufabric.cli import main
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.stackfile import load_stack
 from gpufabric.outputs.schema import is_builtin
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 
 
 def test_validate_ok(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +119,8 @@ def test_invalid_rendered_objects_exit_6_and_write_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import gpufabric.cli as cli
-    from gpufabric.plan import Item, K8sObject, Layer, Plan, build_plan
+    from gpufabric.plan.build import Plan, build_plan
+    from gpufabric.plan.items import Item, K8sObject, Layer
 
     def broken(stack: str, model: Any) -> Plan:
         plan = build_plan(stack, model)

@@ -33,7 +33,7 @@ def test_defaults_are_the_safe_current_choices(lab: dict[str, Any]) -> None:
     assert model.fabric.rdma == "shared"
     assert model.fabric.multus == "thick"
     assert model.fabric.ipam.type == "nv-ipam"
-    assert model.fabric.mtu is None  # resolved in the plan: DEFAULT_MTU
+    assert model.fabric.mtu is None  # resolved in the plan: the link's default_mtu
     assert model.scheduling.gang == "kueue"
     assert model.scheduling.allOrNothingTimeout == 300
     assert model.fabric.roce is None or model.fabric.roce.gidIndex is None

@@ -24,7 +24,7 @@ import pytest
 from builders import example_config, plan_of
 
 from gpufabric.outputs.jobs import JobRequest, job_manifest
-from gpufabric.plan import Plan
+from gpufabric.plan.build import Plan
 
 KINDS = ("mpijob", "pytorchjob", "trainjob")
 

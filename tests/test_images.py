@@ -18,7 +18,8 @@ from gpufabric.cli import main
 from gpufabric.model.sources import Mirrors, full_name, split_registry, split_tag
 from gpufabric.model.versions import load_catalog
 from gpufabric.outputs.render import render_files
-from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.items import HelmChart, KustomizeOverlay
 from gpufabric.plan.pulls import collect
 
 FIXTURES = REPO / "tests" / "fixtures" / "upstream"

@@ -16,7 +16,7 @@ from gpufabric.cli import main
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.plan import Plan, build_plan
+from gpufabric.plan.build import Plan, build_plan
 
 
 def setup(config: dict[str, Any]) -> tuple[Plan, Any]:

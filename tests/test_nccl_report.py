@@ -12,7 +12,7 @@ from conftest import REPO
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.verify import nccl_report
 
 LOGS = REPO / "tests" / "fixtures" / "nccl"

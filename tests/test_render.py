@@ -15,7 +15,8 @@ from conftest import EXAMPLE_STACKS
 from gpufabric.model.config import SecretValue
 from gpufabric.model.stackfile import load_stack
 from gpufabric.outputs.render import render_files, write_tree
-from gpufabric.plan import HelmChart, Item, K8sObject, Layer, SecretRef, build_plan
+from gpufabric.plan.build import build_plan
+from gpufabric.plan.items import HelmChart, Item, K8sObject, Layer, SecretRef
 
 
 def _render(name: str, out: Path) -> dict[str, bytes]:

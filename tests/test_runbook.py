@@ -17,7 +17,7 @@ from gpufabric.cli import main, parser
 from gpufabric.model.config import Roce
 from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.runbook import render
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.plan.pulls import collect
 from gpufabric.verify import nccl_report
 

@@ -12,7 +12,7 @@ from conftest import EXAMPLE_STACKS
 
 from gpufabric.model.stackfile import load_stack
 from gpufabric.outputs.schema import crd_to_jsonschema, load_crds, validate_objects
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 
 
 def _cm(**extra: Any) -> dict[str, Any]:

@@ -546,7 +546,7 @@ class Fabric(Model):
     gpuDirect: Literal["dmabuf", "peermem"] = "dmabuf"
     nicDriver: NicDriver = Field(default_factory=NicDriver)
     mtu: int | None = None
-    """Unset: the fabric's default (gpufabric.plan.resolve.DEFAULT_MTU)."""
+    """Unset: the fabric's default (its link's default_mtu in gpufabric.nics)."""
     linkRateGbps: int = Field(default=400, ge=1, le=3_200)
     """Line rate of one rail's port; the NCCL verdict compares bus bandwidth to it."""
     rails: list[Rail] = Field(min_length=1, max_length=32)

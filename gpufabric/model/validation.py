@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
+from gpufabric import nics
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
@@ -35,9 +36,6 @@ from gpufabric.model.versions import (
     undocumented_gpudirect_pair,
 )
 
-MTU_RANGE = {"roce": (1500, 9216), "infiniband": (2044, 4092)}
-ROCE_FULL_PATH_MTU = 4200  # the netdev MTU that still gives RDMA a 4096-byte path MTU
-MAX_IB_VFS = 16
 _NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 
 
@@ -289,48 +287,24 @@ def _ipam_capacity(p: Parts) -> Iterator[Problem]:
 
 @check
 def _fabric_modes(p: Parts) -> Iterator[Problem]:
+    """The link's and the NIC mode's own rules (gpufabric.nics), then the NIC driver's and
+    the NCCL variables'."""
     f = p.fabric
     if f is None:
         return
-    low, high = MTU_RANGE[f.type]
-    if f.mtu is not None and not low <= f.mtu <= high:
-        hint = (
-            " (enhanced IPoIB on ConnectX runs datagram mode only: 4092 with a 4K IB MTU, "
-            "2044 with 2K)"
-            if f.type == "infiniband"
-            else " (jumbo frames: 9000 end to end, switches included)"
-        )
-        yield Problem("fabric.mtu", f"{f.mtu} is outside {low}-{high} for {f.type}{hint}")
-    if f.type == "roce" and f.infiniband is not None:
-        yield Problem(
-            "fabric.infiniband", "InfiniBand options are set but fabric.type is roce; remove them"
-        )
-    if f.type == "infiniband" and f.roce is not None:
-        yield Problem(
-            "fabric.roce", "RoCE options are set but fabric.type is infiniband; remove them"
-        )
-    if f.rdma == "none" and f.type != "roce":
-        yield Problem(
-            "fabric.rdma",
-            "'none' (secondary networks without RDMA devices, for development) needs "
-            "fabric.type: roce (Ethernet rails)",
-        )
-    if f.rdma == "none" and f.gpuDirect == "peermem":
-        yield Problem("fabric.gpuDirect", "'peermem' needs RDMA devices, but fabric.rdma is none")
-    if f.rdma in ("sriov", "hostdevice"):
-        if f.rdma == "sriov" and f.sriov is None:
+    link, mode = nics.link(f.type), nics.mode(f.rdma)
+    yield from link.problems(f, mode)
+    yield from mode.problems(f, link)
+    yield from _nic_driver(f)
+    for name in sorted(f.ncclEnv):
+        if not _NCCL_NAME.match(name):
             yield Problem(
-                "fabric.sriov", "required with rdma: sriov (at least numVfs per physical function)"
+                f"fabric.ncclEnv.{name}",
+                "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals)",
             )
-    elif f.sriov is not None:
-        yield Problem(
-            "fabric.sriov", f"applies to rdma: sriov or hostdevice, but fabric.rdma is {f.rdma}"
-        )
-    if f.sriov is not None and f.type == "infiniband" and f.sriov.numVfs > MAX_IB_VFS:
-        yield Problem(
-            "fabric.sriov.numVfs",
-            f"{f.sriov.numVfs} is more than {MAX_IB_VFS} VFs per PF, the limit on InfiniBand",
-        )
+
+
+def _nic_driver(f: Fabric) -> Iterator[Problem]:
     driver = f.nicDriver
     if driver.source == "operator" and "hostStack" in driver.model_fields_set:
         yield Problem(
@@ -343,92 +317,6 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
             "'peermem' needs DOCA-OFED/MLNX_OFED, but fabric.nicDriver.hostStack is inbox; "
             "install DOCA-OFED or MLNX_OFED on the hosts (hostStack: doca | mlnx-ofed), let the Network Operator "
             "manage it (nicDriver.source: operator), or use gpuDirect: dmabuf (recommended)",
-        )
-    for name in sorted(f.ncclEnv):
-        if not _NCCL_NAME.match(name):
-            yield Problem(
-                f"fabric.ncclEnv.{name}",
-                "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals)",
-            )
-    # Unset, the MTU is the fabric's jumbo default; only a configured one can be too small.
-    if f.type == "roce" and f.rdma != "none" and f.mtu is not None and f.mtu < ROCE_FULL_PATH_MTU:
-        yield Problem(
-            "fabric.mtu",
-            f"{f.mtu} caps the RDMA path MTU at 2048 or less; RoCE fabrics run "
-            "jumbo frames (9000 end to end) for full bandwidth",
-            warning=True,
-        )
-    for i, rail in enumerate(f.rails):
-        ib_name = rail.netdev.startswith("ib")
-        if f.type == "infiniband" and not ib_name:
-            yield Problem(
-                f"fabric.rails[{i}].netdev",
-                f"{rail.netdev!r} does not look like an IPoIB interface (ib*, e.g. ibp24s0) "
-                "on an infiniband fabric; check the port's link type",
-                warning=True,
-            )
-        elif f.type == "roce" and ib_name:
-            yield Problem(
-                f"fabric.rails[{i}].netdev",
-                f"{rail.netdev!r} looks like an IPoIB interface on a roce fabric; RoCE rails "
-                "are Ethernet netdevs (e.g. ens1f0np0)",
-                warning=True,
-            )
-    yield from _infiniband(f)
-    yield from _roce(f)
-
-
-def _infiniband(f: Fabric) -> Iterator[Problem]:
-    ib = f.infiniband
-    if f.type != "infiniband" or ib is None:
-        return
-    if ib.pkey is not None and f.rdma != "sriov":
-        yield Problem(
-            "fabric.infiniband.pkey",
-            f"a pkey is carried by SR-IOV VFs (rdma: sriov), but fabric.rdma is {f.rdma}; with "
-            "shared devices use the pkey child interface (e.g. ibp24s0.8001) as the rail netdev",
-        )
-    if ib.pkeyManagement == "ufm":
-        if f.rdma != "sriov":
-            yield Problem(
-                "fabric.infiniband.pkeyManagement",
-                f"'ufm' needs rdma: sriov (ib-kubernetes adds VF GUIDs to the pkey), "
-                f"but fabric.rdma is {f.rdma}",
-            )
-        if ib.ufm is None:
-            yield Problem(
-                "fabric.infiniband.ufm",
-                "required with pkeyManagement: ufm (address, username, password)",
-            )
-        if ib.pkey is None:
-            yield Problem(
-                "fabric.infiniband.pkey", "required with pkeyManagement: ufm (e.g. '0x8001')"
-            )
-    elif ib.ufm is not None:
-        yield Problem(
-            "fabric.infiniband.ufm", "set, but pkeyManagement is static; set pkeyManagement: ufm"
-        )
-
-
-def _roce(f: Fabric) -> Iterator[Problem]:
-    r = f.roce
-    if f.type != "roce" or r is None:
-        return
-    if (
-        r.trafficClass is not None
-        and "dscp" in r.model_fields_set
-        and r.trafficClass >> 2 != r.dscp
-    ):
-        yield Problem(
-            "fabric.roce.trafficClass",
-            f"{r.trafficClass} marks DSCP {r.trafficClass >> 2}, but fabric.roce.dscp is "
-            f"{r.dscp}; set one of them (trafficClass defaults to dscp x 4 = {r.dscp * 4})",
-        )
-    if r.gidIndex is not None and f.rdma == "shared":
-        yield Problem(
-            "fabric.roce.gidIndex",
-            "a fixed GID index breaks with shared devices: every macvlan pod adds its own GIDs, "
-            "so the index differs per pod; leave it unset and NCCL >= 2.21 picks the RoCEv2 GID",
         )
 
 
@@ -656,7 +544,8 @@ def _tenant_isolation(p: Parts) -> Iterator[Problem]:
     """Per-tenant partitions and VLANs: only on per-tenant networks, only where the CNI has
     them, and never shared (that would undo the isolation)."""
     f, tenants = p.fabric, p.tenants or []
-    for attr, needs_type in (("pkey", "infiniband"), ("vlan", "roce")):
+    for carrier in nics.links():
+        attr = carrier.tenant_isolation
         owners: dict[object, int] = {}
         for i, tenant in enumerate(tenants):
             value = getattr(tenant, attr)
@@ -673,10 +562,10 @@ def _tenant_isolation(p: Parts) -> Iterator[Problem]:
                 continue
             if f.nadScope != "tenant":
                 yield Problem(path, "applies to per-tenant networks; set fabric.nadScope: tenant")
-            if f.type != needs_type or f.rdma != "sriov":
+            if nics.link(f.type) is not carrier or not nics.mode(f.rdma).carries_tenant_isolation():
                 yield Problem(
                     path,
-                    f"a per-tenant {attr} is carried by {needs_type} SR-IOV VFs, but the fabric is "
+                    f"a per-tenant {attr} is carried by {carrier.name} SR-IOV VFs, but the fabric is "
                     f"{f.type} with rdma: {f.rdma}",
                 )
 
@@ -701,8 +590,7 @@ def features(p: Parts) -> set[str]:
     if p.fabric is not None:
         out.add(p.fabric.type)
         out.add(p.fabric.gpuDirect)
-        if p.fabric.rdma == "sriov":
-            out.add("sriov")
+        out.update(nics.mode(p.fabric.rdma).version_features)
         if p.fabric.nicDriver.source == "operator":
             out.add("operator-nic-driver")
     return out
@@ -714,7 +602,7 @@ def _versions(p: Parts) -> Iterator[Problem]:
         return
     minor = p.cluster.kubernetes_minor if p.cluster else None
     yield from check_versions(p.versions, features(p), minor)
-    if p.fabric is not None and p.fabric.rdma != "none":
+    if p.fabric is not None and nics.mode(p.fabric.rdma).has_rdma:
         pair = undocumented_gpudirect_pair(p.versions)
         if pair is not None:
             yield pair

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from gpufabric import authorities
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.problems import Problem, StackError
-from gpufabric.plan import Plan
+from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts, TenantContract
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]

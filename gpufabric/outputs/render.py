@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Plan, SecretRef
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
 
 CLUSTER_SCOPE_DIR = "_cluster"

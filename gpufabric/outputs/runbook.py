@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import authorities
-from gpufabric.plan import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer, Plan, ids
+from gpufabric.plan import ids
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer
 from gpufabric.plan.pulls import StackSources
 from gpufabric.support.templates import MANIFESTS_DIR, environment
 

@@ -8,51 +8,8 @@ files, the runbook describes them and ``verify`` checks a cluster against them.
 
 Modules: :mod:`~gpufabric.plan.items` (what items are), :mod:`~gpufabric.plan.ids` (their
 ids and Pulumi names), :mod:`~gpufabric.plan.facts` and :mod:`~gpufabric.plan.resolve` (the
-resolved facts), one builder module per layer, and :mod:`~gpufabric.plan.build`.
+resolved facts), one builder module per layer, and :mod:`~gpufabric.plan.build` (``Plan``
+and ``build_plan``). This package imports none of them, so the records (facts, items, ids)
+can be imported without the builders: the NIC modes and queueing authorities the builders
+call import those records.
 """
-
-from __future__ import annotations
-
-from gpufabric.plan.build import LAYER_BUILDERS, Plan, build_plan
-from gpufabric.plan.facts import Facts, PlanContext, TenantContract
-from gpufabric.plan.items import (
-    LAYER_ORDER,
-    STATE_READY,
-    HelmChart,
-    Item,
-    K8sObject,
-    KustomizeOverlay,
-    Layer,
-    Payload,
-    PlanError,
-    SecretRef,
-    helm_chart,
-    object_item,
-    order_items,
-    system_namespace,
-    upstream_overlay,
-)
-
-__all__ = [
-    "LAYER_BUILDERS",
-    "LAYER_ORDER",
-    "STATE_READY",
-    "Facts",
-    "HelmChart",
-    "Item",
-    "K8sObject",
-    "KustomizeOverlay",
-    "Layer",
-    "Payload",
-    "Plan",
-    "PlanContext",
-    "PlanError",
-    "SecretRef",
-    "TenantContract",
-    "build_plan",
-    "helm_chart",
-    "object_item",
-    "order_items",
-    "system_namespace",
-    "upstream_overlay",
-]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpufabric.model.config import StackModel
+from gpufabric.model.config import StackModel, Ufm
 from gpufabric.model.versions import Component
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -49,6 +49,8 @@ class RailFacts:
     """nv-ipam pool name."""
     pool_kind: str
     """IPPool or CIDRPool."""
+    exclude: tuple[str, ...] = ()
+    """Addresses the pool must not hand out: 'a.b.c.d' or 'a.b.c.d-a.b.c.e'."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class RoceFacts:
 class InfinibandFacts:
     pkey: str | None
     pkey_management: str
+    ufm: Ufm | None = None
+    """UFM that ib-kubernetes adds pod GUIDs through (pkeyManagement: ufm)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ class FabricFacts:
     mtu: int
     link_rate_gbps: int
     sriov_vfs: int | None
+    ipam_block_size: int
+    """IPPool: addresses handed to each node."""
+    ipam_node_prefix: int | None
+    """CIDRPool: prefix length of each node's block."""
     rails: tuple[RailFacts, ...]
     rdma_resources: Mapping[str, int]
     """Extended resources (and counts) one pod requests for its rails."""
@@ -162,6 +170,10 @@ class TenantContract:
     gpu_quota: int
     gpu_limit: int
     """GPUs the tenant may hold at once: quota plus borrowing limit."""
+    pkey: str | None = None
+    """The tenant's own InfiniBand partition on its per-tenant networks."""
+    vlan: int | None = None
+    """The tenant's own VLAN on its per-tenant RoCE networks."""
 
 
 @dataclass(frozen=True)

@@ -21,30 +21,25 @@ import ipaddress
 import json
 from typing import Any
 
-from gpufabric.model.config import Fabric, Rail, Tenant
+from gpufabric import nics
 from gpufabric.model.versions import NIC_POLICY_IMAGE_REPOSITORY
+from gpufabric.nics import cni
 from gpufabric.plan import ids
-from gpufabric.plan.facts import PlanContext, RailFacts
+from gpufabric.plan.facts import FabricFacts, PlanContext, RailFacts, TenantContract
 from gpufabric.plan.items import (
     STATE_READY,
     Item,
     K8sObject,
     Layer,
-    SecretRef,
     helm_chart,
     system_namespace,
     upstream_overlay,
 )
-from gpufabric.plan.resolve import SRIOV_RESOURCE_PREFIX
 from gpufabric.support.templates import render_object
 
 COMPONENT = "network-operator"
 
-UFM_SECRET_NAME = "ib-kubernetes-ufm-secret"
-RDMA_HCA_MAX = 63  # pods sharing one HCA, as in NVIDIA's examples
 IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
-SRIOV_API = "sriovnetwork.openshift.io/v1"
-DISRUPTIVE = "gpufabric.io/disruptive"
 
 
 def _image(ctx: PlanContext, name: str) -> dict[str, str]:
@@ -60,86 +55,52 @@ def _image(ctx: PlanContext, name: str) -> dict[str, str]:
 def chart_values(ctx: PlanContext) -> dict[str, Any]:
     return {
         "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
-        "sriovNetworkOperator": {"enabled": ctx.facts.fabric.rdma == "sriov"},
+        "sriovNetworkOperator": {"enabled": nics.mode(ctx.facts.fabric.rdma).sriov_operator},
     }
 
 
 def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     """The one NicClusterPolicy: drivers, device plugins, CNI plugins, IPAM, ib-kubernetes."""
-    fabric = ctx.model.fabric
     facts = ctx.facts.fabric
+
+    def image(name: str) -> dict[str, str]:
+        return _image(ctx, name)
+
     spec: dict[str, Any] = {
-        "nvIpam": {**_image(ctx, "nvidia-k8s-ipam"), "enableWebhook": False},
+        "nvIpam": {**image("nvidia-k8s-ipam"), "enableWebhook": False},
     }
-    secondary: dict[str, Any] = {"cniPlugins": _image(ctx, "plugins")}
-    if fabric.multus == "network-operator":
-        secondary["multus"] = _image(ctx, "multus-cni")
-    if fabric.type == "infiniband" and fabric.rdma == "shared":
-        secondary["ipoib"] = _image(ctx, "ipoib-cni")
+    secondary: dict[str, Any] = {"cniPlugins": image("plugins")}
+    if facts.multus == "network-operator":
+        secondary["multus"] = image("multus-cni")
+    for key, plugin_image in cni.policy_plugins(facts).items():
+        secondary[key] = image(plugin_image)
     spec["secondaryNetwork"] = secondary
-    if fabric.nicDriver.source == "operator":
-        doca = ctx.components["doca-driver"]
-        repository, _, image = (doca.image_ref or "").rpartition("/")
-        spec["ofedDriver"] = {
-            "image": image,
-            "repository": repository,
-            "version": doca.version,
-            # Driver upgrades reload mlx5 on every node: one node at a time, drained first.
-            "upgradePolicy": {
-                "autoUpgrade": True,
-                "maxParallelUpgrades": 1,
-                "drain": {
-                    "enable": True,
-                    "force": True,
-                    "deleteEmptyDir": True,
-                    "timeoutSeconds": 300,
-                },
-            },
-        }
-    if fabric.rdma == "shared":
-        config: dict[str, Any] = {
-            "configList": [
-                {
-                    "resourceName": r.device_plugin_resource,
-                    "rdmaHcaMax": RDMA_HCA_MAX,
-                    "selectors": {"ifNames": [r.netdev], "linkTypes": [facts.device_link_type]},
-                }
-                for r in facts.rails
-            ]
-        }
-        spec["rdmaSharedDevicePlugin"] = {
-            **_image(ctx, "k8s-rdma-shared-dev-plugin"),
-            "config": _json(config),
-        }
-    if fabric.rdma == "hostdevice":
-        config = {
-            "resourceList": [
-                {
-                    "resourcePrefix": SRIOV_RESOURCE_PREFIX,
-                    "resourceName": r.device_plugin_resource,
-                    "selectors": {
-                        "vendors": ["15b3"],  # Mellanox/NVIDIA NICs
-                        "pfNames": [r.netdev],
-                        "linkTypes": [facts.device_link_type],
-                        "isRdma": True,
-                    },
-                }
-                for r in facts.rails
-            ]
-        }
-        spec["sriovDevicePlugin"] = {
-            **_image(ctx, "sriov-network-device-plugin"),
-            "config": _json(config),
-        }
-    if facts.infiniband is not None and facts.infiniband.pkey_management == "ufm":
-        spec["ibKubernetes"] = {
-            **_image(ctx, "ib-kubernetes"),
-            "periodicUpdateSeconds": 5,
-            "pKeyGUIDPoolRangeStart": "02:00:00:00:00:00:00:00",
-            "pKeyGUIDPoolRangeEnd": "02:FF:FF:FF:FF:FF:FF:FF",
-            "ufmSecret": UFM_SECRET_NAME,
-        }
+    if facts.nic_driver == "operator":
+        spec["ofedDriver"] = _ofed_driver(ctx)
+    spec.update(nics.mode(facts.rdma).policy_spec(ctx, image))
+    spec.update(nics.link(facts.type).policy_spec(ctx, image))
     return spec
+
+
+def _ofed_driver(ctx: PlanContext) -> dict[str, Any]:
+    doca = ctx.components["doca-driver"]
+    repository, _, image = (doca.image_ref or "").rpartition("/")
+    return {
+        "image": image,
+        "repository": repository,
+        "version": doca.version,
+        # Driver upgrades reload mlx5 on every node: one node at a time, drained first.
+        "upgradePolicy": {
+            "autoUpgrade": True,
+            "maxParallelUpgrades": 1,
+            "drain": {
+                "enable": True,
+                "force": True,
+                "deleteEmptyDir": True,
+                "timeoutSeconds": 300,
+            },
+        },
+    }
 
 
 def _json(data: Any) -> str:
@@ -172,25 +133,27 @@ def _object(
 # ------------------------------------------------------------------------------ pools
 
 
-def pool_spec(fabric: Fabric, rail: Rail, facts: RailFacts) -> dict[str, Any]:
-    """Spec of the rail's nv-ipam pool (of kind ``facts.pool_kind``)."""
+def pool_spec(fabric: FabricFacts, rail: RailFacts) -> dict[str, Any]:
+    """Spec of the rail's nv-ipam pool (of kind ``rail.pool_kind``)."""
     exclusions = [_exclusion(text) for text in rail.exclude]
-    if facts.pool_kind == "CIDRPool":
+    subnet = ipaddress.ip_network(rail.subnet)
+    if rail.pool_kind == "CIDRPool":
         spec: dict[str, Any] = {
-            "cidr": str(rail.subnet),
-            "perNodeNetworkPrefix": fabric.ipam.perNodePrefix,
+            "cidr": rail.subnet,
+            "perNodeNetworkPrefix": fabric.ipam_node_prefix,
         }
         if rail.gateway is not None:
             # CIDRPool names the gateway by its index inside each node's block; pods reach
             # the other nodes' blocks of the rail through it.
-            spec["gatewayIndex"] = int(rail.gateway) - int(rail.subnet.network_address)
-            spec["routes"] = [{"dst": str(rail.subnet)}]
+            gateway = ipaddress.ip_address(rail.gateway)
+            spec["gatewayIndex"] = int(gateway) - int(subnet.network_address)
+            spec["routes"] = [{"dst": rail.subnet}]
         if exclusions:
             spec["exclusions"] = exclusions
         return spec
-    spec = {"subnet": str(rail.subnet), "perNodeBlockSize": fabric.ipam.perNodeBlockSize}
+    spec = {"subnet": rail.subnet, "perNodeBlockSize": fabric.ipam_block_size}
     if rail.gateway is not None:
-        spec["gateway"] = str(rail.gateway)
+        spec["gateway"] = rail.gateway
     if exclusions:
         spec["exclusions"] = exclusions
     return spec
@@ -204,76 +167,11 @@ def _exclusion(text: str) -> dict[str, str]:
     }
 
 
-# ------------------------------------------------------------------------------- CNIs
-
-
-def cni_config(fabric: Fabric, rail: RailFacts, tenant: Tenant | None = None) -> dict[str, Any]:
-    """The exact CNI configuration a pod's interface on this rail is created with; a
-    tenant's own partition or VLAN applies to its per-tenant networks."""
-    name = rail.nad
-    ipam: dict[str, Any] = {"type": "nv-ipam", "poolName": rail.pool}
-    if rail.pool_kind == "CIDRPool":
-        ipam["poolType"] = "cidrpool"
-    mtu = rail.mtu
-    if rail.cni == "ipoib":
-        return {
-            "cniVersion": "0.3.1",
-            "name": name,
-            "type": "ipoib",
-            "master": rail.netdev,
-            "mtu": mtu,
-            "ipam": ipam,
-        }
-    if rail.cni == "macvlan":
-        return {
-            "cniVersion": "0.3.1",
-            "name": name,
-            "type": "macvlan",
-            "master": rail.netdev,
-            "mode": "bridge",
-            "mtu": mtu,
-            "ipam": ipam,
-        }
-    if rail.cni == "host-device":
-        return {"cniVersion": "0.3.1", "name": name, "type": "host-device", "ipam": ipam}
-    if rail.cni == "ib-sriov":
-        ib = fabric.infiniband
-        config: dict[str, Any] = {
-            "cniVersion": "0.3.1",
-            "name": name,
-            "type": "ib-sriov",
-            "link_state": "enable",
-            # ib-sriov moves the VF's RDMA device into the pod itself (no rdma CNI then).
-            "rdmaIsolation": True,
-            "ipam": ipam,
-        }
-        pkey = tenant.pkey if tenant is not None and tenant.pkey else (ib.pkey if ib else None)
-        if pkey is not None:
-            config["pkey"] = pkey
-        if ib is not None and ib.pkeyManagement == "ufm":
-            config["ibKubernetesEnabled"] = True
-        return config
-    if rail.cni != "sriov":
-        raise ValueError(f"rail {rail.name}: no CNI configuration for {rail.cni!r}")
-    sriov: dict[str, Any] = {"type": "sriov", "link_state": "enable", "ipam": ipam}
-    if tenant is not None and tenant.vlan is not None:
-        sriov["vlan"] = tenant.vlan
-    return {
-        "cniVersion": "0.3.1",
-        "name": name,
-        "plugins": [
-            sriov,
-            # Moves the VF's RDMA device into the pod network namespace.
-            {"type": "rdma"},
-        ],
-    }
-
-
 # ------------------------------------------------------------------------------ build
 
 
 def build(ctx: PlanContext) -> list[Item]:
-    fabric = ctx.model.fabric
+    facts = ctx.facts.fabric
     operator = ctx.components[COMPONENT]
     items: list[Item] = [
         system_namespace(
@@ -292,23 +190,9 @@ def build(ctx: PlanContext) -> list[Item]:
             protect=True,
         )
     )
-    policy_deps = [ids.NETWORK_OPERATOR]
-    ib = fabric.infiniband
-    if ib is not None and ib.pkeyManagement == "ufm" and ib.ufm is not None:
-        secret = render_object(
-            "network/ufm-secret.yaml.j2",
-            name=UFM_SECRET_NAME,
-            namespace=operator.namespace,
-            stack=ctx.stack,
-            ufm=ib.ufm,
-        )
-        secret["stringData"]["UFM_PASSWORD"] = SecretRef(
-            "fabric.infiniband.ufm.password", ib.ufm.password
-        )
-        items.append(
-            Item(ids.UFM_SECRET, Layer.NETWORK, K8sObject(secret), (ids.NETWORK_NAMESPACE,))
-        )
-        policy_deps.append(ids.UFM_SECRET)  # ib-kubernetes needs it before the policy
+    # The link's own objects (UFM credentials) come before the policy that reads them.
+    link_items = nics.link(facts.type).items(ctx)
+    items += link_items
     items.append(
         Item(
             ids.NIC_POLICY,
@@ -321,12 +205,13 @@ def build(ctx: PlanContext) -> list[Item]:
                 policy_spec(ctx),
                 annotations={"pulumi.com/waitFor": STATE_READY},
             ),
-            tuple(policy_deps),
+            (ids.NETWORK_OPERATOR, *(it.id for it in link_items)),
         )
     )
     multus_dep = _multus(ctx, items)
     pool_ids = _pools(ctx, items, operator.namespace)
-    device_deps = _sriov(ctx, items, operator.namespace)
+    device_items, device_deps = nics.mode(facts.rdma).items(ctx, operator.namespace)
+    items += device_items
     _networks(ctx, items, [multus_dep, *device_deps], pool_ids)
     return items
 
@@ -349,93 +234,31 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
 
 
 def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str]:
-    fabric = ctx.model.fabric
+    fabric = ctx.facts.fabric
     pools: dict[str, str] = {}
-    for rail, facts in zip(fabric.rails, ctx.facts.fabric.rails, strict=True):
-        spec = pool_spec(fabric, rail, facts)
-        item_id = ids.pool(facts.name)
-        items.append(
-            Item(
-                item_id,
-                Layer.NETWORK,
-                _object(ctx, IPAM_API, facts.pool_kind, facts.pool, spec, namespace=namespace),
-                (ids.NIC_POLICY,),  # nv-ipam and its CRDs come with the policy
-                rail=facts.name,
-            )
-        )
-        pools[facts.name] = item_id
-    return pools
-
-
-def _sriov(ctx: PlanContext, items: list[Item], namespace: str) -> list[str]:
-    """SR-IOV node policies (VFs per rail) and the cluster-wide exclusive RDMA mode."""
-    facts = ctx.facts.fabric
-    if facts.rdma != "sriov" or facts.sriov_vfs is None:
-        return [ids.NIC_POLICY]
-    policies: list[str] = []
-    selector = dict(ctx.facts.nodes.selector)
-    for rail in facts.rails:
-        spec: dict[str, Any] = {
-            "resourceName": rail.device_plugin_resource,
-            "nodeSelector": selector,
-            "numVfs": facts.sriov_vfs,
-            "mtu": rail.mtu,
-            "nicSelector": {"vendor": "15b3", "pfNames": [rail.netdev]},
-            "deviceType": "netdevice",
-            "isRdma": True,
-            "linkType": "ib" if facts.type == "infiniband" else "eth",
-            "priority": 50,
-        }
-        item_id = ids.sriov_policy(rail.name)
+    for rail in fabric.rails:
+        item_id = ids.pool(rail.name)
         items.append(
             Item(
                 item_id,
                 Layer.NETWORK,
                 _object(
                     ctx,
-                    SRIOV_API,
-                    "SriovNetworkNodePolicy",
-                    f"{rail.name}-vfs",
-                    spec,
+                    IPAM_API,
+                    rail.pool_kind,
+                    rail.pool,
+                    pool_spec(fabric, rail),
                     namespace=namespace,
-                    annotations={
-                        DISRUPTIVE: "creating or changing VFs drains and may reboot GPU nodes"
-                    },
                 ),
-                (ids.NETWORK_OPERATOR,),
+                (ids.NIC_POLICY,),  # nv-ipam and its CRDs come with the policy
                 rail=rail.name,
             )
         )
-        policies.append(item_id)
-    pool = {
-        "nodeSelector": {"matchLabels": selector},
-        "maxUnavailable": 1,
-        # VFs' RDMA devices move into pods: the RDMA subsystem is exclusive on these nodes.
-        "rdmaMode": "exclusive",
-    }
-    items.append(
-        Item(
-            ids.SRIOV_POOL,
-            Layer.NETWORK,
-            _object(
-                ctx,
-                SRIOV_API,
-                "SriovNetworkPoolConfig",
-                "gpu-nodes-rdma-exclusive",
-                pool,
-                namespace=namespace,
-                annotations={
-                    DISRUPTIVE: "switching the RDMA subsystem to exclusive reboots GPU nodes"
-                },
-            ),
-            (ids.NETWORK_OPERATOR,),
-        )
-    )
-    return [*policies, ids.SRIOV_POOL]
+        pools[rail.name] = item_id
+    return pools
 
 
 def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[str, str]) -> None:
-    model = ctx.model
     facts = ctx.facts.fabric
     if facts.networks_namespace is not None:
         # Holds only NetworkAttachmentDefinitions: the strictest Pod Security level.
@@ -448,11 +271,13 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
                 "restricted",
             )
         )
-        targets: list[tuple[str, str, Tenant | None]] = [
+        targets: list[tuple[str, str, TenantContract | None]] = [
             (facts.networks_namespace, ids.NETWORKS_NAMESPACE, None)
         ]
     else:
-        targets = [(t.namespace, ids.tenant_namespace(t.namespace), t) for t in model.tenants]
+        targets = [
+            (ns, ids.tenant_namespace(ns), contract) for ns, contract in ctx.facts.tenants.items()
+        ]
     for namespace, ns_id, tenant in targets:
         for rail in facts.rails:
             body = render_object(
@@ -462,7 +287,7 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
                 stack=ctx.stack,
                 rail=rail.name,
                 resource=rail.resource,
-                cni=cni_config(model.fabric, rail, tenant),
+                cni=cni.cni_config(facts, rail, tenant),
             )
             items.append(
                 Item(

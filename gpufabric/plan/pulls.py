@@ -24,7 +24,8 @@ from gpufabric.model.config import Sources, StackModel
 from gpufabric.model.problems import Problem
 from gpufabric.model.sources import Mirrors, full_name, split_registry
 from gpufabric.model.versions import load_catalog
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
+from gpufabric.plan.build import build_plan
+from gpufabric.plan.items import HelmChart, K8sObject, KustomizeOverlay
 
 TOOL_IMAGES = {
     "training-image": "gpufabric job, gpufabric verify nccl",

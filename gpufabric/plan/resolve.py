@@ -19,8 +19,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gpufabric import authorities
-from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, Roce, StackModel
+from gpufabric import authorities, nics
+from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, StackModel
 from gpufabric.plan.facts import (
     Acceptance,
     FabricFacts,
@@ -34,14 +34,6 @@ from gpufabric.plan.facts import (
     TenantContract,
 )
 
-DEFAULT_MTU = {"infiniband": 4092, "roce": 9000}
-"""MTU of the rails when the stack sets none: IPoIB's datagram maximum on InfiniBand,
-jumbo frames on RoCE."""
-DSCP_TO_TRAFFIC_CLASS = 4
-"""NCCL_IB_TC carries the DSCP in its upper six bits."""
-SHARED_RESOURCE_PREFIX = "rdma"
-SRIOV_RESOURCE_PREFIX = "nvidia.com"
-BOOTSTRAP_INTERFACE = "eth0"
 SHM_PER_GPU_GIB = 8
 """/dev/shm size per GPU: NCCL's intra-node buffers and data-loader workers live there; the
 container runtime's 64 MiB default makes NCCL fail with 'failed to extend /dev/shm'."""
@@ -50,34 +42,14 @@ DEFAULT_FRACTION = 0.9
 
 
 def effective_mtu(fabric: Fabric) -> int:
-    return fabric.mtu if fabric.mtu is not None else DEFAULT_MTU[fabric.type]
-
-
-def _cni(fabric: Fabric) -> str:
-    if fabric.rdma in ("shared", "none"):
-        return "ipoib" if fabric.type == "infiniband" else "macvlan"
-    if fabric.rdma == "hostdevice":
-        return "host-device"
-    return "ib-sriov" if fabric.type == "infiniband" else "sriov"
-
-
-def _device_plugin_resource(fabric: Fabric, rail: Rail) -> str | None:
-    # Device-plugin resource names allow letters, digits and '_'.
-    base = rail.name.replace("-", "_")
-    return {"shared": base, "sriov": f"sriov_{base}", "hostdevice": f"hostdev_{base}"}.get(
-        fabric.rdma
-    )
-
-
-def _resource(fabric: Fabric, rail: Rail) -> str | None:
-    name = _device_plugin_resource(fabric, rail)
-    if name is None:
-        return None
-    prefix = SHARED_RESOURCE_PREFIX if fabric.rdma == "shared" else SRIOV_RESOURCE_PREFIX
-    return f"{prefix}/{name}"
+    """The stack's MTU, or its link's default (IPoIB's datagram maximum on InfiniBand,
+    jumbo frames on RoCE)."""
+    return fabric.mtu if fabric.mtu is not None else nics.link(fabric.type).default_mtu
 
 
 def rail_facts(fabric: Fabric, rail: Rail) -> RailFacts:
+    mode = nics.mode(fabric.rdma)
+    plugin_resource = mode.device_plugin_resource(rail.name)
     return RailFacts(
         name=rail.name,
         netdev=rail.netdev,
@@ -85,96 +57,60 @@ def rail_facts(fabric: Fabric, rail: Rail) -> RailFacts:
         subnet=str(rail.subnet),
         gateway=str(rail.gateway) if rail.gateway is not None else None,
         mtu=effective_mtu(fabric),
-        cni=_cni(fabric),
+        cni=mode.cni(nics.link(fabric.type)),
         pod_interface=rail.name,
-        resource=_resource(fabric, rail),
-        device_plugin_resource=_device_plugin_resource(fabric, rail),
+        resource=f"{mode.resource_prefix}/{plugin_resource}"
+        if plugin_resource is not None
+        else None,
+        device_plugin_resource=plugin_resource,
         nad=rail.name,
         pool=f"{rail.name}-pool",
         pool_kind="CIDRPool" if fabric.ipam.poolType == "cidrpool" else "IPPool",
-    )
-
-
-def _roce(fabric: Fabric) -> RoceFacts | None:
-    if fabric.type != "roce":
-        return None
-    roce = fabric.roce or Roce()
-    pfc = ["0"] * 8
-    pfc[roce.pfcPriority] = "1"
-    return RoceFacts(
-        dscp=roce.dscp,
-        traffic_class=roce.trafficClass
-        if roce.trafficClass is not None
-        else roce.dscp * DSCP_TO_TRAFFIC_CLASS,
-        pfc_priority=roce.pfcPriority,
-        qps_per_connection=roce.qpsPerConnection,
-        gid_index=roce.gidIndex,
-        pfc_vector=",".join(pfc),
-    )
-
-
-def _infiniband(fabric: Fabric) -> InfinibandFacts | None:
-    if fabric.type != "infiniband":
-        return None
-    ib = fabric.infiniband
-    return InfinibandFacts(
-        pkey=ib.pkey if ib else None,
-        pkey_management=ib.pkeyManagement if ib else "static",
+        exclude=tuple(rail.exclude),
     )
 
 
 def fabric_facts(fabric: Fabric) -> FabricFacts:
+    link = nics.link(fabric.type)
+    mode = nics.mode(fabric.rdma)
     rails = tuple(rail_facts(fabric, r) for r in fabric.rails)
     resources: dict[str, int] = {}
     for rail in rails:
         if rail.resource is not None:
             resources[rail.resource] = resources.get(rail.resource, 0) + 1
-    ib = fabric.type == "infiniband"
+    section = link.section_facts(fabric)
     return FabricFacts(
         type=fabric.type,
         rdma=fabric.rdma,
-        has_rdma=fabric.rdma != "none",
+        has_rdma=mode.has_rdma,
         gpudirect=fabric.gpuDirect,
         nic_driver=fabric.nicDriver.source,
         host_stack=fabric.nicDriver.hostStack,
         multus=fabric.multus,
         nad_scope=fabric.nadScope,
         networks_namespace=fabric.networkNamespace if fabric.nadScope == "system" else None,
-        link_layer="InfiniBand" if ib else "Ethernet",
-        nccl_link_layer="IB" if ib else "RoCE",
-        device_link_type="infiniband" if ib else "ether",
+        link_layer=link.sysfs_link_layer,
+        nccl_link_layer=link.nccl_link_layer,
+        device_link_type=link.device_link_type,
         mtu=effective_mtu(fabric),
         link_rate_gbps=fabric.linkRateGbps,
         sriov_vfs=fabric.sriov.numVfs if fabric.sriov is not None else None,
+        ipam_block_size=fabric.ipam.perNodeBlockSize,
+        ipam_node_prefix=fabric.ipam.perNodePrefix,
         rails=rails,
         rdma_resources=dict(sorted(resources.items())),
-        roce=_roce(fabric),
-        infiniband=_infiniband(fabric),
+        roce=section if isinstance(section, RoceFacts) else None,
+        infiniband=section if isinstance(section, InfinibandFacts) else None,
     )
 
 
 def nccl_env(fabric: Fabric, facts: FabricFacts) -> dict[str, str]:
-    """Environment variables every training pod of this fabric gets (sorted by name)."""
-    env: dict[str, str] = {}
-    if not facts.has_rdma:
-        # No RDMA devices: NCCL's socket transport carries data over the rail interfaces.
-        env["NCCL_IB_DISABLE"] = "1"
-        env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(r.pod_interface for r in facts.rails)
-    else:
-        # Out-of-band bootstrap over the cluster network; data goes over the RDMA devices.
-        env["NCCL_SOCKET_IFNAME"] = f"={BOOTSTRAP_INTERFACE}"
-        env["NCCL_IB_DISABLE"] = "0"
-        hcas = [r.hca for r in facts.rails]
-        # With shared devices a pod sees the host's HCAs under their host names; VFs and
-        # host devices get other names inside the pod, so only pin names in shared mode.
-        if facts.rdma == "shared" and all(hcas):
-            env["NCCL_IB_HCA"] = "=" + ",".join(h for h in hcas if h)
-    if facts.roce is not None and facts.has_rdma:
-        env["NCCL_IB_TC"] = str(facts.roce.traffic_class)
-        if facts.roce.qps_per_connection is not None:
-            env["NCCL_IB_QPS_PER_CONNECTION"] = str(facts.roce.qps_per_connection)
-        if facts.roce.gid_index is not None:
-            env["NCCL_IB_GID_INDEX"] = str(facts.roce.gid_index)
+    """Environment variables every training pod of this fabric gets (sorted by name): the
+    mode's transport and device names, the link's RDMA settings, then the stack's own."""
+    mode = nics.mode(facts.rdma)
+    env = mode.nccl_env(facts.rails)
+    if mode.has_rdma:
+        env.update(nics.link(facts.type).nccl_env(facts))
     env.update(fabric.ncclEnv)
     return dict(sorted(env.items()))
 
@@ -226,7 +162,7 @@ def gpu_waits_for_nic_driver(fabric: Fabric) -> bool:
     Operator must wait for them (a known failure otherwise). DMA-BUF needs no such wait."""
     return (
         fabric.gpuDirect == "peermem"
-        and fabric.rdma != "none"
+        and nics.mode(fabric.rdma).has_rdma
         and fabric.nicDriver.source == "operator"
     )
 
@@ -281,6 +217,8 @@ def resolve(stack: str, model: StackModel) -> Facts:
             priority_class=authority.priority_class(t.namespace),
             gpu_quota=t.gpuQuota,
             gpu_limit=t.gpuQuota + t.gpuBorrowingLimit,
+            pkey=t.pkey,
+            vlan=t.vlan,
         )
         for t in model.tenants
     }
@@ -331,7 +269,6 @@ def resolve(stack: str, model: StackModel) -> Facts:
 
 __all__ = [
     "DEFAULT_FRACTION",
-    "DEFAULT_MTU",
     "SHM_PER_GPU_GIB",
     "acceptance",
     "effective_mtu",

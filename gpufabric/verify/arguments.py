@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gpufabric.plan import LAYER_ORDER, Layer
+from gpufabric.plan.items import LAYER_ORDER, Layer
 from gpufabric.plan.resolve import DEFAULT_FRACTION
 
 DEFAULT_PARALLEL = 32

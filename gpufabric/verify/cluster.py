@@ -15,8 +15,10 @@ from typing import Any
 
 from gpufabric import authorities
 from gpufabric.authorities.base import GPU_RESOURCE
-from gpufabric.plan import HelmChart, Item, K8sObject, KustomizeOverlay, Layer, Plan, ids
+from gpufabric.plan import ids
+from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts
+from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, Layer
 from gpufabric.verify.kube import Kube, collection_path, path_of
 from gpufabric.verify.results import Check, failed, passed
 

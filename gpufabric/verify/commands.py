@@ -19,7 +19,8 @@ from typing import Any
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
-from gpufabric.plan import LAYER_ORDER, Plan, build_plan
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
     cluster,
     expect,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufabric.outputs.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
-from gpufabric.plan import Plan
+from gpufabric.plan.build import Plan
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.verify import nccl_report
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT

@@ -15,7 +15,7 @@ from components.fabric import TrainingFabric
 from components.items import type_token, with_secrets
 from gpufabric.model.config import SecretValue
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import HelmChart, Item, K8sObject, Layer, SecretRef
+from gpufabric.plan.items import HelmChart, Item, K8sObject, Layer, SecretRef
 
 
 def test_type_tokens() -> None:

@@ -19,8 +19,9 @@ from pulumi.runtime import mocks as pulumi_mocks
 from components.items import type_token
 from gpufabric.model.stackfile import load_stack
 from gpufabric.outputs import runbook
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, build_plan
 from gpufabric.plan import ids as plan_ids
+from gpufabric.plan.build import build_plan
+from gpufabric.plan.items import HelmChart, K8sObject, KustomizeOverlay
 
 
 @dataclass

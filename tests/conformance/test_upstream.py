@@ -26,7 +26,9 @@ from upstream import crd_dir_with, helm_template, kustomize
 from gpufabric import authorities
 from gpufabric.model.sources import full_name
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, ids
+from gpufabric.plan import ids
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import HelmChart, KustomizeOverlay
 from gpufabric.plan.pulls import collect
 
 pytestmark = pytest.mark.conformance

@@ -21,7 +21,7 @@ import yaml
 from builders import REPO
 
 from gpufabric.outputs.render import to_yaml
-from gpufabric.plan import HelmChart, KustomizeOverlay
+from gpufabric.plan.items import HelmChart, KustomizeOverlay
 from gpufabric.support.yamlcodec import Loader as YamlLoader
 
 SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))

@@ -10,15 +10,8 @@ from builders import model_of
 from conftest import EXAMPLE_STACKS, example_config
 
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import (
-    HelmChart,
-    Item,
-    K8sObject,
-    Layer,
-    PlanError,
-    build_plan,
-    order_items,
-)
+from gpufabric.plan.build import build_plan
+from gpufabric.plan.items import HelmChart, Item, K8sObject, Layer, PlanError, order_items
 
 
 def tenant_objects(config: dict[str, Any], namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:

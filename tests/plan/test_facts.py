@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from builders import SHIPPED_STACKS, example_config, model_of, plan_of
 
+from gpufabric import nics
 from gpufabric.model.problems import StackError
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.runbook import render
-from gpufabric.plan import K8sObject, Plan
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import K8sObject
 from gpufabric.plan.pulls import collect
-from gpufabric.plan.resolve import DEFAULT_MTU
 from gpufabric.verify.expect import from_facts
 
 
@@ -129,7 +130,7 @@ def test_a_stack_without_mtu_gets_the_fabric_default_everywhere() -> None:
     model = model_of(config)
     plan = plan_of(config, "lab-roce")
     text = render(plan, collect("lab-roce", model))
-    assert plan.facts.fabric.mtu == DEFAULT_MTU["roce"] == 9000
+    assert plan.facts.fabric.mtu == nics.link("roce").default_mtu == 9000
     assert "MTU 9000" in text
     assert "an MTU of at least 9000 end to end" in text
     assert "None" not in text
@@ -141,7 +142,7 @@ def test_a_stack_without_mtu_gets_the_fabric_default_everywhere() -> None:
 def test_infiniband_default_mtu_is_ipoib_datagram_maximum() -> None:
     config = example_config("prod-ib")
     config["gpufabric:fabric"].pop("mtu", None)
-    assert plan_of(config).facts.fabric.mtu == DEFAULT_MTU["infiniband"] == 4092
+    assert plan_of(config).facts.fabric.mtu == nics.link("infiniband").default_mtu == 4092
 
 
 def test_roce_traffic_class_defaults_to_dscp_times_four_in_env_and_runbook() -> None:

@@ -15,8 +15,9 @@ from conftest import EXAMPLE_STACKS, SHARED, example_config, sections
 from components.items import await_transform
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, model_from_config
-from gpufabric.plan import HelmChart, build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.plan.ids import GPU_OPERATOR as CHART_ID
+from gpufabric.plan.items import HelmChart
 
 
 def chart_of(config: dict[str, Any]) -> HelmChart:

@@ -13,8 +13,10 @@ from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.model.versions import effective_components
-from gpufabric.plan import HelmChart, KustomizeOverlay, Plan, build_plan, network
+from gpufabric.nics import infiniband, sriov
 from gpufabric.plan import ids as plan_ids
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.items import HelmChart, KustomizeOverlay
 
 
 def nad(plan: Plan, rail: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -100,7 +102,7 @@ def test_roce_sriov_chains_rdma_and_sets_exclusive_mode() -> None:
     }
     pool = body(plan, plan_ids.SRIOV_POOL)
     assert pool["spec"]["rdmaMode"] == "exclusive"
-    assert "reboots" in pool["metadata"]["annotations"][network.DISRUPTIVE]
+    assert "reboots" in pool["metadata"]["annotations"][sriov.DISRUPTIVE]
     assert body(plan, "network/sriov-policy/rail2")["spec"]["linkType"] == "eth"
     cidr = body(plan, "network/pool/rail2")
     assert cidr["kind"] == "CIDRPool"
@@ -151,7 +153,7 @@ def test_ufm_pkeys_run_ib_kubernetes_after_its_secret() -> None:
     }
     plan = plan_of(config)
     spec = body(plan, plan_ids.NIC_POLICY)["spec"]
-    assert spec["ibKubernetes"]["ufmSecret"] == network.UFM_SECRET_NAME
+    assert spec["ibKubernetes"]["ufmSecret"] == infiniband.UFM_SECRET_NAME
     assert plan_ids.UFM_SECRET in plan.item(plan_ids.NIC_POLICY).depends_on
     _, cni = nad(plan, "rail0")
     assert cni["ibKubernetesEnabled"] is True

@@ -14,8 +14,8 @@ from conftest import EXAMPLE_STACKS, example_config, sections
 from gpufabric.authorities import kueue
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.plan import Plan
 from gpufabric.plan import ids as plan_ids
+from gpufabric.plan.build import Plan
 
 
 def kueue_config(plan: Plan) -> dict[str, Any]:

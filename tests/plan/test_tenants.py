@@ -13,8 +13,9 @@ from conftest import example_config, sections
 
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
-from gpufabric.plan import K8sObject, build_plan
 from gpufabric.plan import ids as plan_ids
+from gpufabric.plan.build import build_plan
+from gpufabric.plan.items import K8sObject
 
 PLAN = build_plan(
     "lab", model_from_config(sections(example_config("lab-roce")), "lab", from_file=True)

@@ -13,8 +13,9 @@ from conftest import EXAMPLE_STACKS, REPO, example_config
 from kustomize_lite import build
 
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Plan
 from gpufabric.plan import ids as plan_ids
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import HelmChart, K8sObject, KustomizeOverlay
 
 FIXTURES = REPO / "tests" / "fixtures" / "upstream"
 

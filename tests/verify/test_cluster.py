@@ -16,7 +16,8 @@ from fake_kube import FakeKube, path_of
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import HelmChart, K8sObject, KustomizeOverlay, Layer, build_plan
+from gpufabric.plan.build import build_plan
+from gpufabric.plan.items import HelmChart, K8sObject, KustomizeOverlay, Layer
 from gpufabric.verify import cluster
 from gpufabric.verify.kube import Kube
 

@@ -25,7 +25,7 @@ from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.verify import nccl, probe_daemonset
 from gpufabric.verify.kube import Kube
 

@@ -20,7 +20,7 @@ import testinfra
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.verify import expect, nodes
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.results import Check

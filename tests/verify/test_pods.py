@@ -17,7 +17,7 @@ import testinfra
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
-from gpufabric.plan import build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.verify import expect, pods
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.suite_runner import run_suite

@@ -1,0 +1,138 @@
+"""InfiniBand rails: IPoIB netdevs, partition keys, the subnet manager, UFM."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpufabric.model.config import Fabric
+from gpufabric.model.problems import Problem
+from gpufabric.nics.base import Image, Link, NicMode, rail_name_problems
+from gpufabric.plan import ids
+from gpufabric.plan.facts import InfinibandFacts, PlanContext
+from gpufabric.plan.items import Item, K8sObject, Layer, SecretRef
+from gpufabric.support.templates import render_object
+
+MAX_VFS = 16
+"""VFs per physical function an InfiniBand port supports."""
+UFM_SECRET_NAME = "ib-kubernetes-ufm-secret"
+
+
+class Infiniband(Link):
+    name = "infiniband"
+    title = "InfiniBand"
+    sysfs_link_layer = "InfiniBand"
+    nccl_link_layer = "IB"
+    device_link_type = "infiniband"
+    sriov_link_type = "ib"
+    default_mtu = 4092  # IPoIB's datagram maximum
+    mtu_range = (2044, 4092)
+    mtu_hint = (
+        " (enhanced IPoIB on ConnectX runs datagram mode only: 4092 with a 4K IB MTU, 2044 with 2K)"
+    )
+    shared_cni = "ipoib"
+    vf_cni = "ib-sriov"
+    tenant_isolation = "pkey"
+    other_section = (
+        "fabric.roce",
+        "RoCE options are set but fabric.type is infiniband; remove them",
+    )
+    node_rail_checks = ("hca", "port", "mtu")
+    runbook_fragment = "link-infiniband.md.j2"
+
+    def other_section_set(self, fabric: Fabric) -> bool:
+        return fabric.roce is not None
+
+    def problems(self, fabric: Fabric, mode: NicMode) -> Iterator[Problem]:
+        yield from super().problems(fabric, mode)
+        if fabric.sriov is not None and fabric.sriov.numVfs > MAX_VFS:
+            yield Problem(
+                "fabric.sriov.numVfs",
+                f"{fabric.sriov.numVfs} is more than {MAX_VFS} VFs per PF, the limit on InfiniBand",
+            )
+        yield from rail_name_problems(
+            fabric,
+            lambda netdev: not netdev.startswith("ib"),
+            "{netdev!r} does not look like an IPoIB interface (ib*, e.g. ibp24s0) on an "
+            "infiniband fabric; check the port's link type",
+        )
+        yield from _section_problems(fabric, mode)
+
+    def section_facts(self, fabric: Fabric) -> InfinibandFacts:
+        ib = fabric.infiniband
+        return InfinibandFacts(
+            pkey=ib.pkey if ib else None,
+            pkey_management=ib.pkeyManagement if ib else "static",
+            ufm=ib.ufm if ib and ib.pkeyManagement == "ufm" else None,
+        )
+
+    def policy_spec(self, ctx: PlanContext, image: Image) -> dict[str, Any]:
+        if _ufm(ctx) is None:
+            return {}
+        return {
+            "ibKubernetes": {
+                **image("ib-kubernetes"),
+                "periodicUpdateSeconds": 5,
+                "pKeyGUIDPoolRangeStart": "02:00:00:00:00:00:00:00",
+                "pKeyGUIDPoolRangeEnd": "02:FF:FF:FF:FF:FF:FF:FF",
+                "ufmSecret": UFM_SECRET_NAME,
+            }
+        }
+
+    def items(self, ctx: PlanContext) -> list[Item]:
+        """The UFM credentials ib-kubernetes reads (before the NicClusterPolicy)."""
+        ufm = _ufm(ctx)
+        if ufm is None:
+            return []
+        secret = render_object(
+            "network/ufm-secret.yaml.j2",
+            name=UFM_SECRET_NAME,
+            namespace=ctx.components["network-operator"].namespace,
+            stack=ctx.stack,
+            ufm=ufm,
+        )
+        secret["stringData"]["UFM_PASSWORD"] = SecretRef(
+            "fabric.infiniband.ufm.password", ufm.password
+        )
+        return [Item(ids.UFM_SECRET, Layer.NETWORK, K8sObject(secret), (ids.NETWORK_NAMESPACE,))]
+
+
+def _ufm(ctx: PlanContext) -> Any:
+    ib = ctx.facts.fabric.infiniband
+    return ib.ufm if ib is not None else None
+
+
+def _section_problems(f: Fabric, mode: NicMode) -> Iterator[Problem]:
+    ib = f.infiniband
+    if ib is None:
+        return
+    vfs = mode.carries_tenant_isolation()
+    if ib.pkey is not None and not vfs:
+        yield Problem(
+            "fabric.infiniband.pkey",
+            f"a pkey is carried by SR-IOV VFs (rdma: sriov), but fabric.rdma is {f.rdma}; with "
+            "shared devices use the pkey child interface (e.g. ibp24s0.8001) as the rail netdev",
+        )
+    if ib.pkeyManagement == "ufm":
+        if not vfs:
+            yield Problem(
+                "fabric.infiniband.pkeyManagement",
+                f"'ufm' needs rdma: sriov (ib-kubernetes adds VF GUIDs to the pkey), "
+                f"but fabric.rdma is {f.rdma}",
+            )
+        if ib.ufm is None:
+            yield Problem(
+                "fabric.infiniband.ufm",
+                "required with pkeyManagement: ufm (address, username, password)",
+            )
+        if ib.pkey is None:
+            yield Problem(
+                "fabric.infiniband.pkey", "required with pkeyManagement: ufm (e.g. '0x8001')"
+            )
+    elif ib.ufm is not None:
+        yield Problem(
+            "fabric.infiniband.ufm", "set, but pkeyManagement is static; set pkeyManagement: ufm"
+        )
+
+
+LINK = Infiniband()
