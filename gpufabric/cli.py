@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 # Commands import what only they need (verify, diff, runbook, images, nccl-report) when
 # they run: `render` and `--help` start quickly.
-from gpufabric import __version__
+from gpufabric import __version__, nics
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import (
@@ -198,9 +198,9 @@ def _with_stack(
 def _describe(stack: Stack) -> str:
     m = stack.model
     f = m.fabric
-    sriov = " (the Network Operator's own SR-IOV operator)" if f.rdma == "sriov" else ""
+    note = nics.mode(f.rdma).summary_note
     return (
-        f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}{sriov}, gpuDirect {f.gpuDirect}, "
+        f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}{note}, gpuDirect {f.gpuDirect}, "
         f"{m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
         f"{len(m.tenants)} tenants"
     )

@@ -129,6 +129,8 @@ class NicMode(ABC):
     """Prefix of the extended resource a pod requests per rail (None: no device)."""
     sriov_operator: ClassVar[bool] = False
     """It needs the Network Operator's SR-IOV operator."""
+    summary_note: ClassVar[str] = ""
+    """Appended to the mode's name in ``gpufabric stacks``."""
     version_features: ClassVar[tuple[str, ...]] = ()
     """Features it adds to what manifests/versions.yaml rules match on."""
     runbook_fragment: ClassVar[str]

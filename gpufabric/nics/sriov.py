@@ -28,6 +28,7 @@ class Sriov(NicMode):
     resource_prefix = RESOURCE_PREFIX
     sriov_operator = True
     version_features = ("sriov",)
+    summary_note = " (the Network Operator's own SR-IOV operator)"
     runbook_fragment = "nic-sriov.md.j2"
 
     def cni(self, link: Link) -> str:

@@ -113,6 +113,8 @@ class FabricFacts:
     """Extended resources (and counts) one pod requests for its rails."""
     roce: RoceFacts | None
     infiniband: InfinibandFacts | None
+    pfc_priority: int | None = None
+    """The priority RDMA traffic pauses on (None: the link has no lossless Ethernet class)."""
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,7 @@ def fabric_facts(fabric: Fabric) -> FabricFacts:
         rdma_resources=dict(sorted(resources.items())),
         roce=section if isinstance(section, RoceFacts) else None,
         infiniband=section if isinstance(section, InfinibandFacts) else None,
+        pfc_priority=section.pfc_priority if isinstance(section, RoceFacts) else None,
     )
 
 

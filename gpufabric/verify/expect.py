@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufabric import nics
 from gpufabric.plan.facts import Facts
 
 
@@ -43,7 +44,7 @@ class Expectation:
     @property
     def link_layer(self) -> str:
         """sysfs link_layer of the rail ports."""
-        return "InfiniBand" if self.fabric == "infiniband" else "Ethernet"
+        return nics.link(self.fabric).sysfs_link_layer
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -51,6 +52,11 @@ class Expectation:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Expectation:
         data = dict(data)
+        if data.get("fabric") not in nics.link_names():
+            known = ", ".join(nics.link_names())
+            raise ValueError(
+                f"fabric {data.get('fabric')!r} is not a fabric type; expected {known}"
+            )
         data["rails"] = tuple(RailExpectation(**r) for r in data.get("rails", ()))
         return cls(**data)
 
@@ -71,7 +77,7 @@ def from_facts(facts: Facts) -> Expectation:
         rdma=f.has_rdma,
         link_rate_gbps=f.link_rate_gbps,
         mtu=f.mtu,
-        pfc_priority=f.roce.pfc_priority if f.roce is not None else None,
+        pfc_priority=f.pfc_priority,
         rails=tuple(
             RailExpectation(
                 name=r.name,

@@ -14,8 +14,9 @@ import gzip
 import re
 import shlex
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from gpufabric import nics
 from gpufabric.verify.expect import Expectation, RailExpectation
 from gpufabric.verify.probe import Probe, ProbeCheck
 from gpufabric.verify.probe import run_checks as probe_run_checks
@@ -558,6 +559,23 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
 # ------------------------------------------------------------------------------- suite
 
 
+RAIL_CHECKS: Mapping[str, Callable[[RailExpectation], Callable[[Probe, Expectation], Check]]] = {
+    "hca": check_rail_hca,
+    "port": check_rail_port,
+    "gid": check_rail_gid,
+    "mtu": check_rail_mtu,
+    "pfc": check_rail_pfc,
+}
+"""Per-rail checks by the names a link lists in ``node_rail_checks`` (gpufabric.nics)."""
+RAIL_CHECK_NEEDS: Mapping[str, str] = {"mtu": "mtu", "pfc": "pfc_priority"}
+"""Rail checks that need a value the expectation may lack (hand-written files)."""
+
+
+def _has_inputs(kind: str, exp: Expectation) -> bool:
+    need = RAIL_CHECK_NEEDS.get(kind)
+    return need is None or getattr(exp, need) is not None
+
+
 def node_checks(exp: Expectation) -> list[ProbeCheck]:
     """The checks that apply to this stack, in the order a person would debug a node."""
     checks = [
@@ -566,15 +584,11 @@ def node_checks(exp: Expectation) -> list[ProbeCheck]:
         ProbeCheck(f"gpudirect.{exp.gpudirect}", check_gpudirect),
     ]
     if exp.rdma:
+        kinds = [k for k in nics.link(exp.fabric).node_rail_checks if _has_inputs(k, exp)]
         for rail in exp.rails:
-            checks.append(ProbeCheck(f"rail.{rail.name}.hca", check_rail_hca(rail)))
-            checks.append(ProbeCheck(f"rail.{rail.name}.port", check_rail_port(rail)))
-            if exp.fabric == "roce":
-                checks.append(ProbeCheck(f"rail.{rail.name}.gid", check_rail_gid(rail)))
-            if exp.mtu is not None:
-                checks.append(ProbeCheck(f"rail.{rail.name}.mtu", check_rail_mtu(rail)))
-            if exp.fabric == "roce" and exp.pfc_priority is not None:
-                checks.append(ProbeCheck(f"rail.{rail.name}.pfc", check_rail_pfc(rail)))
+            checks += [
+                ProbeCheck(f"rail.{rail.name}.{kind}", RAIL_CHECKS[kind](rail)) for kind in kinds
+            ]
         checks.append(ProbeCheck("rdma.devices", check_rdma_devices))
         checks.append(ProbeCheck("pcie.acs", check_acs))
     checks.append(ProbeCheck("pcie.iommu", check_iommu))
