@@ -562,7 +562,7 @@ def _tenant_isolation(p: Parts) -> Iterator[Problem]:
                 continue
             if f.nadScope != "tenant":
                 yield Problem(path, "applies to per-tenant networks; set fabric.nadScope: tenant")
-            if nics.link(f.type) is not carrier or not nics.mode(f.rdma).carries_tenant_isolation():
+            if nics.link(f.type) is not carrier or not nics.mode(f.rdma).virtual_functions:
                 yield Problem(
                     path,
                     f"a per-tenant {attr} is carried by {carrier.name} SR-IOV VFs, but the fabric is "

@@ -22,23 +22,6 @@ from gpufabric.plan.items import Item
 Image = Callable[[str], dict[str, str]]
 """image name -> the image, repository and version keys of a NicClusterPolicy part."""
 
-RUNBOOK_MACROS: tuple[str, ...] = (
-    "facts_row",
-    "pod_devices",
-    "tools",
-    "prerequisites",
-    "netdev_note",
-    "leaf_hint",
-    "routed_class",
-    "node_checks",
-    "network_ready",
-    "rollback_note",
-    "triage",
-    "hca_note",
-)
-"""Macros every link and NIC-mode runbook fragment defines (empty where nothing applies);
-the runbook templates call them and never test which link or mode the stack has."""
-
 
 class Link(ABC):
     """The fabric's link layer: what differs between InfiniBand and RoCE rails."""
@@ -73,6 +56,19 @@ class Link(ABC):
     """Per-rail checks ``verify nodes`` runs on its ports, in order (hca, port, gid, mtu,
     pfc: see gpufabric.verify.nodes)."""
     runbook_fragment: ClassVar[str]
+    """Template under manifests/runbooks/ defining :attr:`runbook_macros`."""
+    runbook_macros: ClassVar[tuple[str, ...]] = (
+        "facts_row",
+        "tools",
+        "prerequisites",
+        "netdev_note",
+        "routed_class",
+        "leaf_hint",
+        "node_checks",
+        "triage",
+    )
+    """Macros every link's fragment defines (empty where nothing applies): the runbook
+    calls them and never tests which link the stack has."""
 
     @abstractmethod
     def other_section_set(self, fabric: Fabric) -> bool:
@@ -127,6 +123,9 @@ class NicMode(ABC):
     """Pods get RDMA devices (NCCL's IB transport); False: NCCL runs over sockets."""
     resource_prefix: ClassVar[str | None]
     """Prefix of the extended resource a pod requests per rail (None: no device)."""
+    virtual_functions: ClassVar[bool] = False
+    """Pods get SR-IOV VFs, which carry a tenant's own partition key or VLAN and need the
+    subnet manager's virtualization on InfiniBand."""
     sriov_operator: ClassVar[bool] = False
     """It needs the Network Operator's SR-IOV operator."""
     summary_note: ClassVar[str] = ""
@@ -134,6 +133,16 @@ class NicMode(ABC):
     version_features: ClassVar[tuple[str, ...]] = ()
     """Features it adds to what manifests/versions.yaml rules match on."""
     runbook_fragment: ClassVar[str]
+    """Template under manifests/runbooks/ defining :attr:`runbook_macros`."""
+    runbook_macros: ClassVar[tuple[str, ...]] = (
+        "pod_devices",
+        "network_ready",
+        "rollback_changes",
+        "rollback_effects",
+        "triage",
+        "hca_note",
+    )
+    """Macros every mode's fragment defines (empty where nothing applies)."""
 
     @abstractmethod
     def cni(self, link: Link) -> str:
@@ -150,10 +159,6 @@ class NicMode(ABC):
                 "fabric.sriov",
                 f"applies to rdma: sriov or hostdevice, but fabric.rdma is {fabric.rdma}",
             )
-
-    def carries_tenant_isolation(self) -> bool:
-        """Its pods' devices carry a tenant's own partition key or VLAN (VFs)."""
-        return False
 
     def pins_hca_names(self, rails: Sequence[RailFacts]) -> bool:
         """Pods see the rails' HCAs under their host names (NCCL_IB_HCA may name them)."""
@@ -188,7 +193,6 @@ def device_plugin_name(rail: str) -> str:
 
 __all__ = [
     "BOOTSTRAP_INTERFACE",
-    "RUNBOOK_MACROS",
     "Image",
     "Link",
     "NicMode",

@@ -106,7 +106,7 @@ def _section_problems(f: Fabric, mode: NicMode) -> Iterator[Problem]:
     ib = f.infiniband
     if ib is None:
         return
-    vfs = mode.carries_tenant_isolation()
+    vfs = mode.virtual_functions
     if ib.pkey is not None and not vfs:
         yield Problem(
             "fabric.infiniband.pkey",

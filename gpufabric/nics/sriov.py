@@ -27,6 +27,7 @@ class Sriov(NicMode):
     has_rdma = True
     resource_prefix = RESOURCE_PREFIX
     sriov_operator = True
+    virtual_functions = True
     version_features = ("sriov",)
     summary_note = " (the Network Operator's own SR-IOV operator)"
     runbook_fragment = "nic-sriov.md.j2"
@@ -42,9 +43,6 @@ class Sriov(NicMode):
             yield Problem(
                 "fabric.sriov", "required with rdma: sriov (at least numVfs per physical function)"
             )
-
-    def carries_tenant_isolation(self) -> bool:
-        return True
 
     def nccl_env(self, rails: Sequence[RailFacts]) -> dict[str, str]:
         # Inside the pod a VF has another name than on the host: no NCCL_IB_HCA.

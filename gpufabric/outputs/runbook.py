@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric import authorities
+from gpufabric import authorities, nics
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer
@@ -133,6 +133,8 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "acceptance": facts.acceptance,
         "tenants": list(facts.tenants.values()),
         "authority": authority,
+        "link": nics.link(facts.fabric.type),
+        "nic": nics.mode(facts.fabric.rdma),
         "roce": facts.fabric.roce,
         "ib": facts.fabric.infiniband,
         "rails": facts.fabric.rails,
