@@ -225,27 +225,38 @@ def _exclusion_problem(
 def _ipam_capacity(p: Parts) -> Iterator[Problem]:
     if p.fabric is None:
         return
-    ipam = p.fabric.ipam
     nodes = p.gpuNodes.count if p.gpuNodes else None
-    if ipam.poolType == "ippool":
-        if ipam.perNodePrefix is not None:
-            yield Problem(
-                "fabric.ipam.perNodePrefix",
-                "applies to poolType: cidrpool; an ippool hands out perNodeBlockSize addresses",
-            )
-        if nodes is None:
-            return
-        need = ipam.perNodeBlockSize * nodes
-        for i, rail in enumerate(p.fabric.rails):
-            usable = rail.subnet.num_addresses - 2 - (1 if rail.gateway else 0)
-            if need > usable:
-                yield Problem(
-                    f"fabric.rails[{i}].subnet",
-                    f"{rail.subnet} has {usable} usable addresses but {nodes} nodes x "
-                    f"perNodeBlockSize {ipam.perNodeBlockSize} need {need}; widen the subnet "
-                    "or lower fabric.ipam.perNodeBlockSize",
-                )
+    if p.fabric.ipam.poolType == "ippool":
+        yield from _ippool_capacity(p.fabric, nodes)
+    else:
+        yield from _cidrpool_capacity(p.fabric, nodes)
+
+
+def _ippool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
+    """An IPPool hands every node perNodeBlockSize addresses of each rail's subnet."""
+    ipam = fabric.ipam
+    if ipam.perNodePrefix is not None:
+        yield Problem(
+            "fabric.ipam.perNodePrefix",
+            "applies to poolType: cidrpool; an ippool hands out perNodeBlockSize addresses",
+        )
+    if nodes is None:
         return
+    need = ipam.perNodeBlockSize * nodes
+    for i, rail in enumerate(fabric.rails):
+        usable = rail.subnet.num_addresses - 2 - (1 if rail.gateway else 0)
+        if need > usable:
+            yield Problem(
+                f"fabric.rails[{i}].subnet",
+                f"{rail.subnet} has {usable} usable addresses but {nodes} nodes x "
+                f"perNodeBlockSize {ipam.perNodeBlockSize} need {need}; widen the subnet "
+                "or lower fabric.ipam.perNodeBlockSize",
+            )
+
+
+def _cidrpool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
+    """A CIDRPool gives every node a perNodePrefix block of each rail's subnet."""
+    ipam = fabric.ipam
     if "perNodeBlockSize" in ipam.model_fields_set:
         yield Problem(
             "fabric.ipam.perNodeBlockSize",
@@ -257,7 +268,7 @@ def _ipam_capacity(p: Parts) -> Iterator[Problem]:
             "required with poolType: cidrpool (the prefix length of each node's block, e.g. 28)",
         )
         return
-    for i, rail in enumerate(p.fabric.rails):
+    for i, rail in enumerate(fabric.rails):
         prefix = rail.subnet.prefixlen
         if ipam.perNodePrefix <= prefix or ipam.perNodePrefix > rail.subnet.max_prefixlen:
             yield Problem(
