@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric import authorities
 from gpufabric.plan import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer, Plan, ids
 from gpufabric.plan.pulls import StackSources
 from gpufabric.support.templates import MANIFESTS_DIR, environment
@@ -117,7 +116,6 @@ def _describe(item: Item, plan: Plan) -> str:
 def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
     """What the templates read: the Plan's facts and items, and what the stack pulls."""
     facts = plan.facts
-    authority = authorities.get(facts.gang.authority)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -130,7 +128,7 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "ops": facts.operators,
         "acceptance": facts.acceptance,
         "tenants": list(facts.tenants.values()),
-        "authority": authority,
+        "authority": plan.authority,
         "roce": facts.fabric.roce,
         "ib": facts.fabric.infiniband,
         "rails": facts.fabric.rails,
