@@ -4,23 +4,22 @@ Each authority is one module in this package (``kueue``, ``volcano``) exposing `
 an object that implements :class:`gpufabric.authorities.base.Authority`: its chart values and
 cluster objects, the queue and priority objects per tenant, how a tenant namespace is wired
 to its queue, the flags job operators run with, how each job kind names its queue and
-gang, how readiness is read, and its runbook fragment. Adding an authority means adding one
-module here, its pins in manifests/versions.yaml and its templates; the stack model accepts
-exactly the names of the modules found here, so an unknown value can never fall into
-another authority's branch.
+gang, how readiness is read, the checks of its settings, and its runbook fragment. Its own
+keys of ``scheduling`` are a settings model in :mod:`gpufabric.authorities.settings`.
+Adding an authority means adding one module here, its settings module, its pins in
+manifests/versions.yaml and its templates; the stack model accepts exactly the names of
+the modules found here, so an unknown value can never fall into another authority's branch.
+
+This module imports nothing of the package, so the stack model can ask it for the names;
+:func:`gpufabric.plan.authority.get` gives the authority of a name.
 """
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 from functools import cache
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from gpufabric.authorities.base import Authority
-
-_NOT_AUTHORITIES = frozenset({"base"})
+_NOT_AUTHORITIES = frozenset({"base", "settings"})
 
 
 @cache
@@ -31,16 +30,4 @@ def names() -> tuple[str, ...]:
     )
 
 
-@cache
-def get(name: str) -> Authority:
-    """The authority of that name; KeyError for any other name (never a fallback)."""
-    if name not in names():
-        raise KeyError(f"unknown queueing authority {name!r}; known: {', '.join(names())}")
-    module = importlib.import_module(f"{__name__}.{name}")
-    authority: Authority = module.AUTHORITY
-    if authority.name != name:
-        raise KeyError(f"module {name} declares authority {authority.name!r}")
-    return authority
-
-
-__all__ = ["get", "names"]
+__all__ = ["names"]

@@ -10,13 +10,14 @@ priority class by label; pods carry the preferred topology level.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import yaml
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority, tolerations
-from gpufabric.model.config import HOSTNAME_LABEL, Tenant
+from gpufabric.model.config import HOSTNAME_LABEL, Scheduling, Tenant
+from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
 from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item, Layer, object_item
@@ -55,6 +56,22 @@ class Kueue(Authority):
         "ClusterQueue": ("condition", "Active"),
         "LocalQueue": ("condition", "Active"),
     }
+
+    def scheduling_problems(self, scheduling: Scheduling) -> Iterator[Problem]:
+        """Kueue places through a Topology ending with the node level: never an empty one."""
+        levels = scheduling.topologyLevels
+        if not levels and "topologyLevels" in scheduling.model_fields_set:
+            yield Problem(
+                "scheduling.topologyLevels",
+                f"[] leaves Kueue without a topology; list the levels widest first ending with "
+                f"{HOSTNAME_LABEL!r}, or remove the key for the node level only",
+            )
+        elif levels and levels[-1] != HOSTNAME_LABEL:
+            yield Problem(
+                "scheduling.topologyLevels",
+                f"Kueue topologies end with the node level; add {HOSTNAME_LABEL!r} as the last "
+                "level",
+            )
 
     def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
         # Kueue always places through a Topology: the node level alone when none is named.

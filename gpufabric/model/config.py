@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PlainSerializer,
     ValidationInfo,
     WithJsonSchema,
-    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from gpufabric import authorities
+from gpufabric.authorities.settings import AuthoritySettings
+from gpufabric.model.fields import DnsLabel, DurationSeconds, Model
+from gpufabric.model.fields import matching as _matching
 from gpufabric.model.sources import Mirrors
 
 # ---------------------------------------------------------------------------- value types
@@ -39,43 +38,9 @@ _HCA = re.compile(r"^[A-Za-z0-9_]+(:[0-9]+)?$")
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
-def _show_value(value: str) -> str:
-    """A refused string as messages show it: quoted, escaped, short (it may be long or hold
-    newlines that would otherwise break the report or a runbook)."""
-    return repr(value[:60]) + ("..." if len(value) > 60 else "")
-
-
-def _matching(
-    kind: str, pattern: re.Pattern[str], max_len: int, expected: str
-) -> Callable[[str], str]:
-    """A check that a string matches ``pattern`` and fits ``max_len``, saying what fits."""
-
-    def check(value: str) -> str:
-        if len(value) > max_len or not pattern.match(value):
-            raise PydanticCustomError(
-                kind, "{value} is not " + expected, {"value": _show_value(value)}
-            )
-        return value
-
-    return check
-
-
-DnsLabel = Annotated[
-    str,
-    AfterValidator(
-        _matching(
-            "dns_label",
-            _DNS_LABEL,
-            63,
-            "a valid name; expected lowercase letters, digits and '-', starting and ending with a "
-            "letter or digit, at most 63 characters",
-        )
-    ),
-]
 # The rail name is also the pod interface name, and Linux limits those to 15 bytes.
 RailName = Annotated[
     str,
@@ -229,7 +194,6 @@ IpAddress = Annotated[
 ]
 
 
-MAX_DURATION_S = 7 * 24 * 3600
 MAX_GPUS = 1_000_000
 """More GPUs than any cluster has, small enough for Kueue's int64 quota accounting."""
 
@@ -243,34 +207,6 @@ def _quoted_version(value: Any) -> Any:
         'YAML read {value} as a number; quote the version, e.g. "1.30"',
         {"value": value},
     )
-
-
-def _duration(value: Any) -> int:
-    """Accept '5m', '1h30m', '90s' or a number of seconds; return seconds."""
-    if isinstance(value, bool):
-        raise PydanticCustomError("duration", "expected a duration like 5m or 300s", {})
-    if isinstance(value, int):
-        seconds = value
-    else:
-        m = _DURATION.match(str(value))
-        if not m or not any(m.groups()):
-            raise PydanticCustomError(
-                "duration",
-                "'{value}' is not a duration; expected e.g. 90s, 5m or 1h30m",
-                {"value": value},
-            )
-        h, mi, s = (int(g) if g else 0 for g in m.groups())
-        seconds = h * 3600 + mi * 60 + s
-    if seconds <= 0:
-        raise PydanticCustomError("duration", "duration must be positive", {})
-    if seconds > MAX_DURATION_S:
-        raise PydanticCustomError(
-            "duration", "'{value}' is longer than 7 days; expected e.g. 5m or 1h", {"value": value}
-        )
-    return seconds
-
-
-DurationSeconds = Annotated[int, BeforeValidator(_duration)]
 
 
 def _quantity(value: Any) -> str:
@@ -362,26 +298,6 @@ Secret = Annotated[
     PlainSerializer(lambda s: "<secret>"),
     WithJsonSchema({"type": "string"}),
 ]
-
-
-class Model(BaseModel):
-    """Base of every config section: unknown keys are errors, values are immutable, and a
-    boolean is never taken for a number (YAML `true` is not 1 GPU or 1 Gb/s)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if annotation in (int, float, int | None, float | None):
-                raise PydanticCustomError(
-                    "boolean_number",
-                    "{value} is a boolean (YAML reads true/false/yes/no so); expected a number",
-                    {"value": str(value).lower()},
-                )
-        return value
 
 
 # ---------------------------------------------------------------------------- sections
@@ -595,17 +511,8 @@ def _not_mpijob(value: Any) -> Any:
     return value
 
 
-class Requeuing(Model):
-    """Kueue: how a gang that timed out waiting for its pods is requeued."""
-
-    backoffLimitCount: int = Field(default=5, ge=0, le=1000)
-    """Requeues before the workload is deactivated."""
-    backoffBase: DurationSeconds = 60
-    backoffMax: DurationSeconds = 3600
-
-
-class Scheduling(Model):
-    """The one gang-scheduling and queueing authority of the cluster."""
+class SchedulingBase(Model):
+    """What every queueing authority reads of ``scheduling``."""
 
     gang: Annotated[str, BeforeValidator(_one_authority), AfterValidator(_known_authority)] = (
         "kueue"
@@ -621,9 +528,11 @@ class Scheduling(Model):
     labels against it; unset, they are checked for presence and consistency only."""
     allOrNothingTimeout: DurationSeconds = 300
     """How long a gang may wait for all its pods to be ready before it is requeued."""
-    requeuing: Requeuing = Field(default_factory=Requeuing)
-    cohort: DnsLabel = "gpufabric"
-    """Kueue cohort of all tenants' ClusterQueues: where idle quota is lent and borrowed."""
+
+
+class Scheduling(AuthoritySettings, SchedulingBase):
+    """The one gang-scheduling and queueing authority of the cluster: the keys every
+    authority reads, then each authority's own (gpufabric.authorities.settings)."""
 
 
 TrainingScheme = Annotated[

@@ -35,6 +35,7 @@ from gpufabric.model.versions import (
     known_upstreams,
     undocumented_gpudirect_pair,
 )
+from gpufabric.plan import authority as registry
 
 _NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 
@@ -379,21 +380,11 @@ def _topology(p: Parts) -> Iterator[Problem]:
     s = p.scheduling
     if s is None:
         return
-    if s.gang == "kueue" and not s.topologyLevels and "topologyLevels" in s.model_fields_set:
-        yield Problem(
-            "scheduling.topologyLevels",
-            f"[] leaves Kueue without a topology; list the levels widest first ending with "
-            f"{HOSTNAME_LABEL!r}, or remove the key for the node level only",
-        )
-    if not s.topologyLevels:
-        return
     yield from _repeats("scheduling.topologyLevels", s.topologyLevels)
-    if s.gang == "kueue" and s.topologyLevels[-1] != HOSTNAME_LABEL:
-        yield Problem(
-            "scheduling.topologyLevels",
-            f"Kueue topologies end with the node level; add {HOSTNAME_LABEL!r} as the last level",
-        )
-    yield from _node_topology(p)
+    # What only the chosen authority requires of its settings and of the shared keys.
+    yield from registry.get(s.gang).scheduling_problems(s)
+    if s.topologyLevels:
+        yield from _node_topology(p)
 
 
 def _node_topology(p: Parts) -> Iterator[Problem]:
@@ -588,9 +579,10 @@ def features(p: Parts) -> set[str]:
     """Names of what a stack uses, as versions.yaml rules refer to them."""
     out: set[str] = set()
     if p.scheduling is not None:
-        out.add(p.scheduling.gang)
-        if p.scheduling.topologyLevels or p.scheduling.gang == "kueue":
-            out.add("topology")  # Kueue always places through a Topology
+        authority = registry.get(p.scheduling.gang)
+        out.add(authority.name)
+        if authority.topology_levels(p.scheduling.topologyLevels):
+            out.add("topology")  # e.g. Kueue always places through a Topology
     if p.training is not None:
         if p.training.mpiOperator:
             out.add("mpi-operator")

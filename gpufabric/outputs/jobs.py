@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpufabric import authorities
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan.build import Plan
@@ -187,7 +186,7 @@ class Wiring:
 def wiring_for(plan: Plan, req: JobRequest) -> Wiring:
     """The wiring of a request this stack can run; StackError naming the option if not."""
     contract = check_request(plan.facts, req)
-    return Wiring(plan.facts, contract, authorities.get(plan.facts.gang.authority))
+    return Wiring(plan.facts, contract, plan.authority)
 
 
 # ------------------------------------------------------------------------------- kinds

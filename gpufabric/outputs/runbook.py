@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric import authorities, nics
+from gpufabric import nics
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer
@@ -119,7 +119,6 @@ def _describe(item: Item, plan: Plan) -> str:
 def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
     """What the templates read: the Plan's facts and items, and what the stack pulls."""
     facts = plan.facts
-    authority = authorities.get(facts.gang.authority)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -132,7 +131,7 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "ops": facts.operators,
         "acceptance": facts.acceptance,
         "tenants": list(facts.tenants.values()),
-        "authority": authority,
+        "authority": plan.authority,
         "link": nics.link(facts.fabric.type),
         "nic": nics.mode(facts.fabric.rdma),
         "roce": facts.fabric.roce,

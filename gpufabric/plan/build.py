@@ -7,12 +7,15 @@ from dataclasses import dataclass
 
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import Component, effective_components
+from gpufabric.plan import authority as registry
 from gpufabric.plan import gpu, network, scheduling, tenants, training
-from gpufabric.plan.facts import Facts, PlanContext, TenantContract
+from gpufabric.plan.authority import Authority
+from gpufabric.plan.context import LayerContext
+from gpufabric.plan.facts import Facts, TenantContract
 from gpufabric.plan.items import Item, K8sObject, Layer, order_items
 from gpufabric.plan.resolve import resolve
 
-Builder = Callable[[PlanContext], list[Item]]
+Builder = Callable[[LayerContext], list[Item]]
 
 LAYER_BUILDERS: Mapping[Layer, Builder] = {
     Layer.GPU: gpu.build,
@@ -32,6 +35,8 @@ class Plan:
     items: tuple[Item, ...]
     facts: Facts
     components: Mapping[str, Component]
+    authority: Authority
+    """The stack's queueing authority (its name is ``facts.gang.authority``)."""
 
     @property
     def wiring(self) -> Mapping[str, TenantContract]:
@@ -55,13 +60,21 @@ class Plan:
 
 def build_plan(stack: str, model: StackModel) -> Plan:
     """The whole Plan of a validated stack."""
-    ctx = PlanContext(
+    authority = registry.get(model.scheduling.gang)
+    ctx = LayerContext(
         stack=stack,
         model=model,
         components=effective_components(model.versions, model.sources.mirrors()),
-        facts=resolve(stack, model),
+        facts=resolve(stack, model, authority),
+        authority=authority,
     )
     items: list[Item] = []
     for build in LAYER_BUILDERS.values():
         items.extend(build(ctx))
-    return Plan(stack=stack, items=order_items(items), facts=ctx.facts, components=ctx.components)
+    return Plan(
+        stack=stack,
+        items=order_items(items),
+        facts=ctx.facts,
+        components=ctx.components,
+        authority=authority,
+    )

@@ -19,8 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gpufabric import authorities, nics
+from gpufabric import nics
 from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, StackModel
+from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
     FabricFacts,
@@ -187,9 +188,8 @@ def acceptance(fabric: FabricFacts, fraction: float = DEFAULT_FRACTION) -> Accep
     ).at_fraction(fraction)
 
 
-def resolve(stack: str, model: StackModel) -> Facts:
-    """Every fact of a validated stack."""
-    authority = authorities.get(model.scheduling.gang)
+def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
+    """Every fact of a validated stack whose queueing authority is ``authority``."""
     fabric = fabric_facts(model.fabric)
     env = nccl_env(model.fabric, fabric)
     levels = authority.topology_levels(model.scheduling.topologyLevels)

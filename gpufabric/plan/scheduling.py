@@ -8,14 +8,13 @@ namespaces to these queues.
 
 from __future__ import annotations
 
-from gpufabric import authorities
 from gpufabric.plan import ids
-from gpufabric.plan.facts import PlanContext
+from gpufabric.plan.context import LayerContext
 from gpufabric.plan.items import Item, Layer, helm_chart, system_namespace
 
 
-def build(ctx: PlanContext) -> list[Item]:
-    authority = authorities.get(ctx.facts.gang.authority)
+def build(ctx: LayerContext) -> list[Item]:
+    authority = ctx.authority
     component = ctx.components[authority.component]
     chart_id = ids.authority_chart(authority.name)
     # An authority that watches the job CRDs when it starts is installed after the job

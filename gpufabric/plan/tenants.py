@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric import authorities
 from gpufabric.plan import ids
-from gpufabric.plan.facts import GPU_RESOURCE, PlanContext
+from gpufabric.plan.context import LayerContext
+from gpufabric.plan.facts import GPU_RESOURCE
 from gpufabric.plan.items import Item, K8sObject, Layer, object_item
 from gpufabric.support.templates import render_object
 
@@ -76,12 +76,12 @@ def _policy_items(stack: str, namespaces: list[str]) -> list[Item]:
     ]
 
 
-def build(ctx: PlanContext) -> list[Item]:
+def build(ctx: LayerContext) -> list[Item]:
     model = ctx.model
     if not model.tenants:
         return []
     psa_version = f"v{ctx.facts.kubernetes_minor}"
-    authority = authorities.get(ctx.facts.gang.authority)
+    authority = ctx.authority
     # Pods are admitted only once the policy guards the namespaces.
     items = _policy_items(ctx.stack, [t.namespace for t in model.tenants])
     for tenant in model.tenants:

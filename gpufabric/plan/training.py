@@ -15,9 +15,8 @@ follow its chart (they create its PodGroups) or precede it (it watches their CRD
 
 from __future__ import annotations
 
-from gpufabric import authorities
 from gpufabric.plan import ids
-from gpufabric.plan.facts import PlanContext
+from gpufabric.plan.context import LayerContext
 from gpufabric.plan.items import (
     Item,
     K8sObject,
@@ -34,10 +33,10 @@ RUNTIME_IMAGES = {
 }
 
 
-def build(ctx: PlanContext) -> list[Item]:
+def build(ctx: LayerContext) -> list[Item]:
     t = ctx.model.training
     ops = ctx.facts.operators
-    authority = authorities.get(ctx.facts.gang.authority)
+    authority = ctx.authority
     # The authority's objects (PodGroups) are created by the operators: its CRDs come first.
     after: tuple[str, ...] = (
         () if authority.job_operators_first else (ids.authority_chart(authority.name),)
@@ -79,9 +78,9 @@ def build(ctx: PlanContext) -> list[Item]:
     return items
 
 
-def _trainer(ctx: PlanContext, after: tuple[str, ...]) -> list[Item]:
+def _trainer(ctx: LayerContext, after: tuple[str, ...]) -> list[Item]:
     component = ctx.components["trainer"]
-    authority = authorities.get(ctx.facts.gang.authority)
+    authority = ctx.authority
     values = {
         # CRDs and JobSet (the TrainJob's workload API) come with the chart; the upstream
         # runtimes stay off because gpufabric writes its own (below).

@@ -13,7 +13,6 @@ import itertools
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from gpufabric import authorities
 from gpufabric.authorities.base import GPU_RESOURCE
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
@@ -269,7 +268,7 @@ def check_topology(nodes: list[dict[str, Any]], facts: Facts) -> Iterator[Check]
 def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -> list[Check]:
     """Every readiness check of the stack (or of the given layers: a bring-up in phases
     checks what it applied so far), in the Plan's apply order, then the nodes."""
-    queues = authorities.get(plan.facts.gang.authority).readiness
+    queues = plan.authority.readiness
     out: list[Check] = []
     for item in plan.items:
         if layers is not None and item.layer not in layers:

@@ -10,6 +10,7 @@ from builders import REPO, example_config, problems_of
 from gpufabric import authorities
 from gpufabric.authorities.base import Authority
 from gpufabric.model.versions import load_catalog
+from gpufabric.plan import authority as registry
 
 
 def test_the_authorities_are_the_modules_of_the_package() -> None:
@@ -18,7 +19,7 @@ def test_the_authorities_are_the_modules_of_the_package() -> None:
 
 @pytest.mark.parametrize("name", authorities.names())
 def test_each_authority_is_complete_pinned_and_has_its_runbook_fragment(name: str) -> None:
-    authority = authorities.get(name)
+    authority = registry.get(name)
     assert isinstance(authority, Authority)
     assert authority.name == name
     assert not inspect.isabstract(type(authority))
@@ -31,9 +32,9 @@ def test_each_authority_is_complete_pinned_and_has_its_runbook_fragment(name: st
 
 def test_an_unknown_authority_is_never_served_by_another() -> None:
     with pytest.raises(KeyError, match="unknown queueing authority 'slurm'"):
-        authorities.get("slurm")
+        registry.get("slurm")
     with pytest.raises(KeyError):
-        authorities.get("base")  # the protocol module is not an authority
+        registry.get("base")  # the protocol module is not an authority
 
 
 def test_the_stack_model_accepts_exactly_the_authority_modules() -> None:
@@ -46,7 +47,7 @@ def test_the_stack_model_accepts_exactly_the_authority_modules() -> None:
 
 @pytest.mark.parametrize("name", authorities.names())
 def test_each_authority_names_queues_and_flags_for_its_jobs(name: str) -> None:
-    authority = authorities.get(name)
+    authority = registry.get(name)
     assert authority.queue_name("team-a")
     levels = authority.topology_levels(["topology.gpufabric.io/leaf", "kubernetes.io/hostname"])
     assert levels == ("topology.gpufabric.io/leaf", "kubernetes.io/hostname")

@@ -23,9 +23,9 @@ import yaml
 from builders import SHIPPED_STACKS, example_config, model_of, plan_of
 from upstream import crd_dir_with, helm_template, kustomize
 
-from gpufabric import authorities
 from gpufabric.model.sources import full_name
 from gpufabric.outputs.schema import validate_objects
+from gpufabric.plan import authority as registry
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, KustomizeOverlay
@@ -199,7 +199,7 @@ def test_volcano_loads_its_scheduler_and_controller_configuration(stack: str) ->
     """Both ConfigMaps parsed as Volcano's loaders parse them (YAML into their config
     structs): the controller's must be a mapping, not a string encoded twice."""
     p = plan(stack)
-    volcano = authorities.get("volcano")
+    volcano = registry.get("volcano")
     objects = rendered(stack)[_authority_chart(stack)]
     scheduler = yaml.safe_load(
         named(objects, "ConfigMap", "volcano-scheduler-configmap")["data"]["volcano-scheduler.conf"]

@@ -1,0 +1,137 @@
+"""The protocol of a queueing authority, as the Plan asks it, and the lookup by name.
+
+The plan owns this interface (its builders, the runbook, ``gpufabric job`` and ``verify``
+call it); the authorities in :mod:`gpufabric.authorities` implement it. Keeping it here
+means nothing the ``gpufabric.plan`` package imports has to import the authorities back:
+:func:`get` finds an authority module by name at run time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
+from typing import Any, ClassVar
+
+from gpufabric import authorities
+from gpufabric.model.config import Scheduling, Tenant
+from gpufabric.model.problems import Problem
+from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.items import Item
+
+
+class Authority(ABC):
+    """One gang-scheduling and queueing authority: everything that differs between them."""
+
+    name: ClassVar[str]
+    """The value of ``scheduling.gang`` and the module's name."""
+    title: ClassVar[str]
+    component: ClassVar[str]
+    """Its pinned Helm chart in manifests/versions.yaml."""
+    holds: ClassVar[str]
+    """Users' objects its CRDs hold (removing its chart deletes them)."""
+    job_operators_first: ClassVar[bool]
+    """True: its chart is installed after the job operators (it watches their CRDs when it
+    starts); False: the job operators follow it (they create its objects)."""
+    runbook_fragment: ClassVar[str]
+    """Template under manifests/runbooks/ with its bring-up, checks and triage text."""
+    readiness: ClassVar[Mapping[str, tuple[str, str]]]
+    """Objects it serves and how ``verify cluster`` reads them ready: kind -> ("condition",
+    type) for a True condition, or ("state", value) for ``.status.state``."""
+
+    # -------------------------------------------------------------- validation
+
+    def scheduling_problems(self, scheduling: Scheduling) -> Iterator[Problem]:
+        """What this authority alone requires of ``scheduling`` (its own keys, and how it
+        reads the shared ones), by config path; stack validation asks the chosen one."""
+        return iter(())
+
+    # ------------------------------------------------------------------- facts
+
+    @abstractmethod
+    def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
+        """Node-label levels it places on, widest first, the node level last."""
+
+    def preferred_topology_level(self, levels: Sequence[str]) -> str | None:
+        """The level a per-pod-set placement hint names (None: it takes no hint)."""
+        return None
+
+    def frameworks(self, job_kinds: Sequence[str]) -> tuple[str, ...]:
+        """Job integrations it must be configured with for these job kinds."""
+        return ()
+
+    @abstractmethod
+    def queue_name(self, tenant: str) -> str:
+        """The queue a tenant's jobs name."""
+
+    def priority_class(self, tenant: str) -> str:
+        return f"tenant-{tenant}"
+
+    def operator_flags(self, operator: str) -> tuple[str, ...]:
+        """Extra flags of a job operator (one of :data:`JOB_OPERATORS`)."""
+        return ()
+
+    # -------------------------------------------------------------------- plan
+
+    @abstractmethod
+    def chart_values(self, ctx: PlanContext) -> dict[str, Any]:
+        """Values of its Helm chart."""
+
+    @abstractmethod
+    def cluster_items(self, ctx: PlanContext, chart_id: str) -> list[Item]:
+        """Cluster-wide objects besides the chart (topologies, flavors)."""
+
+    @abstractmethod
+    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
+        """A tenant's queue and priority objects (scheduling layer)."""
+
+    def namespace_annotations(self, contract: TenantContract) -> dict[str, str]:
+        """Annotations of the tenant namespace that route its jobs."""
+        return {}
+
+    def namespace_items(self, ctx: PlanContext, tenant: Tenant, namespace_id: str) -> list[Item]:
+        """Objects inside the tenant namespace (tenants layer)."""
+        return []
+
+    def trainer_pod_group_policy(self, gang: GangPolicy) -> dict[str, Any] | None:
+        """``podGroupPolicy`` of the Trainer runtimes (None: none)."""
+        return None
+
+    # -------------------------------------------------------------------- jobs
+
+    def job_labels(self, contract: TenantContract) -> dict[str, str]:
+        return {}
+
+    def job_annotations(self, contract: TenantContract) -> dict[str, str]:
+        return {}
+
+    def pod_annotations(self, gang: GangPolicy) -> dict[str, str]:
+        """Annotations on every pod template of a job."""
+        return {}
+
+    def scheduling_policy(
+        self, contract: TenantContract, min_available: int
+    ) -> dict[str, Any] | None:
+        """``runPolicy.schedulingPolicy`` of a Kubeflow job gang of ``min_available`` pods."""
+        return None
+
+    def trainjob_template_metadata(self, contract: TenantContract) -> dict[str, Any] | None:
+        """Metadata the TrainJob's JobSet template needs (through runtimePatches)."""
+        return None
+
+
+@cache
+def get(name: str) -> Authority:
+    """The authority of that name; KeyError for any other name (never a fallback)."""
+    if name not in authorities.names():
+        known = ", ".join(authorities.names())
+        raise KeyError(f"unknown queueing authority {name!r}; known: {known}")
+    module = importlib.import_module(f"{authorities.__name__}.{name}")
+    authority: Authority = module.AUTHORITY
+    if authority.name != name:
+        raise KeyError(f"module {name} declares authority {authority.name!r}")
+    return authority
+
+
+__all__ = ["Authority", "get"]
