@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -263,51 +263,116 @@ def effective_components(
     return out
 
 
-def check_versions(
-    overrides: Mapping[str, str], features: Set[str], kubernetes_minor: str | None
-) -> list[Problem]:
-    """Every override must name a pinned component and parse; every rule that applies
-    must hold for the effective versions; the cluster's Kubernetes minor must fit."""
-    catalog = load_catalog()
-    problems: list[Problem] = []
+@dataclass(frozen=True)
+class VersionCheck:
+    """What the version rules read: the pins, the stack's overrides, the features it uses,
+    its Kubernetes minor, and the effective release versions."""
+
+    catalog: Catalog
+    overrides: Mapping[str, str]
+    features: Set[str]
+    kubernetes_minor: str | None
+    versions: Mapping[str, Version]
+    """Pinned release versions with every override that parses applied (image tags are
+    not release versions and are left out)."""
+
+    @classmethod
+    def of(
+        cls,
+        catalog: Catalog,
+        overrides: Mapping[str, str],
+        features: Set[str] = frozenset(),
+        kubernetes_minor: str | None = None,
+    ) -> VersionCheck:
+        versions = effective_versions(catalog, overrides)
+        return cls(catalog, overrides, features, kubernetes_minor, versions)
+
+
+def effective_versions(catalog: Catalog, overrides: Mapping[str, str]) -> dict[str, Version]:
+    """Release versions after the overrides; one that names no pinned release, or does not
+    parse, leaves the pin (the override rules report it)."""
     versions: dict[str, Version] = {}
     for name, pinned in catalog.components.items():
         if pinned.source != "image":  # image tags are not release versions
             versions[name] = parse_version(pinned.version)
     for name, text in sorted(overrides.items()):
-        path = f"versions.{name}"
-        if name not in catalog.components:
-            known = sorted(catalog.components)
-            problems.append(
-                Problem(
-                    path,
-                    f"unknown component '{name}'{suggest(name, known)} "
-                    f"(pinned components: {', '.join(known)})",
-                )
-            )
-            continue
-        if catalog.components[name].source == "image":
-            if not _IMAGE_TAG.match(str(text)):
-                problems.append(Problem(path, f"{text!r} is not an image tag"))
+        if name not in versions:
             continue
         try:
             versions[name] = parse_version(str(text))
         except InvalidVersion:
-            problems.append(
-                Problem(
-                    path,
-                    f"{text!r} is not a version; expected e.g. {catalog.components[name].version}",
-                )
-            )
-    for rule in catalog.rules:
-        if not rule.when <= features:
             continue
-        if any(versions[c] not in spec for c, spec in rule.when_versions.items()):
+    return versions
+
+
+# Override rules: each looks at one override (name -> version or tag).
+
+
+def unknown_component(catalog: Catalog, name: str, text: str) -> Problem | None:
+    """The override names no pinned component."""
+    if name in catalog.components:
+        return None
+    known = sorted(catalog.components)
+    return Problem(
+        f"versions.{name}",
+        f"unknown component '{name}'{suggest(name, known)} (pinned components: {', '.join(known)})",
+    )
+
+
+def bad_image_tag(catalog: Catalog, name: str, text: str) -> Problem | None:
+    """An image component's override is not an image tag."""
+    pinned = catalog.components.get(name)
+    if pinned is None or pinned.source != "image" or _IMAGE_TAG.match(str(text)):
+        return None
+    return Problem(f"versions.{name}", f"{text!r} is not an image tag")
+
+
+def bad_version(catalog: Catalog, name: str, text: str) -> Problem | None:
+    """A released component's override is not a version."""
+    pinned = catalog.components.get(name)
+    if pinned is None or pinned.source == "image":
+        return None
+    try:
+        parse_version(str(text))
+    except InvalidVersion:
+        return Problem(
+            f"versions.{name}",
+            f"{text!r} is not a version; expected e.g. {pinned.version}",
+        )
+    return None
+
+
+OverrideRule = Callable[[Catalog, str, str], Problem | None]
+OVERRIDE_RULES: tuple[OverrideRule, ...] = (unknown_component, bad_image_tag, bad_version)
+"""Rules over each override, walked per override in name order."""
+
+
+# Version rules: each looks at the whole stack.
+
+
+def override_problems(check: VersionCheck) -> list[Problem]:
+    """Every override must name a pinned component and parse (OVERRIDE_RULES)."""
+    return [
+        problem
+        for name, text in sorted(check.overrides.items())
+        for rule in OVERRIDE_RULES
+        if (problem := rule(check.catalog, name, text)) is not None
+    ]
+
+
+def rule_violations(check: VersionCheck) -> list[Problem]:
+    """Every compatibility rule of the pins that applies must hold for the effective
+    versions."""
+    problems: list[Problem] = []
+    for rule in check.catalog.rules:
+        if not rule.when <= check.features:
+            continue
+        if any(check.versions[c] not in spec for c, spec in rule.when_versions.items()):
             continue
         for component, spec in rule.require.items():
-            if versions[component] in spec:
+            if check.versions[component] in spec:
                 continue
-            shown = overrides.get(component, catalog.components[component].version)
+            shown = check.overrides.get(component, check.catalog.components[component].version)
             problems.append(
                 Problem(
                     f"versions.{component}",
@@ -315,20 +380,44 @@ def check_versions(
                     f"Accepted: {component} {spec}.",
                 )
             )
-    if kubernetes_minor is not None:
-        try:
-            minor = Version(kubernetes_minor)
-        except InvalidVersion:  # the model's pattern already rejects these
-            minor = None
-        if minor is not None and minor not in catalog.kubernetes:
-            problems.append(
-                Problem(
-                    "cluster.kubernetesVersion",
-                    f"Kubernetes {kubernetes_minor} is outside what the pinned releases support "
-                    f"together; accepted: {catalog.kubernetes}",
-                )
-            )
     return problems
+
+
+def kubernetes_outside_range(check: VersionCheck) -> list[Problem]:
+    """The cluster's Kubernetes minor must be one the pinned releases support together."""
+    if check.kubernetes_minor is None:
+        return []
+    try:
+        minor = Version(check.kubernetes_minor)
+    except InvalidVersion:  # the model's pattern already rejects these
+        return []
+    if minor in check.catalog.kubernetes:
+        return []
+    return [
+        Problem(
+            "cluster.kubernetesVersion",
+            f"Kubernetes {check.kubernetes_minor} is outside what the pinned releases support "
+            f"together; accepted: {check.catalog.kubernetes}",
+        )
+    ]
+
+
+VersionRule = Callable[[VersionCheck], list[Problem]]
+VERSION_RULES: tuple[VersionRule, ...] = (
+    override_problems,
+    rule_violations,
+    kubernetes_outside_range,
+)
+"""The rules :func:`check_versions` walks, in the order their problems are listed."""
+
+
+def check_versions(
+    overrides: Mapping[str, str], features: Set[str], kubernetes_minor: str | None
+) -> list[Problem]:
+    """Every override must name a pinned component and parse; every rule that applies
+    must hold for the effective versions; the cluster's Kubernetes minor must fit."""
+    check = VersionCheck.of(load_catalog(), overrides, features, kubernetes_minor)
+    return [problem for rule in VERSION_RULES for problem in rule(check)]
 
 
 NIC_POLICY_IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
@@ -357,6 +446,7 @@ __all__ = [
     "ChartImage",
     "Component",
     "Rule",
+    "VersionCheck",
     "check_versions",
     "effective_components",
     "known_upstreams",

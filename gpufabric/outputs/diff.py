@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -267,6 +267,24 @@ def describe(item: Mapping[str, Any]) -> str:
     return f"{item['kind']} {ns}{item['name']}"
 
 
+@dataclass(frozen=True)
+class ChangedPair:
+    """One item as a rule sees it: its plan entry, how it changed, its documents on both
+    sides (empty where it does not exist) and the fields that differ."""
+
+    item: Mapping[str, Any]
+    change: Change
+    old: dict[str, Any]
+    new: dict[str, Any]
+    fields: list[FieldChange]
+
+
+Verdict = tuple[Klass, str]
+"""A rule's finding: the class it puts the change in, and why."""
+ItemRule = Callable[[ChangedPair], Verdict | None]
+FieldRule = Callable[[ChangedPair, FieldChange], Verdict | None]
+
+
 def _annotation(doc: Mapping[str, Any]) -> str | None:
     obj = doc.get("object") or {}
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(DISRUPTIVE_ANNOTATION)
@@ -278,6 +296,163 @@ def _rail(item: Mapping[str, Any]) -> str:
     return str(item.get("rail") or item.get("name") or item["id"])
 
 
+def _body_path(f: FieldChange) -> str:
+    """The field's path inside the Kubernetes object."""
+    return f.path.removeprefix("object.")
+
+
+# Item rules: each speaks once for the whole item.
+
+
+def declared_disruptive(pair: ChangedPair) -> Verdict | None:
+    """The object carries gpufabric's disruptive annotation and is added, removed, or changed
+    beyond its annotations."""
+    note = _annotation(pair.new) or _annotation(pair.old)
+    meaningful = [f for f in pair.fields if not f.path.startswith("object.metadata.annotations")]
+    if note and (pair.change != "changed" or meaningful):
+        return "disruptive", note
+    return None
+
+
+def operator_removed(pair: ChangedPair) -> Verdict | None:
+    """A removed operator whose CRDs hold users' objects."""
+    if pair.change == "removed" and pair.item.get("holds"):
+        return (
+            "disruptive",
+            f"removing the operator deletes its CRDs and with them every {pair.item['holds']}",
+        )
+    return None
+
+
+def rail_removed(pair: ChangedPair) -> Verdict | None:
+    """A removed rail's NetworkAttachmentDefinition."""
+    item = pair.item
+    if (
+        pair.change == "removed"
+        and item.get("kind") == "NetworkAttachmentDefinition"
+        and item.get("rail")
+    ):
+        return (
+            "disruptive",
+            f"rail {item['rail']} removed: pods requesting it no longer start and jobs "
+            "lose that rail when they restart",
+        )
+    return None
+
+
+# Field rules: each looks at one changed field.
+
+
+def gpu_driver_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """The GPU Operator's chart version or driver values."""
+    if pair.item.get("component") == GPU_OPERATOR and (
+        f.path == "chart.version" or GPU_DRIVER_VALUES.match(f.path)
+    ):
+        return (
+            "disruptive",
+            f"GPU driver change ({f.path}): the driver DaemonSet restarts, GPUs are drained and "
+            "running jobs are killed",
+        )
+    return None
+
+
+def nic_driver_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """The NicClusterPolicy's DOCA driver."""
+    if pair.item.get("kind") == "NicClusterPolicy" and f.path.startswith("object.spec.ofedDriver"):
+        return (
+            "disruptive",
+            f"NIC driver change ({f.path}): the DOCA driver reloads on every GPU node, rails go "
+            "down and RDMA jobs fail",
+        )
+    return None
+
+
+def mtu_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """Any mtu in the network layer."""
+    if pair.item.get("layer") == "network" and MTU.search(f.path):
+        return (
+            "disruptive",
+            f"MTU change on {_rail(pair.item)} ({f.old} -> {f.new}): interfaces are "
+            "reconfigured and both ends and the switches must match, or RDMA traffic stalls",
+        )
+    return None
+
+
+def subnet_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """An nv-ipam pool's subnet or how it is carved per node."""
+    if pair.item.get("kind") in ("IPPool", "CIDRPool") and SUBNET.match(_body_path(f)):
+        return (
+            "disruptive",
+            f"rail subnet change ({f.path}: {f.old} -> {f.new}): pods get new addresses; "
+            "running jobs lose their peers",
+        )
+    return None
+
+
+def identity_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """The object's apiVersion, kind, name or namespace."""
+    body_path = _body_path(f)
+    if body_path in ("apiVersion", "kind", "metadata.name", "metadata.namespace"):
+        return "replacing", f"{body_path} changed: Pulumi replaces the object"
+    return None
+
+
+def immutable_field(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """A field the pinned CRD declares immutable (``self == oldSelf``)."""
+    kind = pair.item.get("kind")
+    body_path = _body_path(f)
+    if kind in IMMUTABLE and any(body_path.startswith(p) for p in IMMUTABLE[kind]):
+        return "replacing", f"{body_path} is immutable: Pulumi replaces the {kind}"
+    return None
+
+
+def chart_identity_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """A chart's namespace, release or chart name."""
+    # helm.v4.Chart has no release object: its objects are named and placed from these, so
+    # they are deleted and created again. A repository (mirror) change fetches the same
+    # chart from elsewhere: a plain update.
+    if f.path in ("chart.namespace", "chart.release", "chart.chart"):
+        return "replacing", f"{f.path} changed: the chart's objects are deleted and created again"
+    return None
+
+
+def immutable_configmap_data(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """The data of a ConfigMap marked immutable."""
+    if (
+        pair.item.get("kind") == "ConfigMap"
+        and (pair.new.get("object") or {}).get("immutable")
+        and _body_path(f).startswith("data")
+    ):
+        return "replacing", "immutable ConfigMap data changed: Pulumi replaces it"
+    return None
+
+
+ITEM_RULES: tuple[ItemRule, ...] = (declared_disruptive, operator_removed, rail_removed)
+"""Rules over the whole item, in the order their reasons are listed."""
+FIELD_RULES: tuple[FieldRule, ...] = (
+    gpu_driver_change,
+    nic_driver_change,
+    mtu_change,
+    subnet_change,
+    identity_change,
+    immutable_field,
+    chart_identity_change,
+    immutable_configmap_data,
+)
+"""Rules over each changed field, in order; per field, the first rule of each class that
+fires gives that class's reason (a field is one disruption and one replacement at most)."""
+
+
+def _field_verdicts(pair: ChangedPair, f: FieldChange) -> list[Verdict]:
+    """The first finding of each class for one field."""
+    found: dict[Klass, str] = {}
+    for rule in FIELD_RULES:
+        verdict = rule(pair, f)
+        if verdict is not None and verdict[0] not in found:
+            found[verdict[0]] = verdict[1]
+    return list(found.items())
+
+
 def classify(
     item: Mapping[str, Any],
     change: Change,
@@ -285,63 +460,15 @@ def classify(
     new: dict[str, Any],
     fields: list[FieldChange],
 ) -> tuple[Klass, list[str]]:
-    disruptive: list[str] = []
-    replacing: list[str] = []
-    note = _annotation(new) or _annotation(old)
-    meaningful = [f for f in fields if not f.path.startswith("object.metadata.annotations")]
-    if note and (change != "changed" or meaningful):
-        disruptive.append(note)
-    kind = item.get("kind")
-    if change == "removed":
-        if item.get("holds"):
-            disruptive.append(
-                f"removing the operator deletes its CRDs and with them every {item['holds']}"
-            )
-        if kind == "NetworkAttachmentDefinition" and item.get("rail"):
-            disruptive.append(
-                f"rail {item['rail']} removed: pods requesting it no longer start and jobs "
-                "lose that rail when they restart"
-            )
+    """The class of one item's change and the reasons for it: disruptive when any rule finds
+    a disruption (its reasons first, then the replacements'), else replacing when any finds
+    a replacement, else a plain update."""
+    pair = ChangedPair(item, change, old, new, fields)
+    verdicts = [v for rule in ITEM_RULES if (v := rule(pair)) is not None]
     for f in fields:
-        path = f.path
-        if item.get("component") == GPU_OPERATOR and (
-            path == "chart.version" or GPU_DRIVER_VALUES.match(path)
-        ):
-            disruptive.append(
-                f"GPU driver change ({path}): the driver DaemonSet restarts, GPUs are drained and "
-                "running jobs are killed"
-            )
-        elif kind == "NicClusterPolicy" and path.startswith("object.spec.ofedDriver"):
-            disruptive.append(
-                f"NIC driver change ({path}): the DOCA driver reloads on every GPU node, rails go "
-                "down and RDMA jobs fail"
-            )
-        elif item.get("layer") == "network" and MTU.search(path):
-            disruptive.append(
-                f"MTU change on {_rail(item)} ({f.old} -> {f.new}): interfaces are reconfigured "
-                "and both ends and the switches must match, or RDMA traffic stalls"
-            )
-        elif kind in ("IPPool", "CIDRPool") and SUBNET.match(path.removeprefix("object.")):
-            disruptive.append(
-                f"rail subnet change ({path}: {f.old} -> {f.new}): pods get new addresses; "
-                "running jobs lose their peers"
-            )
-        body_path = path.removeprefix("object.")
-        if body_path in ("apiVersion", "kind", "metadata.name", "metadata.namespace"):
-            replacing.append(f"{body_path} changed: Pulumi replaces the object")
-        elif kind in IMMUTABLE and any(body_path.startswith(p) for p in IMMUTABLE[kind]):
-            replacing.append(f"{body_path} is immutable: Pulumi replaces the {kind}")
-        elif path in ("chart.namespace", "chart.release", "chart.chart"):
-            # helm.v4.Chart has no release object: its objects are named and placed from
-            # these, so they are deleted and created again. A repository (mirror) change
-            # fetches the same chart from elsewhere: a plain update.
-            replacing.append(f"{path} changed: the chart's objects are deleted and created again")
-        elif (
-            kind == "ConfigMap"
-            and (new.get("object") or {}).get("immutable")
-            and body_path.startswith("data")
-        ):
-            replacing.append("immutable ConfigMap data changed: Pulumi replaces it")
+        verdicts += _field_verdicts(pair, f)
+    disruptive = [reason for klass, reason in verdicts if klass == "disruptive"]
+    replacing = [reason for klass, reason in verdicts if klass == "replacing"]
     if disruptive:
         return "disruptive", _unique(disruptive + replacing)
     if replacing:
