@@ -14,13 +14,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from gpufabric.exitcodes import ExitCode
+from gpufabric.exitcodes import Verdict, worst
 from gpufabric.plan.facts import Facts
 from gpufabric.plan.resolve import DEFAULT_FRACTION
 
-Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 GIB = 1 << 30
 
 _PREFIXES = (
@@ -573,7 +572,7 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return VERDICT_EXIT[self.verdict]
+        return self.verdict.exit_code
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -683,7 +682,7 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
             f"best bus bandwidth at >= 1 GiB is {best:g} GB/s, below the threshold "
             f"{exp.threshold_gbps:g} GB/s ({exp.threshold_source})"
         )
-    verdict: Verdict = "FAIL" if fail else "INCONCLUSIVE" if unsure else "PASS"
+    verdict = Verdict.FAIL if fail else Verdict.INCONCLUSIVE if unsure else Verdict.PASS
     return RunVerdict(
         verdict=verdict,
         reasons=tuple(fail + unsure),
@@ -748,14 +747,6 @@ def expectation(
     )
 
 
-SEVERITY: Mapping[Verdict, int] = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
-VERDICT_EXIT: Mapping[Verdict, int] = {
-    "PASS": ExitCode.OK,
-    "FAIL": ExitCode.FAIL,
-    "INCONCLUSIVE": ExitCode.INCONCLUSIVE,
-}
-
-
 def collect_runs(files: Mapping[str, str]) -> list[tuple[str, Run]]:
     """Every run of every file, labelled. A -J document adds its rows to the text log's run
     of the same test when one was given (the log proves the transport, not the JSON)."""
@@ -786,10 +777,11 @@ def report(files: Mapping[str, str], exp: Expectation) -> Report:
     """The verdict over every run of every log (e.g. all_reduce then all_gather): the worst."""
     runs = tuple(judge(run, exp, file=label) for label, run in collect_runs(files))
     if not runs:
-        return Report("INCONCLUSIVE", ("no input",), exp.threshold_gbps, exp.threshold_source, ())
-    worst = max(runs, key=lambda r: SEVERITY[r.verdict])
+        return Report(
+            Verdict.INCONCLUSIVE, ("no input",), exp.threshold_gbps, exp.threshold_source, ()
+        )
     return Report(
-        verdict=worst.verdict,
+        verdict=worst(r.verdict for r in runs),
         reasons=tuple(f"{r.file}: {reason}" for r in runs for reason in r.reasons),
         threshold_gbps=exp.threshold_gbps,
         threshold_source=exp.threshold_source,
