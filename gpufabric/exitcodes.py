@@ -9,11 +9,15 @@
 | 4 | a verdict of FAIL (checks, NCCL acceptance; ``diff --fail-on-disruptive``) |
 | 5 | a verdict of INCONCLUSIVE: something could not be decided, or the run timed out |
 | 6 | rendered objects failed schema validation (nothing was written) |
+
+A judged run (an NCCL run, a suite of checks, a sweep) ends in one :class:`Verdict`, and
+:data:`VERDICT_EXIT` is the one table from a verdict to its exit code.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from collections.abc import Iterable, Mapping
+from enum import IntEnum, StrEnum
 
 
 class ExitCode(IntEnum):
@@ -26,4 +30,35 @@ class ExitCode(IntEnum):
     INVALID_OBJECTS = 6
 
 
-__all__ = ["ExitCode"]
+class Verdict(StrEnum):
+    """The verdict on a judged run; prints (and serializes) as its word."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    @property
+    def severity(self) -> int:
+        """PASS < INCONCLUSIVE < FAIL: the worst of several runs is the verdict over them."""
+        return SEVERITY[self]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return VERDICT_EXIT[self]
+
+
+SEVERITY: Mapping[Verdict, int] = {Verdict.PASS: 0, Verdict.INCONCLUSIVE: 1, Verdict.FAIL: 2}
+VERDICT_EXIT: Mapping[Verdict, ExitCode] = {
+    Verdict.PASS: ExitCode.OK,
+    Verdict.FAIL: ExitCode.FAIL,
+    Verdict.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
+}
+"""The one table from a verdict to the command's exit code."""
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    """The worst of ``verdicts`` (PASS when there are none)."""
+    return max(verdicts, key=lambda v: v.severity, default=Verdict.PASS)
+
+
+__all__ = ["SEVERITY", "VERDICT_EXIT", "ExitCode", "Verdict", "worst"]

@@ -321,9 +321,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(sweep.format_table(report))
         for why, which in _skipped(skipped):
             print(f"not swept ({why}): {', '.join(which)}")
-    if report.bad:
-        return ExitCode.FAIL
-    return ExitCode.INCONCLUSIVE if report.unknown else ExitCode.OK
+    return report.verdict.exit_code
 
 
 def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:

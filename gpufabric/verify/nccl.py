@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpufabric.exitcodes import Verdict
 from gpufabric.outputs.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
 from gpufabric.plan.build import Plan
 from gpufabric.plan.resolve import on_one_rail
@@ -232,7 +233,7 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
     """The analyzer's report on the collected log, with the job's own outcome."""
     if not outcome.log.strip():
         doc = nccl_report.Report(
-            verdict="INCONCLUSIVE",
+            verdict=Verdict.INCONCLUSIVE,
             reasons=("no launcher log to judge",),
             threshold_gbps=exp.threshold_gbps,
             threshold_source=exp.threshold_source,
@@ -243,11 +244,11 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
     verdict, reasons = doc.verdict, doc.reasons
     if outcome.state == "Timeout":
         reasons = (outcome.message, *reasons)
-        if verdict != "FAIL":  # a timed-out run never passes
-            verdict = "INCONCLUSIVE"
+        if verdict != Verdict.FAIL:  # a timed-out run never passes
+            verdict = Verdict.INCONCLUSIVE
     elif outcome.state == "Failed":
         reasons = (f"the MPIJob failed: {outcome.message}", *reasons)
-        verdict = "FAIL"
+        verdict = Verdict.FAIL
     return replace(
         doc,
         verdict=verdict,

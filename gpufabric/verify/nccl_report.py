@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from gpufabric.exitcodes import ExitCode
+from gpufabric.exitcodes import Verdict, worst
 from gpufabric.plan.facts import Facts
 from gpufabric.plan.resolve import DEFAULT_FRACTION
 
-Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 GIB = 1 << 30
 
 _PREFIXES = (
@@ -267,50 +266,80 @@ def _json_number(value: Any, what: str, run: Run) -> float | None:
     return float(value)
 
 
-def _json_run(doc: Any, source: str) -> Run:
-    """One nccl-tests -J document (format version 3: config, devices, results, footers)."""
-    run = Run(source=source)
-    if not isinstance(doc, dict):
-        run.malformed.append("the JSON document is not an object")
-        return run
+def _json_identity(doc: dict[str, Any], run: Run) -> None:
+    """The test's name (its program, from ``args``) and the ranks' hosts (``devices``)."""
     args = doc.get("args")
     if isinstance(args, list) and args and isinstance(args[0], str):
         run.test = args[0].rsplit("/", 1)[-1]
     for device in doc.get("devices") or []:
         if isinstance(device, dict) and isinstance(device.get("hostname"), str):
             run.hosts.add(device["hostname"])
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One ``out_of_place`` or ``in_place`` measurement of a -J result."""
+
+    busbw: float | None
+    wrong: int
+    impossible: str | None = None
+
+
+def _json_part(part: Any, where: str, size: int, run: Run) -> _Part | None:
+    """None (and the reason in ``run.malformed``) when ``part`` is not an object. An
+    impossible bandwidth (NaN, infinite, negative) is named and read as no value; only a
+    positive count of wrong elements counts."""
+    if not isinstance(part, dict):
+        run.malformed.append(f"{where} is not an object")
+        return None
+    bw = _json_number(part.get("bus_bw"), f"{where}.bus_bw", run)
+    impossible = None
+    if bw is not None and (bw != bw or bw < 0):
+        impossible, bw = f"bus_bw {part.get('bus_bw')} at {size} B", None
+    wrong = _json_number(part.get("nwrong"), f"{where}.nwrong", run)
+    count = int(wrong) if wrong is not None and wrong == wrong and wrong > 0 else 0
+    return _Part(bw, count, impossible)
+
+
+def _json_row(i: int, item: Any, run: Run) -> Row | None:
+    """One entry of ``results``; None (and the reason in ``run.malformed``) when unusable."""
+    if not isinstance(item, dict):
+        run.malformed.append(f"results[{i}] is not an object")
+        return None
+    size = item.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        run.malformed.append(f"results[{i}].size is not a byte count")
+        return None
+    row = Row(size, None, None, 0)
+    for key in ("out_of_place", "in_place"):
+        if item.get(key) is None:
+            continue
+        part = _json_part(item[key], f"results[{i}].{key}", size, run)
+        if part is None:
+            continue
+        if part.impossible is not None:
+            row.impossible.append(part.impossible)
+        if key == "out_of_place":
+            row.busbw_oop = part.busbw
+        else:
+            row.busbw_ip = part.busbw
+        row.wrong += part.wrong
+    return row
+
+
+def _json_results(doc: dict[str, Any], run: Run) -> None:
     results = doc.get("results")
     if not isinstance(results, list):
         run.malformed.append("no results list")
         results = []
     for i, item in enumerate(results):
-        if not isinstance(item, dict):
-            run.malformed.append(f"results[{i}] is not an object")
-            continue
-        size = item.get("size")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            run.malformed.append(f"results[{i}].size is not a byte count")
-            continue
-        row = Row(size, None, None, 0)
-        for key in ("out_of_place", "in_place"):
-            part = item.get(key)
-            if part is None:
-                continue
-            if not isinstance(part, dict):
-                run.malformed.append(f"results[{i}].{key} is not an object")
-                continue
-            bw = _json_number(part.get("bus_bw"), f"results[{i}].{key}.bus_bw", run)
-            if bw is not None and (bw != bw or bw < 0):
-                row.impossible.append(f"bus_bw {part.get('bus_bw')} at {size} B")
-                bw = None
-            if key == "out_of_place":
-                row.busbw_oop = bw
-            else:
-                row.busbw_ip = bw
-            wrong = _json_number(part.get("nwrong"), f"results[{i}].{key}.nwrong", run)
-            if wrong is not None and wrong == wrong and wrong > 0:
-                row.wrong += int(wrong)
-        run.rows.append(row)
+        row = _json_row(i, item, run)
+        if row is not None:
+            run.rows.append(row)
+
+
+def _json_footers(doc: dict[str, Any], run: Run) -> None:
+    """Out-of-bounds count, the average bus bandwidth, and whether the run ended."""
     oob = doc.get("out_of_bounds")
     if isinstance(oob, dict) and isinstance(oob.get("count"), int):
         run.out_of_bounds = oob["count"]
@@ -318,15 +347,39 @@ def _json_run(doc: Any, source: str) -> Run:
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), int | float):
         run.avg_busbw = float(avg["bandwidth"])
-    config = doc.get("config")
-    if isinstance(config, dict):
-        low, high = config.get("minimum_bytes"), config.get("maximum_bytes")
-        factor, step = config.get("step_factor"), config.get("step_bytes")
-        if isinstance(low, int) and isinstance(high, int):
-            kind, value = ("factor", factor) if isinstance(factor, int) else ("bytes", step)
-            if isinstance(value, int):
-                run.expected_rows = _sweep_rows(low, high, value, kind)
     run.concluded = "end_time" in doc
+
+
+def _json_config(doc: dict[str, Any], run: Run) -> None:
+    """The sizes the run announced: minimum to maximum bytes by its step factor (or bytes)."""
+    config = doc.get("config")
+    if not isinstance(config, dict):
+        return
+    low, high = config.get("minimum_bytes"), config.get("maximum_bytes")
+    factor, step = config.get("step_factor"), config.get("step_bytes")
+    if isinstance(low, int) and isinstance(high, int):
+        kind, value = ("factor", factor) if isinstance(factor, int) else ("bytes", step)
+        if isinstance(value, int):
+            run.expected_rows = _sweep_rows(low, high, value, kind)
+
+
+JSON_STEPS: tuple[Callable[[dict[str, Any], Run], None], ...] = (
+    _json_identity,
+    _json_results,
+    _json_footers,
+    _json_config,
+)
+"""What :func:`_json_run` reads of a -J document, one part each."""
+
+
+def _json_run(doc: Any, source: str) -> Run:
+    """One nccl-tests -J document (format version 3: config, devices, results, footers)."""
+    run = Run(source=source)
+    if not isinstance(doc, dict):
+        run.malformed.append("the JSON document is not an object")
+        return run
+    for step in JSON_STEPS:
+        step(doc, run)
     return run
 
 
@@ -573,7 +626,7 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return VERDICT_EXIT[self.verdict]
+        return self.verdict.exit_code
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -596,113 +649,267 @@ LINE_RATE_NOISE = 1.10
 """Inter-node bus bandwidth may exceed the line rate by measurement noise, not more."""
 
 
-def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
-    """The verdict on one run. PASS only when the transport is proven and the threshold met
-    at >= 1 GiB on >= 2 nodes; INCONCLUSIVE when it cannot be judged; FAIL when it ran and
-    fell short. Every reason states what the log shows."""
-    fail: list[str] = []
-    unsure: list[str] = []
-    if run.fatal:
-        fail.append(f"the test failed: {run.fatal[0]}")
-    if run.killed:
-        fail.append(f"the run was killed or crashed: {run.killed[0]}")
-    if run.malformed:
-        unsure.append(f"malformed input: {'; '.join(run.malformed[:3])}")
+@dataclass(frozen=True)
+class Finding:
+    """What one rule found: a verdict contribution (FAIL or INCONCLUSIVE) and its reason."""
+
+    verdict: Verdict
+    reason: str
+
+
+def _fail(reason: str) -> list[Finding]:
+    return [Finding(Verdict.FAIL, reason)]
+
+
+def _unsure(reason: str) -> list[Finding]:
+    return [Finding(Verdict.INCONCLUSIVE, reason)]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A run and what the rules derive from it (once, for all of them)."""
+
+    run: Run
+    nodes: int | None
+    socket: bool
+    """NCCL used TCP sockets (said so, or an inter-node channel went over NET/Socket)."""
+    impossible: tuple[str, ...]
+    gdr_channels: int
+    """Inter-node channels over GPUDirect RDMA."""
+    best: float | None
+    """Best bus bandwidth at >= 1 GiB."""
+
+    @property
+    def multi(self) -> bool:
+        return self.nodes is not None and self.nodes >= 2
+
+    @classmethod
+    def of(cls, run: Run) -> Evidence:
+        large = [r.best for r in run.rows if r.size >= GIB and r.best is not None]
+        return cls(
+            run=run,
+            nodes=run.nodes,
+            socket=run.socket_in_use or any(v.startswith("NET/Socket") for v in run.inter_node),
+            impossible=tuple(text for r in run.rows for text in r.impossible),
+            gdr_channels=sum(1 for v in run.inter_node if v.endswith("/GDRDMA")),
+            best=max(large) if large else None,
+        )
+
+
+Rule = Callable[[Evidence, Expectation], list[Finding]]
+"""One rule of the verdict: the findings it makes on a run (none when it has nothing to say)."""
+
+
+def rule_test_failed(ev: Evidence, exp: Expectation) -> list[Finding]:
+    return _fail(f"the test failed: {ev.run.fatal[0]}") if ev.run.fatal else []
+
+
+def rule_killed(ev: Evidence, exp: Expectation) -> list[Finding]:
+    return _fail(f"the run was killed or crashed: {ev.run.killed[0]}") if ev.run.killed else []
+
+
+def rule_malformed(ev: Evidence, exp: Expectation) -> list[Finding]:
+    malformed = ev.run.malformed
+    return _unsure(f"malformed input: {'; '.join(malformed[:3])}") if malformed else []
+
+
+def rule_unfinished(ev: Evidence, exp: Expectation) -> list[Finding]:
+    """Fewer rows than the test announced; else a named test with rows but no end line."""
+    run = ev.run
     if run.expected_rows is not None and len(run.rows) < run.expected_rows:
-        fail.append(
+        return _fail(
             f"the run ended early: {len(run.rows)} of {run.expected_rows} announced sizes "
             "were printed"
         )
-    elif run.test is not None and run.rows and not run.concluded:
-        fail.append("the run did not finish (no 'Collective test concluded' line)")
-    if not run.rows:
-        unsure.append("no data rows: the test printed no results table")
-    impossible = [text for r in run.rows for text in r.impossible]
-    if impossible:
-        fail.append(f"impossible values: {', '.join(impossible[:3])}")
-    if run.out_of_bounds_ok is False:
-        fail.append(f"{run.out_of_bounds} out-of-bounds values")
-    if any(r.wrong for r in run.rows):
-        fail.append(f"{sum(r.wrong for r in run.rows)} wrong elements reported by -c 1")
-    for w in run.warnings:
-        fail.append(f"NCCL WARN: {w['cause']}")
-    nodes = run.nodes
-    multi = nodes is not None and nodes >= 2
-    socket = run.socket_in_use or any(v.startswith("NET/Socket") for v in run.inter_node)
-    if exp.rdma and socket and multi:
-        fail.append("socket fallback: NCCL used TCP (NET/Socket) between nodes, not RDMA")
-    elif exp.rdma and multi:
-        if not run.networks and not run.inter_node:
-            unsure.append(
-                "no transport lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
-            )
-        elif not run.inter_node:
-            unsure.append(
-                "no inter-node channel lines: the transport between nodes is not proven "
-                "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET prints them)"
-            )
-        wrong_layer = sorted(
-            f"{hca}/{layer}"
-            for hca, layer in run.link_layers.items()
-            if exp.link_layer and layer != exp.link_layer
+    if run.test is not None and run.rows and not run.concluded:
+        return _fail("the run did not finish (no 'Collective test concluded' line)")
+    return []
+
+
+def rule_no_rows(ev: Evidence, exp: Expectation) -> list[Finding]:
+    return [] if ev.run.rows else _unsure("no data rows: the test printed no results table")
+
+
+def rule_impossible_values(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not ev.impossible:
+        return []
+    return _fail(f"impossible values: {', '.join(ev.impossible[:3])}")
+
+
+def rule_out_of_bounds(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if ev.run.out_of_bounds_ok is not False:
+        return []
+    return _fail(f"{ev.run.out_of_bounds} out-of-bounds values")
+
+
+def rule_wrong_elements(ev: Evidence, exp: Expectation) -> list[Finding]:
+    wrong = sum(r.wrong for r in ev.run.rows)
+    return _fail(f"{wrong} wrong elements reported by -c 1") if wrong else []
+
+
+def rule_nccl_warnings(ev: Evidence, exp: Expectation) -> list[Finding]:
+    return [Finding(Verdict.FAIL, f"NCCL WARN: {w['cause']}") for w in ev.run.warnings]
+
+
+def rule_socket_fallback(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not (exp.rdma and ev.socket and ev.multi):
+        return []
+    return _fail("socket fallback: NCCL used TCP (NET/Socket) between nodes, not RDMA")
+
+
+def _rdma_between_nodes(ev: Evidence, exp: Expectation) -> bool:
+    """RDMA is expected between the run's nodes and NCCL did not fall back to sockets."""
+    return exp.rdma and ev.multi and not ev.socket
+
+
+def rule_transport_unproven(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not _rdma_between_nodes(ev, exp):
+        return []
+    if not ev.run.networks and not ev.run.inter_node:
+        return _unsure("no transport lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET")
+    if not ev.run.inter_node:
+        return _unsure(
+            "no inter-node channel lines: the transport between nodes is not proven "
+            "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET prints them)"
         )
-        if wrong_layer:
-            fail.append(f"link layer {', '.join(wrong_layer)}, expected {exp.link_layer}")
-    gdr_channels = [v for v in run.inter_node if v.endswith("/GDRDMA")]
-    if exp.rdma and exp.gdr and not socket and multi:
-        if run.gdr_disabled:
-            fail.append(f"GPU Direct RDMA disabled for {', '.join(sorted(set(run.gdr_disabled)))}")
-        staged = len(run.inter_node) - len(gdr_channels)
-        if staged:
-            fail.append(f"{staged} inter-node channels without GDRDMA (staged through host memory)")
-    if nodes is None:
-        unsure.append("node count unknown: no '# Rank ... on HOST' lines and no NCCL 'nNodes' line")
-    elif nodes == 1:
-        unsure.append("single node: no inter-node traffic was measured")
-    large = [r.best for r in run.rows if r.size >= GIB and r.best is not None]
-    best = max(large) if large else None
-    if run.rows and best is None and not impossible:
-        unsure.append("no results at message sizes >= 1 GiB (run with -e 8G or more)")
-    limit = exp.line_rate_gbytes
-    if (
-        multi
-        and best is not None
-        and limit is not None
-        and not run.mnnvl
-        and best > limit * LINE_RATE_NOISE
-    ):
-        fail.append(
-            f"best bus bandwidth {best:g} GB/s is above the nodes' line rate {limit:g} GB/s by "
-            f"more than {round((LINE_RATE_NOISE - 1) * 100)}%: not a measurement over the NICs "
-            "(a tree/NVLS algorithm? run all_reduce with NCCL_ALGO=Ring)"
+    return []
+
+
+def rule_link_layer(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not _rdma_between_nodes(ev, exp) or not exp.link_layer:
+        return []
+    wrong_layer = sorted(
+        f"{hca}/{layer}" for hca, layer in ev.run.link_layers.items() if layer != exp.link_layer
+    )
+    if not wrong_layer:
+        return []
+    return _fail(f"link layer {', '.join(wrong_layer)}, expected {exp.link_layer}")
+
+
+def rule_gdr_disabled(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not (_rdma_between_nodes(ev, exp) and exp.gdr and ev.run.gdr_disabled):
+        return []
+    return _fail(f"GPU Direct RDMA disabled for {', '.join(sorted(set(ev.run.gdr_disabled)))}")
+
+
+def rule_staged_channels(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not (_rdma_between_nodes(ev, exp) and exp.gdr):
+        return []
+    staged = len(ev.run.inter_node) - ev.gdr_channels
+    if not staged:
+        return []
+    return _fail(f"{staged} inter-node channels without GDRDMA (staged through host memory)")
+
+
+def rule_node_count(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if ev.nodes is None:
+        return _unsure(
+            "node count unknown: no '# Rank ... on HOST' lines and no NCCL 'nNodes' line"
         )
-    if exp.threshold_gbps is None:
-        unsure.append("no threshold: pass --stack (line rate) or --min-busbw")
-    elif best is not None and best < exp.threshold_gbps:
-        fail.append(
-            f"best bus bandwidth at >= 1 GiB is {best:g} GB/s, below the threshold "
-            f"{exp.threshold_gbps:g} GB/s ({exp.threshold_source})"
-        )
-    verdict: Verdict = "FAIL" if fail else "INCONCLUSIVE" if unsure else "PASS"
+    if ev.nodes == 1:
+        return _unsure("single node: no inter-node traffic was measured")
+    return []
+
+
+def rule_no_large_sizes(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not ev.run.rows or ev.best is not None or ev.impossible:
+        return []
+    return _unsure("no results at message sizes >= 1 GiB (run with -e 8G or more)")
+
+
+def rule_above_line_rate(ev: Evidence, exp: Expectation) -> list[Finding]:
+    """Inter-node bandwidth above the NICs' line rate (beyond noise) did not cross the NICs;
+    multi-node NVLink (MNNVL) is exempt."""
+    best, limit = ev.best, exp.line_rate_gbytes
+    if not ev.multi or best is None or limit is None or ev.run.mnnvl:
+        return []
+    if best <= limit * LINE_RATE_NOISE:
+        return []
+    return _fail(
+        f"best bus bandwidth {best:g} GB/s is above the nodes' line rate {limit:g} GB/s by "
+        f"more than {round((LINE_RATE_NOISE - 1) * 100)}%: not a measurement over the NICs "
+        "(a tree/NVLS algorithm? run all_reduce with NCCL_ALGO=Ring)"
+    )
+
+
+def rule_no_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if exp.threshold_gbps is not None:
+        return []
+    return _unsure("no threshold: pass --stack (line rate) or --min-busbw")
+
+
+def rule_below_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if exp.threshold_gbps is None or ev.best is None or ev.best >= exp.threshold_gbps:
+        return []
+    return _fail(
+        f"best bus bandwidth at >= 1 GiB is {ev.best:g} GB/s, below the threshold "
+        f"{exp.threshold_gbps:g} GB/s ({exp.threshold_source})"
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    rule_test_failed,
+    rule_killed,
+    rule_malformed,
+    rule_unfinished,
+    rule_no_rows,
+    rule_impossible_values,
+    rule_out_of_bounds,
+    rule_wrong_elements,
+    rule_nccl_warnings,
+    rule_socket_fallback,
+    rule_transport_unproven,
+    rule_link_layer,
+    rule_gdr_disabled,
+    rule_staged_channels,
+    rule_node_count,
+    rule_no_large_sizes,
+    rule_above_line_rate,
+    rule_no_threshold,
+    rule_below_threshold,
+)
+"""The verdict's rules, in the order their reasons are listed (failures before doubts)."""
+
+
+def findings(ev: Evidence, exp: Expectation, rules: Sequence[Rule] = RULES) -> list[Finding]:
+    """Every rule's findings on the run, in rule order."""
+    return [finding for rule in rules for finding in rule(ev, exp)]
+
+
+def combine(found: Sequence[Finding]) -> tuple[Verdict, tuple[str, ...]]:
+    """FAIL when any finding fails, else INCONCLUSIVE when any doubts, else PASS; the
+    reasons list the failures first, then the doubts, each in rule order."""
+    fail = [f.reason for f in found if f.verdict == Verdict.FAIL]
+    unsure = [f.reason for f in found if f.verdict != Verdict.FAIL]
+    verdict = Verdict.FAIL if fail else Verdict.INCONCLUSIVE if unsure else Verdict.PASS
+    return verdict, tuple(fail + unsure)
+
+
+def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
+    """The verdict on one run. PASS only when the transport is proven and the threshold met
+    at >= 1 GiB on >= 2 nodes; INCONCLUSIVE when it cannot be judged; FAIL when it ran and
+    fell short. Every reason states what the log shows (see :data:`RULES`)."""
+    ev = Evidence.of(run)
+    verdict, reasons = combine(findings(ev, exp))
     return RunVerdict(
         verdict=verdict,
-        reasons=tuple(fail + unsure),
+        reasons=reasons,
         test=run.test,
         transport=Transport(
             network=run.network,
             link_layers=dict(sorted(run.link_layers.items())),
-            socket_fallback=socket,
+            socket_fallback=ev.socket,
             inter_node_channels=len(run.inter_node),
             nranks=run.nranks,
             hosts=len(run.hosts),
-            nodes=nodes,
+            nodes=ev.nodes,
         ),
         gdr=GdrUse(
             expected=exp.rdma and exp.gdr,
-            inter_node_channels_with_gdrdma=len(gdr_channels),
+            inter_node_channels_with_gdrdma=ev.gdr_channels,
             disabled_hcas=tuple(sorted(set(run.gdr_disabled))),
         ),
-        busbw_max_gbps=best,
+        busbw_max_gbps=ev.best,
         threshold_gbps=exp.threshold_gbps,
         threshold_source=exp.threshold_source,
         avg_busbw_gbps=run.avg_busbw,
@@ -748,14 +955,6 @@ def expectation(
     )
 
 
-SEVERITY: Mapping[Verdict, int] = {"PASS": 0, "INCONCLUSIVE": 1, "FAIL": 2}
-VERDICT_EXIT: Mapping[Verdict, int] = {
-    "PASS": ExitCode.OK,
-    "FAIL": ExitCode.FAIL,
-    "INCONCLUSIVE": ExitCode.INCONCLUSIVE,
-}
-
-
 def collect_runs(files: Mapping[str, str]) -> list[tuple[str, Run]]:
     """Every run of every file, labelled. A -J document adds its rows to the text log's run
     of the same test when one was given (the log proves the transport, not the JSON)."""
@@ -786,10 +985,11 @@ def report(files: Mapping[str, str], exp: Expectation) -> Report:
     """The verdict over every run of every log (e.g. all_reduce then all_gather): the worst."""
     runs = tuple(judge(run, exp, file=label) for label, run in collect_runs(files))
     if not runs:
-        return Report("INCONCLUSIVE", ("no input",), exp.threshold_gbps, exp.threshold_source, ())
-    worst = max(runs, key=lambda r: SEVERITY[r.verdict])
+        return Report(
+            Verdict.INCONCLUSIVE, ("no input",), exp.threshold_gbps, exp.threshold_source, ()
+        )
     return Report(
-        verdict=worst.verdict,
+        verdict=worst(r.verdict for r in runs),
         reasons=tuple(f"{r.file}: {reason}" for r in runs for reason in r.reasons),
         threshold_gbps=exp.threshold_gbps,
         threshold_source=exp.threshold_source,

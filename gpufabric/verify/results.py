@@ -1,9 +1,10 @@
 """One result model for every ``gpufabric verify`` command, and its three outputs.
 
 A check is PASS, FAIL, SKIP (does not apply to this stack or node) or ERROR (could not be
-decided: a file unreadable, a tool missing, the API refusing). The command's exit code is
-4 when anything failed, else 5 when anything could not be decided, else 0, matching
-``gpufabric nccl-report`` (0 PASS, 4 FAIL, 5 INCONCLUSIVE).
+decided: a file unreadable, a tool missing, the API refusing). The checks' verdict is FAIL
+when anything failed, else INCONCLUSIVE when anything could not be decided, else PASS; its
+exit code comes from the one verdict table (:data:`gpufabric.exitcodes.VERDICT_EXIT`: 0 PASS,
+4 FAIL, 5 INCONCLUSIVE), as ``gpufabric nccl-report``'s does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpufabric.exitcodes import ExitCode
+from gpufabric.exitcodes import ExitCode, Verdict
 
 
 class SuiteError(Exception):
@@ -60,19 +61,18 @@ def error(check: str, target: str, message: str, hint: str = "") -> Check:
     return Check(check, target, "ERROR", message, hint)
 
 
-def verdict(checks: Iterable[Check]) -> str:
+def verdict(checks: Iterable[Check]) -> Verdict:
+    """FAIL when a check failed, else INCONCLUSIVE when one errored (or none ran), else PASS."""
     statuses = {c.status for c in checks}
     if "FAIL" in statuses:
-        return "FAIL"
+        return Verdict.FAIL
     if "ERROR" in statuses or not statuses:
-        return "INCONCLUSIVE"
-    return "PASS"
+        return Verdict.INCONCLUSIVE
+    return Verdict.PASS
 
 
-def exit_code(checks: Iterable[Check]) -> int:
-    return {"PASS": ExitCode.OK, "FAIL": ExitCode.FAIL, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}[
-        verdict(checks)
-    ]
+def exit_code(checks: Iterable[Check]) -> ExitCode:
+    return verdict(checks).exit_code
 
 
 def counts(checks: Iterable[Check]) -> dict[str, int]:

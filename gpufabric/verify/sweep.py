@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gpufabric.exitcodes import Verdict, worst
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.nccl_report import Report
 
@@ -41,7 +42,7 @@ RunRailPair = Callable[[Pair, str, int, int], Report]
 class RailResult:
     """One rail of a bad node, run alone with a proven-good partner."""
 
-    verdict: str  # PASS | FAIL | INCONCLUSIVE
+    verdict: Verdict
     busbw: float | None
     network: str | None
     partner: str
@@ -64,6 +65,14 @@ class NodeResult:
         return [r for r, res in self.rails.items() if res.verdict == "FAIL"]
 
 
+NODE_VERDICT: dict[str, Verdict] = {
+    "GOOD": Verdict.PASS,
+    "BAD": Verdict.FAIL,
+    "UNKNOWN": Verdict.INCONCLUSIVE,
+}
+"""What a node's own word (GOOD, BAD, UNKNOWN) counts as in the sweep's verdict."""
+
+
 @dataclass
 class SweepReport:
     nodes: dict[str, NodeResult]
@@ -78,6 +87,11 @@ class SweepReport:
     @property
     def unknown(self) -> list[str]:
         return sorted(n for n, r in self.nodes.items() if r.verdict == "UNKNOWN")
+
+    @property
+    def verdict(self) -> Verdict:
+        """FAIL when a node is bad, else INCONCLUSIVE when one is not localized, else PASS."""
+        return worst(NODE_VERDICT[r.verdict] for r in self.nodes.values())
 
 
 def rounds_needed(nodes: int, bad: int) -> int:
@@ -295,6 +309,7 @@ def format_table(report: SweepReport) -> str:
 
 
 __all__ = [
+    "NODE_VERDICT",
     "NodeResult",
     "RailResult",
     "Stopped",
