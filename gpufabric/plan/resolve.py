@@ -33,6 +33,7 @@ from gpufabric.plan.facts import (
     RoceFacts,
     TenantContract,
 )
+from gpufabric.plan.vocabulary import JobKind, RailCni
 
 DEFAULT_MTU = {"infiniband": 4092, "roce": 9000}
 """MTU of the rails when the stack sets none: IPoIB's datagram maximum on InfiniBand,
@@ -53,7 +54,7 @@ def effective_mtu(fabric: Fabric) -> int:
     return fabric.mtu if fabric.mtu is not None else DEFAULT_MTU[fabric.type]
 
 
-def _cni(fabric: Fabric) -> str:
+def _cni(fabric: Fabric) -> RailCni:
     if fabric.rdma in ("shared", "none"):
         return "ipoib" if fabric.type == "infiniband" else "macvlan"
     if fabric.rdma == "hostdevice":
@@ -212,9 +213,9 @@ def on_one_rail(facts: FabricFacts, contract: TenantContract, rail: str) -> Tena
     )
 
 
-def job_kinds(model: StackModel) -> tuple[str, ...]:
+def job_kinds(model: StackModel) -> tuple[JobKind, ...]:
     t = model.training
-    kinds: list[str] = ["mpijob"] if t.mpiOperator else []
+    kinds: list[JobKind] = ["mpijob"] if t.mpiOperator else []
     kinds += t.trainingOperator.schemes
     if t.trainer.enabled:
         kinds.append("trainjob")
