@@ -18,6 +18,7 @@ from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
 from gpufabric.plan.facts import FabricFacts, PlanContext, RailFacts
 from gpufabric.plan.items import Item
+from gpufabric.plan.vocabulary import DeviceLinkType, LinkLayer, NcclLinkLayer, RailCni
 
 Image = Callable[[str], dict[str, str]]
 """image name -> the image, repository and version keys of a NicClusterPolicy part."""
@@ -30,11 +31,11 @@ class Link(ABC):
     """The value of ``fabric.type``."""
     title: ClassVar[str]
     """How people name it: InfiniBand, RoCE."""
-    sysfs_link_layer: ClassVar[str]
+    sysfs_link_layer: ClassVar[LinkLayer]
     """``/sys/class/infiniband/<hca>/ports/<n>/link_layer`` of its ports."""
-    nccl_link_layer: ClassVar[str]
+    nccl_link_layer: ClassVar[NcclLinkLayer]
     """How NCCL names it in its NET/IB lines."""
-    device_link_type: ClassVar[str]
+    device_link_type: ClassVar[DeviceLinkType]
     """linkTypes of the device plugins' selectors."""
     sriov_link_type: ClassVar[str]
     """linkType of an SriovNetworkNodePolicy."""
@@ -45,9 +46,9 @@ class Link(ABC):
     """Why the range is what it is, appended to an out-of-range MTU's problem."""
     other_section: ClassVar[tuple[str, str]]
     """The other link's settings section and the problem when a stack sets it."""
-    shared_cni: ClassVar[str]
+    shared_cni: ClassVar[RailCni]
     """CNI of a rail whose pods share the host port (or have no RDMA device)."""
-    vf_cni: ClassVar[str]
+    vf_cni: ClassVar[RailCni]
     """CNI of a rail whose pods get SR-IOV VFs."""
     tenant_isolation: ClassVar[str]
     """The per-tenant setting that isolates tenants' VFs on this link (tenants[].pkey or
@@ -145,7 +146,7 @@ class NicMode(ABC):
     """Macros every mode's fragment defines (empty where nothing applies)."""
 
     @abstractmethod
-    def cni(self, link: Link) -> str:
+    def cni(self, link: Link) -> RailCni:
         """The CNI plugin of every rail's network."""
 
     def device_plugin_resource(self, rail: str) -> str | None:

@@ -11,6 +11,7 @@ from gpufabric.model.config import Fabric
 from gpufabric.model.problems import Problem
 from gpufabric.nics.base import Image, Link, NicMode, device_plugin_name, rdma_nccl_env
 from gpufabric.plan.facts import PlanContext, RailFacts
+from gpufabric.plan.vocabulary import RailCni
 
 RESOURCE_PREFIX = "nvidia.com"
 
@@ -21,7 +22,7 @@ class HostDevice(NicMode):
     resource_prefix = RESOURCE_PREFIX
     runbook_fragment = "nic-hostdevice.md.j2"
 
-    def cni(self, link: Link) -> str:
+    def cni(self, link: Link) -> RailCni:
         return "host-device"
 
     def device_plugin_resource(self, rail: str) -> str | None:

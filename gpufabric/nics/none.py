@@ -8,6 +8,7 @@ from gpufabric.model.config import Fabric
 from gpufabric.model.problems import Problem
 from gpufabric.nics.base import Link, NicMode
 from gpufabric.plan.facts import RailFacts
+from gpufabric.plan.vocabulary import RailCni
 
 
 class NoRdma(NicMode):
@@ -16,7 +17,7 @@ class NoRdma(NicMode):
     resource_prefix = None
     runbook_fragment = "nic-none.md.j2"
 
-    def cni(self, link: Link) -> str:
+    def cni(self, link: Link) -> RailCni:
         return link.shared_cni
 
     def problems(self, fabric: Fabric, link: Link) -> Iterator[Problem]:

@@ -11,6 +11,7 @@ from gpufabric.model.config import Fabric
 from gpufabric.model.problems import Problem
 from gpufabric.nics.base import Image, Link, NicMode, device_plugin_name, rdma_nccl_env
 from gpufabric.plan.facts import PlanContext, RailFacts
+from gpufabric.plan.vocabulary import RailCni
 
 RDMA_HCA_MAX = 63
 """Pods sharing one HCA, as in NVIDIA's examples."""
@@ -22,7 +23,7 @@ class Shared(NicMode):
     resource_prefix = "rdma"
     runbook_fragment = "nic-shared.md.j2"
 
-    def cni(self, link: Link) -> str:
+    def cni(self, link: Link) -> RailCni:
         return link.shared_cni
 
     def device_plugin_resource(self, rail: str) -> str | None:

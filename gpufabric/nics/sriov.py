@@ -14,6 +14,7 @@ from gpufabric.nics.base import Link, NicMode, device_plugin_name, rdma_nccl_env
 from gpufabric.plan import ids
 from gpufabric.plan.facts import PlanContext, RailFacts
 from gpufabric.plan.items import Item, K8sObject, Layer
+from gpufabric.plan.vocabulary import RailCni
 from gpufabric.support.templates import render_object
 
 RESOURCE_PREFIX = "nvidia.com"
@@ -32,7 +33,7 @@ class Sriov(NicMode):
     summary_note = " (the Network Operator's own SR-IOV operator)"
     runbook_fragment = "nic-sriov.md.j2"
 
-    def cni(self, link: Link) -> str:
+    def cni(self, link: Link) -> RailCni:
         return link.vf_cni
 
     def device_plugin_resource(self, rail: str) -> str | None:

@@ -17,6 +17,25 @@ from typing import Any
 
 from gpufabric.model.config import StackModel, Ufm
 from gpufabric.model.versions import Component
+from gpufabric.plan.vocabulary import (
+    DeviceLinkType,
+    FabricType,
+    GpuDirect,
+    HostStack,
+    JobKind,
+    LinkLayer,
+    MultusMode,
+    NadScope,
+    NcclLinkLayer,
+    NfdOwner,
+    NicDriverSource,
+    PkeyManagement,
+    PoolKind,
+    RailCni,
+    RdmaMode,
+    TrainerRuntime,
+    TrainingScheme,
+)
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource the GPU Operator's device plugin advertises."""
@@ -35,7 +54,7 @@ class RailFacts:
     gateway: str | None
     mtu: int
     """Effective MTU of the pod interface (the stack's, or the fabric's default)."""
-    cni: str
+    cni: RailCni
     """CNI plugin of the rail's network: macvlan, ipoib, sriov, ib-sriov or host-device."""
     pod_interface: str
     """Interface name inside pods (<= 15 characters)."""
@@ -47,7 +66,7 @@ class RailFacts:
     """NetworkAttachmentDefinition name."""
     pool: str
     """nv-ipam pool name."""
-    pool_kind: str
+    pool_kind: PoolKind
     """IPPool or CIDRPool."""
     exclude: tuple[str, ...] = ()
     """Addresses the pool must not hand out: 'a.b.c.d' or 'a.b.c.d-a.b.c.e'."""
@@ -71,7 +90,7 @@ class RoceFacts:
 @dataclass(frozen=True)
 class InfinibandFacts:
     pkey: str | None
-    pkey_management: str
+    pkey_management: PkeyManagement
     ufm: Ufm | None = None
     """UFM that ib-kubernetes adds pod GUIDs through (pkeyManagement: ufm)."""
 
@@ -80,26 +99,26 @@ class InfinibandFacts:
 class FabricFacts:
     """The fabric as resolved: types, modes, rails and the values each layer sets."""
 
-    type: str
+    type: FabricType
     """infiniband or roce."""
-    rdma: str
+    rdma: RdmaMode
     """shared, sriov, hostdevice or none."""
     has_rdma: bool
-    gpudirect: str
+    gpudirect: GpuDirect
     """dmabuf or peermem."""
-    nic_driver: str
+    nic_driver: NicDriverSource
     """host or operator."""
-    host_stack: str
-    """doca or inbox (when the NIC driver comes from the host)."""
-    multus: str
-    nad_scope: str
+    host_stack: HostStack
+    """doca, mlnx-ofed or inbox (when the NIC driver comes from the host)."""
+    multus: MultusMode
+    nad_scope: NadScope
     networks_namespace: str | None
     """Namespace of the shared NetworkAttachmentDefinitions (None when per tenant)."""
-    link_layer: str
+    link_layer: LinkLayer
     """The rail ports' sysfs link_layer: InfiniBand or Ethernet."""
-    nccl_link_layer: str
+    nccl_link_layer: NcclLinkLayer
     """How NCCL names it in its NET/IB lines: IB or RoCE."""
-    device_link_type: str
+    device_link_type: DeviceLinkType
     """Device plugin selectors' linkTypes: infiniband or ether."""
     mtu: int
     link_rate_gbps: int
@@ -183,7 +202,7 @@ class Acceptance:
     """What the NCCL acceptance test must reach on this fabric."""
 
     rdma: bool
-    link_layer: str
+    link_layer: NcclLinkLayer
     """IB or RoCE, as NCCL prints it."""
     rails: int
     link_rate_gbps: int
@@ -216,20 +235,20 @@ class Acceptance:
 class OperatorFacts:
     """Which operator does what, and the flags the job operators run with."""
 
-    nfd_owner: str
+    nfd_owner: NfdOwner
     """Component that runs Node Feature Discovery: gpu-operator or network-operator."""
     gpu_waits_for_nic_driver: bool
     """Legacy peermem with operator-managed NIC drivers: the GPU Operator goes second."""
     gpu_driver_on_host: bool
     """The hosts bring the NVIDIA driver (and, with peermem, load nvidia-peermem themselves)."""
-    job_kinds: tuple[str, ...]
+    job_kinds: tuple[JobKind, ...]
     """Job kinds the cluster serves: mpijob, pytorchjob, ..., trainjob."""
     mpi_operator: bool
-    training_operator_schemes: tuple[str, ...]
+    training_operator_schemes: tuple[TrainingScheme, ...]
     """Training Operator v1 kinds (empty: the Training Operator is not installed)."""
     mpi_operator_args: tuple[str, ...]
     training_operator_args: tuple[str, ...]
-    trainer_runtimes: tuple[str, ...]
+    trainer_runtimes: tuple[TrainerRuntime, ...]
 
 
 @dataclass(frozen=True)

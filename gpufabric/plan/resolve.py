@@ -34,6 +34,7 @@ from gpufabric.plan.facts import (
     RoceFacts,
     TenantContract,
 )
+from gpufabric.plan.vocabulary import JobKind
 
 SHM_PER_GPU_GIB = 8
 """/dev/shm size per GPU: NCCL's intra-node buffers and data-loader workers live there; the
@@ -150,9 +151,9 @@ def on_one_rail(facts: FabricFacts, contract: TenantContract, rail: str) -> Tena
     )
 
 
-def job_kinds(model: StackModel) -> tuple[str, ...]:
+def job_kinds(model: StackModel) -> tuple[JobKind, ...]:
     t = model.training
-    kinds: list[str] = ["mpijob"] if t.mpiOperator else []
+    kinds: list[JobKind] = ["mpijob"] if t.mpiOperator else []
     kinds += t.trainingOperator.schemes
     if t.trainer.enabled:
         kinds.append("trainjob")

@@ -1,0 +1,144 @@
+"""Typed vocabulary of the resolved facts: every fact that can only be one of a few words is a
+Literal of gpufabric.plan.vocabulary (or of the stack model), and every fact still typed with
+``str`` is on a list of free-form values below, with what it holds. A new enumerated fact
+typed ``str`` fails here until it gets a Literal (or is argued free-form on the list)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from gpufabric.model.config import Fabric, Infiniband, NicDriver
+from gpufabric.plan import facts, vocabulary
+
+FREE_FORM: dict[str, str] = {
+    "RailFacts.name": "rail name from the stack",
+    "RailFacts.netdev": "host netdev name",
+    "RailFacts.hca": "RDMA device name",
+    "RailFacts.subnet": "CIDR",
+    "RailFacts.gateway": "IP address",
+    "RailFacts.pod_interface": "interface name inside pods",
+    "RailFacts.resource": "extended resource name",
+    "RailFacts.device_plugin_resource": "device plugin resourceName",
+    "RailFacts.nad": "NetworkAttachmentDefinition name",
+    "RailFacts.pool": "nv-ipam pool name",
+    "RailFacts.exclude": "addresses and address ranges",
+    "RoceFacts.pfc_vector": "mlnx_qos --pfc argument (eight 0/1 flags)",
+    "InfinibandFacts.pkey": "partition key (hex)",
+    "FabricFacts.networks_namespace": "namespace name",
+    "FabricFacts.rdma_resources": "extended resource names",
+    "NodeFacts.gpu_model": "GPU product label value",
+    "NodeFacts.selector": "node labels",
+    "NodeFacts.selector_text": "node labels as kubectl -l takes them",
+    "NodeFacts.tolerations": "Kubernetes tolerations",
+    "NodeFacts.driver_version": "NVIDIA driver version",
+    "GangPolicy.authority": (
+        "module name of gpufabric.authorities: an open set by design (a third authority is "
+        "one module, decisions.md), checked by authorities.get"
+    ),
+    "GangPolicy.title": "the authority's display name",
+    "GangPolicy.topology_levels": "node label keys",
+    "GangPolicy.switch_levels": "node label keys",
+    "GangPolicy.node_topology": "node names, label keys and switch names",
+    "GangPolicy.preferred_topology_level": "node label key",
+    "GangPolicy.frameworks": "job integration names, each authority module's own",
+    "TenantContract.namespace": "namespace name",
+    "TenantContract.networks": "JSON of the networks annotation",
+    "TenantContract.rdma_resources": "extended resource names",
+    "TenantContract.nccl_env": "environment variables",
+    "TenantContract.queue": "queue name",
+    "TenantContract.priority_class": "PriorityClass name",
+    "TenantContract.pkey": "partition key (hex)",
+    "Acceptance.threshold_source": "sentence explaining the threshold",
+    "OperatorFacts.mpi_operator_args": "command-line flags",
+    "OperatorFacts.training_operator_args": "command-line flags",
+    "Facts.stack": "stack name",
+    "Facts.cluster": "cluster name",
+    "Facts.kubernetes_version": "version as the stack writes it",
+    "Facts.kubernetes_minor": "version",
+    "Facts.kube_context": "kubeconfig context name",
+    "Facts.tenants": "namespace names",
+    "Facts.nccl_env": "environment variables",
+    "PlanContext.stack": "stack name",
+    "PlanContext.components": "pinned component names",
+}
+
+
+def _has_str(hint: Any) -> bool:
+    """Whether ``str`` appears anywhere in a type (str, str | None, tuple[str, ...],
+    Mapping[str, ...]); Literals do not count."""
+    if hint is str:
+        return True
+    if typing.get_origin(hint) is typing.Literal:
+        return False
+    return any(_has_str(arg) for arg in typing.get_args(hint))
+
+
+def _facts_dataclasses() -> list[type]:
+    return [
+        cls
+        for cls in vars(facts).values()
+        if inspect.isclass(cls)
+        and dataclasses.is_dataclass(cls)
+        and cls.__module__ == facts.__name__
+    ]
+
+
+def str_typed_fields() -> set[str]:
+    out = set()
+    for cls in _facts_dataclasses():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if _has_str(hints[f.name]):
+                out.add(f"{cls.__name__}.{f.name}")
+    return out
+
+
+def test_every_str_typed_fact_is_free_form() -> None:
+    found = str_typed_fields()
+    assert sorted(found - FREE_FORM.keys()) == [], (
+        "facts typed str that are not on the free-form list: give an enumerated one a "
+        "Literal in gpufabric/plan/vocabulary.py"
+    )
+    assert sorted(FREE_FORM.keys() - found) == [], "stale entries on the free-form list"
+    assert all(FREE_FORM.values())
+
+
+def test_enumerated_facts_are_typed_by_the_vocabulary() -> None:
+    def hint(cls: type, name: str) -> Any:
+        return typing.get_type_hints(cls, include_extras=True)[name]
+
+    assert hint(facts.RailFacts, "cni") == vocabulary.RailCni
+    assert hint(facts.RailFacts, "pool_kind") == vocabulary.PoolKind
+    assert hint(facts.FabricFacts, "type") == vocabulary.FabricType
+    assert hint(facts.FabricFacts, "rdma") == vocabulary.RdmaMode
+    assert hint(facts.OperatorFacts, "nfd_owner") == vocabulary.NfdOwner
+    assert hint(facts.OperatorFacts, "job_kinds") == tuple[vocabulary.JobKind, ...]
+
+
+def _field_values(model: type[BaseModel], name: str) -> set[str]:
+    return set(typing.get_args(model.model_fields[name].annotation))
+
+
+@pytest.mark.parametrize(
+    ("alias", "model", "name"),
+    [
+        (vocabulary.FabricType, Fabric, "type"),
+        (vocabulary.RdmaMode, Fabric, "rdma"),
+        (vocabulary.GpuDirect, Fabric, "gpuDirect"),
+        (vocabulary.MultusMode, Fabric, "multus"),
+        (vocabulary.NadScope, Fabric, "nadScope"),
+        (vocabulary.NicDriverSource, NicDriver, "source"),
+        (vocabulary.HostStack, NicDriver, "hostStack"),
+        (vocabulary.PkeyManagement, Infiniband, "pkeyManagement"),
+    ],
+)
+def test_vocabulary_named_from_the_model_matches_the_model(
+    alias: Any, model: type[BaseModel], name: str
+) -> None:
+    assert set(typing.get_args(alias)) == _field_values(model, name)
