@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, ClassVar
 
 from gpufabric import authorities
-from gpufabric.model.config import Scheduling, Tenant
+from gpufabric.model.config import Scheduling
 from gpufabric.model.problems import Problem
 from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item
@@ -83,15 +83,17 @@ class Authority(ABC):
         """Cluster-wide objects besides the chart (topologies, flavors)."""
 
     @abstractmethod
-    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
-        """A tenant's queue and priority objects (scheduling layer)."""
+    def tenant_items(self, ctx: PlanContext, tenant: TenantContract, chart_id: str) -> list[Item]:
+        """A tenant's queue and priority objects (scheduling layer), from its contract."""
 
     def namespace_annotations(self, contract: TenantContract) -> dict[str, str]:
         """Annotations of the tenant namespace that route its jobs."""
         return {}
 
-    def namespace_items(self, ctx: PlanContext, tenant: Tenant, namespace_id: str) -> list[Item]:
-        """Objects inside the tenant namespace (tenants layer)."""
+    def namespace_items(
+        self, ctx: PlanContext, tenant: TenantContract, namespace_id: str
+    ) -> list[Item]:
+        """Objects inside the tenant namespace (tenants layer), from its contract."""
         return []
 
     def trainer_pod_group_policy(self, gang: GangPolicy) -> dict[str, Any] | None:
