@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import yaml
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority, tolerations
-from gpufabric.model.config import HOSTNAME_LABEL, Scheduling, Tenant
+from gpufabric.model.config import HOSTNAME_LABEL, Scheduling
 from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
 from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
@@ -97,7 +97,7 @@ class Kueue(Authority):
 
     def manager_config(self, ctx: PlanContext) -> dict[str, Any]:
         """The Kueue Configuration (config.kueue.x-k8s.io/v1beta2) of this stack."""
-        s = ctx.model.scheduling
+        requeue = ctx.facts.gang.requeue
         config: dict[str, Any] = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
@@ -119,9 +119,9 @@ class Kueue(Authority):
                 "blockAdmission": False,
                 "requeuingStrategy": {
                     "timestamp": "Eviction",
-                    "backoffLimitCount": s.requeuing.backoffLimitCount,
-                    "backoffBaseSeconds": s.requeuing.backoffBase,
-                    "backoffMaxSeconds": s.requeuing.backoffMax,
+                    "backoffLimitCount": requeue.backoff_limit_count,
+                    "backoffBaseSeconds": requeue.backoff_base_s,
+                    "backoffMaxSeconds": requeue.backoff_max_s,
                 },
             },
             "integrations": {"frameworks": list(ctx.facts.gang.frameworks)},
@@ -170,8 +170,7 @@ class Kueue(Authority):
             ),
         ]
 
-    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
-        contract = ctx.facts.tenants[tenant.namespace]
+    def tenant_items(self, ctx: PlanContext, tenant: TenantContract, chart_id: str) -> list[Item]:
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
         return [
             object_item(
@@ -179,7 +178,7 @@ class Kueue(Authority):
                 Layer.SCHEDULING,
                 "scheduling/workload-priority-class.yaml.j2",
                 (chart_id,),
-                name=contract.priority_class,
+                name=tenant.priority_class,
                 **common,
             ),
             object_item(
@@ -187,14 +186,16 @@ class Kueue(Authority):
                 Layer.SCHEDULING,
                 "scheduling/cluster-queue.yaml.j2",
                 (ids.FLAVOR,),
-                cohort=ctx.model.scheduling.cohort,
+                cohort=ctx.facts.gang.cohort,
                 flavor=FLAVOR_NAME,
                 resources=_resources(tenant),
                 **common,
             ),
         ]
 
-    def namespace_items(self, ctx: PlanContext, tenant: Tenant, namespace_id: str) -> list[Item]:
+    def namespace_items(
+        self, ctx: PlanContext, tenant: TenantContract, namespace_id: str
+    ) -> list[Item]:
         ns = tenant.namespace
         return [
             object_item(
@@ -204,7 +205,7 @@ class Kueue(Authority):
                 (namespace_id, ids.tenant_queue(ns)),
                 stack=ctx.stack,
                 tenant=tenant,
-                name=ctx.facts.tenants[ns].queue,
+                name=tenant.queue,
                 cluster_queue=ns,
             )
         ]
@@ -219,15 +220,15 @@ class Kueue(Authority):
         return {TOPOLOGY_HINT: level} if level else {}
 
 
-def _resources(tenant: Tenant) -> list[dict[str, Any]]:
+def _resources(tenant: TenantContract) -> list[dict[str, Any]]:
     """ClusterQueue resources of the GPU flavor, in coveredResources order."""
     return [
-        {"name": "cpu", "nominalQuota": tenant.cpuQuota or UNLIMITED_CPU},
-        {"name": "memory", "nominalQuota": tenant.memoryQuota or UNLIMITED_MEMORY},
+        {"name": "cpu", "nominalQuota": tenant.cpu_quota or UNLIMITED_CPU},
+        {"name": "memory", "nominalQuota": tenant.memory_quota or UNLIMITED_MEMORY},
         {
             "name": GPU_RESOURCE,
-            "nominalQuota": tenant.gpuQuota,
-            "borrowingLimit": tenant.gpuBorrowingLimit,
+            "nominalQuota": tenant.gpu_quota,
+            "borrowingLimit": tenant.gpu_borrowing_limit,
         },
     ]
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import yaml
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
-from gpufabric.model.config import HOSTNAME_LABEL, Tenant
+from gpufabric.model.config import HOSTNAME_LABEL
 from gpufabric.plan import ids
 from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item, Layer, object_item
@@ -115,15 +115,14 @@ class Volcano(Authority):
     def cluster_items(self, ctx: PlanContext, chart_id: str) -> list[Item]:
         return []
 
-    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
-        contract = ctx.facts.tenants[tenant.namespace]
+    def tenant_items(self, ctx: PlanContext, tenant: TenantContract, chart_id: str) -> list[Item]:
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
         return [
             object_item(
                 ids.tenant_priority(tenant.namespace),
                 Layer.SCHEDULING,
                 "scheduling/priority-class.yaml.j2",
-                name=contract.priority_class,
+                name=tenant.priority_class,
                 **common,
             ),
             object_item(
@@ -131,8 +130,8 @@ class Volcano(Authority):
                 Layer.SCHEDULING,
                 "scheduling/volcano-queue.yaml.j2",
                 (chart_id,),
-                deserved=_resources(tenant, tenant.gpuQuota),
-                capability=_resources(tenant, contract.gpu_limit),
+                deserved=_resources(tenant, tenant.gpu_quota),
+                capability=_resources(tenant, tenant.gpu_limit),
                 **common,
             ),
         ]
@@ -167,12 +166,12 @@ class Volcano(Authority):
         return {"annotations": {QUEUE_ANNOTATION: contract.queue}}
 
 
-def _resources(tenant: Tenant, gpus: int) -> dict[str, Any]:
+def _resources(tenant: TenantContract, gpus: int) -> dict[str, Any]:
     out: dict[str, Any] = {GPU_RESOURCE: gpus}
-    if tenant.cpuQuota is not None:
-        out["cpu"] = tenant.cpuQuota
-    if tenant.memoryQuota is not None:
-        out["memory"] = tenant.memoryQuota
+    if tenant.cpu_quota is not None:
+        out["cpu"] = tenant.cpu_quota
+    if tenant.memory_quota is not None:
+        out["memory"] = tenant.memory_quota
     return out
 
 

@@ -158,7 +158,13 @@ class Wiring:
     def gpu_pod(self, container: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [container], **self.placement()}
         spec["volumes"] = [self.shm_volume()]
-        return {"metadata": {"annotations": self.pod_annotations()}, "spec": spec}
+        if self.authority.pod_scheduler_name is not None:
+            spec["schedulerName"] = self.authority.pod_scheduler_name
+        metadata: dict[str, Any] = {"annotations": self.pod_annotations()}
+        labels = self.authority.pod_labels(self.contract)
+        if labels:
+            metadata["labels"] = labels
+        return {"metadata": metadata, "spec": spec}
 
     def job_metadata(self, name: str) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name, "namespace": self.contract.namespace}

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, ClassVar
 
 from gpufabric import authorities
-from gpufabric.model.config import Scheduling, Tenant
+from gpufabric.model.config import Scheduling
 from gpufabric.model.problems import Problem
 from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item
@@ -36,6 +36,19 @@ class Authority(ABC):
     starts); False: the job operators follow it (they create its objects)."""
     runbook_fragment: ClassVar[str]
     """Template under manifests/runbooks/ with its bring-up, checks and triage text."""
+    runbook_macros: ClassVar[tuple[str, ...]] = (
+        "ready",
+        "tenant_objects",
+        "tenant_queue",
+        "triage",
+    )
+    """Macros every fragment defines (the runbook imports it as ``queueing`` and calls them):
+    ``ready()`` its readiness after the scheduling phase, ``tenant_objects()`` the kinds to
+    add to a tenant namespace's ``kubectl get``, ``tenant_queue(t)`` what a tenant namespace
+    holds for its queue, ``triage()`` its rows of the triage table."""
+    pod_scheduler_name: ClassVar[str | None] = None
+    """``schedulerName`` gpufabric writes on job pods; None: left to the cluster's default
+    scheduler or set by the job operators (started with the authority's flags)."""
     readiness: ClassVar[Mapping[str, tuple[str, str]]]
     """Objects it serves and how ``verify cluster`` reads them ready: kind -> ("condition",
     type) for a True condition, or ("state", value) for ``.status.state``."""
@@ -83,15 +96,17 @@ class Authority(ABC):
         """Cluster-wide objects besides the chart (topologies, flavors)."""
 
     @abstractmethod
-    def tenant_items(self, ctx: PlanContext, tenant: Tenant, chart_id: str) -> list[Item]:
-        """A tenant's queue and priority objects (scheduling layer)."""
+    def tenant_items(self, ctx: PlanContext, tenant: TenantContract, chart_id: str) -> list[Item]:
+        """A tenant's queue and priority objects (scheduling layer), from its contract."""
 
     def namespace_annotations(self, contract: TenantContract) -> dict[str, str]:
         """Annotations of the tenant namespace that route its jobs."""
         return {}
 
-    def namespace_items(self, ctx: PlanContext, tenant: Tenant, namespace_id: str) -> list[Item]:
-        """Objects inside the tenant namespace (tenants layer)."""
+    def namespace_items(
+        self, ctx: PlanContext, tenant: TenantContract, namespace_id: str
+    ) -> list[Item]:
+        """Objects inside the tenant namespace (tenants layer), from its contract."""
         return []
 
     def trainer_pod_group_policy(self, gang: GangPolicy) -> dict[str, Any] | None:
@@ -101,9 +116,15 @@ class Authority(ABC):
     # -------------------------------------------------------------------- jobs
 
     def job_labels(self, contract: TenantContract) -> dict[str, str]:
+        """Labels on a job object (e.g. the queue it is admitted through)."""
         return {}
 
     def job_annotations(self, contract: TenantContract) -> dict[str, str]:
+        """Annotations on a job object."""
+        return {}
+
+    def pod_labels(self, contract: TenantContract) -> dict[str, str]:
+        """Labels on every pod template of a job."""
         return {}
 
     def pod_annotations(self, gang: GangPolicy) -> dict[str, str]:

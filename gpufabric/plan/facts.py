@@ -24,6 +24,7 @@ from gpufabric.plan.vocabulary import (
     HostStack,
     JobKind,
     LinkLayer,
+    MigStrategy,
     MultusMode,
     NadScope,
     NcclLinkLayer,
@@ -154,6 +155,16 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
+class RequeuePolicy:
+    """How a gang that timed out waiting for its pods is requeued (Kueue's backoff)."""
+
+    backoff_limit_count: int
+    """Requeues before the workload is deactivated."""
+    backoff_base_s: int
+    backoff_max_s: int
+
+
+@dataclass(frozen=True)
 class GangPolicy:
     """How the cluster's one queueing authority admits and places gangs."""
 
@@ -173,6 +184,9 @@ class GangPolicy:
     all_or_nothing_timeout_s: int
     frameworks: tuple[str, ...]
     """Job integrations the authority is configured for (empty when it needs none)."""
+    cohort: str
+    """Where the tenants' queues lend and borrow idle quota (Kueue's cohort)."""
+    requeue: RequeuePolicy
 
 
 @dataclass(frozen=True)
@@ -191,6 +205,14 @@ class TenantContract:
     gpu_quota: int
     gpu_limit: int
     """GPUs the tenant may hold at once: quota plus borrowing limit."""
+    gpu_borrowing_limit: int
+    """GPUs beyond its quota the tenant may borrow while others' quota is idle."""
+    cpu_quota: str | None
+    """CPU quota (a Kubernetes quantity); None: not limited."""
+    memory_quota: str | None
+    """Memory quota (a Kubernetes quantity); None: not limited."""
+    priority: int
+    """Priority of the tenant's jobs; higher reclaims borrowed GPUs from lower."""
     pkey: str | None = None
     """The tenant's own InfiniBand partition on its per-tenant networks."""
     vlan: int | None = None
@@ -232,6 +254,21 @@ class Acceptance:
 
 
 @dataclass(frozen=True)
+class GpuOperatorFacts:
+    """The GPU Operator's settings as the stack gives them."""
+
+    driver: bool
+    """The operator installs the NVIDIA driver (False: the hosts bring it)."""
+    use_precompiled: bool
+    use_nvidia_driver_crd: bool
+    gds: bool
+    gdrcopy: bool
+    mig_strategy: MigStrategy
+    dcgm_exporter: bool
+    dcgm_service_monitor: bool
+
+
+@dataclass(frozen=True)
 class OperatorFacts:
     """Which operator does what, and the flags the job operators run with."""
 
@@ -248,6 +285,8 @@ class OperatorFacts:
     """Training Operator v1 kinds (empty: the Training Operator is not installed)."""
     mpi_operator_args: tuple[str, ...]
     training_operator_args: tuple[str, ...]
+    trainer: bool
+    """Kubeflow Trainer v2 (TrainJob) is installed."""
     trainer_runtimes: tuple[TrainerRuntime, ...]
 
 
@@ -267,6 +306,7 @@ class Facts:
     """The NCCL variables every tenant's pods get (nccl-env)."""
     acceptance: Acceptance
     operators: OperatorFacts
+    gpu_operator: GpuOperatorFacts
 
 
 @dataclass(frozen=True)
@@ -284,11 +324,13 @@ __all__ = [
     "FabricFacts",
     "Facts",
     "GangPolicy",
+    "GpuOperatorFacts",
     "InfinibandFacts",
     "NodeFacts",
     "OperatorFacts",
     "PlanContext",
     "RailFacts",
+    "RequeuePolicy",
     "RoceFacts",
     "TenantContract",
 ]

@@ -19,7 +19,7 @@ COMPONENT = "gpu-operator"
 
 
 def values(ctx: PlanContext) -> dict[str, Any]:
-    gpu = ctx.model.gpuOperator
+    gpu = ctx.facts.gpu_operator
     fabric = ctx.facts.fabric
     # With the driver on the hosts, nvidia-peermem comes from their driver package.
     peermem = (
@@ -28,7 +28,7 @@ def values(ctx: PlanContext) -> dict[str, Any]:
         and not ctx.facts.operators.gpu_driver_on_host
     )
     driver: dict[str, Any] = {
-        "enabled": gpu.driver.enabled,
+        "enabled": gpu.driver,
         # DMA-BUF and GDS need the open kernel modules; pin them rather than rely on "auto",
         # which only picks open modules from the R570 driver containers on.
         "kernelModuleType": "open" if fabric.gpudirect == "dmabuf" or gpu.gds else "auto",
@@ -38,8 +38,8 @@ def values(ctx: PlanContext) -> dict[str, Any]:
             # where it acts, never as an inert flag.
             "useHostMofed": peermem and fabric.nic_driver == "host",
         },
-        "usePrecompiled": gpu.driver.usePrecompiled,
-        "nvidiaDriverCRD": {"enabled": gpu.driver.useNvidiaDriverCRD},
+        "usePrecompiled": gpu.use_precompiled,
+        "nvidiaDriverCRD": {"enabled": gpu.use_nvidia_driver_crd},
     }
     if ctx.facts.nodes.driver_version is not None:
         driver["version"] = ctx.facts.nodes.driver_version
@@ -48,10 +48,10 @@ def values(ctx: PlanContext) -> dict[str, Any]:
         "driver": driver,
         "gdrcopy": {"enabled": gpu.gdrcopy},
         "gds": {"enabled": gpu.gds},
-        "mig": {"strategy": gpu.migStrategy},
+        "mig": {"strategy": gpu.mig_strategy},
         "dcgmExporter": {
-            "enabled": gpu.dcgmExporter.enabled,
-            "serviceMonitor": {"enabled": gpu.dcgmExporter.serviceMonitor},
+            "enabled": gpu.dcgm_exporter,
+            "serviceMonitor": {"enabled": gpu.dcgm_service_monitor},
         },
     }
 

@@ -27,10 +27,12 @@ from gpufabric.plan.facts import (
     FabricFacts,
     Facts,
     GangPolicy,
+    GpuOperatorFacts,
     InfinibandFacts,
     NodeFacts,
     OperatorFacts,
     RailFacts,
+    RequeuePolicy,
     RoceFacts,
     TenantContract,
 )
@@ -189,27 +191,36 @@ def acceptance(fabric: FabricFacts, fraction: float = DEFAULT_FRACTION) -> Accep
     ).at_fraction(fraction)
 
 
-def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
-    """Every fact of a validated stack whose queueing authority is ``authority``."""
-    fabric = fabric_facts(model.fabric)
-    env = nccl_env(model.fabric, fabric)
-    levels = authority.topology_levels(model.scheduling.topologyLevels)
-    kinds = job_kinds(model)
-    gang = GangPolicy(
+def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -> GangPolicy:
+    """How the stack's authority admits and places gangs, with its own settings."""
+    s = model.scheduling
+    levels = authority.topology_levels(s.topologyLevels)
+    return GangPolicy(
         authority=authority.name,
         title=authority.title,
         topology_levels=levels,
         switch_tiers=max(len(levels) - 1, 0),
         switch_levels=tuple(lv for lv in levels if lv != HOSTNAME_LABEL),
         node_topology={
-            node: dict(sorted(labels.items()))
-            for node, labels in sorted(model.scheduling.nodeTopology.items())
+            node: dict(sorted(labels.items())) for node, labels in sorted(s.nodeTopology.items())
         },
         preferred_topology_level=authority.preferred_topology_level(levels) if levels else None,
-        all_or_nothing_timeout_s=model.scheduling.allOrNothingTimeout,
+        all_or_nothing_timeout_s=s.allOrNothingTimeout,
         frameworks=authority.frameworks(kinds),
+        cohort=s.cohort,
+        requeue=RequeuePolicy(
+            backoff_limit_count=s.requeuing.backoffLimitCount,
+            backoff_base_s=s.requeuing.backoffBase,
+            backoff_max_s=s.requeuing.backoffMax,
+        ),
     )
-    tenants: Mapping[str, TenantContract] = {
+
+
+def tenant_contracts(
+    model: StackModel, fabric: FabricFacts, env: Mapping[str, str], authority: Authority
+) -> dict[str, TenantContract]:
+    """Each tenant's pod contract, quotas and priority, by namespace in stack order."""
+    return {
         t.namespace: TenantContract(
             namespace=t.namespace,
             networks=networks_annotation(fabric, t.namespace),
@@ -219,13 +230,61 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
             priority_class=authority.priority_class(t.namespace),
             gpu_quota=t.gpuQuota,
             gpu_limit=t.gpuQuota + t.gpuBorrowingLimit,
+            gpu_borrowing_limit=t.gpuBorrowingLimit,
+            cpu_quota=t.cpuQuota,
+            memory_quota=t.memoryQuota,
+            priority=t.priority,
             pkey=t.pkey,
             vlan=t.vlan,
         )
         for t in model.tenants
     }
-    nodes = model.gpuNodes
+
+
+def gpu_operator_facts(model: StackModel) -> GpuOperatorFacts:
+    gpu = model.gpuOperator
+    return GpuOperatorFacts(
+        driver=gpu.driver.enabled,
+        use_precompiled=gpu.driver.usePrecompiled,
+        use_nvidia_driver_crd=gpu.driver.useNvidiaDriverCRD,
+        gds=gpu.gds,
+        gdrcopy=gpu.gdrcopy,
+        mig_strategy=gpu.migStrategy,
+        dcgm_exporter=gpu.dcgmExporter.enabled,
+        dcgm_service_monitor=gpu.dcgmExporter.serviceMonitor,
+    )
+
+
+def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
+    """Which operator does what, and the flags the authority gives the job operators."""
     waits = gpu_waits_for_nic_driver(model.fabric)
+    t = model.training
+    return OperatorFacts(
+        nfd_owner="network-operator" if waits else "gpu-operator",
+        gpu_waits_for_nic_driver=waits,
+        gpu_driver_on_host=not model.gpuOperator.driver.enabled,
+        job_kinds=job_kinds(model),
+        mpi_operator=t.mpiOperator,
+        training_operator_schemes=tuple(t.trainingOperator.schemes),
+        mpi_operator_args=(
+            *MPI_OPERATOR_BASE_ARGS,
+            *authority.operator_flags("mpi-operator"),
+        ),
+        training_operator_args=(
+            *(f"--enable-scheme={s}" for s in t.trainingOperator.schemes),
+            *authority.operator_flags("training-operator"),
+        ),
+        trainer=t.trainer.enabled,
+        trainer_runtimes=tuple(t.trainer.runtimes) if t.trainer.enabled else (),
+    )
+
+
+def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
+    """Every fact of a validated stack whose queueing authority is ``authority``."""
+    fabric = fabric_facts(model.fabric)
+    env = nccl_env(model.fabric, fabric)
+    operators = operator_facts(model, authority)
+    nodes = model.gpuNodes
     return Facts(
         stack=stack,
         cluster=model.cluster.name,
@@ -243,29 +302,12 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
             shm_gib=SHM_PER_GPU_GIB * nodes.gpusPerNode,
         ),
         fabric=fabric,
-        gang=gang,
-        tenants=tenants,
+        gang=gang_policy(model, authority, operators.job_kinds),
+        tenants=tenant_contracts(model, fabric, env, authority),
         nccl_env=env,
         acceptance=acceptance(fabric),
-        operators=OperatorFacts(
-            nfd_owner="network-operator" if waits else "gpu-operator",
-            gpu_waits_for_nic_driver=waits,
-            gpu_driver_on_host=not model.gpuOperator.driver.enabled,
-            job_kinds=kinds,
-            mpi_operator=model.training.mpiOperator,
-            training_operator_schemes=tuple(model.training.trainingOperator.schemes),
-            mpi_operator_args=(
-                *MPI_OPERATOR_BASE_ARGS,
-                *authority.operator_flags("mpi-operator"),
-            ),
-            training_operator_args=(
-                *(f"--enable-scheme={s}" for s in model.training.trainingOperator.schemes),
-                *authority.operator_flags("training-operator"),
-            ),
-            trainer_runtimes=tuple(model.training.trainer.runtimes)
-            if model.training.trainer.enabled
-            else (),
-        ),
+        operators=operators,
+        gpu_operator=gpu_operator_facts(model),
     )
 
 

@@ -37,6 +37,6 @@ def build(ctx: LayerContext) -> list[Item]:
         ),
     ]
     items.extend(authority.cluster_items(ctx, chart_id))
-    for tenant in ctx.model.tenants:
-        items.extend(authority.tenant_items(ctx, tenant, chart_id))
+    for contract in ctx.facts.tenants.values():
+        items.extend(authority.tenant_items(ctx, contract, chart_id))
     return items

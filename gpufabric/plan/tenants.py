@@ -77,17 +77,16 @@ def _policy_items(stack: str, namespaces: list[str]) -> list[Item]:
 
 
 def build(ctx: LayerContext) -> list[Item]:
-    model = ctx.model
-    if not model.tenants:
+    tenants = ctx.facts.tenants
+    if not tenants:
         return []
     psa_version = f"v{ctx.facts.kubernetes_minor}"
     authority = ctx.authority
     # Pods are admitted only once the policy guards the namespaces.
-    items = _policy_items(ctx.stack, [t.namespace for t in model.tenants])
-    for tenant in model.tenants:
-        contract = ctx.facts.tenants[tenant.namespace]
-        common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
-        ns_id = ids.tenant_namespace(tenant.namespace)
+    items = _policy_items(ctx.stack, list(tenants))
+    for ns, contract in tenants.items():
+        common: dict[str, Any] = {"stack": ctx.stack, "tenant": contract}
+        ns_id = ids.tenant_namespace(ns)
         annotations = authority.namespace_annotations(contract)
         items.append(
             Item(
@@ -106,7 +105,6 @@ def build(ctx: LayerContext) -> list[Item]:
                 retain_on_delete=True,
             )
         )
-        ns = tenant.namespace
         items.append(
             object_item(
                 ids.tenant_quota(ns),
@@ -117,7 +115,7 @@ def build(ctx: LayerContext) -> list[Item]:
                 **common,
             )
         )
-        items.extend(authority.namespace_items(ctx, tenant, ns_id))
+        items.extend(authority.namespace_items(ctx, contract, ns_id))
         items.append(
             object_item(
                 ids.tenant_nccl_env(ns),

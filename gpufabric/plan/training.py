@@ -34,7 +34,6 @@ RUNTIME_IMAGES = {
 
 
 def build(ctx: LayerContext) -> list[Item]:
-    t = ctx.model.training
     ops = ctx.facts.operators
     authority = ctx.authority
     # The authority's objects (PodGroups) are created by the operators: its CRDs come first.
@@ -42,7 +41,7 @@ def build(ctx: LayerContext) -> list[Item]:
         () if authority.job_operators_first else (ids.authority_chart(authority.name),)
     )
     items: list[Item] = []
-    if t.mpiOperator:
+    if ops.mpi_operator:
         items.append(
             Item(
                 id=ids.MPI_OPERATOR,
@@ -58,7 +57,7 @@ def build(ctx: LayerContext) -> list[Item]:
                 holds="MPIJobs",
             )
         )
-    if t.trainingOperator.schemes:
+    if ops.training_operator_schemes:
         items.append(
             Item(
                 id=ids.TRAINING_OPERATOR,
@@ -68,12 +67,12 @@ def build(ctx: LayerContext) -> list[Item]:
                     "overlays/training-operator",
                     args=list(ops.training_operator_args),
                 ),
-                depends_on=(*after, *((ids.MPI_OPERATOR,) if t.mpiOperator else ())),
+                depends_on=(*after, *((ids.MPI_OPERATOR,) if ops.mpi_operator else ())),
                 protect=True,
                 holds="PyTorchJobs / JAXJobs / other v1 jobs",
             )
         )
-    if t.trainer.enabled:
+    if ops.trainer:
         items.extend(_trainer(ctx, after))
     return items
 

@@ -30,6 +30,8 @@ NadScope = Literal["system", "tenant"]
 """Where the NetworkAttachmentDefinitions live (``fabric.nadScope``)."""
 PkeyManagement = Literal["static", "ufm"]
 """Who manages InfiniBand partition keys (``fabric.infiniband.pkeyManagement``)."""
+MigStrategy = Literal["none", "single", "mixed"]
+"""How the GPU Operator exposes MIG partitions (``gpuOperator.migStrategy``)."""
 
 # ---------------------------------------------------------------- resolved from the stack
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 
 import pytest
@@ -51,3 +52,19 @@ def test_each_authority_names_queues_and_flags_for_its_jobs(name: str) -> None:
     assert authority.queue_name("team-a")
     levels = authority.topology_levels(["topology.gpufabric.io/leaf", "kubernetes.io/hostname"])
     assert levels == ("topology.gpufabric.io/leaf", "kubernetes.io/hostname")
+
+
+@pytest.mark.parametrize("name", authorities.names())
+def test_each_authority_has_a_settings_module_the_stack_model_mixes_in(name: str) -> None:
+    from gpufabric.authorities.settings import AuthoritySettings
+
+    module = importlib.import_module(f"gpufabric.authorities.settings.{name}")
+    mixins = [
+        v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__
+    ]
+    assert any(issubclass(AuthoritySettings, m) for m in mixins)
+
+
+def test_the_settings_package_is_not_an_authority() -> None:
+    with pytest.raises(KeyError):
+        registry.get("settings")

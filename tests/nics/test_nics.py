@@ -4,11 +4,12 @@ a fallback; each hook is checked on its own here (the whole pipeline in tests/pl
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import get_args
 
 import jinja2
 import pytest
-from builders import REPO, example_config, model_of
+from builders import REPO, example_config, model_of, plan_of
 
 from gpufabric import nics
 from gpufabric.model.config import Fabric, FabricType, Infiniband, RdmaMode
@@ -161,19 +162,17 @@ def test_none_needs_ethernet_rails_and_no_peermem() -> None:
 
 
 def test_the_cni_of_a_tenant_network_carries_the_tenants_own_vlan() -> None:
-    f = fabric_facts(fabric(rdma="sriov", sriov={"numVfs": 4}))
-    rail = f.rails[0]
-    from gpufabric.plan.facts import TenantContract
-
-    tenant = TenantContract("a", "[]", {}, {}, "q", "p", 8, 8, pkey=None, vlan=42)
+    stack = example_config("lab-roce")
+    stack["gpufabric:fabric"].update(rdma="sriov", sriov={"numVfs": 4})
+    facts = plan_of(stack).facts
+    f, rail = facts.fabric, facts.fabric.rails[0]
+    tenant = replace(next(iter(facts.tenants.values())), vlan=42)
     config = cni.cni_config(f, rail, tenant)
     assert config["plugins"][0]["vlan"] == 42
     assert "vlan" not in cni.cni_config(f, rail)["plugins"][0]
 
 
 def test_an_unknown_cni_is_refused() -> None:
-    from dataclasses import replace
-
     f = fabric_facts(fabric())
     with pytest.raises(ValueError, match="no CNI configuration for 'bridge'"):
         cni.cni_config(f, replace(f.rails[0], cni="bridge"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gpufabric.model.config import Fabric, Infiniband, NicDriver
+from gpufabric.model.config import Fabric, GpuOperatorSettings, Infiniband, NicDriver
 from gpufabric.plan import facts, vocabulary
 
 FREE_FORM: dict[str, str] = {
@@ -54,6 +54,9 @@ FREE_FORM: dict[str, str] = {
     "TenantContract.queue": "queue name",
     "TenantContract.priority_class": "PriorityClass name",
     "TenantContract.pkey": "partition key (hex)",
+    "TenantContract.cpu_quota": "Kubernetes quantity",
+    "TenantContract.memory_quota": "Kubernetes quantity",
+    "GangPolicy.cohort": "Kueue cohort name (a DNS label)",
     "Acceptance.threshold_source": "sentence explaining the threshold",
     "OperatorFacts.mpi_operator_args": "command-line flags",
     "OperatorFacts.training_operator_args": "command-line flags",
@@ -136,6 +139,7 @@ def _field_values(model: type[BaseModel], name: str) -> set[str]:
         (vocabulary.NicDriverSource, NicDriver, "source"),
         (vocabulary.HostStack, NicDriver, "hostStack"),
         (vocabulary.PkeyManagement, Infiniband, "pkeyManagement"),
+        (vocabulary.MigStrategy, GpuOperatorSettings, "migStrategy"),
     ],
 )
 def test_vocabulary_named_from_the_model_matches_the_model(
