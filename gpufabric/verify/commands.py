@@ -30,11 +30,10 @@ from gpufabric.verify import (
     probe_daemonset,
     sweep,
 )
-from gpufabric.verify.interrupts import Terminated, shielded, terminating_signals
+from gpufabric.verify.interrupts import check_running, shielded, terminating_signals
 from gpufabric.verify.kube import Kube, KubeError, path_of
 from gpufabric.verify.results import (
     Check,
-    SuiteError,
     error,
     exit_code,
     failed,
@@ -99,17 +98,11 @@ def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
 
 
 def run(stack: Stack, args: argparse.Namespace) -> int:
+    """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
+    is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
     plan = build_plan(stack.name, stack.model)
-    try:
-        with terminating_signals():
-            return int(COMMANDS[args.verify_command](plan, args))
-    except (KubeError, SuiteError) as exc:
-        print(f"gpufabric verify {args.verify_command}: {exc}", file=sys.stderr)
-        return ExitCode.UNREACHABLE
-    except (KeyboardInterrupt, Terminated) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
-        print(f"gpufabric verify {args.verify_command}: {why}; cleaned up", file=sys.stderr)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
+    with check_running(), terminating_signals():
+        return int(COMMANDS[args.verify_command](plan, args))
 
 
 def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
