@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from gpufabric.exitcodes import ExitCode
+from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
 from gpufabric.plan import LAYER_ORDER, Plan, build_plan
@@ -341,7 +341,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
             file=sys.stderr,
         )
-        return ExitCode.INCONCLUSIVE
+        return Verdict.INCONCLUSIVE.exit_code
     report = _run_sweep(plan, args, kube, names)
     if args.junit:
         write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
