@@ -44,6 +44,9 @@ from gpufabric.plan.build import Plan, build_plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay
 from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
+from gpufabric.verify.interrupts import Terminated, stopped_check
+from gpufabric.verify.kube import KubeError
+from gpufabric.verify.results import SuiteError
 
 if TYPE_CHECKING:
     from gpufabric.outputs.schema import Report
@@ -174,15 +177,72 @@ def main(argv: Sequence[str] | None = None) -> int:
             for warning in stack_warnings(stack.model):
                 print(f"{stack.source}: warning: {warning}", file=sys.stderr)
         return int(command.run(args, stack))
-    except StackError as err:
-        print(err.report(), file=sys.stderr)
-        return ExitCode.BAD_INPUT
-    except OutputError as err:
-        print(f"gpufabric {args.command}: --out {err}", file=sys.stderr)
-        return ExitCode.BAD_INPUT
-    except OSError as err:
-        print(f"gpufabric: {err}", file=sys.stderr)
-        return ExitCode.ERROR
+    except BaseException as exc:
+        code = failure_exit(exc, args)
+        if code is None:
+            raise
+        return code
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How ``gpufabric`` ends when an exception stops a command: the message on standard
+    error and the exit code."""
+
+    types: tuple[type[BaseException], ...]
+    code: Callable[[BaseException], int]
+    message: Callable[[BaseException, argparse.Namespace], str]
+    in_check: bool = False
+    """Only when it stopped a running ``verify`` check (elsewhere it propagates)."""
+
+
+def _exit(code: ExitCode) -> Callable[[BaseException], int]:
+    return lambda _exc: code
+
+
+def _signal_exit(exc: BaseException) -> int:
+    """130 for Ctrl-C, 128 + the signal number for SIGTERM/SIGHUP (as a shell reports it)."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def _stopped(exc: BaseException, args: argparse.Namespace) -> str:
+    why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
+    return f"gpufabric verify {args.verify_command}: {why}; cleaned up"
+
+
+def _stack_report(exc: BaseException, _args: argparse.Namespace) -> str:
+    assert isinstance(exc, StackError)
+    return exc.report()
+
+
+FAILURES: tuple[Failure, ...] = (
+    Failure(
+        (KubeError, SuiteError),
+        _exit(ExitCode.UNREACHABLE),
+        lambda exc, args: f"gpufabric verify {args.verify_command}: {exc}",
+        in_check=True,
+    ),
+    Failure((KeyboardInterrupt, Terminated), _signal_exit, _stopped, in_check=True),
+    Failure((StackError,), _exit(ExitCode.BAD_INPUT), _stack_report),
+    Failure(
+        (OutputError,),
+        _exit(ExitCode.BAD_INPUT),
+        lambda exc, args: f"gpufabric {args.command}: --out {exc}",
+    ),
+    Failure((OSError,), _exit(ExitCode.ERROR), lambda exc, _args: f"gpufabric: {exc}"),
+)
+"""The one table from an exception that stops a command to its exit code and message; the
+first entry that matches wins. Anything else propagates (a bug shows its traceback)."""
+
+
+def failure_exit(exc: BaseException, args: argparse.Namespace) -> int | None:
+    """Print the message of ``exc``'s entry in :data:`FAILURES` and give its exit code;
+    None when no entry matches."""
+    for failure in FAILURES:
+        if isinstance(exc, failure.types) and (not failure.in_check or stopped_check(exc)):
+            print(failure.message(exc, args), file=sys.stderr)
+            return failure.code(exc)
+    return None
 
 
 def _with_stack(

@@ -70,7 +70,11 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     vsub = verify.add_subparsers(dest="verify_command", required=True, metavar="CHECK")
+    for add in (_nodes_parser, _pods_parser, _cluster_parser, _nccl_parser):
+        add(vsub, stack_arg)
 
+
+def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
     p = vsub.add_parser("nodes", help="node preflight (testinfra) over ssh or probe pods")
     stack_arg(p)
     where = p.add_mutually_exclusive_group()
@@ -111,6 +115,8 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     _kube_args(p)
     _outputs(p)
 
+
+def _pods_parser(vsub: Any, stack_arg: Any) -> None:
     p = vsub.add_parser("pods", help="checks inside running training pods (testinfra)")
     stack_arg(p)
     p.add_argument(
@@ -121,6 +127,8 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     p.add_argument("--netns", default="", help="run the network checks in this netns instead")
     _outputs(p)
 
+
+def _cluster_parser(vsub: Any, stack_arg: Any) -> None:
     p = vsub.add_parser("cluster", help="readiness of everything the stack installs (API)")
     stack_arg(p)
     p.add_argument(
@@ -134,6 +142,8 @@ def add_parser(sub: Any, stack_arg: Any) -> None:
     _kube_args(p)
     _outputs(p)
 
+
+def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p = vsub.add_parser("nccl", help="run the NCCL acceptance MPIJob and judge it")
     stack_arg(p)
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")

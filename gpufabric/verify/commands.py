@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from gpufabric.exitcodes import ExitCode
+from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
 from gpufabric.plan.build import Plan, build_plan
@@ -31,11 +31,10 @@ from gpufabric.verify import (
     probe_daemonset,
     sweep,
 )
-from gpufabric.verify.interrupts import Terminated, shielded, terminating_signals
+from gpufabric.verify.interrupts import check_running, shielded, terminating_signals
 from gpufabric.verify.kube import Kube, KubeError, path_of
 from gpufabric.verify.results import (
     Check,
-    SuiteError,
     error,
     exit_code,
     failed,
@@ -100,17 +99,11 @@ def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
 
 
 def run(stack: Stack, args: argparse.Namespace) -> int:
+    """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
+    is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
     plan = build_plan(stack.name, stack.model)
-    try:
-        with terminating_signals():
-            return int(COMMANDS[args.verify_command](plan, args))
-    except (KubeError, SuiteError) as exc:
-        print(f"gpufabric verify {args.verify_command}: {exc}", file=sys.stderr)
-        return ExitCode.UNREACHABLE
-    except (KeyboardInterrupt, Terminated) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
-        print(f"gpufabric verify {args.verify_command}: {why}; cleaned up", file=sys.stderr)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
+    with check_running(), terminating_signals():
+        return int(COMMANDS[args.verify_command](plan, args))
 
 
 def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
@@ -208,50 +201,73 @@ def _sweep_job(
     return nccl.acceptance_job(plan, args.tenant, 2, args.image, name, pin_nodes=pair, rail=rail)
 
 
-def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
-    """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
-    rails = [r.name for r in plan.facts.fabric.rails]
-    if args.dry_run:  # the jobs a sweep submits, for review; the cluster is not asked
-        from gpufabric.outputs.render import to_yaml
+def _sweep_dry_run(plan: Plan, args: argparse.Namespace) -> int:
+    """The jobs a sweep submits, for review; the cluster is not asked."""
+    from gpufabric.outputs.render import to_yaml
 
-        pair = ("<node-a>", "<node-b>")
-        jobs = [_sweep_job(plan, args, pair, 1, 0)]
-        if len(rails) > 1:
-            jobs.append(_sweep_job(plan, args, pair, 2, 0, rails[0]))
-        sys.stdout.write("---\n".join(to_yaml(job) for job in jobs))
-        second = (
-            f" and, for each bad node, the second once per rail (shown for {rails[0]})"
-            if len(rails) > 1
-            else ""
-        )
-        _progress(
-            f"printed {len(jobs)} job{'s' if len(jobs) > 1 else ''}, nothing submitted: a sweep "
-            f"runs {'the first' if second else 'it'} once per pair of GPU nodes (pinned to the "
-            f"pair){second}"
-        )
-        return ExitCode.OK
-    kube = _kube(plan, args)
+    rails = [r.name for r in plan.facts.fabric.rails]
+    pair = ("<node-a>", "<node-b>")
+    jobs = [_sweep_job(plan, args, pair, 1, 0)]
+    if len(rails) > 1:
+        jobs.append(_sweep_job(plan, args, pair, 2, 0, rails[0]))
+    sys.stdout.write("---\n".join(to_yaml(job) for job in jobs))
+    second = (
+        f" and, for each bad node, the second once per rail (shown for {rails[0]})"
+        if len(rails) > 1
+        else ""
+    )
+    _progress(
+        f"printed {len(jobs)} job{'s' if len(jobs) > 1 else ''}, nothing submitted: a sweep "
+        f"runs {'the first' if second else 'it'} once per pair of GPU nodes (pinned to the "
+        f"pair){second}"
+    )
+    return ExitCode.OK
+
+
+def _skip_reason(node: dict[str, Any]) -> str | None:
+    """Why a GPU node is left out of a sweep (a key of :data:`_SKIP_REASONS`), or None."""
+    if not cluster.node_ready(node):
+        return "notReady"
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "cordoned"  # a pinned job would wait there until it times out
+    return None
+
+
+def _sweep_nodes(kube: Kube, plan: Plan) -> tuple[list[str], dict[str, list[str]]]:
+    """The GPU nodes a sweep pairs, and those it leaves out by reason (said on stderr)."""
     names: list[str] = []
     skipped: dict[str, list[str]] = {key: [] for key, _ in _SKIP_REASONS}
     for node in cluster.gpu_nodes(kube, plan.facts):
-        name = node["metadata"]["name"]
-        if not cluster.node_ready(node):
-            skipped["notReady"].append(name)
-        elif (node.get("spec") or {}).get("unschedulable"):
-            skipped["cordoned"].append(name)  # a pinned job would wait there until it times out
-        else:
-            names.append(name)
+        why = _skip_reason(node)
+        (names if why is None else skipped[why]).append(node["metadata"]["name"])
     for why, which in _skipped(skipped):
         _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
-    if len(names) < 2:
-        print(
-            "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
-            file=sys.stderr,
-        )
-        return ExitCode.INCONCLUSIVE
-    contract = plan.facts.tenants.get(args.tenant)
+    return names, skipped
+
+
+def _sweep_concurrency(plan: Plan, tenant: str) -> int:
+    """Two-node jobs the tenant's GPU quota admits at once (at least one)."""
+    contract = plan.facts.tenants.get(tenant)
     gpus = 2 * plan.facts.nodes.gpus_per_node
-    concurrency = max(1, (contract.gpu_limit if contract else gpus) // gpus)
+    return max(1, (contract.gpu_limit if contract else gpus) // gpus)
+
+
+def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
+    """Each run deletes its own job; this covers interruptions."""
+    with shielded(), kube.grace():
+        for job in created:
+            try:
+                kube.delete(path_of(job))
+            except KubeError as exc:
+                _progress(f"could not delete {path_of(job)}: {exc}")
+
+
+def _run_sweep(
+    plan: Plan, args: argparse.Namespace, kube: Kube, names: list[str]
+) -> sweep.SweepReport:
+    """The pair rounds, then (with several rails) each bad node's rails alone."""
+    rails = [r.name for r in plan.facts.fabric.rails]
+    concurrency = _sweep_concurrency(plan, args.tenant)
     created: list[dict[str, Any]] = []
     stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
     wait = sweep.waiting(stop)
@@ -281,42 +297,57 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             )
     finally:
         if not args.keep:
-            with shielded(), kube.grace():
-                for job in created:  # each run deletes its own; this covers interruptions
-                    try:
-                        kube.delete(path_of(job))
-                    except KubeError as exc:
-                        _progress(f"could not delete {path_of(job)}: {exc}")
+            _delete_jobs(kube, created)
+    return report
+
+
+def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> dict[str, Any]:
+    """The sweep's stable ``--json`` document."""
+
+    def node(r: sweep.NodeResult) -> dict[str, Any]:
+        rails: dict[str, Any] = {}
+        if r.rails:
+            rails = {
+                "rails": {rail: asdict(res) for rail, res in r.rails.items()},
+                "failingRails": r.failing_rails,
+                "diagnosis": sweep.diagnosis(r),
+            }
+        return {
+            "verdict": r.verdict,
+            "busbw": r.busbw,
+            "network": r.network,
+            "pairs": r.pairs,
+            **rails,
+        }
+
+    return {
+        "rounds": report.rounds,
+        "railRounds": report.rail_rounds,
+        "railThreshold": report.rail_threshold_gbps,
+        "drain": report.bad,
+        "notLocalized": report.unknown,
+        "skipped": skipped,
+        "nodes": {n: node(r) for n, r in sorted(report.nodes.items())},
+    }
+
+
+def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
+    """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
+    if args.dry_run:
+        return _sweep_dry_run(plan, args)
+    kube = _kube(plan, args)
+    names, skipped = _sweep_nodes(kube, plan)
+    if len(names) < 2:
+        print(
+            "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
+            file=sys.stderr,
+        )
+        return Verdict.INCONCLUSIVE.exit_code
+    report = _run_sweep(plan, args, kube, names)
     if args.junit:
         write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
-        doc = {
-            "rounds": report.rounds,
-            "railRounds": report.rail_rounds,
-            "railThreshold": report.rail_threshold_gbps,
-            "drain": report.bad,
-            "notLocalized": report.unknown,
-            "skipped": skipped,
-            "nodes": {
-                n: {
-                    "verdict": r.verdict,
-                    "busbw": r.busbw,
-                    "network": r.network,
-                    "pairs": r.pairs,
-                    **(
-                        {
-                            "rails": {rail: asdict(res) for rail, res in r.rails.items()},
-                            "failingRails": r.failing_rails,
-                            "diagnosis": sweep.diagnosis(r),
-                        }
-                        if r.rails
-                        else {}
-                    ),
-                }
-                for n, r in sorted(report.nodes.items())
-            },
-        }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(json.dumps(sweep_document(report, skipped), indent=2) + "\n")
     else:
         sys.stdout.write(sweep.format_table(report))
         for why, which in _skipped(skipped):

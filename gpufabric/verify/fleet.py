@@ -10,6 +10,7 @@ exactly as a serial run lists them, and identical failures are grouped for the s
 
 from __future__ import annotations
 
+import functools
 import queue
 import sys
 import threading
@@ -45,6 +46,49 @@ def _check_host(spec: str, exp: Expectation, factory: ProbeFactory) -> list[Chec
     return list(nodes.run_checks(probe, exp))
 
 
+def _work(
+    todo: queue.Queue[str],
+    started: dict[str, float],
+    finished: queue.Queue[tuple[str, list[Check]]],
+    exp: Expectation,
+    factory: ProbeFactory,
+) -> None:
+    """One worker: check hosts from ``todo`` until it is empty; a crash is the host's ERROR."""
+    while True:
+        try:
+            spec = todo.get_nowait()
+        except queue.Empty:
+            return
+        started[spec] = time.monotonic()
+        try:
+            checks = _check_host(spec, exp, factory)
+        except Exception as exc:
+            checks = [error("host", spec, f"checks crashed: {exc}")]
+        finished.put((spec, checks))
+
+
+def _overdue(
+    started: dict[str, float], results: dict[str, list[Check]], host_timeout: float, now: float
+) -> list[str]:
+    """Hosts started more than ``host_timeout`` seconds before ``now`` with no result yet."""
+    return [
+        spec
+        for spec, began in list(started.items())
+        if spec not in results and now - began > host_timeout
+    ]
+
+
+def _no_answer(spec: str, host_timeout: float) -> list[Check]:
+    return [
+        error(
+            "host",
+            spec,
+            f"no answer within {host_timeout:g} s; nothing was checked",
+            "check the host's connection; --host-timeout sets the limit",
+        )
+    ]
+
+
 def run_fleet(
     hosts: Sequence[str],
     exp: Expectation,
@@ -62,20 +106,7 @@ def run_fleet(
     todo: queue.Queue[str] = queue.Queue()
     for spec in hosts:
         todo.put(spec)
-
-    def worker() -> None:
-        while True:
-            try:
-                spec = todo.get_nowait()
-            except queue.Empty:
-                return
-            started[spec] = time.monotonic()
-            try:
-                checks = _check_host(spec, exp, factory)
-            except Exception as exc:
-                checks = [error("host", spec, f"checks crashed: {exc}")]
-            finished.put((spec, checks))
-
+    worker = functools.partial(_work, todo, started, finished, exp, factory)
     workers = [
         threading.Thread(target=worker, name=f"verify-{i}", daemon=True)
         for i in range(max(1, min(parallel, len(hosts))))
@@ -90,21 +121,11 @@ def run_fleet(
                 progress(len(results), len(hosts))
         except queue.Empty:
             pass
-        now = time.monotonic()
-        for spec, began in list(started.items()):
-            if spec not in results and now - began > host_timeout:
-                results[spec] = [
-                    error(
-                        "host",
-                        spec,
-                        f"no answer within {host_timeout:g} s; nothing was checked",
-                        "check the host's connection; --host-timeout sets the limit",
-                    )
-                ]
-                progress(len(results), len(hosts))
-                # its worker stays stuck on it: another takes its place in the pool
-                spare = threading.Thread(target=worker, name=f"verify-{spec}", daemon=True)
-                spare.start()
+        for spec in _overdue(started, results, host_timeout, time.monotonic()):
+            results[spec] = _no_answer(spec, host_timeout)
+            progress(len(results), len(hosts))
+            # its worker stays stuck on it: another takes its place in the pool
+            threading.Thread(target=worker, name=f"verify-{spec}", daemon=True).start()
     return [c for spec in hosts for c in results[spec]]
 
 

@@ -70,4 +70,23 @@ def shielded() -> Iterator[None]:
         _raise(pending[0], None)
 
 
-__all__ = ["Terminated", "shielded", "terminating_signals"]
+_STOPPED_CHECK = "_gpufabric_stopped_check"
+
+
+@contextlib.contextmanager
+def check_running() -> Iterator[None]:
+    """Marks whatever ends the block (an exception, Ctrl-C, :class:`Terminated`) as having
+    stopped a running ``verify`` check (:func:`stopped_check`); it propagates unchanged."""
+    try:
+        yield
+    except BaseException as exc:
+        setattr(exc, _STOPPED_CHECK, True)
+        raise
+
+
+def stopped_check(exc: BaseException) -> bool:
+    """Whether ``exc`` ended a running ``verify`` check (raised inside :func:`check_running`)."""
+    return getattr(exc, _STOPPED_CHECK, False) is True
+
+
+__all__ = ["Terminated", "check_running", "shielded", "stopped_check", "terminating_signals"]

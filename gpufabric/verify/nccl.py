@@ -163,6 +163,59 @@ LOG_RESERVE = 30.0
 """Seconds of the --timeout kept for collecting the launcher log."""
 
 
+def _already_exists(ns: str, name: str) -> KubeError:
+    return KubeError(
+        f"MPIJob {ns}/{name} already exists (a previous run?); delete it with "
+        f"`kubectl -n {ns} delete mpijob {name}` or pass --name"
+    )
+
+
+def _wait(
+    kube: Kube,
+    path: str,
+    ns: str,
+    name: str,
+    wait_until: float,
+    timeout: float,
+    poll: float,
+    progress: Callable[[str], None],
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> tuple[str, str]:
+    """(state, message) once the MPIJob at ``path`` ends, disappears or ``wait_until``
+    passes (Timeout); each new condition text is reported once."""
+    last = ""
+    while True:
+        live = kube.get(path)
+        if live is None:
+            return "Failed", "the MPIJob disappeared (deleted by someone else?)"
+        found, text = _condition(live)
+        if text != last:
+            last = text
+            progress(text)
+        if found is not None:
+            return found, text
+        if clock() >= wait_until:
+            return "Timeout", (
+                f"timed out after {timeout:g}s; last state: {text}. Check "
+                f"`kubectl -n {ns} describe mpijob {name}` and the workload's admission"
+            )
+        sleep(min(poll, max(wait_until - clock(), 0.01)))
+
+
+def _delete(kube: Kube, path: str, ns: str, name: str, progress: Callable[[str], None]) -> None:
+    """Delete the MPIJob, holding signals meanwhile; a failure is reported, not raised."""
+    with shielded(), kube.grace():
+        try:
+            kube.delete(path)
+            progress(f"deleted MPIJob {ns}/{name}")
+        except KubeError as exc:
+            progress(
+                f"could not delete MPIJob {ns}/{name}: {exc}; delete it with "
+                f"`kubectl -n {ns} delete mpijob {name}`"
+            )
+
+
 def run_job(
     kube: Kube,
     job: dict[str, Any],
@@ -181,51 +234,20 @@ def run_job(
     path = object_path(job["apiVersion"], job["kind"], name, ns)
     start = clock()
     if kube.get(path) is not None:
-        raise KubeError(
-            f"MPIJob {ns}/{name} already exists (a previous run?); delete it with "
-            f"`kubectl -n {ns} delete mpijob {name}` or pass --name"
-        )
+        raise _already_exists(ns, name)
     wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
     state, text, log = "Failed", "", ""
     try:
         kube.create(job)
         progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
-        last = ""
-        while True:
-            live = kube.get(path)
-            if live is None:
-                state, text = "Failed", "the MPIJob disappeared (deleted by someone else?)"
-                break
-            found, text = _condition(live)
-            if text != last:
-                last = text
-                progress(text)
-            if found is not None:
-                state = found
-                break
-            if clock() >= wait_until:
-                state = "Timeout"
-                text = (
-                    f"timed out after {timeout:g}s; last state: {text}. Check "
-                    f"`kubectl -n {ns} describe mpijob {name}` and the workload's admission"
-                )
-                break
-            sleep(min(poll, max(wait_until - clock(), 0.01)))
+        state, text = _wait(kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep)
         try:
             log = launcher_log(kube, ns, name)
         except KubeError as exc:
             text = f"{text}; the launcher log could not be read: {exc}"
     finally:
         if not keep:
-            with shielded(), kube.grace():
-                try:
-                    kube.delete(path)
-                    progress(f"deleted MPIJob {ns}/{name}")
-                except KubeError as exc:
-                    progress(
-                        f"could not delete MPIJob {ns}/{name}: {exc}; delete it with "
-                        f"`kubectl -n {ns} delete mpijob {name}`"
-                    )
+            _delete(kube, path, ns, name, progress)
     return Outcome(state, text, log, clock() - start)
 
 
