@@ -40,7 +40,7 @@ from gpufabric.outputs.render import (
     write_file,
     write_tree,
 )
-from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay
 from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
@@ -291,7 +291,7 @@ def _verify(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_validate(stack: Stack, _args: argparse.Namespace) -> int:
-    plan = build_plan(stack.name, stack.model)
+    plan = stack.plan
     print(f"{stack.source}: ok ({_describe(stack)}; {len(plan.items)} plan items)")
     return ExitCode.OK
 
@@ -309,7 +309,7 @@ def _what(plan: Plan, index: int) -> str:
 
 
 def cmd_plan(stack: Stack, _args: argparse.Namespace) -> int:
-    plan = build_plan(stack.name, stack.model)
+    plan = stack.plan
     print(f"stack {stack.name}: {len(plan.items)} items in apply order")
     width = max((len(it.id) for it in plan.items), default=0)
     for i, it in enumerate(plan.items):
@@ -357,7 +357,7 @@ def _validate(plan: Plan, crd_dir: Path | None) -> Report:
 
 
 def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
-    plan = build_plan(stack.name, stack.model)
+    plan = stack.plan
     out: Path = args.out or Path("out") / stack.name
     crd_dir: Path | None = args.crd_dir
     if not _crd_dir_ok(crd_dir):
@@ -394,7 +394,7 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gpufabric diff: --base {args.base}: {exc}", file=sys.stderr)
         return ExitCode.BAD_INPUT
-    head = semantic_diff.side_from_files(render_files(build_plan(stack.name, stack.model)))
+    head = semantic_diff.side_from_files(render_files(stack.plan))
     diffs = semantic_diff.diff(base, head)
     if args.format == "json":
         sys.stdout.write(semantic_diff.to_json(stack.name, args.base, diffs))
@@ -407,9 +407,8 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
 
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
     from gpufabric.outputs import runbook
-    from gpufabric.plan.pulls import collect
 
-    text = runbook.render(build_plan(stack.name, stack.model), collect(stack.name, stack.model))
+    text = runbook.render(stack.plan, stack.pulled)
     if args.out:
         write_file(args.out, text)
         print(f"wrote {args.out}", file=sys.stderr)
@@ -420,9 +419,8 @@ def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
 
 def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
     from gpufabric.outputs import images
-    from gpufabric.plan.pulls import collect
 
-    pulled = collect(stack.name, stack.model)
+    pulled = stack.pulled
     if args.format == "json":
         sys.stdout.write(images.to_json(pulled))
     elif args.format == "refs":
@@ -446,7 +444,7 @@ def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> in
     facts = None
     if args.stack:
         stack = load_stack(args.stack, args.stacks_dir)
-        facts = build_plan(stack.name, stack.model).facts
+        facts = stack.plan.facts
     files: dict[str, str] = {}
     for path in args.files:
         if not path.is_file():
@@ -472,7 +470,7 @@ def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> in
 
 
 def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
-    plan = build_plan(stack.name, stack.model)
+    plan = stack.plan
     request = JobRequest(
         tenant=args.tenant,
         kind=args.kind,

@@ -109,7 +109,6 @@ def test_invalid_objects_write_nothing_either_way(
     if fork and not background.fork_supported():
         pytest.skip("fork is not used on this machine")
     monkeypatch.setattr(background, "can_fork", lambda: fork)
-    import gpufabric.cli as cli
     from gpufabric.plan.build import Plan, build_plan
     from gpufabric.plan.items import Item, K8sObject, Layer
 
@@ -120,7 +119,7 @@ def test_invalid_objects_write_nothing_either_way(
         )
         return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
 
-    monkeypatch.setattr(cli, "build_plan", broken)
+    monkeypatch.setattr("gpufabric.model.stackfile.build_plan", broken)
     out = tmp_path / "out"
     code = main(["render", "--stack", "prod-ib", "--out", str(out)])
     err = capsys.readouterr().err

@@ -118,7 +118,6 @@ def test_missing_crd_dir_is_bad_input(tmp_path: Path) -> None:
 def test_invalid_rendered_objects_exit_6_and_write_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import gpufabric.cli as cli
     from gpufabric.plan.build import Plan, build_plan
     from gpufabric.plan.items import Item, K8sObject, Layer
 
@@ -129,7 +128,7 @@ def test_invalid_rendered_objects_exit_6_and_write_nothing(
         )
         return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
 
-    monkeypatch.setattr(cli, "build_plan", broken)
+    monkeypatch.setattr("gpufabric.model.stackfile.build_plan", broken)
     out = tmp_path / "out"
     assert (
         main(["render", "--stack", "kind-dev", "--out", str(out)]) == ExitCode.INVALID_OBJECTS == 6

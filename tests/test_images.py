@@ -422,3 +422,28 @@ def test_mirrors_reach_subchart_images_passed_by_key_or_env() -> None:
         "harbor.prod-ib.example.internal/quay/brancz/kube-rbac-proxy:v0.21.2"
     )
     assert images["metricsExporter"].startswith("harbor.prod-ib.example.internal/ghcr/")
+
+
+@pytest.mark.parametrize("command", ["runbook", "images", "plan"])
+def test_a_stack_is_planned_once_per_command(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The edge builds Stack -> Plan once: the air-gap check's view of what prod-ib pulls is
+    the one the runbook and `images` print, and the command's own Plan is built once."""
+    from gpufabric.plan import build as build_module
+
+    built: list[bool] = []
+    real = build_module.build_plan
+
+    def counting(stack: str, model: Any) -> Plan:
+        built.append(bool(model.sources.mirrors().active))
+        return real(stack, model)
+
+    monkeypatch.setattr(build_module, "build_plan", counting)
+    monkeypatch.setattr("gpufabric.plan.pulls.build_plan", counting)
+    monkeypatch.setattr("gpufabric.model.stackfile.build_plan", counting)
+    assert main([command, "--stack", "prod-ib"]) == 0
+    capsys.readouterr()
+    upstream, mirrored = built.count(False), built.count(True)
+    assert upstream == 1  # what it pulls: computed once, at load, for the air-gap check
+    assert mirrored == (0 if command == "images" else 1)

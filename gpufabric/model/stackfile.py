@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from gpufabric.model import stackyaml
 from gpufabric.model.config import SECTIONS, StackModel
 from gpufabric.model.problems import Problem, StackError, from_validation_error, suggest
 from gpufabric.model.validation import Parts, run_checks
-from gpufabric.plan.pulls import air_gap_problems
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.pulls import StackSources, air_gap_problems, collect
 
 NAMESPACE = "gpufabric"
 _STACK_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -30,11 +32,22 @@ _STACK_FILE_KEYS = {"config", "secretsprovider", "encryptedkey", "encryptionsalt
 
 @dataclass(frozen=True)
 class Stack:
-    """A stack's name, where it came from, and its validated model."""
+    """A stack's name, where it came from, and its validated model; its Plan and what it
+    pulls are computed at most once, on first use, and shared by everything the command
+    does with the stack (an air-gapped stack's load computes what it pulls, and the runbook
+    and ``images`` reuse it)."""
 
     name: str
     source: str
     model: StackModel
+
+    @cached_property
+    def plan(self) -> Plan:
+        return build_plan(self.name, self.model)
+
+    @cached_property
+    def pulled(self) -> StackSources:
+        return collect(self.name, self.model)
 
 
 def project_root(start: Path | None = None) -> Path | None:
@@ -106,7 +119,11 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
         text = stackyaml.decode(stackyaml.read_bytes(path))
     except stackyaml.StackFileError as err:
         raise StackError(source, _file_problems(err)) from None
-    return Stack(name=name, source=source, model=parse_stack_text(text, source))
+    model, pulled = _parse(text, source, name)
+    loaded = Stack(name=name, source=source, model=model)
+    if pulled is not None:
+        loaded.__dict__["pulled"] = pulled  # computed while validating: not again
+    return loaded
 
 
 def _file_problems(err: stackyaml.StackFileError) -> list[Problem]:
@@ -122,6 +139,11 @@ def _display(path: Path) -> str:
 
 
 def parse_stack_text(text: str, source: str) -> StackModel:
+    """The validated model of a stack file's text; raise StackError listing every problem."""
+    return _parse(text, source, None)[0]
+
+
+def _parse(text: str, source: str, name: str | None) -> tuple[StackModel, StackSources | None]:
     try:
         doc = stackyaml.load(text)
     except stackyaml.StackFileError as err:
@@ -160,7 +182,7 @@ def parse_stack_text(text: str, source: str) -> StackModel:
         if namespace == NAMESPACE:
             values[section] = value
     try:
-        return model_from_config(values, source, from_file=True)
+        return checked_config(values, source, from_file=True, name=name)
     except StackError as err:
         raise StackError(source, problems + list(err.problems)) from None
 
@@ -177,6 +199,26 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
     ``values`` maps section names (``fabric``) to their decoded values. ``from_file``
     rejects plaintext where a secret belongs: in a stack file secrets must be encrypted.
     """
+    return checked_config(values, source, from_file=from_file)[0]
+
+
+def checked_config(
+    values: Mapping[str, Any], source: str, *, from_file: bool, name: str | None = None
+) -> tuple[StackModel, StackSources | None]:
+    """:func:`model_from_config`, and for an air-gapped stack what it pulls (computed to
+    check that every upstream has a mirror; ``name`` is the stack's, else the cluster's)."""
+    model = _validated(values, source, from_file=from_file)
+    if not model.sources.airGapped:
+        return model, None
+    # What an air-gapped stack pulls is known only once its Plan is built.
+    pulled = collect(name or model.cluster.name, model)
+    gaps = air_gap_problems(pulled)
+    if gaps:
+        raise StackError(source, gaps)
+    return model, pulled
+
+
+def _validated(values: Mapping[str, Any], source: str, *, from_file: bool) -> StackModel:
     problems: list[Problem] = []
     for key in values:
         if key not in SECTIONS:
@@ -218,14 +260,7 @@ def model_from_config(values: Mapping[str, Any], source: str, *, from_file: bool
     ]
     if problems:
         raise StackError(source, sorted(dict.fromkeys(problems), key=_order))
-    model = StackModel(**parsed)
-    if model.sources.airGapped:
-        # What the stack pulls is known only once its Plan is built.
-        stack = model.cluster.name
-        gaps = air_gap_problems(stack, model)
-        if gaps:
-            raise StackError(source, gaps)
-    return model
+    return StackModel(**parsed)
 
 
 def _partial(

@@ -63,7 +63,6 @@ def build_plan(stack: str, model: StackModel) -> Plan:
     authority = registry.get(model.scheduling.gang)
     ctx = LayerContext(
         stack=stack,
-        model=model,
         components=effective_components(model.versions, model.sources.mirrors()),
         facts=resolve(stack, model, authority),
         authority=authority,

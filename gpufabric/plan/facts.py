@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpufabric.model.config import StackModel, Ufm
+from gpufabric.model.config import Ufm
 from gpufabric.model.versions import Component
 from gpufabric.plan.vocabulary import (
     DeviceLinkType,
@@ -311,10 +311,10 @@ class Facts:
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What layer builders read: the stack, the effective pins and the resolved facts."""
+    """What layer builders read: the stack's name, the effective pins and the resolved facts
+    (never the stack model: what a builder needs is resolved into the facts first)."""
 
     stack: str
-    model: StackModel
     components: Mapping[str, Component]
     facts: Facts
 

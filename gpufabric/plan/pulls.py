@@ -148,11 +148,10 @@ def collect(stack: str, model: StackModel) -> StackSources:
     )
 
 
-def air_gap_problems(stack: str, model: StackModel) -> list[Problem]:
+def air_gap_problems(pulled: StackSources) -> list[Problem]:
     """With ``sources.airGapped``, every upstream the stack pulls from needs a mirror."""
-    if not model.sources.airGapped:
+    if not pulled.air_gapped:
         return []
-    pulled = collect(stack, model)
     problems = []
     by_registry: dict[str, list[str]] = {}
     for image in pulled.images:

@@ -19,7 +19,7 @@ from typing import Any
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
-from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
     cluster,
@@ -101,7 +101,7 @@ def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
 def run(stack: Stack, args: argparse.Namespace) -> int:
     """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
     is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
-    plan = build_plan(stack.name, stack.model)
+    plan = stack.plan
     with check_running(), terminating_signals():
         return int(COMMANDS[args.verify_command](plan, args))
 

@@ -3,24 +3,14 @@ authority, never the raw stack model; the authority is looked up once per Plan."
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, cast
-
 import pytest
 from builders import example_config, model_of
-from conftest import EXAMPLE_STACKS
 
 from gpufabric.model.versions import effective_components
 from gpufabric.plan import authority as registry
-from gpufabric.plan import gpu, scheduling, tenants, training
 from gpufabric.plan.build import build_plan
 from gpufabric.plan.context import LayerContext
 from gpufabric.plan.resolve import resolve
-
-
-class _NoModel:
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"a builder read ctx.model.{name}")
 
 
 def _context(stack: str) -> LayerContext:
@@ -28,19 +18,10 @@ def _context(stack: str) -> LayerContext:
     authority = registry.get(model.scheduling.gang)
     return LayerContext(
         stack=stack,
-        model=model,
         components=effective_components(model.versions, model.sources.mirrors()),
         facts=resolve(stack, model, authority),
         authority=authority,
     )
-
-
-@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
-@pytest.mark.parametrize("builder", [gpu.build, training.build, scheduling.build, tenants.build])
-def test_builders_never_read_the_stack_model(stack: str, builder: Any) -> None:
-    ctx = _context(stack)
-    blind = replace(ctx, model=cast(Any, _NoModel()))
-    assert builder(blind) == builder(ctx)
 
 
 def test_the_authority_is_looked_up_once_per_plan(monkeypatch: pytest.MonkeyPatch) -> None:
