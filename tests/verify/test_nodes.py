@@ -442,3 +442,25 @@ def test_hung_hosts_do_not_starve_the_others(tmp_path: Path) -> None:
     assert len(checked) > 10  # every check ran on it
     assert any(c.status == "PASS" for c in checked)
     assert {c.target for c in results if c.check == "host"} == {"gpu-0000", "gpu-0001"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"fabric": "ethernet"}',  # no such link: never checked as another one
+        "not json",
+        '{"fabric": "roce"}',  # keys missing
+    ],
+)
+def test_a_bad_expectations_file_is_a_usage_error(tmp_path: Path, text: str) -> None:
+    from types import SimpleNamespace
+
+    from gpufabric.verify.suite.plugin import load_expectation
+
+    path = tmp_path / "exp.json"
+    path.write_text(text)
+    config = SimpleNamespace(stash=pytest.Stash(), getoption=lambda name: str(path))
+    with pytest.raises(
+        pytest.UsageError, match=r"--gpufabric-expect .*exp\.json: not an expectations"
+    ):
+        load_expectation(config)  # type: ignore[arg-type]

@@ -51,7 +51,13 @@ def load_expectation(config: pytest.Config) -> Expectation:
             raise pytest.UsageError(
                 "--gpufabric-expect FILE is required (gpufabric verify nodes --write-expect FILE)"
             )
-        config.stash[_EXPECTATION] = Expectation.load(Path(path))
+        try:
+            config.stash[_EXPECTATION] = Expectation.load(Path(path))
+        except (OSError, ValueError, TypeError) as err:
+            raise pytest.UsageError(
+                f"--gpufabric-expect {path}: not an expectations file ({err}); write one "
+                "with gpufabric verify nodes --write-expect FILE"
+            ) from None
     return config.stash[_EXPECTATION]
 
 
