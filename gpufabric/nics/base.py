@@ -9,6 +9,7 @@ variables, the runbook's fragments and which node checks apply.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
@@ -16,7 +17,13 @@ from typing import Any, ClassVar
 from gpufabric.model.config import Fabric
 from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
-from gpufabric.plan.facts import FabricFacts, PlanContext, RailFacts
+from gpufabric.plan.facts import (
+    FabricFacts,
+    InfinibandFacts,
+    PlanContext,
+    RailFacts,
+    RoceFacts,
+)
 from gpufabric.plan.items import Item
 from gpufabric.plan.vocabulary import DeviceLinkType, LinkLayer, NcclLinkLayer, RailCni
 
@@ -87,8 +94,16 @@ class Link(ABC):
         if self.other_section_set(fabric):
             yield Problem(*self.other_section)
 
-    def section_facts(self, fabric: Fabric) -> Any:
-        """The resolved settings of its own section (RoceFacts, InfinibandFacts)."""
+    def roce_facts(self, fabric: Fabric) -> RoceFacts | None:
+        """The resolved ``fabric.roce`` section (None: the link has none)."""
+        return None
+
+    def pfc_priority(self, fabric: Fabric) -> int | None:
+        """The priority RDMA traffic pauses on (None: no lossless Ethernet class)."""
+        return None
+
+    def infiniband_facts(self, fabric: Fabric) -> InfinibandFacts | None:
+        """The resolved ``fabric.infiniband`` section (None: the link has none)."""
         return None
 
     def nccl_env(self, facts: FabricFacts) -> dict[str, str]:
@@ -187,6 +202,11 @@ def rdma_nccl_env() -> dict[str, str]:
     return {"NCCL_SOCKET_IFNAME": f"={BOOTSTRAP_INTERFACE}", "NCCL_IB_DISABLE": "0"}
 
 
+def plugin_config(config: Any) -> str:
+    """A device plugin's configuration as the NicClusterPolicy carries it: compact JSON."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
 def device_plugin_name(rail: str) -> str:
     """A rail's name as device-plugin resource names allow it (letters, digits, '_')."""
     return rail.replace("-", "_")
@@ -198,6 +218,7 @@ __all__ = [
     "Link",
     "NicMode",
     "device_plugin_name",
+    "plugin_config",
     "rail_name_problems",
     "rdma_nccl_env",
 ]

@@ -3,13 +3,19 @@ device plugin with isRdma, moved into the pod by the host-device CNI."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpufabric.model.config import Fabric
 from gpufabric.model.problems import Problem
-from gpufabric.nics.base import Image, Link, NicMode, device_plugin_name, rdma_nccl_env
+from gpufabric.nics.base import (
+    Image,
+    Link,
+    NicMode,
+    device_plugin_name,
+    plugin_config,
+    rdma_nccl_env,
+)
 from gpufabric.plan.facts import PlanContext, RailFacts
 from gpufabric.plan.vocabulary import RailCni
 
@@ -56,7 +62,7 @@ class HostDevice(NicMode):
         return {
             "sriovDevicePlugin": {
                 **image("sriov-network-device-plugin"),
-                "config": json.dumps(config, sort_keys=True, separators=(",", ":")),
+                "config": plugin_config(config),
             }
         }
 

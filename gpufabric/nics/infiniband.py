@@ -58,7 +58,7 @@ class Infiniband(Link):
         )
         yield from _section_problems(fabric, mode)
 
-    def section_facts(self, fabric: Fabric) -> InfinibandFacts:
+    def infiniband_facts(self, fabric: Fabric) -> InfinibandFacts:
         ib = fabric.infiniband
         return InfinibandFacts(
             pkey=ib.pkey if ib else None,

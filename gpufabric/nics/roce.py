@@ -68,7 +68,10 @@ class RoceLink(Link):
                 f"{r.dscp}; set one of them (trafficClass defaults to dscp x 4 = {r.dscp * 4})",
             )
 
-    def section_facts(self, fabric: Fabric) -> RoceFacts:
+    def pfc_priority(self, fabric: Fabric) -> int | None:
+        return self.roce_facts(fabric).pfc_priority
+
+    def roce_facts(self, fabric: Fabric) -> RoceFacts:
         roce = fabric.roce or Roce()
         pfc = ["0"] * 8
         pfc[roce.pfcPriority] = "1"

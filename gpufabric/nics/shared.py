@@ -3,13 +3,19 @@ device plugin (macvlan on RoCE, IPoIB on InfiniBand)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpufabric.model.config import Fabric
 from gpufabric.model.problems import Problem
-from gpufabric.nics.base import Image, Link, NicMode, device_plugin_name, rdma_nccl_env
+from gpufabric.nics.base import (
+    Image,
+    Link,
+    NicMode,
+    device_plugin_name,
+    plugin_config,
+    rdma_nccl_env,
+)
 from gpufabric.plan.facts import PlanContext, RailFacts
 from gpufabric.plan.vocabulary import RailCni
 
@@ -64,7 +70,7 @@ class Shared(NicMode):
         return {
             "rdmaSharedDevicePlugin": {
                 **image("k8s-rdma-shared-dev-plugin"),
-                "config": json.dumps(config, sort_keys=True, separators=(",", ":")),
+                "config": plugin_config(config),
             }
         }
 

@@ -13,9 +13,8 @@ from gpufabric.model.problems import Problem
 from gpufabric.nics.base import Link, NicMode, device_plugin_name, rdma_nccl_env
 from gpufabric.plan import ids
 from gpufabric.plan.facts import PlanContext, RailFacts
-from gpufabric.plan.items import Item, K8sObject, Layer
+from gpufabric.plan.items import Item, Layer, spec_object
 from gpufabric.plan.vocabulary import RailCni
-from gpufabric.support.templates import render_object
 
 RESOURCE_PREFIX = "nvidia.com"
 SRIOV_API = "sriovnetwork.openshift.io/v1"
@@ -58,23 +57,6 @@ class Sriov(NicMode):
         return items, [it.id for it in items]
 
 
-def _object(
-    ctx: PlanContext, kind: str, name: str, spec: dict[str, Any], namespace: str, disrupts: str
-) -> K8sObject:
-    return K8sObject(
-        render_object(
-            "network/object.yaml.j2",
-            api_version=SRIOV_API,
-            kind=kind,
-            name=name,
-            namespace=namespace,
-            stack=ctx.stack,
-            spec=spec,
-            annotations={DISRUPTIVE: disrupts},
-        )
-    )
-
-
 def _policy(ctx: PlanContext, rail: RailFacts, namespace: str) -> Item:
     facts = ctx.facts.fabric
     spec: dict[str, Any] = {
@@ -88,13 +70,14 @@ def _policy(ctx: PlanContext, rail: RailFacts, namespace: str) -> Item:
         "linkType": nics.link(facts.type).sriov_link_type,
         "priority": 50,
     }
-    body = _object(
-        ctx,
+    body = spec_object(
+        ctx.stack,
+        SRIOV_API,
         "SriovNetworkNodePolicy",
         f"{rail.name}-vfs",
         spec,
         namespace,
-        "creating or changing VFs drains and may reboot GPU nodes",
+        {DISRUPTIVE: "creating or changing VFs drains and may reboot GPU nodes"},
     )
     return Item(
         ids.sriov_policy(rail.name),
@@ -112,13 +95,14 @@ def _pool_config(ctx: PlanContext, namespace: str) -> Item:
         # VFs' RDMA devices move into pods: the RDMA subsystem is exclusive on these nodes.
         "rdmaMode": "exclusive",
     }
-    body = _object(
-        ctx,
+    body = spec_object(
+        ctx.stack,
+        SRIOV_API,
         "SriovNetworkPoolConfig",
         "gpu-nodes-rdma-exclusive",
         pool,
         namespace,
-        "switching the RDMA subsystem to exclusive reboots GPU nodes",
+        {DISRUPTIVE: "switching the RDMA subsystem to exclusive reboots GPU nodes"},
     )
     return Item(ids.SRIOV_POOL, Layer.NETWORK, body, (ids.NETWORK_OPERATOR,))
 

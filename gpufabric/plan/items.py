@@ -174,6 +174,31 @@ def object_item(
     return Item(item_id, layer, K8sObject(render_object(template, **context)), depends_on)
 
 
+def spec_object(
+    stack: str,
+    api_version: str,
+    kind: str,
+    name: str,
+    spec: dict[str, Any],
+    namespace: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> K8sObject:
+    """An operator's custom resource: metadata from the stack and ``spec`` as given
+    (manifests/templates/network/object.yaml.j2)."""
+    return K8sObject(
+        render_object(
+            "network/object.yaml.j2",
+            api_version=api_version,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            stack=stack,
+            spec=spec,
+            annotations=annotations or {},
+        )
+    )
+
+
 Payload = HelmChart | KustomizeOverlay | K8sObject
 
 

@@ -18,7 +18,6 @@ resolved facts.
 from __future__ import annotations
 
 import ipaddress
-import json
 from typing import Any
 
 from gpufabric import nics
@@ -32,6 +31,7 @@ from gpufabric.plan.items import (
     K8sObject,
     Layer,
     helm_chart,
+    spec_object,
     system_namespace,
     upstream_overlay,
 )
@@ -103,33 +103,6 @@ def _ofed_driver(ctx: PlanContext) -> dict[str, Any]:
     }
 
 
-def _json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def _object(
-    ctx: PlanContext,
-    api_version: str,
-    kind: str,
-    name: str,
-    spec: dict[str, Any],
-    namespace: str | None = None,
-    annotations: dict[str, str] | None = None,
-) -> K8sObject:
-    return K8sObject(
-        render_object(
-            "network/object.yaml.j2",
-            api_version=api_version,
-            kind=kind,
-            name=name,
-            namespace=namespace,
-            stack=ctx.stack,
-            spec=spec,
-            annotations=annotations or {},
-        )
-    )
-
-
 # ------------------------------------------------------------------------------ pools
 
 
@@ -197,8 +170,8 @@ def build(ctx: PlanContext) -> list[Item]:
         Item(
             ids.NIC_POLICY,
             Layer.NETWORK,
-            _object(
-                ctx,
+            spec_object(
+                ctx.stack,
                 "mellanox.com/v1alpha1",
                 "NicClusterPolicy",
                 "nic-cluster-policy",
@@ -242,8 +215,8 @@ def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str
             Item(
                 item_id,
                 Layer.NETWORK,
-                _object(
-                    ctx,
+                spec_object(
+                    ctx.stack,
                     IPAM_API,
                     rail.pool_kind,
                     rail.pool,

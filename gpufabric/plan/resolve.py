@@ -28,12 +28,10 @@ from gpufabric.plan.facts import (
     Facts,
     GangPolicy,
     GpuOperatorFacts,
-    InfinibandFacts,
     NodeFacts,
     OperatorFacts,
     RailFacts,
     RequeuePolicy,
-    RoceFacts,
     TenantContract,
 )
 from gpufabric.plan.vocabulary import JobKind
@@ -82,7 +80,6 @@ def fabric_facts(fabric: Fabric) -> FabricFacts:
     for rail in rails:
         if rail.resource is not None:
             resources[rail.resource] = resources.get(rail.resource, 0) + 1
-    section = link.section_facts(fabric)
     return FabricFacts(
         type=fabric.type,
         rdma=fabric.rdma,
@@ -103,9 +100,9 @@ def fabric_facts(fabric: Fabric) -> FabricFacts:
         ipam_node_prefix=fabric.ipam.perNodePrefix,
         rails=rails,
         rdma_resources=dict(sorted(resources.items())),
-        roce=section if isinstance(section, RoceFacts) else None,
-        infiniband=section if isinstance(section, InfinibandFacts) else None,
-        pfc_priority=section.pfc_priority if isinstance(section, RoceFacts) else None,
+        roce=link.roce_facts(fabric),
+        infiniband=link.infiniband_facts(fabric),
+        pfc_priority=link.pfc_priority(fabric),
     )
 
 
