@@ -26,6 +26,7 @@ from gpufabric import authorities
 from gpufabric.authorities.settings import AuthoritySettings
 from gpufabric.model.fields import DnsLabel, DurationSeconds, Model
 from gpufabric.model.fields import matching as _matching
+from gpufabric.model.fields import show_value as _show_value
 from gpufabric.model.sources import Mirrors
 
 # ---------------------------------------------------------------------------- value types
@@ -33,7 +34,7 @@ from gpufabric.model.sources import Mirrors
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,14}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$")
 _HCA = re.compile(r"^[A-Za-z0-9_]+(:[0-9]+)?$")
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -54,6 +55,19 @@ RailName = Annotated[
         )
     ),
 ]
+
+
+def _not_loopback(value: str) -> str:
+    if value == "lo":
+        raise PydanticCustomError(
+            "ifname",
+            "'lo' is the loopback interface, never a rail; expected the RDMA NIC's port "
+            "(e.g. ens1f0np0, ibp24s0)",
+            {},
+        )
+    return value
+
+
 IfName = Annotated[
     str,
     AfterValidator(
@@ -61,11 +75,17 @@ IfName = Annotated[
             "ifname",
             _IFNAME,
             15,
-            "a valid network interface name; expected at most 15 characters of letters, digits, "
-            "'_', '.', '-' (e.g. ens1f0np0, ibp24s0)",
+            "a valid network interface name; Linux takes 1-15 bytes without '/', ':' or "
+            "whitespace, and a rail's netdev is letters, digits, '_', '.', '-', '@' "
+            "(e.g. ens1f0np0, ibp24s0)",
         )
     ),
+    AfterValidator(_not_loopback),
 ]
+_KUBE_CONTEXT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@/+=,-]*$")
+_NCCL_VALUE = re.compile(r"^[A-Za-z0-9 _.,:;=^%/+@~-]*$")
+_USERNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 HcaName = Annotated[
     str,
     AfterValidator(
@@ -303,6 +323,68 @@ Secret = Annotated[
 # ---------------------------------------------------------------------------- sections
 
 
+def _context_credentials(value: Any) -> Any:
+    """A context name is no URL; one that is and carries credentials is refused unshown."""
+    if isinstance(value, str) and "://" in value and "@" in value.split("://", 1)[1]:
+        return _no_credentials(value.split("?")[0].split("#")[0])
+    return value
+
+
+KubeContext = Annotated[
+    str,
+    BeforeValidator(_context_credentials),
+    AfterValidator(
+        _matching(
+            "kube_context",
+            _KUBE_CONTEXT,
+            253,
+            "a kubeconfig context name; expected letters, digits and _ . : @ / + = , - "
+            "(e.g. kind-gpufabric, admin@prod, arn:aws:eks:...:cluster/prod), no spaces, "
+            "quotes or control characters (it is printed into runbook commands)",
+        )
+    ),
+]
+NcclValue = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "nccl_value",
+            _NCCL_VALUE,
+            1024,
+            "an NCCL variable's value; expected letters, digits, spaces and _ . , : ; = ^ % / + "
+            "@ ~ - (e.g. INFO, =mlx5_0,mlx5_1, /tmp/nccl.%h.%p), no control characters, quotes, "
+            "backticks or $ (it is written into a ConfigMap and printed in runbooks)",
+        )
+    ),
+]
+UfmUser = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "username",
+            _USERNAME,
+            128,
+            "a UFM user name; expected letters, digits and _ . @ - (e.g. admin)",
+        )
+    ),
+]
+
+
+def _ufm_host(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if len(value) > 253 or not _HOST.match(value):
+        raise PydanticCustomError(
+            "host",
+            "{value} is not a host; expected a host name or IP address without scheme or port "
+            "(e.g. ufm.example.com, 10.0.0.5; the port is ufm.port)",
+            {"value": _show_value(value)},
+        )
+    return value
+
+
 class Cluster(Model):
     """The Kubernetes cluster this stack targets."""
 
@@ -310,7 +392,7 @@ class Cluster(Model):
     kubernetesVersion: Annotated[str, BeforeValidator(_quoted_version)] = Field(
         pattern=r"^v?1\.\d{2}(\.\d+)?$"
     )
-    kubeContext: str | None = None
+    kubeContext: KubeContext | None = None
     podCIDR: Cidr | None = None
     serviceCIDR: Cidr | None = None
 
@@ -406,10 +488,10 @@ class Ipam(Model):
 class Ufm(Model):
     """NVIDIA UFM, which programs pkeys for pods through ib-kubernetes."""
 
-    address: str
+    address: Annotated[str, AfterValidator(_ufm_host)]
     port: int = Field(default=443, ge=1, le=65_535)
     httpSchema: Literal["https", "http"] = "https"
-    username: str
+    username: UfmUser
     password: Secret
 
 
@@ -474,7 +556,7 @@ class Fabric(Model):
     infiniband: Infiniband | None = None
     roce: Roce | None = None
     sriov: Sriov | None = None
-    ncclEnv: dict[str, str] = Field(default_factory=dict)
+    ncclEnv: dict[str, NcclValue] = Field(default_factory=dict)
     """Extra NCCL_* variables for every tenant; they win over computed ones."""
 
 
@@ -597,21 +679,44 @@ _CHART_URL = re.compile(r"^(https?|oci)://[^\s/@]+(/[^\s@]*)?$")
 _HTTP_URL = re.compile(r"^https?://[^\s/@]+(/[^\s@]*)?$")
 
 
+_CREDENTIALS_BELONG = (
+    "gpufabric writes and prints URLs, so credentials never go into one: give the mirror "
+    "anonymous pulls or its credentials through the cluster (registry pull secrets, a Helm "
+    "repository secret) or the Pulumi secret config (`pulumi config set --secret`)"
+)
+
+
+def credentials_in(value: str) -> str | None:
+    """What part of a URL or registry reference carries credentials, if any: userinfo
+    (``user:password@`` or ``token@`` before the host), a query (``?token=``) or a
+    fragment."""
+    rest = value.split("://", 1)[-1]
+    if "@" in rest.split("/", 1)[0]:
+        return "a user name or password before the host"
+    if "?" in value:
+        return "a query (?...), where tokens travel"
+    if "#" in value:
+        return "a fragment (#...)"
+    return None
+
+
 def _no_credentials(value: Any) -> Any:
-    """user:password@ in a URL would be printed by render, runbook, images and diff."""
-    if isinstance(value, str) and "@" in value.split("://", 1)[-1].split("/", 1)[0]:
-        raise PydanticCustomError(
-            "url_credentials",
-            "the URL carries credentials (user@ or user:password@); remove them: gpufabric "
-            "writes and prints URLs, so mirrors must allow anonymous pulls or get their "
-            "credentials from the cluster (imagePullSecrets, a Helm repository secret)",
-            {},
-        )
+    """Credentials in a URL would be printed by render, runbook, images and diff: refused,
+    without showing them."""
+    if isinstance(value, str):
+        where = credentials_in(value)
+        if where is not None:
+            raise PydanticCustomError(
+                "url_credentials",
+                "the value carries credentials ({where}); remove them: " + _CREDENTIALS_BELONG,
+                {"where": where},
+            )
     return value
 
 
 RegistryHost = Annotated[
     str,
+    BeforeValidator(_no_credentials),
     AfterValidator(
         _matching("registry", _REGISTRY_HOST, 253, "a registry host; expected e.g. nvcr.io")
     ),

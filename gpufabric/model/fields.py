@@ -21,6 +21,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gpufabric.model.problems import redact
+
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 MAX_DURATION_S = 7 * 24 * 3600
@@ -28,7 +30,9 @@ MAX_DURATION_S = 7 * 24 * 3600
 
 def show_value(value: str) -> str:
     """A refused string as messages show it: quoted, escaped, short (it may be long or hold
-    newlines that would otherwise break the report or a runbook)."""
+    newlines that would otherwise break the report or a runbook), whatever may be a
+    credential masked before it is cut."""
+    value = redact(value)
     return repr(value[:60]) + ("..." if len(value) > 60 else "")
 
 

@@ -8,6 +8,8 @@ mistakes shows all of them at once.
 from __future__ import annotations
 
 import difflib
+import functools
+import itertools
 import re
 import reprlib
 import types
@@ -18,15 +20,70 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+_USERINFO = re.compile(r"[^\s/@'\"\\,;\[\]{}()<>*]+@")
+"""``user:password@`` or ``token@`` in front of a host, with or without a scheme."""
+_QUERY = re.compile(r"(?<=[A-Za-z0-9/._~-])[?#][^\s'\"\\,\[\]{}()<>]+")
+"""A URL's query or fragment (``?token=...``, ``#...``): where tokens travel."""
+_INDEX = re.compile(r"(\[\d+\])+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def redact(text: str) -> str:
+    """``text`` with whatever may be a credential in a URL masked (userinfo, query, fragment)
+    and control characters escaped, so a message is one line that never carries a secret."""
+    text = _QUERY.sub("?***", _USERINFO.sub("***@", text))
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _redact_path(path: str) -> str:
+    """A config path redacted after its leading keys of the stack model (``sources.charts.``
+    stays readable, the user's key after it is redacted)."""
+    if not any(c in path for c in "@?#") and not _CONTROL.search(path):
+        return path
+    known = _field_names()
+    parts = path.split(".")
+    keep = 0
+    while keep < len(parts) - 1 and _INDEX.sub("", parts[keep]).split(":")[-1] in known:
+        keep += 1
+    return ".".join([*parts[:keep], redact(".".join(parts[keep:]))])
+
+
+@functools.cache
+def _field_names() -> frozenset[str]:
+    """Every key of the stack model (and the sections' names)."""
+    from gpufabric.model.config import StackModel
+
+    names: set[str] = set()
+    todo: list[Any] = [StackModel]
+    while todo:
+        model = todo.pop()
+        for name, field in model.model_fields.items():
+            if name not in names:
+                names.add(name)
+                todo += _models_in(field.annotation)
+    return frozenset(names)
+
+
+def _models_in(tp: Any) -> list[type[BaseModel]]:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    return [m for arg in typing.get_args(tp) for m in _models_in(arg)]
+
 
 @dataclass(frozen=True, order=True)
 class Problem:
-    """One thing wrong with a stack: where (config path) and what (message)."""
+    """One thing wrong with a stack: where (config path) and what (message). Both are
+    redacted (:func:`redact`) when the problem is made, whatever check made it: a value
+    echoed in a message never shows a credential or breaks the line."""
 
     path: str
     message: str
     warning: bool = False
     """A likely mistake that does not stop the stack (printed, exit code unchanged)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", _redact_path(self.path))
+        object.__setattr__(self, "message", redact(self.message))
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -48,9 +105,6 @@ class StackError(Exception):
         return "\n".join(lines)
 
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
 def join_path(parts: Iterable[str | int]) -> str:
     """Render a location as users write it: ``fabric.rails[2].subnet`` (credentials in a URL
     used as a key are masked: a report never prints them)."""
@@ -59,9 +113,9 @@ def join_path(parts: Iterable[str | int]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif out:
-            out += f".{_USERINFO.sub('***@', str(part))}"
+            out += f".{redact(str(part))}"
         else:
-            out = _USERINFO.sub("***@", str(part))
+            out = redact(str(part))
     return out
 
 
@@ -126,8 +180,23 @@ SHOW_MAX = 80
 
 def _show(value: Any) -> str:
     """A value as a message shows it: one line, at most SHOW_MAX characters, built without
-    stringifying more than that (an aliased value can be huge)."""
-    return reprlib_short.repr(value)
+    stringifying more than that (an aliased value can be huge), its strings redacted before
+    they are cut (a cut URL no longer shows the ``@`` that marks its credentials)."""
+    return reprlib_short.repr(_redacted(value, 0))
+
+
+def _redacted(value: Any, depth: int) -> Any:
+    """``value`` with its strings redacted, as deep and as wide as a message shows it."""
+    if isinstance(value, str):
+        return redact(value)
+    if depth >= reprlib_short.maxlevel:
+        return value if isinstance(value, int | float | bool | None) else "..."
+    if isinstance(value, list | tuple):
+        return [_redacted(v, depth + 1) for v in value[: reprlib_short.maxlist + 1]]
+    if isinstance(value, dict):
+        items = list(itertools.islice(value.items(), reprlib_short.maxdict + 1))
+        return {redact(str(k)): _redacted(v, depth + 1) for k, v in items}
+    return value
 
 
 class _ShortRepr(reprlib.Repr):

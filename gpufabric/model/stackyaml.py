@@ -29,6 +29,15 @@ MAX_NODES = 200_000
 MAX_SCALAR_CHARS = 4 << 20
 """Characters of all scalars after alias expansion."""
 
+_CORE = "tag:yaml.org,2002:"
+ACCEPTED_TAGS = frozenset(
+    _CORE + t for t in ("null", "bool", "int", "float", "str", "seq", "map", "merge", "timestamp")
+)
+"""Tags of the YAML core schema a stack's values can carry (timestamps only as plain text
+resolves them; no field takes one, so the model refuses them by type). ``!!binary``,
+``!!set``, ``!!omap``, ``!!pairs`` and local ``!tags`` are refused: they would be decoded
+into bytes, sets or pairs and silently taken for names."""
+
 _BOMS = (
     (codecs.BOM_UTF32_LE, "UTF-32"),
     (codecs.BOM_UTF32_BE, "UTF-32"),
@@ -93,6 +102,12 @@ def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
+def _tag(tag: str) -> str:
+    """A tag as the file spells it (``!!binary``), one short line."""
+    short = "!!" + tag[len(_CORE) :] if tag.startswith(_CORE) else tag
+    return repr(short[:40])
+
+
 def _walk(
     node: yaml.Node, depth: int, budget: _Budget, problems: list[tuple[int | None, str]]
 ) -> None:
@@ -100,6 +115,17 @@ def _walk(
     if depth > MAX_DEPTH:
         raise StackFileError(
             [(_line(node), f"nested more than {MAX_DEPTH} levels deep; a stack file is not")]
+        )
+    if node.tag not in ACCEPTED_TAGS:
+        raise StackFileError(
+            [
+                (
+                    _line(node),
+                    f"the YAML tag {_tag(node.tag)} is not accepted in a stack file; write "
+                    "the value as plain text (accepted: !!str, !!int, !!float, !!bool, !!null, "
+                    "!!seq, !!map)",
+                )
+            ]
         )
     budget.nodes += 1
     if budget.nodes > MAX_NODES:

@@ -88,13 +88,17 @@ def _rails_unique(p: Parts) -> Iterator[Problem]:
             value = getattr(rail, attr)
             if value is None:
                 continue
-            if value in seen:
+            # mlx5_0 and mlx5_0:1 are one device: a port does not make another HCA.
+            key = value.partition(":")[0] if attr == "hca" else value
+            if key in seen:
+                same = "the same device as " if key != value else ""
                 yield Problem(
                     f"fabric.rails[{i}].{attr}",
-                    f"{value!r} is already used by rails[{seen[value]}]; each rail needs its own {attr}",
+                    f"{value!r} is {same}already used by rails[{seen[key]}]; each rail needs "
+                    f"its own {attr}",
                 )
             else:
-                seen[value] = i
+                seen[key] = i
 
 
 RESERVED_INTERFACES = frozenset({"eth0", "lo"})
