@@ -102,10 +102,22 @@ def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _tag(tag: str) -> str:
-    """A tag as the file spells it (``!!binary``), one short line."""
+def _check_tag(node: yaml.Node) -> None:
+    """Refuse a node whose tag is not one of :data:`ACCEPTED_TAGS`, naming it as the file
+    spells it (``!!binary``)."""
+    if node.tag in ACCEPTED_TAGS:
+        return
+    tag = node.tag
     short = "!!" + tag[len(_CORE) :] if tag.startswith(_CORE) else tag
-    return repr(short[:40])
+    raise StackFileError(
+        [
+            (
+                _line(node),
+                f"the YAML tag {short[:40]!r} is not accepted in a stack file; write the value "
+                "as plain text (accepted: !!str, !!int, !!float, !!bool, !!null, !!seq, !!map)",
+            )
+        ]
+    )
 
 
 def _walk(
@@ -116,17 +128,7 @@ def _walk(
         raise StackFileError(
             [(_line(node), f"nested more than {MAX_DEPTH} levels deep; a stack file is not")]
         )
-    if node.tag not in ACCEPTED_TAGS:
-        raise StackFileError(
-            [
-                (
-                    _line(node),
-                    f"the YAML tag {_tag(node.tag)} is not accepted in a stack file; write "
-                    "the value as plain text (accepted: !!str, !!int, !!float, !!bool, !!null, "
-                    "!!seq, !!map)",
-                )
-            ]
-        )
+    _check_tag(node)
     budget.nodes += 1
     if budget.nodes > MAX_NODES:
         raise StackFileError(
