@@ -261,3 +261,22 @@ def test_a_binary_tag_in_a_stack_file_is_a_clean_refusal(tmp_path: Path) -> None
     code, out = _output(["validate", "--stack", str(path)])
     assert code == 2
     assert "'!!binary' is not accepted" in out
+
+
+# ----------------------------------------------------------------------- small model items
+
+
+def test_a_typo_in_an_ipam_key_is_the_only_problem_reported() -> None:
+    """The block around the typo keeps its values: perNodeBlockSize 4 still fits the rails
+    (dropping the whole block fell back to 16 and blamed every rail's subnet)."""
+    config = example_config("prod-ib")
+    fabric = config["gpufabric:fabric"]
+    nodes = config["gpufabric:gpuNodes"]["count"]
+    fabric["ipam"] = {"perNodeBlockSize": 4, "pooltype": "ippool"}
+    for i, rail in enumerate(fabric["rails"]):
+        rail["subnet"] = f"10.{100 + i}.0.0/{32 - (nodes * 4 + 2).bit_length()}"
+    lines = problem_lines(config)
+    assert lines == [
+        "fabric.ipam.pooltype: unknown key 'pooltype'; did you mean 'poolType'? "
+        "(accepted keys: perNodeBlockSize, perNodePrefix, poolType, type)"
+    ]

@@ -236,7 +236,7 @@ def from_validation_error(
     """Translate pydantic errors into problems that name the path, the value and what fits."""
     problems: list[Problem] = []
     for e in err.errors(include_url=False):
-        loc = tuple(p for p in e["loc"] if not _is_tag(p))
+        loc = tuple(p for p in e["loc"] if not is_tag(p))
         path = join_path([*prefix, *loc])
         kind = e["type"]
         value = e.get("input")
@@ -266,6 +266,6 @@ def from_validation_error(
     return problems
 
 
-def _is_tag(part: str | int) -> bool:
+def is_tag(part: str | int) -> bool:
     # pydantic inserts validator names (e.g. 'function-after[...]') into locations.
     return isinstance(part, str) and ("[" in part and "]" in part and "(" not in part)

@@ -20,7 +20,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from gpufabric.model import stackyaml
 from gpufabric.model.config import SECTIONS, StackModel
-from gpufabric.model.problems import Problem, StackError, from_validation_error, suggest
+from gpufabric.model.problems import (
+    Problem,
+    StackError,
+    from_validation_error,
+    is_tag,
+    join_path,
+    suggest,
+)
 from gpufabric.model.validation import Parts, run_checks
 from gpufabric.plan.build import Plan, build_plan
 from gpufabric.plan.pulls import StackSources, air_gap_problems, collect
@@ -266,15 +273,23 @@ def _validated(values: Mapping[str, Any], source: str, *, from_file: bool) -> St
 def _partial(
     name: str, value: Any, err: ValidationError, context: dict[str, str]
 ) -> tuple[Any, set[str]] | None:
-    """The section without the keys its errors are under, validated, and those keys; None
-    when nothing usable remains."""
+    """The section without what its errors are under, validated, and the keys (dotted, under
+    the section) left out; None when nothing usable remains. An unknown key (a typo) is
+    left out alone, so the block around it keeps its other values; a key with a bad value
+    is left out with everything under its top-level key."""
     if not isinstance(value, dict):
         return None
     broken: set[str] = set()
     for e in err.errors(include_url=False):
-        if not e["loc"] or not isinstance(e["loc"][0], str):
+        loc = tuple(p for p in e["loc"] if not is_tag(p))
+        if not loc or not isinstance(loc[0], str):
             return None
-        broken.add(e["loc"][0])
+        pruned = _without(value, loc) if e["type"] == "extra_forbidden" else None
+        if pruned is None:
+            broken.add(loc[0])
+        else:
+            value = pruned
+            broken.add(join_path(loc))
     try:
         rest = _ADAPTERS[name].validate_python(
             {k: v for k, v in value.items() if k not in broken}, context=context
@@ -282,6 +297,28 @@ def _partial(
     except ValidationError:
         return None
     return rest, broken
+
+
+def _without(value: Any, loc: tuple[str | int, ...]) -> Any:
+    """``value`` with the mapping key at ``loc`` removed (copies along the way), or None
+    when ``loc`` does not lead to a mapping key."""
+    head, rest = loc[0], loc[1:]
+    out: Any
+    if isinstance(value, dict) and head in value:
+        out = dict(value)
+        if not rest:
+            del out[head]
+            return out
+        child = _without(value[head], rest)
+    elif isinstance(value, list) and isinstance(head, int) and rest and 0 <= head < len(value):
+        out = list(value)
+        child = _without(value[head], rest)
+    else:
+        return None
+    if child is None:
+        return None
+    out[head] = child
+    return out
 
 
 def stack_warnings(model: StackModel) -> list[Problem]:
