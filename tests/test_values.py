@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import example_config, plan_of, problem_lines, problems_of
+from builders import example_config, model_of, plan_of, problem_lines, problems_of
 
 from gpufabric.cli import main
 from gpufabric.model import stackyaml
 from gpufabric.model.problems import Problem
+from gpufabric.model.stackfile import stack_warnings
 
 SECRET = "Zq7sEcReTtOkEn"
 """Planted in every credential; no output of any command may contain it."""
@@ -280,3 +281,46 @@ def test_a_typo_in_an_ipam_key_is_the_only_problem_reported() -> None:
         "fabric.ipam.pooltype: unknown key 'pooltype'; did you mean 'poolType'? "
         "(accepted keys: perNodeBlockSize, perNodePrefix, poolType, type)"
     ]
+
+
+def _hostdevice(hcas: list[str | None]) -> dict[str, Any]:
+    config = example_config("lab-roce")
+    fabric = config["gpufabric:fabric"]
+    fabric["rdma"] = "hostdevice"
+    for key in ("sriov",):
+        fabric.pop(key, None)
+    for rail, hca in zip(fabric["rails"], hcas, strict=False):
+        rail.pop("hca", None)
+        if hca:
+            rail["hca"] = hca
+    return config
+
+
+def test_host_device_rails_pin_their_hcas_in_nccl_ib_hca() -> None:
+    plan = plan_of(_hostdevice(["mlx5_0", "mlx5_1"]))
+    assert plan.facts.nccl_env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1"
+
+
+def test_host_device_rails_without_every_hca_pin_none() -> None:
+    plan = plan_of(_hostdevice(["mlx5_0", None]))
+    assert "NCCL_IB_HCA" not in plan.facts.nccl_env
+
+
+def _warnings(config: dict[str, Any]) -> list[str]:
+    return [str(p) for p in stack_warnings(model_of(config))]
+
+
+def test_an_unset_mtu_on_a_macvlan_over_the_primary_interface_is_warned() -> None:
+    config = example_config("kind-dev")
+    del config["gpufabric:fabric"]["mtu"]
+    [warning] = [w for w in _warnings(config) if "macvlan" in w]
+    assert warning.startswith("fabric.rails[0].netdev: rail rail0 is a macvlan over eth0")
+    assert "gets MTU 9000" in warning
+    assert "set fabric.mtu" in warning
+
+
+def test_a_set_mtu_or_an_rdma_nic_port_is_not_warned() -> None:
+    assert not [w for w in _warnings(example_config("kind-dev")) if "macvlan" in w]
+    rdma_ports = example_config("lab-roce")
+    del rdma_ports["gpufabric:fabric"]["mtu"]
+    assert not [w for w in _warnings(rdma_ports) if "macvlan" in w]

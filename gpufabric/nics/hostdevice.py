@@ -38,9 +38,16 @@ class HostDevice(NicMode):
         # fabric.sriov (numVfs) may be set: the PFs keep their VFs, pods take the PF.
         return iter(())
 
+    def pins_hca_names(self, rails: Sequence[RailFacts]) -> bool:
+        # A whole device keeps its host name in the pod (RDMA device names do not change
+        # when the device moves into the pod's network namespace).
+        return all(r.hca for r in rails)
+
     def nccl_env(self, rails: Sequence[RailFacts]) -> dict[str, str]:
-        # Inside the pod the device has another name than on the host: no NCCL_IB_HCA.
-        return rdma_nccl_env()
+        env = rdma_nccl_env()
+        if self.pins_hca_names(rails):
+            env["NCCL_IB_HCA"] = "=" + ",".join(r.hca for r in rails if r.hca)
+        return env
 
     def policy_spec(self, ctx: PlanContext, image: Image) -> dict[str, Any]:
         fabric = ctx.facts.fabric

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from gpufabric.model.config import Fabric, Roce
 from gpufabric.model.problems import Problem
-from gpufabric.nics.base import Link, NicMode, rail_name_problems
+from gpufabric.nics.base import BOOTSTRAP_INTERFACE, Link, NicMode, rail_name_problems
 from gpufabric.plan.facts import FabricFacts, RoceFacts
 
 FULL_PATH_MTU = 4200
@@ -39,6 +39,25 @@ class RoceLink(Link):
     def other_section_set(self, fabric: Fabric) -> bool:
         return fabric.infiniband is not None
 
+    def _macvlan_mtu(self, fabric: Fabric, mode: NicMode) -> Iterator[Problem]:
+        """An unset MTU is the jumbo default, and a macvlan cannot be larger than its parent:
+        warned for each macvlan rail likely over the node's primary interface (every rail
+        without RDMA, and a rail on the pods' own primary name)."""
+        if fabric.mtu is not None or mode.cni(self) != self.shared_cni:
+            return
+        for i, rail in enumerate(fabric.rails):
+            if mode.has_rdma and rail.netdev != BOOTSTRAP_INTERFACE:
+                continue
+            yield Problem(
+                f"fabric.rails[{i}].netdev",
+                f"rail {rail.name} is a macvlan over {rail.netdev} and gets MTU "
+                f"{self.default_mtu} (fabric.mtu is unset); a macvlan cannot be larger than "
+                "its parent, and a node's primary interface usually runs 1500, so pods on "
+                "this rail would fail to attach or drop large frames: set fabric.mtu to the "
+                f"MTU of {rail.netdev} on the nodes (e.g. 1500)",
+                warning=True,
+            )
+
     def problems(self, fabric: Fabric, mode: NicMode) -> Iterator[Problem]:
         yield from super().problems(fabric, mode)
         # Unset, the MTU is the fabric's jumbo default; only a configured one can be too small.
@@ -49,6 +68,7 @@ class RoceLink(Link):
                 "jumbo frames (9000 end to end) for full bandwidth",
                 warning=True,
             )
+        yield from self._macvlan_mtu(fabric, mode)
         yield from rail_name_problems(
             fabric,
             lambda netdev: netdev.startswith("ib"),

@@ -104,16 +104,15 @@ def test_none_runs_nccl_over_the_rails_sockets_and_rdma_modes_bootstrap_on_eth0(
         "NCCL_SOCKET_IFNAME": "=" + ",".join(r.pod_interface for r in f.rails),
     }
     for name in ("sriov", "hostdevice"):
-        assert nics.mode(name).nccl_env(f.rails) == {
-            "NCCL_SOCKET_IFNAME": "=eth0",
-            "NCCL_IB_DISABLE": "0",
-        }
+        env = nics.mode(name).nccl_env(f.rails)
+        assert env["NCCL_SOCKET_IFNAME"] == "=eth0"
+        assert env["NCCL_IB_DISABLE"] == "0"
 
 
-def test_only_shared_devices_pin_hca_names_and_only_when_every_rail_names_one() -> None:
+def test_shared_and_whole_devices_pin_hca_names_only_when_every_rail_names_one() -> None:
     f = fabric_facts(fabric())
-    shared = nics.mode("shared")
-    assert shared.pins_hca_names(f.rails) == all(r.hca for r in f.rails)
+    for name in ("shared", "hostdevice"):
+        assert nics.mode(name).pins_hca_names(f.rails) == all(r.hca for r in f.rails)
     assert not nics.mode("sriov").pins_hca_names(f.rails)
 
 
