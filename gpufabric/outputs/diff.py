@@ -550,6 +550,40 @@ def summary_line(stack: str, diffs: list[ItemDiff]) -> str:
     )
 
 
+MAX_INNER_LINES = 10
+"""Changed elements shown for one field whose value is a list or mapping."""
+
+
+def _leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every scalar inside a value, by its path below it: lists by element name where each
+    has one, else by index (``[0].flavors[default].resources[nvidia.com/gpu]...``)."""
+    if isinstance(value, dict) and value:
+        for k in sorted(value):
+            yield from _leaves(value[k], f"{prefix}.{k}")
+    elif isinstance(value, list) and value:
+        named = all(isinstance(v, dict) and "name" in v for v in value)
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{prefix}[{v['name'] if named else i}]")
+    else:
+        yield prefix, value
+
+
+def change_lines(f: FieldChange) -> list[str]:
+    """A field's change as Markdown list lines: old → new, or, where both sides are lists or
+    mappings (a ClusterQueue's resourceGroups), each element that changed, so a quota going
+    from 256 to 192 is visible rather than cut off inside a long JSON list."""
+    if not (isinstance(f.old, list | dict) and isinstance(f.new, list | dict) and f.old and f.new):
+        return [f"`{f.path}`: {_short(f.old)} → {_short(f.new)}"]
+    a, b = dict(_leaves(f.old)), dict(_leaves(f.new))
+    changed = [p for p in sorted(set(a) | set(b)) if a.get(p, _MISSING) != b.get(p, _MISSING)]
+    lines = [
+        f"`{f.path}{p}`: {_short(a.get(p))} → {_short(b.get(p))}" for p in changed[:MAX_INNER_LINES]
+    ]
+    if len(changed) > MAX_INNER_LINES:
+        lines.append(f"... {len(changed) - MAX_INNER_LINES} more changes in `{f.path}`")
+    return lines or [f"`{f.path}`: {_short(f.old)} → {_short(f.new)}"]
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
     text = "∅" if value is None else text
@@ -581,7 +615,7 @@ def to_markdown(stack: str, base_label: str, diffs: list[ItemDiff]) -> str:
         for d in diffs:
             lines.append(f"- `{d.id}` {d.what}: {d.change}, {d.klass}")
             for f in d.fields[:40]:
-                lines.append(f"  - `{f.path}`: {_short(f.old)} → {_short(f.new)}")
+                lines += [f"  - {line}" for line in change_lines(f)]
             if len(d.fields) > 40:
                 lines.append(f"  - ... {len(d.fields) - 40} more fields")
         lines += ["", "</details>"]
