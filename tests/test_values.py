@@ -174,7 +174,8 @@ def test_real_kube_context_names_are_accepted(context: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["INFO\n## Injected", "INFO`curl x|sh`", "a\x00b", "$(id)", "x'y", "a\tb"]
+    "value",
+    ["INFO\n## Injected", "INFO`curl x|sh`", "a\x00b", "$(id)", "x'y", "a\tb", "a;reboot", "a|b"],
 )
 def test_an_nccl_value_with_control_characters_or_shell_syntax_is_refused(value: str) -> None:
     config = example_config("lab-roce")
@@ -199,6 +200,13 @@ def test_an_nccl_name_with_a_newline_is_refused_on_one_line() -> None:
     lines = problem_lines(config)
     assert any("not an NCCL variable" in line for line in lines)
     assert not any("\n" in line for line in lines)
+
+
+def test_an_nccl_name_longer_than_a_configmap_key_is_refused_on_a_short_line() -> None:
+    config = example_config("lab-roce")
+    config["gpufabric:fabric"]["ncclEnv"] = {"NCCL_" + "X" * 300: "1"}
+    [line] = [line for line in problem_lines(config) if "not an NCCL variable" in line]
+    assert len(line) < 300
 
 
 @pytest.mark.parametrize(

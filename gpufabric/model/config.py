@@ -83,7 +83,7 @@ IfName = Annotated[
     AfterValidator(_not_loopback),
 ]
 _KUBE_CONTEXT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@/+=,-]*$")
-_NCCL_VALUE = re.compile(r"^[A-Za-z0-9 _.,:;=^%/+@~-]*$")
+_NCCL_VALUE = re.compile(r"^[A-Za-z0-9 _.,:=^%/+@~-]*$")
 _USERNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 HcaName = Annotated[
@@ -351,7 +351,7 @@ NcclValue = Annotated[
             "nccl_value",
             _NCCL_VALUE,
             1024,
-            "an NCCL variable's value; expected letters, digits, spaces and _ . , : ; = ^ % / + "
+            "an NCCL variable's value; expected letters, digits, spaces and _ . , : = ^ % / + "
             "@ ~ - (e.g. INFO, =mlx5_0,mlx5_1, /tmp/nccl.%h.%p), no control characters, quotes, "
             "backticks or $ (it is written into a ConfigMap and printed in runbooks)",
         )

@@ -37,7 +37,8 @@ from gpufabric.model.versions import (
 )
 from gpufabric.plan import authority as registry
 
-_NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
+_NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]{1,248}$")
+"""An NCCL variable, and a ConfigMap key (at most 253 characters)."""
 
 
 @dataclass(frozen=True)
@@ -315,8 +316,9 @@ def _fabric_modes(p: Parts) -> Iterator[Problem]:
     for name in sorted(f.ncclEnv):
         if not _NCCL_NAME.match(name):
             yield Problem(
-                f"fabric.ncclEnv.{name}",
-                "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals)",
+                f"fabric.ncclEnv.{name[:60]}{'...' if len(name) > 60 else ''}",
+                "not an NCCL variable; expected a name like NCCL_DEBUG (NCCL_ and capitals, digits "
+                "or '_', at most 253 characters)",
             )
 
 
