@@ -20,25 +20,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-_USERINFO = re.compile(r"[^\s/@'\"\\,;\[\]{}()<>*]+@")
-"""``user:password@`` or ``token@`` in front of a host, with or without a scheme."""
-_QUERY = re.compile(r"(?<=[A-Za-z0-9/._~-])[?#][^\s'\"\\,\[\]{}()<>]+")
-"""A URL's query or fragment (``?token=...``, ``#...``): where tokens travel."""
+from gpufabric.model.redaction import CONTROL, redact
+
 _INDEX = re.compile(r"(\[\d+\])+$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def redact(text: str) -> str:
-    """``text`` with whatever may be a credential in a URL masked (userinfo, query, fragment)
-    and control characters escaped, so a message is one line that never carries a secret."""
-    text = _QUERY.sub("?***", _USERINFO.sub("***@", text))
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _redact_path(path: str) -> str:
     """A config path redacted after its leading keys of the stack model (``sources.charts.``
     stays readable, the user's key after it is redacted)."""
-    if not any(c in path for c in "@?#") and not _CONTROL.search(path):
+    if not any(c in path for c in "@?#") and not CONTROL.search(path):
         return path
     known = _field_names()
     parts = path.split(".")
