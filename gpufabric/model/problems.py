@@ -185,7 +185,7 @@ def _redacted(value: Any, depth: int) -> Any:
         return [_redacted(v, depth + 1) for v in value[: reprlib_short.maxlist + 1]]
     if isinstance(value, dict):
         items = list(itertools.islice(value.items(), reprlib_short.maxdict + 1))
-        return {redact(str(k)): _redacted(v, depth + 1) for k, v in items}
+        return {redact(k) if isinstance(k, str) else k: _redacted(v, depth + 1) for k, v in items}
     return value
 
 
