@@ -294,3 +294,21 @@ def test_the_browser_lays_out_hostile_text_as_text(tmp_path: Path) -> None:
     assert "GPU cluster acceptance: FAIL" in dom
     assert dom.count("<svg") == 1  # the one run's chart, drawn inline
     assert 'class="threshold"' in dom
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs/examples/report"
+
+
+def test_the_committed_examples_are_what_the_code_writes(sick: dict[str, Path]) -> None:
+    """docs/examples/report/ is the output of reportdocs.write_all: regenerate it with
+    ``python tests/verify/reportdocs.py docs/examples/report`` when a writer changes."""
+    for name, path in sick.items():
+        assert (EXAMPLES / f"{name}.json").read_text() == path.read_text(), name
+
+
+def test_the_readme_example_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLES.parents[2])
+    out = tmp_path / "report.html"
+    argv = "report --nodes docs/examples/report/nodes.json --cluster docs/examples/report/cluster.json --nccl docs/examples/report/nccl.json --sweep docs/examples/report/sweep.json --title"
+    assert main([*argv.split(), "lab-roce acceptance", "--out", str(out)]) == 4
+    assert "lab-roce acceptance: FAIL" in out.read_text()
