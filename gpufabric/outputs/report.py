@@ -435,6 +435,11 @@ class Chart:
     bottom: int
 
 
+CHART_MAX_GBPS = 1e6
+"""Bus bandwidth the chart's axis holds; a larger (or negative) value is not a measurement
+and is left out of the drawing (the run's verdict already says so)."""
+
+
 def _size_label(size: int) -> str:
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if size >= 1 << shift:
@@ -450,14 +455,16 @@ def _nice_step(top: float) -> float:
 
 
 def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
-    """None when the run has no row to draw."""
-    if not run.points:
+    """None when the run has no row to draw (or only values no axis can hold)."""
+    points = [p for p in run.points if 0 <= p.busbw < CHART_MAX_GBPS]
+    if not points:
         return None
     left, right, top, bottom = 56, width - 16, 12, height - 36
-    xs = [math.log2(p.size) for p in run.points]
+    xs = [math.log2(p.size) for p in points]
     lo, hi = min(xs), max(xs)
     span = hi - lo or 1.0
-    ymax = max([p.busbw for p in run.points] + [run.threshold or 0.0]) * 1.1 or 1.0
+    limit = run.threshold if run.threshold is not None and 0 < run.threshold < CHART_MAX_GBPS else 0
+    ymax = max([p.busbw for p in points] + [limit]) * 1.1 or 1.0
     step = _nice_step(ymax)
 
     def x_of(v: float) -> float:
@@ -466,13 +473,13 @@ def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
     def y_of(v: float) -> float:
         return round(bottom - v / ymax * (bottom - top), 1)
 
-    dots = tuple((x_of(x), y_of(p.busbw)) for x, p in zip(xs, run.points, strict=True))
+    dots = tuple((x_of(x), y_of(p.busbw)) for x, p in zip(xs, points, strict=True))
     every = max(1, math.ceil((hi - lo + 1) / 8))
     x_ticks = tuple(
         (x_of(e), _size_label(1 << int(e))) for e in range(math.ceil(lo), math.floor(hi) + 1, every)
     )
     y_ticks = tuple((y_of(i * step), f"{i * step:g}") for i in range(int(ymax // step) + 1))
-    threshold = y_of(run.threshold) if run.threshold is not None else None
+    threshold = y_of(limit) if limit else None
     line = " ".join(f"{x:g},{y:g}" for x, y in dots)
     return Chart(width, height, line, dots, threshold, x_ticks, y_ticks, left, right, top, bottom)
 

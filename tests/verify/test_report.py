@@ -8,7 +8,9 @@ DOM it builds and the pixels of the verdict banner.
 
 from __future__ import annotations
 
+import copy
 import json
+import random
 import shutil
 import struct
 import subprocess
@@ -22,6 +24,7 @@ from nccllogs import IB_8X400, Log, text
 
 from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
+from gpufabric.model.problems import StackError
 from gpufabric.outputs import report
 from gpufabric.verify import commands, nccl_report, sweep
 from gpufabric.verify.results import document, failed, passed
@@ -312,3 +315,81 @@ def test_the_readme_example_command(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     argv = "report --nodes docs/examples/report/nodes.json --cluster docs/examples/report/cluster.json --nccl docs/examples/report/nccl.json --sweep docs/examples/report/sweep.json --title"
     assert main([*argv.split(), "lab-roce acceptance", "--out", str(out)]) == 4
     assert "lab-roce acceptance: FAIL" in out.read_text()
+
+
+ODD: tuple[Any, ...] = (
+    None,
+    True,
+    0,
+    -1,
+    -1e300,
+    1e308,
+    10**40,
+    0.5,
+    "",
+    "NaN",
+    HOSTILE,
+    [],
+    {},
+    [1, "x"],
+    {"verdict": "PASS"},
+)
+
+
+def _mutate(doc: Any, rng: random.Random) -> Any:
+    """One value somewhere in the document replaced by an odd one."""
+    if isinstance(doc, dict) and doc:
+        key = rng.choice(sorted(doc))
+        doc[key] = rng.choice(ODD) if rng.random() < 0.3 else _mutate(doc[key], rng)
+    elif isinstance(doc, list) and doc:
+        i = rng.randrange(len(doc))
+        doc[i] = rng.choice(ODD) if rng.random() < 0.3 else _mutate(doc[i], rng)
+    else:
+        return rng.choice(ODD)
+    return doc
+
+
+def test_mutated_documents_never_crash_and_never_pass(
+    tmp_path: Path, well: dict[str, Path]
+) -> None:
+    """Any value of any input replaced by an odd one: the page renders (or the file is
+    refused as a usage error), escapes what it shows, and a refused or garbled input is
+    never counted as a pass it did not state."""
+    rng = random.Random(5)
+    pristine = {name: json.loads(path.read_text()) for name, path in well.items()}
+    for i in range(120):
+        name = rng.choice(sorted(pristine))
+        doc = _mutate(copy.deepcopy(pristine[name]), rng)
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps(doc))
+        files = {f"--{n}": [p] for n, p in well.items()}
+        files[f"--{name}"] = [path]
+        refused = None
+        try:
+            inputs = report.load(files)
+        except StackError as err:
+            refused = err.report()
+        if refused is not None:
+            assert f"--{name}: {path}" in refused
+            continue
+        html = report.render_html(inputs)
+        assert "<script" not in html.lower()
+        if report.overall(inputs) is Verdict.PASS and name != "sweep":
+            assert doc["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("value", [-5.0, 1e308, 0.0])
+def test_impossible_bandwidths_are_left_out_of_the_chart(value: float) -> None:
+    doc = nccl_report.report({"a.log": text(Log())}, IB_8X400).to_dict()
+    for row in doc["runs"][0]["rows"]:
+        row["busbw_oop"] = row["busbw_ip"] = value
+    doc["runs"][0]["threshold_gbps"] = value
+    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    chart = report.chart(runs[0])
+    if value == 0.0:
+        assert chart is not None
+        assert chart.threshold_y is None
+    else:
+        assert chart is None
+    html = report.render_html(report.Inputs(runs=runs))
+    assert ("No size rows to draw" in html) is (value != 0.0)
