@@ -11,6 +11,7 @@ PCIe ACS and IOMMU.
 from __future__ import annotations
 
 import gzip
+import posixpath
 import re
 import shlex
 import struct
@@ -704,7 +705,7 @@ def kubelet_runtime_endpoint(probe: Probe) -> tuple[str | None, str]:
         return endpoint, "kubelet flag --container-runtime-endpoint"
     config = _flag(argv, "--config")
     if config:
-        path = config if config.startswith("/") else "/" + config
+        path = posixpath.normpath("/" + config)  # the node's own path, kept under the root
         text = probe.read(path)
         if text is None:
             return None, f"the kubelet's config {path} is unreadable"
@@ -731,7 +732,8 @@ def _runtime_processes(probe: Probe) -> tuple[list[str], str, str]:
     """(the processes to judge, who they are, what is unverified when there is no kubelet)."""
     endpoint, source = kubelet_runtime_endpoint(probe)
     if endpoint is None:
-        return processes(probe, RUNTIMES), "every container runtime process", source
+        who = f"the container runtimes {', '.join(RUNTIMES)} (which one containers use is unknown: {source})"
+        return processes(probe, RUNTIMES), who, source
     runtime = runtime_of_endpoint(endpoint)
     if runtime is None:
         return [], f"the kubelet's runtime endpoint {endpoint} ({source})", "unknown runtime"
@@ -767,9 +769,7 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
             "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
         )
     if limited or unreadable:
-        why = (
-            f"{unverified}; limited: {shown}" if limited else f"unreadable: {', '.join(unreadable)}"
-        )
+        why = f"limited: {shown}" if limited else f"unreadable: {', '.join(unreadable)}"
         return error(
             "limits.memlock",
             probe.name,

@@ -698,3 +698,16 @@ def test_an_mtu_in_other_digits_is_unreadable_not_a_crash(tmp_path: Path) -> Non
     res = nodes.check_rail_mtu(exp.rails[0])(TreeProbe(root), exp)
     assert res.status == "ERROR"
     assert "cannot read the MTU" in res.message
+
+
+def test_a_kubelet_config_path_stays_under_the_root(tmp_path: Path) -> None:
+    """A relative or ../ --config path is the node's path from /, never one above the
+    probe's root (/host/../etc would be the probe pod's own /etc)."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, kubelet="config", runtime="crio"))
+    cmdline = root / "proc/2345/cmdline"
+    cmdline.write_text(cmdline.read_text().replace("/var/lib/kubelet", "../../var/lib/kubelet"))
+    probe = TreeProbe(root)
+    endpoint, source = nodes.kubelet_runtime_endpoint(probe)
+    assert endpoint == "unix:///var/run/crio/crio.sock"
+    assert source == "containerRuntimeEndpoint in /var/lib/kubelet/config.yaml"
