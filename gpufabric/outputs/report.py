@@ -302,6 +302,9 @@ def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list
     summary = f"{len(nodes)} nodes" + (f" in {rounds:g} rounds" if rounds is not None else "")
     if bad:
         summary += f"; drain {', '.join(bad)}"
+    rail_threshold = _number(doc.get("railThreshold"))
+    if rail_threshold is not None and any(n.rails for n in nodes):
+        summary += f"; rails alone judged against {rail_threshold:g} GB/s"
     return Section(source, worst(verdicts), summary, tuple(notes)), nodes
 
 
