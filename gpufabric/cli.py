@@ -83,6 +83,35 @@ def _nccl_report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the stable JSON document")
 
 
+def _report_args(p: argparse.ArgumentParser) -> None:
+    for option, title, command in (
+        ("--nodes", "node checks", "verify nodes --json"),
+        ("--cluster", "cluster checks", "verify cluster --json"),
+        ("--nccl", "NCCL acceptance", "nccl-report --json or verify nccl --json"),
+        ("--sweep", "NCCL sweep", "verify nccl --sweep --json"),
+    ):
+        p.add_argument(
+            option, action="append", type=Path, metavar="FILE", help=f"{title}: `{command}`"
+        )
+    p.add_argument("--title", help="the page's title (default: GPU cluster acceptance)")
+    p.add_argument("--out", type=Path, help="write the HTML page here instead of printing it")
+
+
+def cmd_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
+    from gpufabric.outputs import report
+
+    given = {opt: getattr(args, opt[2:]) or [] for opt, _t, _c in report.INPUTS}
+    inputs = report.load(given, args.title)
+    page = report.render_html(inputs)
+    verdict = report.overall(inputs)
+    if args.out is None:
+        sys.stdout.write(page)
+    else:
+        write_file(args.out, page)
+        print(f"wrote {args.out}: {verdict}", file=sys.stderr)
+    return verdict.exit_code
+
+
 def _job_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
     p.add_argument("--kind", required=True, choices=JOB_KINDS, help="job kind")
@@ -535,6 +564,12 @@ COMMANDS: dict[str, Command] = {
         "judge nccl-tests output: PASS (0), FAIL (4) or INCONCLUSIVE (5)",
         _nccl_report_args,
         cmd_nccl_report,
+        False,
+    ),
+    "report": Command(
+        "one self-contained HTML acceptance page from the verify commands' JSON",
+        _report_args,
+        cmd_report,
         False,
     ),
     "job": Command(

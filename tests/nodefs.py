@@ -70,6 +70,17 @@ class Node:
     root_bus: bool = False
     """GPUs and NICs directly on the root bus (no bridge above them), as in some VMs."""
     driver_loaded: bool = True
+    runtime: str = "containerd"
+    """The process the kubelet's CRI endpoint leads to: containerd or crio."""
+    kubelet: str = "flag"
+    """How the kubelet names its runtime endpoint: flag (--container-runtime-endpoint),
+    config (containerRuntimeEndpoint in --config), default (neither) or none (no kubelet)."""
+    dockerd_memlock: str | None = None
+    """A dockerd running beside the kubelet's runtime (lower PID), with this memlock."""
+    cmdline_extra: str = ""
+    """Appended to the kernel command line."""
+    iommu_groups: bool = True
+    """Whether sysfs shows IOMMU groups (False: the IOMMU is on but no group is readable)."""
 
 
 def _write(path: Path, text: str | bytes) -> None:
@@ -121,7 +132,7 @@ def build(root: Path, node: Node) -> Path:
         cmdline += " intel_iommu=on iommu=pt"
     elif node.iommu == "dma":
         cmdline += " intel_iommu=on"
-    _write(root / "proc/cmdline", cmdline + "\n")
+    _write(root / "proc/cmdline", cmdline + node.cmdline_extra + "\n")
     (sys_ / "class/iommu").mkdir(parents=True, exist_ok=True)
     if node.iommu != "off":
         (sys_ / "class/iommu/dmar0").mkdir()
@@ -147,9 +158,9 @@ def build(root: Path, node: Node) -> Path:
                 root / f"proc/driver/nvidia/gpus/{bdf}/information",
                 f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nBus Location: \t {bdf}\n",
             )
-            group = sys_ / "kernel/iommu_groups" / str(i)
-            _write(group / "type", {"pt": "identity", "dma": "DMA-FQ"}.get(node.iommu, "") + "\n")
-            if node.iommu != "off":
+            if node.iommu != "off" and node.iommu_groups:
+                group = sys_ / "kernel/iommu_groups" / str(i)
+                _write(group / "type", {"pt": "identity", "dma": "DMA-FQ"}[node.iommu] + "\n")
                 _link(gpu / "iommu_group", group)
         if i < len(node.rails):
             hca, netdev = node.rails[i]
@@ -157,6 +168,10 @@ def build(root: Path, node: Node) -> Path:
             nic = down_nic / nic_bdf
             _write(nic / "config", config_space(None))
             _link(sys_ / "bus/pci/devices" / nic_bdf, nic)
+            if node.iommu != "off" and node.iommu_groups:
+                group = sys_ / "kernel/iommu_groups" / str(100 + i)
+                _write(group / "type", {"pt": "identity", "dma": "DMA-FQ"}[node.iommu] + "\n")
+                _link(nic / "iommu_group", group)
             ibdev = nic / "infiniband" / hca
             _link(ibdev / "device", nic)
             _link(sys_ / "class/infiniband" / hca, ibdev)
@@ -202,11 +217,43 @@ def build(root: Path, node: Node) -> Path:
     for i in range(uverbs):
         _write(root / f"dev/infiniband/uverbs{i}", "")
     _write(root / "dev/infiniband/rdma_cm", "")
-    _write(root / "proc/1234/comm", "containerd\n")
-    _write(root / "proc/1234/limits", LIMITS.format(memlock=node.memlock))
-    _write(root / "proc/1/comm", "systemd\n")
-    _write(root / "proc/1/limits", LIMITS.format(memlock="8388608"))
+    _processes(root, node)
     return root
+
+
+RUNTIME_SOCKETS = {
+    "containerd": "unix:///run/containerd/containerd.sock",
+    "crio": "unix:///var/run/crio/crio.sock",
+}
+
+
+def _process(root: Path, pid: int, comm: str, argv: list[str], memlock: str) -> None:
+    _write(root / f"proc/{pid}/comm", comm + "\n")
+    _write(root / f"proc/{pid}/cmdline", "\0".join(argv) + "\0")
+    _write(root / f"proc/{pid}/limits", LIMITS.format(memlock=memlock))
+
+
+def _processes(root: Path, node: Node) -> None:
+    """systemd, the kubelet's runtime, a dockerd beside it when asked, and the kubelet with
+    its runtime endpoint where kubeadm puts it (flag or /var/lib/kubelet/config.yaml)."""
+    _process(root, 1, "systemd", ["/sbin/init"], "8388608")
+    if node.dockerd_memlock is not None:
+        _process(root, 900, "dockerd", ["/usr/bin/dockerd", "-H", "fd://"], node.dockerd_memlock)
+    binary = {"containerd": "/usr/bin/containerd", "crio": "/usr/bin/crio"}[node.runtime]
+    _process(root, 1234, node.runtime, [binary], node.memlock)
+    endpoint = RUNTIME_SOCKETS[node.runtime]
+    argv = ["/usr/bin/kubelet", "--kubeconfig=/etc/kubernetes/kubelet.conf"]
+    if node.kubelet == "flag":
+        argv.append(f"--container-runtime-endpoint={endpoint}")
+    elif node.kubelet == "config":
+        argv += ["--config", "/var/lib/kubelet/config.yaml"]
+        _write(
+            root / "var/lib/kubelet/config.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            f"cgroupDriver: systemd\ncontainerRuntimeEndpoint: {endpoint}\n",
+        )
+    if node.kubelet != "none":
+        _process(root, 2345, "kubelet", argv, "8388608")
 
 
 def roce_node(**overrides: object) -> Node:

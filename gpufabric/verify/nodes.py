@@ -11,10 +11,13 @@ PCIe ACS and IOMMU.
 from __future__ import annotations
 
 import gzip
+import posixpath
 import re
 import shlex
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import yaml
 
 from gpufabric import nics
 from gpufabric.verify.expect import Expectation, RailExpectation
@@ -22,10 +25,14 @@ from gpufabric.verify.probe import Probe, ProbeCheck
 from gpufabric.verify.probe import run_checks as probe_run_checks
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
-_DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
+# Numbers are ASCII digits only: Python's \d and int() also take other scripts' digits
+# ("٤٠٠", "²"), which no kernel file holds and int() may refuse.
+_DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)")
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_KERNEL = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)")
+_KERNEL = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)")
 _LIMIT = re.compile(r"^Max locked memory\s+(?P<soft>\S+)\s+(?P<hard>\S+)", re.MULTILINE)
+_HEX4 = re.compile(r"[0-9a-f]{4}")
+_CMDLINE_TOKEN = re.compile(r'(?:"[^"]*"?|[^\s"])+')
 PEERMEM_PATHS = (
     "/sys/module/nvidia_peermem/version",
     "/sys/kernel/mm/memory_peers/nv_mem/version",
@@ -39,6 +46,11 @@ RUNTIMES = ("containerd", "crio", "dockerd")
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def ascii_int(text: str) -> int | None:
+    """A decimal number written in ASCII digits (no sign, no blanks), else None."""
+    return int(text) if text and text.isascii() and text.isdigit() else None
 
 
 def _first_line(text: str | None) -> str:
@@ -67,6 +79,8 @@ def ipv4_of_gid(gid: str) -> str | None:
     """The IPv4 address of an IPv4-mapped GID (``0000:...:ffff:c0a8:0a02``), else None."""
     groups = gid.lower().split(":")
     if len(groups) != 8 or groups[:5] != ["0000"] * 5 or groups[5] != "ffff":
+        return None
+    if not all(_HEX4.fullmatch(g) for g in groups[6:]):
         return None
     raw = bytes.fromhex(groups[6] + groups[7])
     return ".".join(str(b) for b in raw)
@@ -301,7 +315,7 @@ def check_rail_gid(rail: RailExpectation) -> Callable[[Probe, Expectation], Chec
         base = _port(hca)
         types = probe.listdir(f"{base}/gid_attrs/types")
         found = []
-        for idx in sorted(types, key=lambda s: int(s) if s.isdigit() else 0):
+        for idx in sorted(types, key=lambda s: (ascii_int(s) is None, ascii_int(s) or 0, s)):
             if _first_line(probe.read(f"{base}/gid_attrs/types/{idx}")) != "RoCE v2":
                 continue
             if _first_line(probe.read(f"{base}/gid_attrs/ndevs/{idx}")) != rail.netdev:
@@ -326,9 +340,10 @@ def check_rail_mtu(rail: RailExpectation) -> Callable[[Probe, Expectation], Chec
     def run(probe: Probe, exp: Expectation) -> Check:
         cid = f"rail.{rail.name}.mtu"
         text = _first_line(probe.read(f"/sys/class/net/{rail.netdev}/mtu"))
-        if not text.isdigit():
+        mtu = ascii_int(text)
+        if mtu is None:
             return error(cid, probe.name, f"cannot read the MTU of {rail.netdev}")
-        if int(text) != exp.mtu:
+        if mtu != exp.mtu:
             return failed(
                 cid,
                 probe.name,
@@ -343,10 +358,10 @@ def check_rail_mtu(rail: RailExpectation) -> Callable[[Probe, Expectation], Chec
 
 def parse_pfc(text: str) -> dict[int, bool] | None:
     """Per-priority PFC state from ``mlnx_qos -i IF`` or ``dcb pfc show dev IF``."""
-    m = re.search(r"prio-pfc\s+((?:\d:(?:on|off)\s*)+)", text)
+    m = re.search(r"prio-pfc\s+((?:[0-7]:(?:on|off)\s*)+)", text)
     if m:
-        return {int(p): s == "on" for p, s in re.findall(r"(\d):(on|off)", m[1])}
-    prio = re.search(r"^\s*priority\s+((?:\d\s+)*\d)\s*$", text, re.MULTILINE)
+        return {int(p): s == "on" for p, s in re.findall(r"([0-7]):(on|off)", m[1])}
+    prio = re.search(r"^\s*priority\s+((?:[0-7]\s+)*[0-7])\s*$", text, re.MULTILINE)
     enabled = re.search(r"^\s*enabled\s+((?:[01]\s+)*[01])\s*$", text, re.MULTILINE)
     if prio and enabled:
         keys = [int(x) for x in prio[1].split()]
@@ -481,24 +496,152 @@ def check_acs(probe: Probe, exp: Expectation) -> Check:
     return passed("pcie.acs", probe.name, f"ACS off on {len(bridges)} bridges above GPUs and NICs")
 
 
-def check_iommu(probe: Probe, exp: Expectation) -> Check:
-    cmdline = (probe.read("/proc/cmdline") or "").split()
-    if "iommu=pt" in cmdline or "iommu.passthrough=1" in cmdline:
-        return passed("pcie.iommu", probe.name, "IOMMU in passthrough mode (kernel command line)")
-    if not probe.listdir("/sys/class/iommu"):
-        return passed("pcie.iommu", probe.name, "IOMMU off")
-    kinds = set()
-    for bdf in gpu_bdfs(probe):
-        kinds.add(_first_line(probe.read(f"/sys/bus/pci/devices/{bdf}/iommu_group/type")) or "?")
-    if kinds and kinds <= {"identity"}:
-        return passed("pcie.iommu", probe.name, "IOMMU on, GPUs' groups in identity (passthrough)")
-    return failed(
+def kernel_params(cmdline: str) -> list[tuple[str, str | None]]:
+    """The kernel command line as the kernel's ``next_arg`` splits it: blanks separate
+    parameters, double quotes protect blanks, ``--`` ends the kernel's part; names compare
+    with ``-`` and ``_`` alike (``parameq``), so they come back with ``_``."""
+    params: list[tuple[str, str | None]] = []
+    for token in _CMDLINE_TOKEN.findall(cmdline):
+        token = token.replace('"', "")
+        if token == "--":
+            break
+        name, eq, value = token.partition("=")
+        params.append((name.replace("-", "_"), value if eq else None))
+    return params
+
+
+def iommu_mode_of_cmdline(params: Sequence[tuple[str, str | None]]) -> tuple[str | None, str]:
+    """("passthrough" | "translated" | None, the parameter that decided it). The kernel
+    applies ``iommu=pt|nopt`` (x86 ``iommu_setup``, comma-separated options) and
+    ``iommu.passthrough=`` (``kstrtobool``) in command-line order: the last one wins."""
+    mode: str | None = None
+    said = ""
+    for name, value in params:
+        if name == "iommu" and value is not None:
+            for option in value.split(","):
+                if option.startswith("nopt"):
+                    mode, said = "translated", f"iommu={value}"
+                elif option.startswith("pt"):
+                    mode, said = "passthrough", f"iommu={value}"
+        elif name == "iommu.passthrough" and value is not None:
+            flag = _kstrtobool(value)
+            if flag is not None:
+                mode = "passthrough" if flag else "translated"
+                said = f"iommu.passthrough={value}"
+    return mode, said
+
+
+def _kstrtobool(value: str) -> bool | None:
+    """The kernel's ``kstrtobool``: y/Y/1/on true, n/N/0/off false, by the first characters."""
+    low = value[:3].lower()
+    if value[:1] in ("y", "Y", "1") or low.startswith("on"):
+        return True
+    if value[:1] in ("n", "N", "0") or low.startswith("of"):
+        return False
+    return None
+
+
+PASSTHROUGH_GROUPS = frozenset({"identity"})
+TRANSLATING_GROUPS = frozenset({"DMA", "DMA-FQ"})
+"""IOMMU group types (``/sys/kernel/iommu_groups/N/type``, drivers/iommu/iommu.c): identity
+maps DMA 1:1 (passthrough), DMA and DMA-FQ translate it (strict and lazy flushing)."""
+IOMMU_DEFAULTS = (
+    ("CONFIG_IOMMU_DEFAULT_PASSTHROUGH", "passthrough"),
+    ("CONFIG_IOMMU_DEFAULT_DMA_LAZY", "translated"),
+    ("CONFIG_IOMMU_DEFAULT_DMA_STRICT", "translated"),
+)
+"""The kernel's build-time default domain type, used when the command line sets none."""
+_IOMMU_HINT = (
+    "boot with iommu=pt (and no later iommu.passthrough=0 or iommu=nopt), or disable "
+    "VT-d / AMD-Vi on bare metal: translation sends peer-to-peer traffic through the root "
+    "complex"
+)
+
+
+def _device_groups(probe: Probe, exp: Expectation) -> dict[str, str]:
+    """IOMMU group type of each GPU and rail NIC that sits in a group (device -> type)."""
+    devices = {b: f"/sys/bus/pci/devices/{b}" for b in gpu_bdfs(probe)}
+    for rail in exp.rails if exp.rdma else ():
+        hca = rail_hca(probe, rail)
+        if hca:
+            devices[hca] = f"/sys/class/infiniband/{hca}/device"
+    groups = {}
+    for name, path in devices.items():
+        if probe.exists(f"{path}/iommu_group"):
+            groups[name] = _first_line(probe.read(f"{path}/iommu_group/type")) or "?"
+    return groups
+
+
+def _all_groups(probe: Probe) -> dict[str, str]:
+    base = "/sys/kernel/iommu_groups"
+    return {
+        f"group {g}": _first_line(probe.read(f"{base}/{g}/type")) or "?"
+        for g in probe.listdir(base)
+        if probe.exists(f"{base}/{g}/type")
+    }
+
+
+def _judge_groups(probe: Probe, groups: Mapping[str, str], whose: str, said: str) -> Check:
+    kinds = sorted(set(groups.values()))
+    translating = sorted(d for d, t in groups.items() if t in TRANSLATING_GROUPS)
+    if translating:
+        note = f"; the kernel command line ends with {said}" if said else ""
+        return failed(
+            "pcie.iommu",
+            probe.name,
+            f"IOMMU translates DMA of {whose} (group type {', '.join(kinds)}; "
+            f"{', '.join(translating[:8])}{' ...' if len(translating) > 8 else ''}){note}",
+            _IOMMU_HINT,
+        )
+    if set(kinds) <= PASSTHROUGH_GROUPS:
+        return passed(
+            "pcie.iommu", probe.name, f"IOMMU on, {whose} in identity groups (passthrough)"
+        )
+    return error(
         "pcie.iommu",
         probe.name,
-        f"IOMMU translates GPU DMA (group type {', '.join(sorted(kinds)) or 'unknown'})",
-        "boot with iommu=pt (or disable VT-d / AMD-Vi on bare metal): translation sends "
-        "peer-to-peer traffic through the root complex",
+        f"IOMMU group type {', '.join(kinds)} of {whose} is neither identity nor DMA",
+        "cat /sys/kernel/iommu_groups/*/type; ls -l /sys/bus/pci/devices/*/iommu_group",
     )
+
+
+def _judge_cmdline(probe: Probe, mode: str | None, said: str) -> Check:
+    """No group type readable although the IOMMU is on: the command line, else the kernel's
+    build default, says what the kernel chose."""
+    if mode is None:
+        for option, default in IOMMU_DEFAULTS:
+            value, where = kernel_option(probe, kernel_release(probe), option)
+            if value == "y":
+                mode, said = default, f"{option}=y ({where}), no iommu=pt on the command line"
+                break
+    if mode == "passthrough":
+        return passed(
+            "pcie.iommu", probe.name, f"IOMMU in passthrough ({said}; no group type readable)"
+        )
+    if mode == "translated":
+        return failed("pcie.iommu", probe.name, f"IOMMU translates DMA ({said})", _IOMMU_HINT)
+    return error(
+        "pcie.iommu",
+        probe.name,
+        "IOMMU on, but no group type is readable and neither the kernel command line nor a "
+        "readable kernel config says passthrough or translation",
+        "cat /sys/kernel/iommu_groups/*/type; cat /proc/cmdline",
+    )
+
+
+def check_iommu(probe: Probe, exp: Expectation) -> Check:
+    """What the kernel uses: the IOMMU group types in sysfs (the GPUs' and NICs' own, else
+    every group's); the kernel command line only when no group type is readable."""
+    mode, said = iommu_mode_of_cmdline(kernel_params(probe.read("/proc/cmdline") or ""))
+    groups = _device_groups(probe, exp)
+    if groups:
+        return _judge_groups(probe, groups, "the GPUs and NICs", said)
+    groups = _all_groups(probe)
+    if groups:
+        return _judge_groups(probe, groups, "the node's devices", said)
+    if not probe.listdir("/sys/class/iommu"):
+        return passed("pcie.iommu", probe.name, "IOMMU off (no IOMMU unit, no IOMMU group)")
+    return _judge_cmdline(probe, mode, said)
 
 
 def check_rdma_devices(probe: Probe, exp: Expectation) -> Check:
@@ -521,37 +664,117 @@ def check_rdma_devices(probe: Probe, exp: Expectation) -> Check:
     return passed("rdma.devices", probe.name, f"{len(uverbs)} uverbs + rdma_cm")
 
 
-def check_memlock(probe: Probe, exp: Expectation) -> Check:
-    """Containers inherit the container runtime's locked-memory limit."""
-    pattern = "|".join(RUNTIMES)
+KUBELET_DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
+"""The kubelet's containerRuntimeEndpoint when neither its flags nor its config set one."""
+RUNTIME_OF_ENDPOINT = (("cri-dockerd", "dockerd"), ("crio", "crio"), ("containerd", "containerd"))
+"""The process behind a CRI endpoint, by a word of its socket path (first match wins):
+cri-dockerd's containers are dockerd's, /var/run/crio/crio.sock is CRI-O's, containerd's
+socket (also k3s' /run/k3s/containerd/containerd.sock) is containerd's."""
+
+
+def processes(probe: Probe, names: Sequence[str]) -> list[str]:
+    """``/proc/PID`` (as on the node) of every process whose comm is one of ``names``,
+    by ascending PID."""
     proc = shlex.quote(probe.root.rstrip("/") + "/proc")
-    rc, out = probe.run(f"grep -l -x -E %s {proc}/[0-9]*/comm 2>/dev/null", pattern)
-    comm = probe.unroot(out.strip().splitlines()[0]) if rc == 0 and out.strip() else None
-    if comm is not None:
-        limits = probe.read(comm[: -len("/comm")] + "/limits")
-        who = f"the container runtime ({_first_line(probe.read(comm))})"
-    else:
-        limits = probe.read("/proc/self/limits")
-        who = "this shell (no container runtime process found)"
-    m = _LIMIT.search(limits or "")
-    if m is None:
-        return error("limits.memlock", probe.name, "cannot read 'Max locked memory'")
-    if m["soft"] != "unlimited":
-        return failed(
-            "limits.memlock",
-            probe.name,
-            f"locked-memory limit of {who} is {m['soft']} bytes, not unlimited",
-            "LimitMEMLOCK=infinity in the runtime's systemd unit (or a drop-in), then restart it; "
-            "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
-        )
-    if comm is None:
-        # The shell's limit says nothing about what containers inherit: not verified.
+    rc, out = probe.run(f"grep -l -x -E %s {proc}/[0-9]*/comm 2>/dev/null", "|".join(names))
+    found = [probe.unroot(line.strip()) for line in out.splitlines() if line.strip()]
+    dirs = [f[: -len("/comm")] for f in found if f and f.endswith("/comm")]
+    return sorted(dirs, key=lambda d: ascii_int(d.rsplit("/", 1)[-1]) or 0) if rc == 0 else []
+
+
+def _flag(argv: Sequence[str], name: str) -> str | None:
+    """The last value of ``--name=V`` or ``--name V`` (the kubelet's flags; last one wins)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg.startswith(name + "="):
+            value = arg[len(name) + 1 :]
+        elif arg == name and i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
+
+
+def kubelet_runtime_endpoint(probe: Probe) -> tuple[str | None, str]:
+    """(the CRI endpoint the kubelet uses, where that was read); (None, why) when there is
+    no kubelet or its config cannot be read. Flags override the config file."""
+    kubelets = processes(probe, ("kubelet",))
+    if not kubelets:
+        return None, "no kubelet process"
+    argv = (probe.read(f"{kubelets[0]}/cmdline") or "").split("\0")
+    endpoint = _flag(argv, "--container-runtime-endpoint")
+    if endpoint:
+        return endpoint, "kubelet flag --container-runtime-endpoint"
+    config = _flag(argv, "--config")
+    if config:
+        path = posixpath.normpath("/" + config)  # the node's own path, kept under the root
+        text = probe.read(path)
+        if text is None:
+            return None, f"the kubelet's config {path} is unreadable"
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None, f"the kubelet's config {path} is not YAML"
+        value = doc.get("containerRuntimeEndpoint") if isinstance(doc, dict) else None
+        if isinstance(value, str) and value:
+            return value, f"containerRuntimeEndpoint in {path}"
+    return KUBELET_DEFAULT_ENDPOINT, "the kubelet's default"
+
+
+def runtime_of_endpoint(endpoint: str) -> str | None:
+    return next((proc for word, proc in RUNTIME_OF_ENDPOINT if word in endpoint), None)
+
+
+def _memlock_of(probe: Probe, pid_dir: str) -> str | None:
+    m = _LIMIT.search(probe.read(f"{pid_dir}/limits") or "")
+    return m["soft"] if m else None
+
+
+def _runtime_processes(probe: Probe) -> tuple[list[str], str, str]:
+    """(the processes to judge, who they are, what is unverified when there is no kubelet)."""
+    endpoint, source = kubelet_runtime_endpoint(probe)
+    if endpoint is None:
+        who = f"the container runtimes {', '.join(RUNTIMES)} (which one containers use is unknown: {source})"
+        return processes(probe, RUNTIMES), who, source
+    runtime = runtime_of_endpoint(endpoint)
+    if runtime is None:
+        return [], f"the kubelet's runtime endpoint {endpoint} ({source})", "unknown runtime"
+    found = processes(probe, (runtime,))
+    socket = endpoint.removeprefix("unix://")
+    named = [d for d in found if socket in (probe.read(f"{d}/cmdline") or "").split("\0")]
+    return named or found, f"{runtime}, the kubelet's runtime ({endpoint}, {source})", ""
+
+
+def check_memlock(probe: Probe, exp: Expectation) -> Check:
+    """Containers inherit the locked-memory limit of the runtime the kubelet uses."""
+    procs, who, unverified = _runtime_processes(probe)
+    if not procs:
         return error(
             "limits.memlock",
             probe.name,
-            "no container runtime process (containerd, crio, dockerd) found, so what "
-            f"containers inherit is not verified (this shell's limit: {m['soft']})",
+            f"no process of {who} found ({unverified or 'not running'}), so what containers "
+            "inherit is not verified",
             "on the node: cat /proc/$(pidof containerd)/limits | grep 'locked memory'",
+        )
+    limits = {d: _memlock_of(probe, d) for d in procs}
+    unreadable = sorted(d for d, v in limits.items() if v is None)
+    limited = {d: v for d, v in limits.items() if v is not None and v != "unlimited"}
+    shown = "; ".join(
+        f"{_first_line(probe.read(d + '/comm'))} ({d}) {v}" for d, v in limited.items()
+    )
+    if limited and (not unverified or len(limited) == len(procs)):
+        return failed(
+            "limits.memlock",
+            probe.name,
+            f"locked-memory limit of {who} is not unlimited: {shown} bytes",
+            "LimitMEMLOCK=infinity in the runtime's systemd unit (or a drop-in), then restart it; "
+            "NCCL fails with 'ibv_reg_mr ... Cannot allocate memory'",
+        )
+    if limited or unreadable:
+        why = f"limited: {shown}" if limited else f"unreadable: {', '.join(unreadable)}"
+        return error(
+            "limits.memlock",
+            probe.name,
+            f"memlock of {who} not verified ({why})",
+            "on the node: ps -o pid,cmd -C kubelet; cat /proc/$(pidof containerd)/limits",
         )
     return passed("limits.memlock", probe.name, f"memlock unlimited for {who}")
 

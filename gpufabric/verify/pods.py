@@ -23,7 +23,7 @@ CAP_IPC_LOCK = 14
 MIN_SHM_BYTES = 1 << 30
 _CAP_EFF = re.compile(r"^CapEff:\s*(?P<hex>[0-9a-fA-F]+)\s*$", re.MULTILINE)
 _LIMIT = re.compile(r"^Max locked memory\s+(?P<soft>\S+)", re.MULTILINE)
-_NVIDIA_DEV = re.compile(r"^nvidia\d+$")
+_NVIDIA_DEV = re.compile(r"^nvidia[0-9]+$")  # ASCII digits: \d takes any script's
 
 
 def interfaces(probe: Probe) -> dict[str, dict[str, Any]] | None:
@@ -112,7 +112,7 @@ def check_shm(probe: Probe, exp: Expectation) -> Check:
     rc, out = probe.run("df -Pk /dev/shm")
     lines = out.strip().splitlines() if rc == 0 else []
     fields = lines[-1].split() if len(lines) >= 2 else []
-    if len(fields) < 2 or not fields[1].isdigit():
+    if len(fields) < 2 or not (fields[1].isascii() and fields[1].isdigit()):
         return error("pod.shm", probe.name, "`df -Pk /dev/shm` gave no size")
     size = int(fields[1]) * 1024
     if size < MIN_SHM_BYTES:

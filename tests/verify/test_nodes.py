@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import random
+import shlex
 import shutil
 import struct
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -213,24 +217,139 @@ def test_iommu(tmp_path: Path, iommu: str, status: str) -> None:
         assert "DMA-FQ" in res.message
 
 
+def test_iommu_group_types_win_over_the_command_line(tmp_path: Path) -> None:
+    """iommu=pt on the command line, but the GPUs' groups translate (a later parameter or
+    a per-group override): the groups are what the kernel uses."""
+    exp = expectation("prod-ib")
+    res = check(tmp_path, exp, node_for(exp, iommu="dma", cmdline_extra=" iommu=pt"))
+    assert res["pcie.iommu"].status == "FAIL"
+    assert "DMA-FQ" in res["pcie.iommu"].message
+    assert "ends with iommu=pt" in res["pcie.iommu"].message
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [
+        (" iommu=pt iommu.passthrough=0", "FAIL"),
+        (" iommu.passthrough=0 iommu=pt", "PASS"),
+        (" iommu=pt iommu=nopt", "FAIL"),
+        (" iommu.passthrough=1", "PASS"),
+        (" iommu.passthrough=on", "PASS"),
+        (" iommu=pt -- iommu.passthrough=0", "PASS"),
+        ("", "ERROR"),
+    ],
+)
+def test_iommu_command_line_applies_in_order_without_group_types(
+    tmp_path: Path, extra: str, status: str
+) -> None:
+    exp = expectation("prod-ib")
+    node = node_for(exp, iommu="dma", iommu_groups=False, cmdline_extra=extra)
+    res = check(tmp_path, exp, node)["pcie.iommu"]
+    assert res.status == status, res.message
+
+
+def test_iommu_default_from_the_kernel_config(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, iommu="dma", iommu_groups=False))
+    config = root / "boot/config-6.8.0-60-generic"
+    config.write_text(config.read_text() + "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y\n")
+    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
+    res = nodes.check_iommu(probe, exp)
+    assert res.status == "FAIL"
+    assert "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y" in res.message
+
+
+def test_kernel_params_split_as_the_kernel_does() -> None:
+    line = 'BOOT_IMAGE=/vmlinuz ro quiet dyndbg="file a.c +p" iommu-passthrough=1 -- iommu=pt'
+    assert nodes.kernel_params(line) == [
+        ("BOOT_IMAGE", "/vmlinuz"),
+        ("ro", None),
+        ("quiet", None),
+        ("dyndbg", "file a.c +p"),
+        ("iommu_passthrough", "1"),
+    ]
+    assert nodes.iommu_mode_of_cmdline(nodes.kernel_params("iommu=soft,pt")) == (
+        "passthrough",
+        "iommu=soft,pt",
+    )
+    assert nodes.iommu_mode_of_cmdline(nodes.kernel_params("iommu.passthrough=maybe")) == (None, "")
+
+
 def test_memlock_of_the_container_runtime(tmp_path: Path) -> None:
     exp = expectation("prod-ib")
     res = check(tmp_path, exp, node_for(exp, memlock="8388608"))["limits.memlock"]
     assert res.status == "FAIL"
-    assert "container runtime (containerd) is 8388608 bytes" in res.message
+    assert "containerd, the kubelet's runtime" in res.message
+    assert "containerd (/proc/1234) 8388608 bytes" in res.message
     assert "LimitMEMLOCK=infinity" in res.hint
 
 
-def test_memlock_without_a_runtime_process_is_not_verified(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kubelet", ["flag", "config", "default"])
+def test_memlock_is_judged_on_the_runtime_the_kubelet_uses_not_dockerd(
+    tmp_path: Path, kubelet: str
+) -> None:
+    """A dockerd (lower PID, found first) with a small limit beside the kubelet's
+    containerd: containers get containerd's limit, so the node passes; and the reverse fails."""
     exp = expectation("prod-ib")
-    root = nodefs.build(tmp_path / "node", node_for(exp))
-    (root / "proc/1234/comm").unlink()
-    (root / "proc/self").mkdir(parents=True, exist_ok=True)
-    (root / "proc/self/limits").write_text(nodefs.LIMITS.format(memlock="unlimited"))
+    node = node_for(exp, kubelet=kubelet, dockerd_memlock="65536")
+    res = check(tmp_path / "a", exp, node)["limits.memlock"]
+    assert res.status == "PASS", res.message
+    assert "containerd, the kubelet's runtime" in res.message
+    node = node_for(exp, kubelet=kubelet, dockerd_memlock="unlimited", memlock="65536")
+    res = check(tmp_path / "b", exp, node)["limits.memlock"]
+    assert res.status == "FAIL", res.message
+    assert "65536" in res.message
+    assert "dockerd" not in res.message
+
+
+def test_memlock_of_cri_o_from_the_kubelet_config(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    node = node_for(
+        exp, runtime="crio", kubelet="config", memlock="65536", dockerd_memlock="unlimited"
+    )
+    res = check(tmp_path, exp, node)["limits.memlock"]
+    assert res.status == "FAIL"
+    assert "crio, the kubelet's runtime (unix:///var/run/crio/crio.sock" in res.message
+    assert "/var/lib/kubelet/config.yaml" in res.message
+
+
+def test_memlock_without_a_kubelet_and_disagreeing_runtimes_is_not_verified(
+    tmp_path: Path,
+) -> None:
+    exp = expectation("prod-ib")
+    node = node_for(exp, kubelet="none", dockerd_memlock="65536")
+    res = check(tmp_path, exp, node)["limits.memlock"]
+    assert res.status == "ERROR"
+    assert "no kubelet process" in res.message
+
+
+def test_memlock_kubelet_runtime_not_running_is_not_verified(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, dockerd_memlock="unlimited"))
+    shutil.rmtree(root / "proc/1234")
     probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
     res = {c.check: c for c in nodes.run_checks(probe, exp)}["limits.memlock"]
     assert res.status == "ERROR"
     assert "not verified" in res.message
+
+
+def test_kubelet_flag_overrides_its_config(tmp_path: Path) -> None:
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, kubelet="config"))
+    argv = (root / "proc/2345/cmdline").read_text().rstrip("\0").split("\0")
+    argv.append("--container-runtime-endpoint=unix:///var/run/crio/crio.sock")
+    (root / "proc/2345/cmdline").write_text("\0".join(argv) + "\0")
+    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
+    assert nodes.kubelet_runtime_endpoint(probe) == (
+        "unix:///var/run/crio/crio.sock",
+        "kubelet flag --container-runtime-endpoint",
+    )
+    (root / "var/lib/kubelet/config.yaml").write_text("a: [\n")
+    argv.pop()
+    (root / "proc/2345/cmdline").write_text("\0".join(argv) + "\0")
+    endpoint, why = nodes.kubelet_runtime_endpoint(probe)
+    assert endpoint is None
+    assert "not YAML" in why
 
 
 def test_missing_uverbs_devices(tmp_path: Path) -> None:
@@ -464,3 +583,131 @@ def test_a_bad_expectations_file_is_a_usage_error(tmp_path: Path, text: str) -> 
         pytest.UsageError, match=r"--gpufabric-expect .*exp\.json: not an expectations"
     ):
         load_expectation(config)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ numbers in other scripts
+
+OTHER_DIGITS = (
+    *("".join(chr(base + i) for i in range(10)) for base in (0x0660, 0xFF10, 0x0966, 0x1D7CE)),
+    "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079",
+)
+"""Arabic-Indic, fullwidth, Devanagari, superscript, mathematical bold digits: str.isdigit()
+is true for all, int() takes some and refuses others, \\d matches the decimal ones."""
+
+
+def _foreign(text: str, rng: random.Random) -> str:
+    digits = rng.choice(OTHER_DIGITS)
+    return "".join(digits[int(c)] if c in "0123456789" and rng.random() < 0.7 else c for c in text)
+
+
+class TreeProbe:
+    """A probe reading a nodefs tree in-process (fast enough to fuzz); commands run in sh."""
+
+    name = "node"
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+
+    def _p(self, path: str) -> Path:
+        return Path(self.root + path)
+
+    def read(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            return self._p(path).read_bytes()
+        except OSError:
+            return None
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self._p(path)))
+        except OSError:
+            return []
+
+    def exists(self, path: str) -> bool:
+        return self._p(path).exists()
+
+    def realpath(self, path: str) -> str | None:
+        return self.unroot(os.path.realpath(self._p(path)))
+
+    def unroot(self, path: str) -> str | None:
+        return path[len(self.root) :] if path.startswith(self.root + "/") else None
+
+    def run(self, command: str, *args: str) -> tuple[int, str]:
+        cmd = command % tuple(shlex.quote(a) for a in args)
+        out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=False)
+        return out.returncode, out.stdout
+
+
+NUMBER_FILES = (
+    "sys/class/net/ens1f0np0/mtu",
+    "sys/class/infiniband/mlx5_0/ports/1/rate",
+    "sys/class/infiniband/mlx5_0/ports/1/gids/2",
+    "sys/class/infiniband/mlx5_0/ports/1/gids/3",
+    "proc/sys/kernel/osrelease",
+    "proc/driver/nvidia/version",
+    "sys/module/nvidia/version",
+    "proc/1234/limits",
+    "proc/2345/cmdline",
+    "proc/cmdline",
+)
+
+
+def test_numbers_in_other_scripts_never_crash_a_check_nor_pass_it(
+    tmp_path: Path, mlnx_qos_on_path: None
+) -> None:
+    """Every parser of a number or size in nodes.py reads ASCII digits only: a file whose
+    digits are another script's is unreadable (ERROR) or wrong (FAIL), never a crash."""
+    exp = expectation("lab-roce")
+    root = nodefs.build(tmp_path / "node", node_for(exp, memlock="65536", iommu="pt"))
+    pristine = {f: (root / f).read_bytes() for f in NUMBER_FILES}
+    healthy = {c.check: c.status for c in nodes.run_checks(TreeProbe(root), exp)}
+    rng = random.Random(23)
+    types = root / "sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types"
+    for _ in range(40):
+        for f in NUMBER_FILES:
+            text = pristine[f].decode()
+            (root / f).write_text(_foreign(text, rng) if rng.random() < 0.5 else text)
+        for entry in list(types.iterdir()):
+            entry.rename(
+                types
+                / (
+                    _foreign("3", rng)
+                    if entry.name == "3" or not entry.name.isascii()
+                    else entry.name
+                )
+            )
+        for c in nodes.run_checks(TreeProbe(root), exp):
+            assert "crashed" not in c.message, c.message
+            if c.status == "PASS":
+                assert healthy[c.check] == "PASS"
+    assert nodes.ascii_int(OTHER_DIGITS[1][9] + OTHER_DIGITS[1][0] * 3) is None
+    assert nodes.ascii_int("\u00b2") is None
+    assert nodes.ascii_int("9000") == 9000
+    assert nodes.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:c0a8:0a0\u00b2") is None
+    assert nodes.parse_pfc("prio-pfc \u0663:on") is None
+
+
+def test_an_mtu_in_other_digits_is_unreadable_not_a_crash(tmp_path: Path) -> None:
+    exp = expectation("lab-roce")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    (root / "sys/class/net/ens1f0np0/mtu").write_text(OTHER_DIGITS[4][9] + OTHER_DIGITS[4][0] * 3)
+    res = nodes.check_rail_mtu(exp.rails[0])(TreeProbe(root), exp)
+    assert res.status == "ERROR"
+    assert "cannot read the MTU" in res.message
+
+
+def test_a_kubelet_config_path_stays_under_the_root(tmp_path: Path) -> None:
+    """A relative or ../ --config path is the node's path from /, never one above the
+    probe's root (/host/../etc would be the probe pod's own /etc)."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, kubelet="config", runtime="crio"))
+    cmdline = root / "proc/2345/cmdline"
+    cmdline.write_text(cmdline.read_text().replace("/var/lib/kubelet", "../../var/lib/kubelet"))
+    probe = TreeProbe(root)
+    endpoint, source = nodes.kubelet_runtime_endpoint(probe)
+    assert endpoint == "unix:///var/run/crio/crio.sock"
+    assert source == "containerRuntimeEndpoint in /var/lib/kubelet/config.yaml"

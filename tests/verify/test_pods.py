@@ -258,3 +258,15 @@ def test_bad_hosts_are_a_clean_exit_2(hosts: str, capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert "--hosts" in err
     assert "Traceback" not in err
+
+
+def test_sizes_and_device_numbers_in_other_scripts_are_not_read_as_numbers() -> None:
+    """df's size column or a /dev/nvidiaN name with non-ASCII digits (int() refuses the
+    superscript ones, \\d takes Arabic-Indic ones): unreadable, never a crash or a GPU."""
+    superscript = "\u00b9\u2070\u2070\u2070\u2070\u2070\u2070\u2070"
+    probe = pod(gpus=7)
+    probe.commands["df -Pk /dev/shm"] = DF.format(k=superscript)
+    probe.dirs["/dev"].append("nvidia\u0667")
+    results = file_results(probe)
+    assert results["pod.shm"] == "ERROR"
+    assert results["pod.gpus"] == "FAIL"

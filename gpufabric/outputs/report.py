@@ -1,0 +1,555 @@
+"""``gpufabric report``: the JSON outputs of the verify commands as one acceptance page.
+
+A cluster owner hands the page over: the verdicts first (overall and per input), the checks
+that failed grouped with their fix, each NCCL run's bus bandwidth against message size with
+the threshold drawn, the sweep as a per-node table and a pair map, then every check. The
+page is self-contained (inline CSS and SVG, no script, a Content-Security-Policy that loads
+nothing) and the same inputs give the same bytes.
+
+Each input is the document one command writes, read defensively: an input not given, or an
+entry that cannot be read, is said so on the page and makes the verdict INCONCLUSIVE, never
+PASS. Every value that reaches the page is escaped (the template autoescapes): node names
+and messages come from the cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from gpufabric.exitcodes import Verdict, worst
+from gpufabric.model.problems import Problem, StackError
+from gpufabric.support.templates import MANIFESTS_DIR
+
+MAX_INPUT_BYTES = 64 << 20
+"""The verify commands' documents are kilobytes to a few megabytes; more is not one."""
+STATUS_VERDICT: Mapping[str, Verdict] = {
+    "PASS": Verdict.PASS,
+    "SKIP": Verdict.PASS,
+    "FAIL": Verdict.FAIL,
+    "ERROR": Verdict.INCONCLUSIVE,
+}
+"""What a check's status counts as in its input's verdict (results.verdict's rule)."""
+SWEEP_VERDICT: Mapping[str, Verdict] = {
+    "GOOD": Verdict.PASS,
+    "BAD": Verdict.FAIL,
+    "UNKNOWN": Verdict.INCONCLUSIVE,
+}
+SWEEP_HINT = "drain the node and look at its NICs, cables and GPUs"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: the option it came from, the file, its SHA-256 (None: not given)."""
+
+    option: str
+    title: str
+    command: str
+    path: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    check: str
+    target: str
+    status: str
+    message: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """The verdict one input gives, and why."""
+
+    source: Source
+    verdict: Verdict
+    summary: str
+    notes: tuple[str, ...] = ()
+    checks: tuple[CheckRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Point:
+    size: int
+    busbw: float
+
+
+@dataclass(frozen=True)
+class NcclRun:
+    label: str
+    verdict: Verdict
+    test: str
+    busbw_max: float | None
+    threshold: float | None
+    threshold_source: str
+    network: str
+    reasons: tuple[str, ...]
+    points: tuple[Point, ...]
+
+
+@dataclass(frozen=True)
+class SweepNode:
+    name: str
+    verdict: str
+    busbw: float | None
+    network: str
+    pairs: tuple[tuple[int, str, str], ...]
+    rails: tuple[tuple[str, str, float | None, str], ...]
+    """(rail, verdict, busbw, partner) of each rail run alone."""
+    diagnosis: str
+
+
+@dataclass
+class Inputs:
+    """What the page is built from; a section is None when its input was not given."""
+
+    title: str = "GPU cluster acceptance"
+    sections: list[Section] = field(default_factory=list)
+    runs: list[NcclRun] = field(default_factory=list)
+    sweep: list[SweepNode] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(node, why) the sweep left out."""
+
+
+# ------------------------------------------------------------------ defensive reading
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _number(value: Any) -> float | None:
+    """A finite number (JSON's NaN and Infinity, booleans and strings are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _stated(doc: Mapping[str, Any]) -> Verdict:
+    """The verdict a document states; one it does not state (or garbles) is not a PASS."""
+    word = doc.get("verdict")
+    return Verdict(word) if word in tuple(Verdict) else Verdict.INCONCLUSIVE
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def read_document(
+    source: Source, path: Path, required: str, kind: type
+) -> tuple[dict[str, Any], str]:
+    """The JSON document in ``path`` and the SHA-256 of its bytes; a StackError naming the option, the file and what
+    is accepted when it is not one the command writes."""
+
+    def bad(why: str) -> StackError:
+        accepted = f"the JSON that `{source.command}` writes"
+        return StackError(
+            "gpufabric report", [Problem(source.option, f"{path}: {why}; expected {accepted}")]
+        )
+
+    if not path.is_file():
+        raise bad("no such file" if not path.exists() else "not a regular file")
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as err:
+        raise bad(err.strerror or str(err)) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise bad(f"larger than {MAX_INPUT_BYTES} bytes")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise bad(f"not JSON ({type(err).__name__})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get(required), kind):
+        raise bad(f"no '{required}' {'list' if kind is list else 'object'} at the top level")
+    return doc, hashlib.sha256(data).hexdigest()
+
+
+def _check_row(entry: Any) -> CheckRow | None:
+    e = _dict(entry)
+    status = e.get("status")
+    if status not in STATUS_VERDICT or not _text(e.get("check")):
+        return None
+    return CheckRow(
+        _text(e.get("check")),
+        _text(e.get("target")),
+        str(status),
+        _text(e.get("message")),
+        _text(e.get("hint")),
+    )
+
+
+def checks_section(source: Source, doc: Mapping[str, Any]) -> Section:
+    """``verify nodes|cluster|pods --json``: the worst of what it states and what its
+    checks say; an unreadable entry or no check at all is INCONCLUSIVE."""
+    rows = [_check_row(e) for e in _list(doc.get("checks"))]
+    checks = tuple(r for r in rows if r is not None)
+    notes = []
+    if len(checks) < len(rows):
+        notes.append(f"{len(rows) - len(checks)} check entries could not be read")
+    if not checks:
+        notes.append("no check ran")
+    verdicts = [STATUS_VERDICT[c.status] for c in checks]
+    verdicts.append(_stated(doc))
+    if notes:
+        verdicts.append(Verdict.INCONCLUSIVE)
+    counts = {s: sum(c.status == s for c in checks) for s in STATUS_VERDICT}
+    summary = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) or "no checks"
+    suite = _text(doc.get("suite"))
+    return Section(
+        source, worst(verdicts), f"{suite}: {summary}" if suite else summary, tuple(notes), checks
+    )
+
+
+def _points(rows: Iterable[Any]) -> tuple[Point, ...]:
+    points = []
+    for row in rows:
+        r = _dict(row)
+        size = r.get("size")
+        values = [
+            v for v in (_number(r.get("busbw_oop")), _number(r.get("busbw_ip"))) if v is not None
+        ]
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0 and values:
+            points.append(Point(size, max(values)))
+    return tuple(points)
+
+
+def _nccl_run(doc: Mapping[str, Any], entry: Any, index: int) -> NcclRun:
+    r = _dict(entry)
+    threshold = _number(r.get("threshold_gbps"))
+    if threshold is None:
+        threshold = _number(doc.get("threshold_gbps"))
+    return NcclRun(
+        label=_text(r.get("file")) or _text(r.get("test")) or f"run {index + 1}",
+        verdict=_stated(r),
+        test=_text(r.get("test")),
+        busbw_max=_number(r.get("busbw_max_gbps")),
+        threshold=threshold,
+        threshold_source=_text(r.get("threshold_source")) or _text(doc.get("threshold_source")),
+        network=_text(_dict(r.get("transport")).get("network")),
+        reasons=tuple(_text(x) for x in _list(r.get("reasons")) if _text(x)),
+        points=_points(_list(r.get("rows"))),
+    )
+
+
+def nccl_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list[NcclRun]]:
+    """``nccl-report --json`` or ``verify nccl --json``: its verdict and every run."""
+    runs = [_nccl_run(doc, e, i) for i, e in enumerate(_list(doc.get("runs")))]
+    notes = [_text(x) for x in _list(doc.get("reasons")) if _text(x)]
+    job = _dict(doc.get("job"))
+    if job:
+        notes.append(f"job {_text(job.get('state')) or '?'}: {_text(job.get('message'))}")
+    verdicts = [_stated(doc), *(r.verdict for r in runs)]
+    if not runs:
+        verdicts.append(Verdict.INCONCLUSIVE)
+        notes.append("no nccl-tests run in the document")
+    best = [r.busbw_max for r in runs if r.busbw_max is not None]
+    summary = f"{len(runs)} runs" + (f", best bus bandwidth {max(best):g} GB/s" if best else "")
+    return Section(source, worst(verdicts), summary, tuple(notes)), runs
+
+
+def _sweep_node(name: str, entry: Any) -> SweepNode:
+    n = _dict(entry)
+    pairs = []
+    for pair in _list(n.get("pairs")):
+        p = _list(pair)
+        if len(p) == 3 and isinstance(p[0], int) and not isinstance(p[0], bool):
+            pairs.append((p[0], _text(p[1]), _text(p[2])))
+    rails = []
+    for rail, res in sorted(_dict(n.get("rails")).items()):
+        r = _dict(res)
+        rails.append(
+            (rail, _text(r.get("verdict")), _number(r.get("busbw")), _text(r.get("partner")))
+        )
+    verdict = _text(n.get("verdict"))
+    return SweepNode(
+        name=name,
+        verdict=verdict if verdict in SWEEP_VERDICT else "UNKNOWN",
+        busbw=_number(n.get("busbw")),
+        network=_text(n.get("network")),
+        pairs=tuple(sorted(pairs)),
+        rails=tuple(rails),
+        diagnosis=_text(n.get("diagnosis")),
+    )
+
+
+def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list[SweepNode]]:
+    """``verify nccl --sweep --json``: BAD nodes fail, nodes not localized are
+    INCONCLUSIVE, a sweep over no node is INCONCLUSIVE."""
+    nodes = [_sweep_node(name, e) for name, e in sorted(_dict(doc.get("nodes")).items())]
+    verdicts = [SWEEP_VERDICT[n.verdict] for n in nodes]
+    notes = []
+    if not nodes:
+        verdicts.append(Verdict.INCONCLUSIVE)
+        notes.append("the sweep judged no node")
+    bad = [n.name for n in nodes if n.verdict == "BAD"]
+    rounds = _number(doc.get("rounds"))
+    summary = f"{len(nodes)} nodes" + (f" in {rounds:g} rounds" if rounds is not None else "")
+    if bad:
+        summary += f"; drain {', '.join(bad)}"
+    rail_threshold = _number(doc.get("railThreshold"))
+    if rail_threshold is not None and any(n.rails for n in nodes):
+        summary += f"; rails alone judged against {rail_threshold:g} GB/s"
+    return Section(source, worst(verdicts), summary, tuple(notes)), nodes
+
+
+def sweep_skipped(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return sorted(
+        (_text(n), why) for why, names in _dict(doc.get("skipped")).items() for n in _list(names)
+    )
+
+
+# ------------------------------------------------------------------------------ page
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Checks that did not pass for one reason, with the fix they share."""
+
+    section: str
+    check: str
+    status: str
+    hint: str
+    where: tuple[tuple[str, str], ...]
+    """(target, message) of each."""
+
+
+def failures(inputs: Inputs) -> list[Failure]:
+    """What did not pass, grouped by (input, check, status, fix): failures before what
+    could not be verified."""
+    groups: dict[tuple[str, str, str, str], list[tuple[str, str]]] = {}
+    for section in inputs.sections:
+        for c in section.checks:
+            if c.status in ("FAIL", "ERROR"):
+                key = (section.source.title, c.check, c.status, c.hint)
+                groups.setdefault(key, []).append((c.target, c.message))
+    for run in inputs.runs:
+        if run.verdict is not Verdict.PASS:
+            status = "FAIL" if run.verdict is Verdict.FAIL else "ERROR"
+            key = ("NCCL acceptance", f"nccl {run.label}", status, "")
+            groups.setdefault(key, []).append((run.test or run.label, "; ".join(run.reasons)))
+    for node in inputs.sweep:
+        if node.verdict != "GOOD":
+            status = "FAIL" if node.verdict == "BAD" else "ERROR"
+            hint = (node.diagnosis or SWEEP_HINT) if status == "FAIL" else ""
+            pairs = "; ".join(f"round {r} with {p}: {v}" for r, p, v in node.pairs)
+            key = ("NCCL sweep", "nccl.sweep", status, hint)
+            groups.setdefault(key, []).append((node.name, pairs or "no pair ran"))
+    order = {title: i for i, (_o, title, _c) in enumerate(INPUTS)}
+    out = [Failure(s, c, st, h, tuple(sorted(w))) for (s, c, st, h), w in groups.items()]
+    return sorted(out, key=lambda f: (f.status != "FAIL", order[f.section], f.check, f.hint))
+
+
+PAIR_CLASS: Mapping[str, str] = {"PASS": "pass", "FAIL": "fail", "INCONCLUSIVE": "inconclusive"}
+
+
+def pair_map(nodes: Sequence[SweepNode]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Rows of the node x node map: each cell (CSS class, title) from the pair's last
+    round's verdict; ("self", "") on the diagonal, ("", "") for nodes never paired."""
+    names = [n.name for n in nodes]
+    last: dict[tuple[str, str], tuple[int, str]] = {}
+    for n in nodes:
+        for round_, partner, verdict in n.pairs:
+            for key in ((n.name, partner), (partner, n.name)):
+                if key not in last or last[key][0] <= round_:
+                    last[key] = (round_, verdict)
+
+    def cell(a: str, b: str) -> tuple[str, str]:
+        if a == b:
+            return "self", ""
+        if (a, b) not in last:
+            return "", ""
+        round_, verdict = last[(a, b)]
+        return PAIR_CLASS.get(verdict, "inconclusive"), f"{a} + {b}: round {round_} {verdict}"
+
+    return [(a, [cell(a, b) for b in names]) for a in names]
+
+
+def overall(inputs: Inputs) -> Verdict:
+    """The worst input's verdict; PASS only when every input was given and passed."""
+    return worst(s.verdict for s in inputs.sections) if inputs.sections else Verdict.INCONCLUSIVE
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(MANIFESTS_DIR / "report"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["chart"] = chart
+    env.filters["num"] = lambda v, unit="": "-" if v is None else f"{v:g}{unit}"
+    return env
+
+
+def render_html(inputs: Inputs) -> str:
+    """The page: the same inputs give the same bytes."""
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            title=inputs.title,
+            verdict=overall(inputs),
+            sections=inputs.sections,
+            failures=failures(inputs),
+            runs=inputs.runs,
+            sweep=inputs.sweep,
+            pairs=pair_map(inputs.sweep),
+            skipped=inputs.skipped,
+        )
+    )
+
+
+# ----------------------------------------------------------------------------- chart
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One run's bus bandwidth against message size, laid out for an inline SVG."""
+
+    width: int
+    height: int
+    line: str
+    """The polyline's points ("x,y x,y ...")."""
+    dots: tuple[tuple[float, float], ...]
+    threshold_y: float | None
+    x_ticks: tuple[tuple[float, str], ...]
+    y_ticks: tuple[tuple[float, str], ...]
+    left: int
+    right: int
+    top: int
+    bottom: int
+
+
+CHART_MAX_GBPS = 1e6
+"""Bus bandwidth the chart's axis holds; a larger (or negative) value is not a measurement
+and is left out of the drawing (the run's verdict already says so)."""
+
+
+def _size_label(size: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift:
+            value = size / (1 << shift)
+            return f"{value:g}{unit}"
+    return f"{size}B"
+
+
+def _nice_step(top: float) -> float:
+    raw = top / 5
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    return float(next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw))
+
+
+def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
+    """None when the run has no row to draw (or only values no axis can hold)."""
+    points = [p for p in run.points if 0 <= p.busbw < CHART_MAX_GBPS]
+    if not points:
+        return None
+    left, right, top, bottom = 56, width - 16, 12, height - 36
+    xs = [math.log2(p.size) for p in points]
+    lo, hi = min(xs), max(xs)
+    span = hi - lo or 1.0
+    limit = run.threshold if run.threshold is not None and 0 < run.threshold < CHART_MAX_GBPS else 0
+    ymax = max([p.busbw for p in points] + [limit]) * 1.1 or 1.0
+    step = _nice_step(ymax)
+
+    def x_of(v: float) -> float:
+        return round(left + (v - lo) / span * (right - left), 1)
+
+    def y_of(v: float) -> float:
+        return round(bottom - v / ymax * (bottom - top), 1)
+
+    dots = tuple((x_of(x), y_of(p.busbw)) for x, p in zip(xs, points, strict=True))
+    every = max(1, math.ceil((hi - lo + 1) / 8))
+    x_ticks = tuple(
+        (x_of(e), _size_label(1 << int(e))) for e in range(math.ceil(lo), math.floor(hi) + 1, every)
+    )
+    y_ticks = tuple((y_of(i * step), f"{i * step:g}") for i in range(int(ymax // step) + 1))
+    threshold = y_of(limit) if limit else None
+    line = " ".join(f"{x:g},{y:g}" for x, y in dots)
+    return Chart(width, height, line, dots, threshold, x_ticks, y_ticks, left, right, top, bottom)
+
+
+# ---------------------------------------------------------------------------- entry
+
+
+INPUTS: tuple[tuple[str, str, str], ...] = (
+    ("--nodes", "Node checks", "gpufabric verify nodes --json"),
+    ("--cluster", "Cluster checks", "gpufabric verify cluster --json"),
+    ("--nccl", "NCCL acceptance", "gpufabric nccl-report --json"),
+    ("--sweep", "NCCL sweep", "gpufabric verify nccl --sweep --json"),
+)
+"""Every input the page has a place for: option, title, the command that writes it."""
+
+
+def _missing(source: Source) -> Section:
+    return Section(
+        source,
+        Verdict.INCONCLUSIVE,
+        "not provided",
+        (f"run `{source.command} > FILE` and pass {source.option} FILE",),
+    )
+
+
+def load(files: Mapping[str, Sequence[Path]], title: str | None = None) -> Inputs:
+    """Read every given input (option -> files); an input not given is a section that
+    says so. Raises StackError for a file that is not the document its option takes."""
+    inputs = Inputs(title=title or Inputs.title)
+    for option, name, command in INPUTS:
+        paths = list(files.get(option) or [])
+        if not paths:
+            inputs.sections.append(_missing(Source(option, name, command)))
+        for path in paths:
+            source = Source(option, name, command, str(path), None)
+            _add(inputs, source, path)
+    return inputs
+
+
+def _add(inputs: Inputs, source: Source, path: Path) -> None:
+    required, kind = {"--nccl": ("runs", list), "--sweep": ("nodes", dict)}.get(
+        source.option, ("checks", list)
+    )
+    doc, digest = read_document(source, path, required, kind)
+    source = Source(source.option, source.title, source.command, source.path, digest)
+    if source.option == "--nccl":
+        section, runs = nccl_section(source, doc)
+        inputs.runs += runs
+    elif source.option == "--sweep":
+        section, nodes = sweep_section(source, doc)
+        inputs.sweep += nodes
+        inputs.skipped += sweep_skipped(doc)
+    else:
+        section = checks_section(source, doc)
+    inputs.sections.append(section)
+
+
+__all__ = [
+    "INPUTS",
+    "Inputs",
+    "chart",
+    "checks_section",
+    "failures",
+    "load",
+    "nccl_section",
+    "overall",
+    "pair_map",
+    "render_html",
+    "sweep_section",
+]

@@ -1,0 +1,395 @@
+"""``gpufabric report``: the acceptance page built from what the verify commands write.
+
+Inputs are produced by the real code paths (tests/verify/reportdocs.py); hostile values
+go through the same writers (results.document, nccl_report.report, sweep_document). The
+page is checked as text, and where a Chromium is installed as a browser lays it out: the
+DOM it builds and the pixels of the verdict banner.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import reportdocs
+from nccllogs import IB_8X400, Log, text
+
+from gpufabric.cli import main
+from gpufabric.exitcodes import Verdict
+from gpufabric.model.problems import StackError
+from gpufabric.outputs import report
+from gpufabric.verify import commands, nccl_report, sweep
+from gpufabric.verify.results import document, failed, passed
+
+HOSTILE = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
+
+
+@pytest.fixture(scope="module")
+def sick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return reportdocs.write_all(tmp_path_factory.mktemp("sick"))
+
+
+@pytest.fixture(scope="module")
+def well(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return reportdocs.write_all(tmp_path_factory.mktemp("well"), sick=None)
+
+
+def args_for(files: dict[str, Path], *skip: str) -> list[str]:
+    out = []
+    for name, path in files.items():
+        if name not in skip:
+            out += [f"--{name}", str(path)]
+    return out
+
+
+def page(tmp_path: Path, argv: list[str], expect_code: int) -> str:
+    out = tmp_path / "report.html"
+    assert main(["report", *argv, "--out", str(out)]) == expect_code
+    return out.read_text(encoding="utf-8")
+
+
+def test_a_sick_cluster_fails_with_every_failure_and_its_fix(
+    tmp_path: Path, sick: dict[str, Path]
+) -> None:
+    html = page(tmp_path, args_for(sick), 4)
+    assert "<title>GPU cluster acceptance: FAIL</title>" in html
+    assert 'class="banner fail"' in html
+    inputs = report.load({f"--{k}": [v] for k, v in sick.items()})
+    found = {(f.section, f.check) for f in report.failures(inputs)}
+    assert found == {
+        ("Node checks", "rail.rail1.port"),
+        ("Node checks", "limits.memlock"),
+        ("Cluster checks", "workloads.network/network-operator"),
+        ("NCCL acceptance", "nccl allreduce-node2-node3.log"),
+        ("NCCL sweep", "nccl.sweep"),
+    }
+    assert "rail1 fails alone: check the cable, transceiver and switch port" in html
+    assert "LimitMEMLOCK=infinity" in html
+    assert [s.verdict for s in inputs.sections] == [Verdict.FAIL] * 4
+
+
+def test_a_healthy_cluster_with_every_input_passes(tmp_path: Path, well: dict[str, Path]) -> None:
+    html = page(tmp_path, args_for(well), 0)
+    assert "GPU cluster acceptance: PASS" in html
+    assert "Every input was given and passed." in html
+    assert "Nothing failed." in html
+
+
+@pytest.mark.parametrize("left_out", ["nodes", "cluster", "nccl", "sweep"])
+def test_a_missing_input_is_not_a_pass(
+    tmp_path: Path, well: dict[str, Path], left_out: str
+) -> None:
+    html = page(tmp_path, args_for(well, left_out), 5)
+    assert "GPU cluster acceptance: INCONCLUSIVE" in html
+    assert f"not provided (--{left_out})" in html
+
+
+def test_no_input_at_all_is_inconclusive(tmp_path: Path) -> None:
+    html = page(tmp_path, [], 5)
+    assert html.count("not provided (--") == 4
+
+
+def test_the_same_inputs_give_the_same_bytes(tmp_path: Path, sick: dict[str, Path]) -> None:
+    first = page(tmp_path / "a", args_for(sick), 4)
+    second = page(tmp_path / "b", args_for(sick), 4)
+    assert first == second
+
+
+def hostile_docs(tmp_path: Path) -> dict[str, Path]:
+    """Attacker-controlled names and messages, written by the commands' own writers."""
+    checks = [
+        failed("rail.x.port", HOSTILE, HOSTILE, HOSTILE),
+        passed("gpu.count", f"node-{HOSTILE}", "8 GPUs"),
+    ]
+    log = text(Log(hosts=(HOSTILE, "b")))
+    nccl = nccl_report.report({f"{HOSTILE}.log": log}, IB_8X400).to_dict()
+
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        busbw = 100.0 if HOSTILE in pair else 370.0
+        return nccl_report.report({"x": text(Log(hosts=pair, busbw=busbw))}, IB_8X400)
+
+    swept = sweep.sweep([HOSTILE, "n1", "n2", "n3"], run_pair, concurrency=2)
+    docs: dict[str, Any] = {
+        "nodes": document(HOSTILE, checks),
+        "cluster": document("cluster", checks),
+        "nccl": nccl,
+        "sweep": commands.sweep_document(swept, {HOSTILE: [HOSTILE]}),
+    }
+    paths = {}
+    for name, doc in docs.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(doc), encoding="utf-8")
+    return paths
+
+
+def test_every_value_is_escaped(tmp_path: Path) -> None:
+    docs = hostile_docs(tmp_path)
+    html = page(tmp_path, [*args_for(docs), "--title", HOSTILE], 4)
+    lowered = html.lower()
+    assert "<script" not in lowered
+    assert "<img" not in lowered
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&gt;&lt;img" in html
+    assert "default-src 'none'" in html  # nothing loads or runs even if escaping slipped
+
+
+def test_garbled_entries_and_impossible_numbers_are_said_not_passed(tmp_path: Path) -> None:
+    checks = document("nodes", [passed("gpu.count", "n0", "8 GPUs")])
+    checks["checks"].append({"check": "x", "status": "MAYBE"})
+    checks["checks"].append("not an object")
+    nccl = nccl_report.report({"a.log": text(Log())}, IB_8X400).to_dict()
+    nccl["runs"][0]["rows"][0]["busbw_oop"] = float("nan")
+    nccl["runs"][0]["busbw_max_gbps"] = float("inf")
+    nccl["verdict"] = "SURE"
+    files = {"nodes": tmp_path / "n.json", "nccl": tmp_path / "c.json"}
+    files["nodes"].write_text(json.dumps(checks))
+    files["nccl"].write_text(json.dumps(nccl))  # NaN / Infinity as Python writes them
+    inputs = report.load({"--nodes": [files["nodes"]], "--nccl": [files["nccl"]]})
+    nodes_section, nccl_section = inputs.sections[0], inputs.sections[2]
+    assert nodes_section.verdict is Verdict.INCONCLUSIVE
+    assert "2 check entries could not be read" in nodes_section.notes
+    assert nccl_section.verdict is Verdict.INCONCLUSIVE
+    assert inputs.runs[0].busbw_max is None
+    html = report.render_html(inputs)
+    assert "NaN" not in html
+    assert "inf GB/s" not in html
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "no such file"),
+        ("{not json", "not JSON"),
+        ('{"runs": []}', "no 'checks' list at the top level"),
+        ("[1, 2]", "no 'checks' list at the top level"),
+        ("\udcff", "not JSON"),
+    ],
+)
+def test_a_file_that_is_not_the_document_is_a_usage_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, why: str
+) -> None:
+    path = tmp_path / "nodes.json"
+    if content is not None:
+        path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    out = tmp_path / "report.html"
+    assert main(["report", "--nodes", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--nodes: {path}: {why}" in err
+    assert "gpufabric verify nodes --json" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_the_chart_draws_the_threshold_where_the_value_is() -> None:
+    doc = nccl_report.report({"a.log": text(Log())}, IB_8X400).to_dict()
+    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    chart = report.chart(runs[0])
+    assert chart is not None
+    assert len(chart.dots) == len(doc["runs"][0]["rows"])
+    best = max(runs[0].points, key=lambda p: p.busbw)
+    best_y = min(y for _x, y in chart.dots)
+    assert chart.threshold_y is not None
+    # 360 GB/s threshold sits below (a larger y than) the best 370 GB/s point, above zero
+    assert best.busbw > 360.0
+    assert best_y < chart.threshold_y < chart.bottom
+    assert [label for _x, label in chart.x_ticks] == ["1G", "2G", "4G", "8G"]
+
+
+# ---------------------------------------------------------------------- in a browser
+
+
+def browser() -> str | None:
+    return next(
+        (b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None
+    )
+
+
+needs_browser = pytest.mark.skipif(browser() is None, reason="no Chromium installed")
+
+
+def headless(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [str(browser()), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120, check=True)
+
+
+def png_pixel(path: Path, x: int, y: int) -> tuple[int, int, int]:
+    """One pixel of an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, _height, depth, color, _c, _f, interlace = struct.unpack(">IIBBBBB", header)
+    assert (depth, interlace) == (8, 0)
+    bpp = {2: 3, 6: 4}[color]
+    raw, stride = zlib.decompress(idat), width * bpp
+    prev = bytearray(stride)
+    for row in range(y + 1):
+        start = row * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pred = (
+                a
+                if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c)
+                else b
+                if abs(p - b) <= abs(p - c)
+                else c
+            )
+            line[i] = (line[i] + (0, a, b, (a + b) // 2, pred)[kind]) & 0xFF
+        prev = line
+    return prev[x * bpp], prev[x * bpp + 1], prev[x * bpp + 2]
+
+
+BANNER = {
+    "FAIL": (0xCF, 0x22, 0x2E),
+    "PASS": (0x1A, 0x7F, 0x37),
+    "INCONCLUSIVE": (0x9A, 0x67, 0x00),
+}
+
+
+@needs_browser
+@pytest.mark.parametrize(
+    ("which", "skip", "verdict"),
+    [
+        ("sick", (), "FAIL"),
+        ("well", (), "PASS"),
+        ("well", ("sweep",), "INCONCLUSIVE"),
+    ],
+)
+def test_the_browser_shows_the_verdict_banner_in_its_colour(
+    tmp_path: Path, request: pytest.FixtureRequest, which: str, skip: tuple[str, ...], verdict: str
+) -> None:
+    files = request.getfixturevalue(which)
+    out = tmp_path / "report.html"
+    main(["report", *args_for(files, *skip), "--out", str(out)])
+    shot = tmp_path / "shot.png"
+    headless("--window-size=800,600", f"--screenshot={shot}", out.as_uri())
+    for x, y in ((5, 5), (700, 40)):
+        assert png_pixel(shot, x, y) == BANNER[verdict]
+    assert png_pixel(shot, 5, 400) == (255, 255, 255)
+
+
+@needs_browser
+def test_the_browser_lays_out_hostile_text_as_text(tmp_path: Path) -> None:
+    docs = hostile_docs(tmp_path)
+    out = tmp_path / "report.html"
+    main(["report", *args_for(docs), "--out", str(out)])
+    dom = headless("--dump-dom", out.as_uri()).stdout
+    assert "<script" not in dom.lower()
+    assert "<img" not in dom.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    assert "GPU cluster acceptance: FAIL" in dom
+    assert dom.count("<svg") == 1  # the one run's chart, drawn inline
+    assert 'class="threshold"' in dom
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs/examples/report"
+
+
+def test_the_committed_examples_are_what_the_code_writes(sick: dict[str, Path]) -> None:
+    """docs/examples/report/ is the output of reportdocs.write_all: regenerate it with
+    ``python tests/verify/reportdocs.py docs/examples/report`` when a writer changes."""
+    for name, path in sick.items():
+        assert (EXAMPLES / f"{name}.json").read_text() == path.read_text(), name
+
+
+def test_the_readme_example_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLES.parents[2])
+    out = tmp_path / "report.html"
+    argv = "report --nodes docs/examples/report/nodes.json --cluster docs/examples/report/cluster.json --nccl docs/examples/report/nccl.json --sweep docs/examples/report/sweep.json --title"
+    assert main([*argv.split(), "lab-roce acceptance", "--out", str(out)]) == 4
+    assert "lab-roce acceptance: FAIL" in out.read_text()
+
+
+ODD: tuple[Any, ...] = (
+    None,
+    True,
+    0,
+    -1,
+    -1e300,
+    1e308,
+    10**40,
+    0.5,
+    "",
+    "NaN",
+    HOSTILE,
+    [],
+    {},
+    [1, "x"],
+    {"verdict": "PASS"},
+)
+
+
+def _mutate(doc: Any, rng: random.Random) -> Any:
+    """One value somewhere in the document replaced by an odd one."""
+    if isinstance(doc, dict) and doc:
+        key = rng.choice(sorted(doc))
+        doc[key] = rng.choice(ODD) if rng.random() < 0.3 else _mutate(doc[key], rng)
+    elif isinstance(doc, list) and doc:
+        i = rng.randrange(len(doc))
+        doc[i] = rng.choice(ODD) if rng.random() < 0.3 else _mutate(doc[i], rng)
+    else:
+        return rng.choice(ODD)
+    return doc
+
+
+def test_mutated_documents_never_crash_and_never_pass(
+    tmp_path: Path, well: dict[str, Path]
+) -> None:
+    """Any value of any input replaced by an odd one: the page renders (or the file is
+    refused as a usage error), escapes what it shows, and a refused or garbled input is
+    never counted as a pass it did not state."""
+    rng = random.Random(5)
+    pristine = {name: json.loads(path.read_text()) for name, path in well.items()}
+    for i in range(120):
+        name = rng.choice(sorted(pristine))
+        doc = _mutate(copy.deepcopy(pristine[name]), rng)
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps(doc))
+        files = {f"--{n}": [p] for n, p in well.items()}
+        files[f"--{name}"] = [path]
+        refused = None
+        try:
+            inputs = report.load(files)
+        except StackError as err:
+            refused = err.report()
+        if refused is not None:
+            assert f"--{name}: {path}" in refused
+            continue
+        html = report.render_html(inputs)
+        assert "<script" not in html.lower()
+        if report.overall(inputs) is Verdict.PASS and name != "sweep":
+            assert doc["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("value", [-5.0, 1e308, 0.0])
+def test_impossible_bandwidths_are_left_out_of_the_chart(value: float) -> None:
+    doc = nccl_report.report({"a.log": text(Log())}, IB_8X400).to_dict()
+    for row in doc["runs"][0]["rows"]:
+        row["busbw_oop"] = row["busbw_ip"] = value
+    doc["runs"][0]["threshold_gbps"] = value
+    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    chart = report.chart(runs[0])
+    if value == 0.0:
+        assert chart is not None
+        assert chart.threshold_y is None
+    else:
+        assert chart is None
+    html = report.render_html(report.Inputs(runs=runs))
+    assert ("No size rows to draw" in html) is (value != 0.0)
