@@ -109,6 +109,11 @@ class Link(ABC):
         (None: the link has none)."""
         return None
 
+    def port_pkeys(self, facts: FabricFacts) -> tuple[str, ...] | None:
+        """Partition keys every rail port must be a full member of, as the port's sysfs pkey
+        table shows them (None: the link has no partitions to check)."""
+        return None
+
     def nccl_env(self, facts: FabricFacts) -> dict[str, str]:
         """NCCL variables the link adds when pods have RDMA devices."""
         return {}

@@ -10,7 +10,7 @@ from gpufabric.model.config import Fabric, Tenant
 from gpufabric.model.problems import Problem
 from gpufabric.nics.base import Image, Link, NicMode, rail_name_problems
 from gpufabric.plan import ids
-from gpufabric.plan.facts import InfinibandFacts, Partition, PlanContext
+from gpufabric.plan.facts import FabricFacts, InfinibandFacts, Partition, PlanContext
 from gpufabric.plan.items import Item, K8sObject, Layer, SecretRef
 from gpufabric.support.templates import render_object
 
@@ -69,6 +69,12 @@ class Infiniband(Link):
             ufm=ib.ufm if ib and ib.pkeyManagement == "ufm" else None,
             partitions=partitions(fabric, tenants),
         )
+
+    def port_pkeys(self, facts: FabricFacts) -> tuple[str, ...] | None:
+        ib = facts.infiniband
+        if ib is None or not ib.partitions:
+            return None
+        return tuple(p.full_member for p in ib.partitions)
 
     def policy_spec(self, ctx: PlanContext, image: Image) -> dict[str, Any]:
         if _ufm(ctx) is None:

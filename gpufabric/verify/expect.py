@@ -94,12 +94,5 @@ def from_facts(facts: Facts) -> Expectation:
             for r in f.rails
         ),
         shm_gib=facts.nodes.shm_gib,
-        pkeys=_pkeys(facts),
+        pkeys=nics.link(f.type).port_pkeys(f),
     )
-
-
-def _pkeys(facts: Facts) -> tuple[str, ...] | None:
-    ib = facts.fabric.infiniband
-    if ib is None or not ib.partitions:
-        return None
-    return tuple(p.full_member for p in ib.partitions)
