@@ -194,6 +194,18 @@ class RequeuePolicy:
 
 
 @dataclass(frozen=True)
+class DiscoveredTopology:
+    """Objects the authority discovers from the topology-level node labels (Volcano's
+    HyperNodes): one per switch, labelled ``<level>=<switch>``, ``spec.tierName`` the level,
+    the narrowest level's members the nodes by name, each wider level's the narrower objects."""
+
+    api_version: str
+    kind: str
+    selector: str
+    """Label selector of the discovered objects (as ``kubectl -l`` takes it)."""
+
+
+@dataclass(frozen=True)
 class GangPolicy:
     """How the cluster's one queueing authority admits and places gangs."""
 
@@ -216,6 +228,9 @@ class GangPolicy:
     cohort: str
     """Where the tenants' queues lend and borrow idle quota (Kueue's cohort)."""
     requeue: RequeuePolicy
+    discovered_topology: DiscoveredTopology | None = None
+    """What ``verify cluster`` checks the topology's objects in (None: the authority places
+    by the node labels alone)."""
 
 
 @dataclass(frozen=True)
@@ -350,6 +365,7 @@ class PlanContext:
 
 __all__ = [
     "Acceptance",
+    "DiscoveredTopology",
     "FabricFacts",
     "Facts",
     "GangPolicy",

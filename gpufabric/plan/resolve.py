@@ -192,12 +192,13 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
     """How the stack's authority admits and places gangs, with its own settings."""
     s = model.scheduling
     levels = authority.topology_levels(s.topologyLevels)
+    switch_levels = tuple(lv for lv in levels if lv != HOSTNAME_LABEL)
     return GangPolicy(
         authority=authority.name,
         title=authority.title,
         topology_levels=levels,
         switch_tiers=max(len(levels) - 1, 0),
-        switch_levels=tuple(lv for lv in levels if lv != HOSTNAME_LABEL),
+        switch_levels=switch_levels,
         node_topology={
             node: dict(sorted(labels.items())) for node, labels in sorted(s.nodeTopology.items())
         },
@@ -210,6 +211,7 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
             backoff_base_s=s.requeuing.backoffBase,
             backoff_max_s=s.requeuing.backoffMax,
         ),
+        discovered_topology=authority.discovered_topology(switch_levels),
     )
 
 
