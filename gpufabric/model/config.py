@@ -663,6 +663,9 @@ class Sources(Model):
     """Base URL of upstream manifests: https://HOST/PATH is fetched from BASE/HOST/PATH."""
     airGapped: bool = False
     """Every upstream the stack pulls from must have a mirror (checked, by name)."""
+    privateCA: bool = False
+    """The image mirrors' TLS certificates are signed by the site's own CA: the runbook adds
+    the containerd step that trusts it per mirror host (certs.d/<host>/hosts.toml)."""
 
     def mirrors(self) -> Mirrors:
         return Mirrors(

@@ -75,6 +75,10 @@ class StackSources:
     version_overrides: tuple[str, ...]
     """Chart components whose version the stack overrides: their chart-default image list
     is the pinned release's."""
+    mirror_hosts: tuple[str, ...] = ()
+    """The registry hosts (host[:port]) images are pulled from through the mirrors, sorted."""
+    private_ca: bool = False
+    """The mirrors' certificates come from the site's CA (containerd must trust it)."""
 
 
 def _object_images(body: Any) -> Iterator[str]:
@@ -145,6 +149,10 @@ def collect(stack: str, model: StackModel) -> StackSources:
         mirrored=mirrors.active,
         air_gapped=model.sources.airGapped,
         version_overrides=tuple(overridden),
+        mirror_hosts=tuple(
+            sorted({split_registry(i.pulled)[0] for i in images.values() if i.pulled != i.upstream})
+        ),
+        private_ca=model.sources.privateCA,
     )
 
 
