@@ -27,7 +27,7 @@ from gpufabric.plan.facts import (
 from gpufabric.plan.items import Item
 from gpufabric.plan.vocabulary import DeviceLinkType, LinkLayer, NcclLinkLayer, RailCni
 
-Image = Callable[[str], dict[str, str]]
+Image = Callable[[str], dict[str, Any]]
 """image name -> the image, repository and version keys of a NicClusterPolicy part."""
 
 

@@ -30,6 +30,7 @@ from gpufabric.plan.vocabulary import (
     NcclLinkLayer,
     NfdOwner,
     NicDriverSource,
+    PartitionMembership,
     PkeyManagement,
     PoolKind,
     RailCni,
@@ -99,7 +100,7 @@ class Partition:
     """The key as the networks carry it (0x8010: full-membership bit set)."""
     tenants: tuple[str, ...]
     """Tenant namespaces whose pods use it."""
-    membership: str = "full"
+    membership: PartitionMembership = "full"
     """What every GPU node's rail port must be: full (pods on the VFs talk to each other)."""
 
     @property
