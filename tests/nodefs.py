@@ -81,6 +81,10 @@ class Node:
     """Appended to the kernel command line."""
     iommu_groups: bool = True
     """Whether sysfs shows IOMMU groups (False: the IOMMU is on but no group is readable)."""
+    pkeys: tuple[str, ...] = ("0xffff",)
+    """The P_Key table of every InfiniBand port, in index order (the rest reads 0x0000)."""
+    port_pkeys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """hca -> its own P_Key table, where one port differs."""
 
 
 def _write(path: Path, text: str | bytes) -> None:
@@ -213,6 +217,10 @@ def build(root: Path, node: Node) -> Path:
                     script.chmod(0o755)
             else:
                 _write(port / "gids/0", "fe80:0000:0000:0000:9803:9b03:0067:f7a0\n")
+                table = node.port_pkeys.get(hca, node.pkeys)
+                for idx in range(128):  # mlx5 ports have 128 entries
+                    entry = table[idx] if idx < len(table) else "0x0000"
+                    _write(port / f"pkeys/{idx}", entry + "\n")
     uverbs = len(node.rails) if node.uverbs is None else node.uverbs
     for i in range(uverbs):
         _write(root / f"dev/infiniband/uverbs{i}", "")

@@ -9,7 +9,7 @@ the job operators start with Volcano's gang flags and create the PodGroups.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import yaml
@@ -17,10 +17,16 @@ import yaml
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import HOSTNAME_LABEL
 from gpufabric.plan import ids
-from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.facts import DiscoveredTopology, GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item, Layer, object_item
 
 TOPOLOGY_NAME = "gpufabric"
+HYPERNODE_SOURCE = "volcano.sh/network-topology-source=label"
+"""The label Volcano's controller puts on the HyperNodes it discovers from node labels."""
+NORMAL_POD_BINPACK = {"hypernode.binpack.normal-pod.enable": True}
+"""network-topology-aware's packing of pods whose PodGroup has no networkTopology under the
+fewest HyperNodes: how MPIJob and PyTorchJob gangs are placed (their operators write
+PodGroups without one); set, not left to the plugin's default."""
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 OPERATOR_FLAGS = {
     "mpi-operator": ("--gang-scheduling=volcano",),
@@ -36,6 +42,17 @@ class Volcano(Authority):
     job_operators_first: ClassVar[bool] = False
     runbook_fragment: ClassVar[str] = "authority-volcano.md.j2"
     readiness: ClassVar[dict[str, tuple[str, str]]] = {"Queue": ("state", "Open")}
+    ignored_settings: ClassVar[Mapping[str, str]] = {
+        "allOrNothingTimeout": (
+            "the MPI and Training Operators write Volcano PodGroups without a timeout; a gang "
+            "waits in its queue until all its pods fit"
+        ),
+        "requeuing": "Kueue's requeue backoff; Volcano keeps a gang queued instead",
+        "cohort": (
+            "Kueue's cohort; Volcano queues lend idle GPUs through their deserved and "
+            "capability (gpuQuota, gpuBorrowingLimit)"
+        ),
+    }
 
     def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
         # Volcano places by topology only when the stack names levels (then the node last).
@@ -46,6 +63,11 @@ class Volcano(Authority):
 
     def queue_name(self, tenant: str) -> str:
         return tenant
+
+    def discovered_topology(self, switch_levels: Sequence[str]) -> DiscoveredTopology | None:
+        if not switch_levels:
+            return None
+        return DiscoveredTopology("topology.volcano.sh/v1alpha1", "HyperNode", HYPERNODE_SOURCE)
 
     def operator_flags(self, operator: str) -> tuple[str, ...]:
         return OPERATOR_FLAGS.get(operator, ())
@@ -64,7 +86,7 @@ class Volcano(Authority):
             {"name": "binpack"},
         ]
         if gang.topology_levels:
-            second.append({"name": "network-topology-aware"})
+            second.append({"name": "network-topology-aware", "arguments": NORMAL_POD_BINPACK})
         return {
             "actions": "enqueue, allocate, backfill, reclaim",
             "tiers": [

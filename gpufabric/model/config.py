@@ -768,12 +768,21 @@ class Sources(Model):
     """Base URL of upstream manifests: https://HOST/PATH is fetched from BASE/HOST/PATH."""
     airGapped: bool = False
     """Every upstream the stack pulls from must have a mirror (checked, by name)."""
+    pullSecrets: list[DnsLabel] = Field(default_factory=list)
+    """Names of the registry credentials (kubernetes.io/dockerconfigjson Secrets) the site
+    creates in each system namespace; never the credentials themselves. The charts' image
+    pull secrets values, the NicClusterPolicy's images and the overlays' service accounts
+    reference them."""
+    privateCA: bool = False
+    """The image mirrors' TLS certificates are signed by the site's own CA: the runbook adds
+    the containerd step that trusts it per mirror host (certs.d/<host>/hosts.toml)."""
 
     def mirrors(self) -> Mirrors:
         return Mirrors(
             registries={k: v.rstrip("/") for k, v in self.registries.items()},
             charts={k.rstrip("/"): v.rstrip("/") for k, v in self.charts.items()},
             manifests=self.manifests.rstrip("/") if self.manifests else None,
+            pull_secrets=tuple(dict.fromkeys(self.pullSecrets)),
         )
 
 

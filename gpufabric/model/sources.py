@@ -58,6 +58,8 @@ class Mirrors:
     registries: Mapping[str, str] = field(default_factory=dict)
     charts: Mapping[str, str] = field(default_factory=dict)
     manifests: str | None = None
+    pull_secrets: tuple[str, ...] = ()
+    """Names of the image pull Secrets the system namespaces hold (``sources.pullSecrets``)."""
 
     @property
     def active(self) -> bool:

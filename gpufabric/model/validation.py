@@ -388,7 +388,14 @@ def _topology(p: Parts) -> Iterator[Problem]:
         return
     yield from _repeats("scheduling.topologyLevels", s.topologyLevels)
     # What only the chosen authority requires of its settings and of the shared keys.
-    yield from registry.get(s.gang).scheduling_problems(s)
+    authority = registry.get(s.gang)
+    yield from authority.scheduling_problems(s)
+    for key in sorted(s.model_fields_set & set(authority.ignored_settings)):
+        yield Problem(
+            f"scheduling.{key}",
+            f"has no effect under {authority.title}: {authority.ignored_settings[key]}; remove it",
+            warning=True,
+        )
     if s.topologyLevels:
         yield from _node_topology(p)
 

@@ -24,6 +24,23 @@ from gpufabric.model.sources import (
 from gpufabric.support.templates import MANIFESTS_DIR
 
 ImageForm = Literal["registry", "parent", "name", "ref"]
+PullSecretForm = Literal["names", "objects", "name"]
+
+
+@dataclass(frozen=True)
+class PullSecretKey:
+    """A chart values key that names image pull secrets, and what it holds: a list of
+    names, a list of {name: ...} objects, or one name (the chart takes only one)."""
+
+    key: str
+    form: PullSecretForm
+
+    def value(self, names: tuple[str, ...]) -> Any:
+        if self.form == "names":
+            return list(names)
+        if self.form == "objects":
+            return [{"name": n} for n in names]
+        return names[0]
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,8 @@ class Component:
     manifest: str | None = None
     image: str | None = None
     chart_images: tuple[ChartImage, ...] = ()
+    pull_secret_keys: tuple[PullSecretKey, ...] = ()
+    """Chart values keys that take the stack's image pull secrets."""
     mirrors: Mirrors = NO_MIRRORS
     """The stack's mirrors; URLs and images below are given as pulled through them."""
 
@@ -138,6 +157,9 @@ class Component:
             mirrored = self.mirrors.image(upstream)
             if mirrored != upstream:
                 set_path(values, entry.key, mirrored)
+        if self.mirrors.pull_secrets:
+            for secret_key in self.pull_secret_keys:
+                set_path(values, secret_key.key, secret_key.value(self.mirrors.pull_secrets))
         return values
 
     @property
@@ -199,7 +221,10 @@ def load_catalog() -> Catalog:
         name: Component(
             name=name,
             chart_images=tuple(_chart_image(e) for e in body.get("images") or ()),
-            **{str(k): str(v) for k, v in body.items() if k != "images"},  # type: ignore[arg-type]
+            pull_secret_keys=tuple(
+                PullSecretKey(str(e["key"]), e["form"]) for e in body.get("pullSecrets") or ()
+            ),
+            **{str(k): str(v) for k, v in body.items() if k not in ("images", "pullSecrets")},  # type: ignore[arg-type]
         )
         for name, body in raw["components"].items()
     }

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
-from gpufabric.model.config import Fabric
+from gpufabric.model.config import Fabric, Tenant
 from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
 from gpufabric.plan.facts import (
@@ -27,7 +27,7 @@ from gpufabric.plan.facts import (
 from gpufabric.plan.items import Item
 from gpufabric.plan.vocabulary import DeviceLinkType, LinkLayer, NcclLinkLayer, RailCni
 
-Image = Callable[[str], dict[str, str]]
+Image = Callable[[str], dict[str, Any]]
 """image name -> the image, repository and version keys of a NicClusterPolicy part."""
 
 
@@ -102,8 +102,16 @@ class Link(ABC):
         """The priority RDMA traffic pauses on (None: no lossless Ethernet class)."""
         return None
 
-    def infiniband_facts(self, fabric: Fabric) -> InfinibandFacts | None:
-        """The resolved ``fabric.infiniband`` section (None: the link has none)."""
+    def infiniband_facts(
+        self, fabric: Fabric, tenants: Sequence[Tenant] = ()
+    ) -> InfinibandFacts | None:
+        """The resolved ``fabric.infiniband`` section and the partitions ``tenants`` use
+        (None: the link has none)."""
+        return None
+
+    def port_pkeys(self, facts: FabricFacts) -> tuple[str, ...] | None:
+        """Partition keys every rail port must be a full member of, as the port's sysfs pkey
+        table shows them (None: the link has no partitions to check)."""
         return None
 
     def nccl_env(self, facts: FabricFacts) -> dict[str, str]:

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gpufabric.model.config import Fabric
+from gpufabric import nics
+from gpufabric.model.config import Fabric, Tenant
 from gpufabric.model.problems import Problem
 from gpufabric.nics.base import Image, Link, NicMode, rail_name_problems
 from gpufabric.plan import ids
-from gpufabric.plan.facts import InfinibandFacts, PlanContext
+from gpufabric.plan.facts import FabricFacts, InfinibandFacts, Partition, PlanContext
 from gpufabric.plan.items import Item, K8sObject, Layer, SecretRef
 from gpufabric.support.templates import render_object
 
 MAX_VFS = 16
 """VFs per physical function an InfiniBand port supports."""
 UFM_SECRET_NAME = "ib-kubernetes-ufm-secret"
+DEFAULT_PKEY = "0xffff"
+"""The default partition (0x7fff) with full membership, as a port's pkey table shows it."""
 
 
 class Infiniband(Link):
@@ -37,7 +40,7 @@ class Infiniband(Link):
         "fabric.roce",
         "RoCE options are set but fabric.type is infiniband; remove them",
     )
-    node_rail_checks = ("hca", "port", "mtu")
+    node_rail_checks = ("hca", "port", "mtu", "pkeys")
     runbook_fragment = "link-infiniband.md.j2"
 
     def other_section_set(self, fabric: Fabric) -> bool:
@@ -58,13 +61,20 @@ class Infiniband(Link):
         )
         yield from _section_problems(fabric, mode)
 
-    def infiniband_facts(self, fabric: Fabric) -> InfinibandFacts:
+    def infiniband_facts(self, fabric: Fabric, tenants: Sequence[Tenant] = ()) -> InfinibandFacts:
         ib = fabric.infiniband
         return InfinibandFacts(
             pkey=ib.pkey if ib else None,
             pkey_management=ib.pkeyManagement if ib else "static",
             ufm=ib.ufm if ib and ib.pkeyManagement == "ufm" else None,
+            partitions=partitions(fabric, tenants),
         )
+
+    def port_pkeys(self, facts: FabricFacts) -> tuple[str, ...] | None:
+        ib = facts.infiniband
+        if ib is None or not ib.partitions:
+            return None
+        return tuple(p.full_member for p in ib.partitions)
 
     def policy_spec(self, ctx: PlanContext, image: Image) -> dict[str, Any]:
         if _ufm(ctx) is None:
@@ -95,6 +105,37 @@ class Infiniband(Link):
             "fabric.infiniband.ufm.password", ufm.password
         )
         return [Item(ids.UFM_SECRET, Layer.NETWORK, K8sObject(secret), (ids.NETWORK_NAMESPACE,))]
+
+
+def partitions(fabric: Fabric, tenants: Sequence[Tenant]) -> tuple[Partition, ...]:
+    """Every partition the rails' networks put pods in, in order of the key: the ib-sriov
+    networks carry the tenant's own pkey (nadScope: tenant), else fabric.infiniband.pkey,
+    else none (the default partition). Shared IPoIB devices carry none: their partition is
+    the rail netdev's own (ibp24s0.8001)."""
+    if not nics.mode(fabric.rdma).virtual_functions:
+        return ()
+    ib = fabric.infiniband
+    shared = ib.pkey if ib is not None and ib.pkey else DEFAULT_PKEY
+    users: dict[str, list[str]] = {}
+    for tenant in tenants:
+        own = tenant.pkey if fabric.nadScope == "tenant" and tenant.pkey else None
+        users.setdefault(own or shared, []).append(tenant.namespace)
+    if not users:
+        users[shared] = []
+    return tuple(
+        Partition(name=_partition_name(key, names, shared), pkey=key, tenants=tuple(names))
+        for key, names in sorted(users.items(), key=lambda kv: int(kv[0], 16) & 0x7FFF)
+    )
+
+
+def _partition_name(key: str, tenants: Sequence[str], shared: str) -> str:
+    """OpenSM's name for it: Default, gpufabric (the stack's key), or gpufabric_<tenant> for
+    a tenant's own key (names are logged by the subnet manager; letters, digits and _)."""
+    if key == DEFAULT_PKEY:
+        return "Default"
+    if key != shared and len(tenants) == 1:
+        return "gpufabric_" + tenants[0].replace("-", "_")
+    return "gpufabric"
 
 
 def _ufm(ctx: PlanContext) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from gpufabric import authorities
 from gpufabric.model.config import Scheduling
 from gpufabric.model.problems import Problem
-from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.facts import DiscoveredTopology, GangPolicy, PlanContext, TenantContract
 from gpufabric.plan.items import Item
 
 
@@ -53,6 +53,10 @@ class Authority(ABC):
     """Objects it serves and how ``verify cluster`` reads them ready: kind -> ("condition",
     type) for a True condition, or ("state", value) for ``.status.state``."""
 
+    ignored_settings: ClassVar[Mapping[str, str]] = {}
+    """Keys of ``scheduling`` this authority does not read -> why; a stack that sets one
+    gets a warning naming it (never a setting silently without effect)."""
+
     # -------------------------------------------------------------- validation
 
     def scheduling_problems(self, scheduling: Scheduling) -> Iterator[Problem]:
@@ -65,6 +69,10 @@ class Authority(ABC):
     @abstractmethod
     def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
         """Node-label levels it places on, widest first, the node level last."""
+
+    def discovered_topology(self, switch_levels: Sequence[str]) -> DiscoveredTopology | None:
+        """Objects it builds from the switch levels' node labels (None: none)."""
+        return None
 
     def preferred_topology_level(self, levels: Sequence[str]) -> str | None:
         """The level a per-pod-set placement hint names (None: it takes no hint)."""

@@ -30,6 +30,7 @@ from gpufabric.plan.vocabulary import (
     NcclLinkLayer,
     NfdOwner,
     NicDriverSource,
+    PartitionMembership,
     PkeyManagement,
     PoolKind,
     RailCni,
@@ -89,11 +90,40 @@ class RoceFacts:
 
 
 @dataclass(frozen=True)
+class Partition:
+    """One InfiniBand partition the rails' networks put pods in: what the subnet manager
+    (OpenSM partitions.conf or UFM) must define and every rail port must be a member of."""
+
+    name: str
+    """The partition's name in the subnet manager's configuration."""
+    pkey: str
+    """The key as the networks carry it (0x8010: full-membership bit set)."""
+    tenants: tuple[str, ...]
+    """Tenant namespaces whose pods use it."""
+    membership: PartitionMembership = "full"
+    """What every GPU node's rail port must be: full (pods on the VFs talk to each other)."""
+
+    @property
+    def base(self) -> int:
+        """The low 15 bits: the partition's identity, whatever the membership bit."""
+        return int(self.pkey, 16) & 0x7FFF
+
+    @property
+    def full_member(self) -> str:
+        """The entry a full member's port shows in /sys/class/infiniband/*/ports/*/pkeys/."""
+        return f"0x{self.base | 0x8000:04x}"
+
+
+@dataclass(frozen=True)
 class InfinibandFacts:
     pkey: str | None
     pkey_management: PkeyManagement
     ufm: Ufm | None = None
     """UFM that ib-kubernetes adds pod GUIDs through (pkeyManagement: ufm)."""
+    partitions: tuple[Partition, ...] = ()
+    """Every partition the rails' networks use, the default partition (0x7fff) included
+    when a tenant's networks carry no key of their own; empty: the networks carry no pkey
+    (shared IPoIB devices, whose partition is the rail netdev's)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +195,18 @@ class RequeuePolicy:
 
 
 @dataclass(frozen=True)
+class DiscoveredTopology:
+    """Objects the authority discovers from the topology-level node labels (Volcano's
+    HyperNodes): one per switch, labelled ``<level>=<switch>``, ``spec.tierName`` the level,
+    the narrowest level's members the nodes by name, each wider level's the narrower objects."""
+
+    api_version: str
+    kind: str
+    selector: str
+    """Label selector of the discovered objects (as ``kubectl -l`` takes it)."""
+
+
+@dataclass(frozen=True)
 class GangPolicy:
     """How the cluster's one queueing authority admits and places gangs."""
 
@@ -187,6 +229,9 @@ class GangPolicy:
     cohort: str
     """Where the tenants' queues lend and borrow idle quota (Kueue's cohort)."""
     requeue: RequeuePolicy
+    discovered_topology: DiscoveredTopology | None = None
+    """What ``verify cluster`` checks the topology's objects in (None: the authority places
+    by the node labels alone)."""
 
 
 @dataclass(frozen=True)
@@ -321,6 +366,7 @@ class PlanContext:
 
 __all__ = [
     "Acceptance",
+    "DiscoveredTopology",
     "FabricFacts",
     "Facts",
     "GangPolicy",
@@ -328,6 +374,7 @@ __all__ = [
     "InfinibandFacts",
     "NodeFacts",
     "OperatorFacts",
+    "Partition",
     "PlanContext",
     "RailFacts",
     "RequeuePolicy",

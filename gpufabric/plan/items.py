@@ -132,7 +132,8 @@ def upstream_overlay(component: Component, directory: str, **parameters: Any) ->
     """A local overlay over a pinned component's upstream manifest. Its templates get the
     manifest URL and the component's image: the name the upstream manifest uses
     (``upstream_name``) and the name and tag to pull (``image_name``/``image_tag``, through the
-    stack's mirrors), besides ``parameters``."""
+    stack's mirrors), the image pull secrets its service accounts reference
+    (``pull_secrets``), besides ``parameters``."""
     image_name, image_tag = component.image_name_tag
     return KustomizeOverlay(
         directory=directory,
@@ -143,6 +144,7 @@ def upstream_overlay(component: Component, directory: str, **parameters: Any) ->
             "upstream_name": split_tag(component.upstream_image_ref or "")[0],
             "image_name": image_name,
             "image_tag": image_tag,
+            "pull_secrets": [{"name": n} for n in component.mirrors.pull_secrets],
             **parameters,
         },
     )

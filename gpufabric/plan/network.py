@@ -42,14 +42,17 @@ COMPONENT = "network-operator"
 IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
 
 
-def _image(ctx: PlanContext, name: str) -> dict[str, str]:
+def _image(ctx: PlanContext, name: str) -> dict[str, Any]:
     component = ctx.components[COMPONENT]
     version = component.version.lstrip("v")
-    return {
+    spec: dict[str, Any] = {
         "image": name,
         "repository": component.mirrors.image(NIC_POLICY_IMAGE_REPOSITORY),
         "version": f"network-operator-v{version}",
     }
+    if component.mirrors.pull_secrets:
+        spec["imagePullSecrets"] = list(component.mirrors.pull_secrets)
+    return spec
 
 
 def chart_values(ctx: PlanContext) -> dict[str, Any]:
@@ -63,7 +66,7 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     """The one NicClusterPolicy: drivers, device plugins, CNI plugins, IPAM, ib-kubernetes."""
     facts = ctx.facts.fabric
 
-    def image(name: str) -> dict[str, str]:
+    def image(name: str) -> dict[str, Any]:
         return _image(ctx, name)
 
     spec: dict[str, Any] = {
@@ -85,10 +88,14 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
 def _ofed_driver(ctx: PlanContext) -> dict[str, Any]:
     doca = ctx.components["doca-driver"]
     repository, _, image = (doca.image_ref or "").rpartition("/")
+    secrets = (
+        {"imagePullSecrets": list(doca.mirrors.pull_secrets)} if doca.mirrors.pull_secrets else {}
+    )
     return {
         "image": image,
         "repository": repository,
         "version": doca.version,
+        **secrets,
         # Driver upgrades reload mlx5 on every node: one node at a time, drained first.
         "upgradePolicy": {
             "autoUpgrade": True,

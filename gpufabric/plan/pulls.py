@@ -16,7 +16,7 @@ same way the render maps it:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from gpufabric.model.problems import Problem
 from gpufabric.model.sources import Mirrors, full_name, split_registry
 from gpufabric.model.versions import load_catalog
 from gpufabric.plan.build import build_plan
-from gpufabric.plan.items import HelmChart, K8sObject, KustomizeOverlay
+from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay
 
 TOOL_IMAGES = {
     "training-image": "gpufabric job, gpufabric verify nccl",
@@ -75,6 +75,14 @@ class StackSources:
     version_overrides: tuple[str, ...]
     """Chart components whose version the stack overrides: their chart-default image list
     is the pinned release's."""
+    mirror_hosts: tuple[str, ...] = ()
+    """The registry hosts (host[:port]) images are pulled from through the mirrors, sorted."""
+    private_ca: bool = False
+    """The mirrors' certificates come from the site's CA (containerd must trust it)."""
+    pull_secrets: tuple[str, ...] = ()
+    """Names of the image pull Secrets (``sources.pullSecrets``) the charts and overlays use."""
+    system_namespaces: tuple[str, ...] = ()
+    """Namespaces of the charts and overlays: where each pull Secret must exist, sorted."""
 
 
 def _object_images(body: Any) -> Iterator[str]:
@@ -145,7 +153,19 @@ def collect(stack: str, model: StackModel) -> StackSources:
         mirrored=mirrors.active,
         air_gapped=model.sources.airGapped,
         version_overrides=tuple(overridden),
+        mirror_hosts=tuple(
+            sorted({split_registry(i.pulled)[0] for i in images.values() if i.pulled != i.upstream})
+        ),
+        private_ca=model.sources.privateCA,
+        pull_secrets=mirrors.pull_secrets,
+        system_namespaces=_system_namespaces(plan.items),
     )
+
+
+def _system_namespaces(items: Iterable[Item]) -> tuple[str, ...]:
+    """Namespaces the charts and overlays install into, sorted."""
+    kinds = HelmChart | KustomizeOverlay
+    return tuple(sorted({it.payload.namespace for it in items if isinstance(it.payload, kinds)}))
 
 
 def air_gap_problems(pulled: StackSources) -> list[Problem]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpufabric import nics
-from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, StackModel
+from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, StackModel, Tenant
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
@@ -72,7 +72,7 @@ def rail_facts(fabric: Fabric, rail: Rail) -> RailFacts:
     )
 
 
-def fabric_facts(fabric: Fabric) -> FabricFacts:
+def fabric_facts(fabric: Fabric, tenants: Sequence[Tenant] = ()) -> FabricFacts:
     link = nics.link(fabric.type)
     mode = nics.mode(fabric.rdma)
     rails = tuple(rail_facts(fabric, r) for r in fabric.rails)
@@ -101,7 +101,7 @@ def fabric_facts(fabric: Fabric) -> FabricFacts:
         rails=rails,
         rdma_resources=dict(sorted(resources.items())),
         roce=link.roce_facts(fabric),
-        infiniband=link.infiniband_facts(fabric),
+        infiniband=link.infiniband_facts(fabric, tenants),
         pfc_priority=link.pfc_priority(fabric),
     )
 
@@ -192,12 +192,13 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
     """How the stack's authority admits and places gangs, with its own settings."""
     s = model.scheduling
     levels = authority.topology_levels(s.topologyLevels)
+    switch_levels = tuple(lv for lv in levels if lv != HOSTNAME_LABEL)
     return GangPolicy(
         authority=authority.name,
         title=authority.title,
         topology_levels=levels,
         switch_tiers=max(len(levels) - 1, 0),
-        switch_levels=tuple(lv for lv in levels if lv != HOSTNAME_LABEL),
+        switch_levels=switch_levels,
         node_topology={
             node: dict(sorted(labels.items())) for node, labels in sorted(s.nodeTopology.items())
         },
@@ -210,6 +211,7 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
             backoff_base_s=s.requeuing.backoffBase,
             backoff_max_s=s.requeuing.backoffMax,
         ),
+        discovered_topology=authority.discovered_topology(switch_levels),
     )
 
 
@@ -278,7 +280,7 @@ def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
 
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
     """Every fact of a validated stack whose queueing authority is ``authority``."""
-    fabric = fabric_facts(model.fabric)
+    fabric = fabric_facts(model.fabric, model.tenants)
     env = nccl_env(model.fabric, fabric)
     operators = operator_facts(model, authority)
     nodes = model.gpuNodes

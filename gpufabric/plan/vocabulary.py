@@ -30,6 +30,8 @@ NadScope = Literal["system", "tenant"]
 """Where the NetworkAttachmentDefinitions live (``fabric.nadScope``)."""
 PkeyManagement = Literal["static", "ufm"]
 """Who manages InfiniBand partition keys (``fabric.infiniband.pkeyManagement``)."""
+PartitionMembership = Literal["full", "limited"]
+"""What a port is of an InfiniBand partition (OpenSM partitions.conf =full / =limited)."""
 MigStrategy = Literal["none", "single", "mixed"]
 """How the GPU Operator exposes MIG partitions (``gpuOperator.migStrategy``)."""
 
@@ -62,6 +64,7 @@ __all__ = [
     "NcclLinkLayer",
     "NfdOwner",
     "NicDriverSource",
+    "PartitionMembership",
     "PkeyManagement",
     "PoolKind",
     "RailCni",

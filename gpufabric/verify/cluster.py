@@ -265,6 +265,64 @@ def check_topology(nodes: list[dict[str, Any]], facts: Facts) -> Iterator[Check]
         yield passed("nodes.topology", "cluster", f"{len(levels)} levels consistent across nodes")
 
 
+def _members(obj: dict[str, Any]) -> set[str]:
+    """Names a discovered topology object lists as members (exactMatch selectors)."""
+    members = (obj.get("spec") or {}).get("members") or []
+    names = set()
+    for member in members if isinstance(members, list) else []:
+        exact = ((member or {}).get("selector") or {}).get("exactMatch") or {}
+        if isinstance(exact, dict) and isinstance(exact.get("name"), str):
+            names.add(exact["name"])
+    return names
+
+
+def check_discovered_topology(
+    kube: Kube, nodes: list[dict[str, Any]], facts: Facts
+) -> Iterator[Check]:
+    """The authority's topology objects (Volcano's HyperNodes) exist for every switch the
+    GPU nodes' labels name, and each node is a member of its narrowest switch's object: the
+    scheduler places gangs by these objects, not by the labels."""
+    found = facts.gang.discovered_topology
+    if found is None or not nodes:
+        return
+    objs = kube.list(collection_path(found.api_version, found.kind), found.selector)
+    by_switch: dict[tuple[str, str], dict[str, Any]] = {}
+    for obj in objs:
+        tier = str((obj.get("spec") or {}).get("tierName", ""))
+        value = ((obj.get("metadata") or {}).get("labels") or {}).get(tier)
+        if value is not None:
+            by_switch[(tier, str(value))] = obj
+    narrowest = facts.gang.switch_levels[-1]
+    problems: list[str] = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        for level in facts.gang.switch_levels:
+            if level not in labels:
+                continue  # node.topology names the missing label
+            switch = by_switch.get((level, labels[level]))
+            if switch is None:
+                problems.append(f"no {found.kind} for {level}={labels[level]} ({name})")
+            elif level == narrowest and name not in _members(switch):
+                hn = switch["metadata"].get("name", "?")
+                problems.append(f"{name} is not a member of {found.kind} {hn}")
+    cid = f"topology.{found.kind.lower()}s"
+    if problems:
+        shown = sorted(set(problems))
+        yield failed(
+            cid,
+            "cluster",
+            f"{len(shown)} problem(s): " + "; ".join(shown[:5]),
+            f"kubectl get {found.kind.lower()}s -l {found.selector}; the scheduler's "
+            "controller discovers them from the node labels (its controller configuration, "
+            "logs of the controllers' pod)",
+        )
+    else:
+        yield passed(
+            cid, "cluster", f"{len(by_switch)} {found.kind}s cover every GPU node's switches"
+        )
+
+
 def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -> list[Check]:
     """Every readiness check of the stack (or of the given layers: a bring-up in phases
     checks what it applied so far), in the Plan's apply order, then the nodes."""
@@ -287,4 +345,5 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
     if layers is None or Layer.SCHEDULING in layers:
         nodes = nodes if nodes is not None else gpu_nodes(kube, plan.facts)
         out.extend(check_topology(nodes, plan.facts))
+        out.extend(check_discovered_topology(kube, nodes, plan.facts))
     return out

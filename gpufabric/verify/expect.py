@@ -40,6 +40,9 @@ class Expectation:
     pfc_priority: int | None
     rails: tuple[RailExpectation, ...] = field(default_factory=tuple)
     shm_gib: int = 0
+    pkeys: tuple[str, ...] | None = None
+    """InfiniBand partitions every rail port must be a full member of, as the port's pkey
+    table shows them (0x8010); None: the networks carry no partition key (not checked)."""
 
     @property
     def link_layer(self) -> str:
@@ -58,6 +61,8 @@ class Expectation:
                 f"fabric {data.get('fabric')!r} is not a fabric type; expected {known}"
             )
         data["rails"] = tuple(RailExpectation(**r) for r in data.get("rails", ()))
+        if data.get("pkeys") is not None:
+            data["pkeys"] = tuple(data["pkeys"])
         return cls(**data)
 
     @classmethod
@@ -89,4 +94,5 @@ def from_facts(facts: Facts) -> Expectation:
             for r in f.rails
         ),
         shm_gib=facts.nodes.shm_gib,
+        pkeys=nics.link(f.type).port_pkeys(f),
     )

@@ -356,6 +356,42 @@ def check_rail_mtu(rail: RailExpectation) -> Callable[[Probe, Expectation], Chec
     return run
 
 
+def _pkey_table(probe: Probe, hca: str) -> set[int]:
+    """The port's P_Key table (sysfs pkeys/<index>: 0x8010 full, 0x0010 limited, 0x0000 empty)."""
+    table: set[int] = set()
+    for index in probe.listdir(f"{_port(hca)}/pkeys"):
+        text = _first_line(probe.read(f"{_port(hca)}/pkeys/{index}"))
+        if re.fullmatch(r"0x[0-9a-fA-F]{1,4}", text) and int(text, 16) & 0x7FFF:
+            table.add(int(text, 16))
+    return table
+
+
+def check_rail_pkeys(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.pkeys"
+        hca = rail_hca(probe, rail)
+        table = _pkey_table(probe, hca) if hca is not None else set()
+        if hca is None or not table:
+            return error(cid, probe.name, f"cannot read the pkey table of rail {rail.name}'s port")
+        bad = []
+        for key in exp.pkeys or ():
+            full = int(key, 16) | 0x8000
+            if full not in table:
+                limited = full & 0x7FFF in table
+                bad.append(f"{key} {'limited member only' if limited else 'missing'}")
+        if bad:
+            return failed(
+                cid,
+                probe.name,
+                f"{hca} port 1: " + "; ".join(bad),
+                "the subnet manager must give this port full membership of every partition the "
+                "stack's networks use (runbook: Prerequisites, subnet manager)",
+            )
+        return passed(cid, probe.name, f"{hca} port 1 full member of {', '.join(exp.pkeys or ())}")
+
+    return run
+
+
 def parse_pfc(text: str) -> dict[int, bool] | None:
     """Per-priority PFC state from ``mlnx_qos -i IF`` or ``dcb pfc show dev IF``."""
     m = re.search(r"prio-pfc\s+((?:[0-7]:(?:on|off)\s*)+)", text)
@@ -788,9 +824,10 @@ RAIL_CHECKS: Mapping[str, Callable[[RailExpectation], Callable[[Probe, Expectati
     "gid": check_rail_gid,
     "mtu": check_rail_mtu,
     "pfc": check_rail_pfc,
+    "pkeys": check_rail_pkeys,
 }
 """Per-rail checks by the names a link lists in ``node_rail_checks`` (gpufabric.nics)."""
-RAIL_CHECK_NEEDS: Mapping[str, str] = {"mtu": "mtu", "pfc": "pfc_priority"}
+RAIL_CHECK_NEEDS: Mapping[str, str] = {"mtu": "mtu", "pfc": "pfc_priority", "pkeys": "pkeys"}
 """Rail checks that need a value the expectation may lack (hand-written files)."""
 
 

@@ -17,6 +17,12 @@ from gpufabric.model.config import Fabric, GpuOperatorSettings, Infiniband, NicD
 from gpufabric.plan import facts, vocabulary
 
 FREE_FORM: dict[str, str] = {
+    "Partition.name": "partition name in the subnet manager's configuration",
+    "Partition.pkey": "partition key (hex)",
+    "Partition.tenants": "tenant namespaces",
+    "DiscoveredTopology.api_version": "API group/version of the discovered objects",
+    "DiscoveredTopology.kind": "kind of the discovered objects",
+    "DiscoveredTopology.selector": "label selector",
     "RailFacts.name": "rail name from the stack",
     "RailFacts.netdev": "host netdev name",
     "RailFacts.hca": "RDMA device name",

@@ -132,6 +132,7 @@ def healthy(fake: FakeKube, stack: str) -> None:
                 },
             }
         )
+    add_hypernodes(fake, plan.facts.gang, [n for p, n in fake.objects.items() if "/nodes/" in p])
     fake.add(
         {
             "apiVersion": "v1",
@@ -143,6 +144,44 @@ def healthy(fake: FakeKube, stack: str) -> None:
             },
         }
     )
+
+
+def add_hypernodes(fake: FakeKube, gang: Any, nodes: list[dict[str, Any]]) -> None:
+    """What Volcano's label discovery writes: a HyperNode per switch (tier 1 the narrowest
+    level, members the nodes by name; wider tiers the narrower HyperNodes)."""
+    found = gang.discovered_topology
+    if found is None:
+        return
+    levels = list(reversed(gang.switch_levels))
+    members: dict[tuple[int, str], set[str]] = {}
+    for node in nodes:
+        labels, member = node["metadata"]["labels"], node["metadata"]["name"]
+        for tier, level in enumerate(levels, start=1):
+            members.setdefault((tier, labels[level]), set()).add(member)
+            member = f"hypernode-gpufabric-tier{tier}-{labels[level]}"
+    for (tier, value), names in members.items():
+        level = levels[tier - 1]
+        fake.add(
+            {
+                "apiVersion": found.api_version,
+                "kind": found.kind,
+                "metadata": {
+                    "name": f"hypernode-gpufabric-tier{tier}-{value}",
+                    "labels": {level: value, "volcano.sh/network-topology-source": "label"},
+                },
+                "spec": {
+                    "tier": tier,
+                    "tierName": level,
+                    "members": [
+                        {
+                            "type": "Node" if tier == 1 else "HyperNode",
+                            "selector": {"exactMatch": {"name": n}},
+                        }
+                        for n in sorted(names)
+                    ],
+                },
+            }
+        )
 
 
 @pytest.fixture
@@ -371,6 +410,45 @@ def test_inconsistent_topology_labels_fail(fake: FakeKube, tmp_path: Path) -> No
     results = readiness(fake, tmp_path, "prod-ib")
     assert results[("nodes.topology", "cluster")].status == "FAIL"
     assert "do not form a tree" in results[("nodes.topology", "cluster")].message
+
+
+def _hypernodes(fake: FakeKube) -> dict[str, dict[str, Any]]:
+    return {p: o for p, o in fake.objects.items() if o.get("kind") == "HyperNode"}
+
+
+def test_volcano_hypernodes_are_checked(fake: FakeKube, tmp_path: Path) -> None:
+    """Volcano places gangs by HyperNodes, not by the labels: a healthy cluster has one per
+    switch with every GPU node in its leaf's."""
+    healthy(fake, "roce-sriov-volcano")
+    assert _hypernodes(fake)
+    results = readiness(fake, tmp_path, "roce-sriov-volcano")
+    assert results[("topology.hypernodes", "cluster")].status == "PASS"
+
+
+def test_missing_hypernodes_fail_naming_the_switch(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "roce-sriov-volcano")
+    for path in _hypernodes(fake):
+        del fake.objects[path]
+    results = readiness(fake, tmp_path, "roce-sriov-volcano")
+    bad = results[("topology.hypernodes", "cluster")]
+    assert bad.status == "FAIL"
+    assert "no HyperNode for topology.gpufabric.io/leaf=leaf-0 (gpu-node-0)" in bad.message
+    assert "volcano.sh/network-topology-source=label" in bad.hint
+
+
+def test_a_node_missing_from_its_leaf_hypernode_fails(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "roce-sriov-volcano")
+    leaf = next(o for o in _hypernodes(fake).values() if o["spec"]["tier"] == 1)
+    dropped = leaf["spec"]["members"].pop()["selector"]["exactMatch"]["name"]
+    results = readiness(fake, tmp_path, "roce-sriov-volcano")
+    bad = results[("topology.hypernodes", "cluster")]
+    assert bad.status == "FAIL"
+    assert f"{dropped} is not a member of HyperNode {leaf['metadata']['name']}" in bad.message
+
+
+def test_kueue_stacks_have_no_hypernode_check(fake: FakeKube, tmp_path: Path) -> None:
+    healthy(fake, "prod-ib")
+    assert not [k for k in readiness(fake, tmp_path, "prod-ib") if k[0] == "topology.hypernodes"]
 
 
 def _gpu_node(i: int, selector: dict[str, str], rdma: dict[str, str]) -> dict[str, Any]:

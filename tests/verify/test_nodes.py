@@ -45,6 +45,7 @@ def node_for(exp: expect.Expectation, **overrides: object) -> nodefs.Node:
         "pfc_priority": exp.pfc_priority,
         "peermem": exp.gpudirect == "peermem",
         "gpus": exp.gpus,
+        "pkeys": ("0xffff", *(exp.pkeys or ())),
     }
     base.update(overrides)
     return nodefs.Node(**base)  # type: ignore[arg-type]
@@ -77,6 +78,8 @@ def test_healthy_node_passes_every_check(
         expected |= {f"rail.{r.name}.{what}" for r in exp.rails for what in ("gid", "pfc")}
     if exp.mtu:
         expected |= {f"rail.{r.name}.mtu" for r in exp.rails}
+    if exp.pkeys:
+        expected |= {f"rail.{r.name}.pkeys" for r in exp.rails}
     assert set(results) == expected
 
 
