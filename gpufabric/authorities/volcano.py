@@ -40,7 +40,7 @@ def _for_kind(group: str, kind: str | None, checks: str) -> str:
     match = f"request.kind.group == {group!r}"
     if kind is not None:
         match += f" && request.kind.kind == {kind!r}"
-    return f"!({match}) || ({checks})"
+    return f"(!({match}) || ({checks}))"
 
 
 _QUEUE_AND_PRIORITY = (

@@ -1,0 +1,48 @@
+"""Tenant isolation as the API server enforces it: both tenant admission policies of every
+stack of the golden matrix, evaluated by a real CEL engine against the catalogue in
+tests/tenant_admission.py. A tenant's own jobs, their pods and its own networks are admitted;
+another tenant's networks, queues and priority classes, NADs or gpufabric's objects changed
+by a tenant, and every Pod Security baseline violation are denied."""
+
+from __future__ import annotations
+
+from functools import cache
+import golden
+import pytest
+from builders import plan_of
+from tenant_admission import verdicts
+
+from gpufabric.plan.build import Plan
+
+STACKS = [name for name in golden.variants() if name != "stress"]
+
+
+@cache
+def _plan(stack: str) -> Plan:
+    return plan_of(golden.variants()[stack], stack)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_catalogue_verdicts(stack: str) -> None:
+    """One tenant per stack (the policies are the same template for every tenant; the full
+    table over all tenants: python tests/tenant_admission.py)."""
+    results = verdicts(_plan(stack), tenants=1)
+    wrong = [
+        f"{case.name}: expected {'allowed' if case.allowed else 'denied'}, got {messages}"
+        for case, messages in results
+        if case.allowed == bool(messages)
+    ]
+    assert not wrong, "\n".join(wrong)
+    denied = [case for case, messages in results if messages]
+    assert denied and len(denied) < len(results)
+
+
+def test_denial_names_the_rule() -> None:
+    """A denied pod hears which rule it broke (the networks rule for another tenant's NAD)."""
+    plan = _plan("ib-sriov-tenant-pkeys")
+    (case, messages) = next(
+        (c, m) for c, m in verdicts(plan, tenants=1) if c.name.endswith("another tenant's namespace")
+    )
+    assert len(messages) == 1
+    assert "networks annotation" in messages[0]
+
