@@ -173,6 +173,23 @@ def _job_resources(kinds: Sequence[str]) -> dict[str, list[str]]:
     return {g: sorted(r) for g, r in sorted(out.items())}
 
 
+def _role_binding(stack: str, contract: TenantContract, ns_id: str) -> list[Item]:
+    """The tenant role for the tenant's groups in its namespace (none: nobody is bound)."""
+    if not contract.groups:
+        return []
+    return [
+        object_item(
+            ids.tenant_role_binding(contract.namespace),
+            Layer.TENANTS,
+            "tenants/role-binding.yaml.j2",
+            (ns_id, ids.TENANT_ROLE),
+            role=TENANT_ROLE,
+            stack=stack,
+            tenant=contract,
+        )
+    ]
+
+
 def build(ctx: LayerContext) -> list[Item]:
     tenants = ctx.facts.tenants
     if not tenants:
@@ -213,17 +230,7 @@ def build(ctx: LayerContext) -> list[Item]:
             )
         )
         items.extend(authority.namespace_items(ctx, contract, ns_id))
-        if contract.groups:
-            items.append(
-                object_item(
-                    ids.tenant_role_binding(ns),
-                    Layer.TENANTS,
-                    "tenants/role-binding.yaml.j2",
-                    (ns_id, ids.TENANT_ROLE),
-                    role=TENANT_ROLE,
-                    **common,
-                )
-            )
+        items.extend(_role_binding(ctx.stack, contract, ns_id))
         items.append(
             object_item(
                 ids.tenant_nccl_env(ns),

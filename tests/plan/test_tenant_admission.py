@@ -12,6 +12,7 @@ import pytest
 from builders import plan_of
 from tenant_admission import verdicts
 
+from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 
 STACKS = [name for name in golden.variants() if name != "stress"]
@@ -46,3 +47,17 @@ def test_denial_names_the_rule() -> None:
     assert len(messages) == 1
     assert "networks annotation" in messages[0]
 
+
+
+def test_objects_policy_never_judges_cluster_scoped_objects() -> None:
+    """A binding's namespaceSelector does not skip cluster-scoped objects, and the policy
+    denies what it finds no tenant for (failurePolicy Fail): matching every resource must be
+    limited to namespaced ones, or no Node, ClusterRole or PV could be written any more."""
+    plan = _plan("prod-ib")
+    policy = plan.item(ids.TENANT_OBJECTS_POLICY).payload.body  # type: ignore[union-attr]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    for rule in policy["spec"]["matchConstraints"]["resourceRules"]:
+        assert rule["scope"] == "Namespaced"
+    pods = plan.item(ids.TENANT_POLICY).payload.body  # type: ignore[union-attr]
+    resources = {r for rule in pods["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+    assert resources <= {"pods", "pods/ephemeralcontainers"}
