@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import celpy
+from celpy.evaluation import CELEvalError
 
 
 def _homogeneous(value: Any, where: str) -> None:
@@ -93,13 +94,13 @@ class Policy:
             activation["variables"] = celpy.celtypes.MapType(variables)
             try:
                 variables[celpy.celtypes.StringType(name)] = program.evaluate(activation)
-            except celpy.CELEvalError as exc:
+            except CELEvalError as exc:
                 return [f"variable {name} failed: {exc}"]
         activation["variables"] = celpy.celtypes.MapType(variables)
         for message, program in self.validations:
             try:
                 result = program.evaluate(activation)
-            except celpy.CELEvalError as exc:
+            except CELEvalError as exc:
                 out.append(f"{message} (evaluation failed: {exc})")
                 continue
             assert isinstance(result, celpy.celtypes.BoolType), (message, result)

@@ -181,57 +181,101 @@ def _security_changes() -> Iterator[tuple[str, Callable[[dict[str, Any]], None]]
     def sc(p: dict[str, Any]) -> dict[str, Any]:
         return p["spec"][c0][0]["securityContext"]  # type: ignore[no-any-return]
 
-    yield "hostProcess (pod)", lambda p: p["spec"].update(
-        securityContext={"windowsOptions": {"hostProcess": True}}
+    yield (
+        "hostProcess (pod)",
+        lambda p: p["spec"].update(securityContext={"windowsOptions": {"hostProcess": True}}),
     )
     yield "hostProcess (container)", lambda p: sc(p).update(windowsOptions={"hostProcess": True})
-    yield "hostProcess (init)", lambda p: p["spec"].update(
-        initContainers=[
-            {"name": "i", "image": "x", "securityContext": {"windowsOptions": {"hostProcess": True}}}
-        ]
+    yield (
+        "hostProcess (init)",
+        lambda p: p["spec"].update(
+            initContainers=[
+                {
+                    "name": "i",
+                    "image": "x",
+                    "securityContext": {"windowsOptions": {"hostProcess": True}},
+                }
+            ]
+        ),
     )
-    yield "hostProcess (ephemeral)", lambda p: p["spec"].update(
-        ephemeralContainers=[
-            {"name": "d", "image": "x", "securityContext": {"windowsOptions": {"hostProcess": True}}}
-        ]
+    yield (
+        "hostProcess (ephemeral)",
+        lambda p: p["spec"].update(
+            ephemeralContainers=[
+                {
+                    "name": "d",
+                    "image": "x",
+                    "securityContext": {"windowsOptions": {"hostProcess": True}},
+                }
+            ]
+        ),
     )
     yield "hostNetwork", lambda p: p["spec"].update(hostNetwork=True)
     yield "hostPID", lambda p: p["spec"].update(hostPID=True)
     yield "hostIPC", lambda p: p["spec"].update(hostIPC=True)
     yield "privileged", lambda p: sc(p).update(privileged=True)
-    yield "privileged (ephemeral)", lambda p: p["spec"].update(
-        ephemeralContainers=[{"name": "d", "image": "x", "securityContext": {"privileged": True}}]
+    yield (
+        "privileged (ephemeral)",
+        lambda p: p["spec"].update(
+            ephemeralContainers=[
+                {"name": "d", "image": "x", "securityContext": {"privileged": True}}
+            ]
+        ),
     )
     yield "capability SYS_ADMIN", lambda p: sc(p)["capabilities"]["add"].append("SYS_ADMIN")
-    yield "capability NET_ADMIN (init)", lambda p: p["spec"].update(
-        initContainers=[
-            {"name": "i", "image": "x", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}
-        ]
+    yield (
+        "capability NET_ADMIN (init)",
+        lambda p: p["spec"].update(
+            initContainers=[
+                {
+                    "name": "i",
+                    "image": "x",
+                    "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+                }
+            ]
+        ),
     )
-    yield "hostPath", lambda p: p["spec"].update(
-        volumes=[{"name": "h", "hostPath": {"path": "/dev/infiniband"}}]
+    yield (
+        "hostPath",
+        lambda p: p["spec"].update(
+            volumes=[{"name": "h", "hostPath": {"path": "/dev/infiniband"}}]
+        ),
     )
     yield "hostPort", lambda p: p["spec"][c0][0].update(ports=[{"containerPort": 1, "hostPort": 2}])
-    yield "AppArmor unconfined (field)", lambda p: sc(p).update(
-        appArmorProfile={"type": "Unconfined"}
+    yield (
+        "AppArmor unconfined (field)",
+        lambda p: sc(p).update(appArmorProfile={"type": "Unconfined"}),
     )
-    yield "AppArmor unconfined (annotation)", lambda p: p["metadata"]["annotations"].update(
-        {"container.apparmor.security.beta.kubernetes.io/worker": "unconfined"}
+    yield (
+        "AppArmor unconfined (annotation)",
+        lambda p: p["metadata"]["annotations"].update(
+            {"container.apparmor.security.beta.kubernetes.io/worker": "unconfined"}
+        ),
     )
     yield "SELinux type spc_t", lambda p: sc(p).update(seLinuxOptions={"type": "spc_t"})
-    yield "SELinux user", lambda p: p["spec"].update(
-        securityContext={"seLinuxOptions": {"user": "system_u"}}
+    yield (
+        "SELinux user",
+        lambda p: p["spec"].update(securityContext={"seLinuxOptions": {"user": "system_u"}}),
     )
     yield "procMount Unmasked", lambda p: sc(p).update(procMount="Unmasked")
     yield "seccomp Unconfined", lambda p: sc(p).update(seccompProfile={"type": "Unconfined"})
-    yield "unsafe sysctl", lambda p: p["spec"].update(
-        securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}
+    yield (
+        "unsafe sysctl",
+        lambda p: p["spec"].update(
+            securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}
+        ),
     )
-    yield "probe host", lambda p: p["spec"][c0][0].update(
-        livenessProbe={"httpGet": {"host": "10.0.0.1", "port": 80}}
+    yield (
+        "probe host",
+        lambda p: p["spec"][c0][0].update(
+            livenessProbe={"httpGet": {"host": "10.0.0.1", "port": 80}}
+        ),
     )
-    yield "lifecycle host", lambda p: p["spec"][c0][0].update(
-        lifecycle={"preStop": {"tcpSocket": {"host": "169.254.169.254", "port": 80}}}
+    yield (
+        "lifecycle host",
+        lambda p: p["spec"][c0][0].update(
+            lifecycle={"preStop": {"tcpSocket": {"host": "169.254.169.254", "port": 80}}}
+        ),
     )
 
 
@@ -259,7 +303,7 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
     ns = me.namespace
     other = _foreign(plan, ns)
     for kind in plan.facts.operators.job_kinds:
-        job = job_manifest(plan, JobRequest(tenant=ns, kind=kind))
+        job = job_manifest(plan, JobRequest(tenant=ns, kind=kind))  # type: ignore[arg-type]
         req = Request(namespace=ns, kind=job["kind"], group=job["apiVersion"].split("/")[0])
         yield Case(f"{kind}: as gpufabric writes it", "objects", job, True, req)
         for template in _pod_templates(job):

@@ -255,7 +255,13 @@ class Kueue(Authority):
         return [dict(rule) for rule in ADMISSION_RULES]
 
     def tenant_rbac_rules(self) -> list[dict[str, Any]]:
-        return [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]}]
+        return [
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["localqueues", "workloads"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
 
     # ------------------------------------------------------------------- jobs
 

@@ -208,7 +208,13 @@ class Volcano(Authority):
         return [dict(rule) for rule in ADMISSION_RULES]
 
     def tenant_rbac_rules(self) -> list[dict[str, Any]]:
-        return [{"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]}]
+        return [
+            {
+                "apiGroups": ["scheduling.volcano.sh"],
+                "resources": ["podgroups"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
 
     # ------------------------------------------------------------------- jobs
 

@@ -239,9 +239,7 @@ def tenant_contracts(
             priority=t.priority,
             pkey=t.pkey,
             vlan=t.vlan,
-            groups=tuple(
-                t.groups if t.groups is not None else [default_tenant_group(t.namespace)]
-            ),
+            groups=tuple(t.groups if t.groups is not None else [default_tenant_group(t.namespace)]),
             network_namespace=fabric.networks_namespace or t.namespace,
             network_names=tuple(r.nad for r in fabric.rails),
         )

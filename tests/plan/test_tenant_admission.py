@@ -7,6 +7,7 @@ by a tenant, and every Pod Security baseline violation are denied."""
 from __future__ import annotations
 
 from functools import cache
+
 import golden
 import pytest
 from builders import plan_of
@@ -35,18 +36,20 @@ def test_catalogue_verdicts(stack: str) -> None:
     ]
     assert not wrong, "\n".join(wrong)
     denied = [case for case, messages in results if messages]
-    assert denied and len(denied) < len(results)
+    assert denied
+    assert len(denied) < len(results)
 
 
 def test_denial_names_the_rule() -> None:
     """A denied pod hears which rule it broke (the networks rule for another tenant's NAD)."""
     plan = _plan("ib-sriov-tenant-pkeys")
-    (case, messages) = next(
-        (c, m) for c, m in verdicts(plan, tenants=1) if c.name.endswith("another tenant's namespace")
+    (_case, messages) = next(
+        (c, m)
+        for c, m in verdicts(plan, tenants=1)
+        if c.name.endswith("another tenant's namespace")
     )
     assert len(messages) == 1
     assert "networks annotation" in messages[0]
-
 
 
 def test_objects_policy_never_judges_cluster_scoped_objects() -> None:
@@ -59,5 +62,7 @@ def test_objects_policy_never_judges_cluster_scoped_objects() -> None:
     for rule in policy["spec"]["matchConstraints"]["resourceRules"]:
         assert rule["scope"] == "Namespaced"
     pods = plan.item(ids.TENANT_POLICY).payload.body  # type: ignore[union-attr]
-    resources = {r for rule in pods["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+    resources = {
+        r for rule in pods["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]
+    }
     assert resources <= {"pods", "pods/ephemeralcontainers"}
