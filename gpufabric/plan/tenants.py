@@ -95,12 +95,11 @@ def networks_pattern(contract: TenantContract) -> str:
     return f"^({comma}|{listed})$"
 
 
-def _tenant_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
-    """What the admission policies know of each tenant namespace (strings only: Kubernetes
-    CEL requires a literal's values to share one type)."""
+def _pod_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
+    """What the pod policy knows of each tenant namespace (strings only: Kubernetes CEL
+    requires a literal's values to share one type)."""
     return {
         ns: {
-            "queue": c.queue,
             "priorityClass": c.priority_class,
             "networks": networks_pattern(c) if c.network_names else "^$",
         }
@@ -108,14 +107,21 @@ def _tenant_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[s
     }
 
 
+def _object_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
+    """What the objects policy knows of each tenant namespace: its queue and priority."""
+    return {
+        ns: {"queue": c.queue, "priorityClass": c.priority_class}
+        for ns, c in sorted(tenants.items())
+    }
+
+
 def _policy_items(ctx: LayerContext) -> list[Item]:
     stack = ctx.stack
-    tenants = _tenant_variables(ctx.facts.tenants)
-    namespaces = sorted(tenants)
+    namespaces = sorted(ctx.facts.tenants)
     policy = render_object(
         "tenants/pod-security-policy.yaml.j2",
         stack=stack,
-        tenants=tenants,
+        tenants=_pod_variables(ctx.facts.tenants),
         allowed_capabilities=[*BASELINE_CAPABILITIES, *RDMA_CAPABILITIES],
         safe_sysctls=list(SAFE_SYSCTLS),
         selinux_types=list(SELINUX_TYPES),
@@ -130,7 +136,7 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
     objects = render_object(
         "tenants/objects-policy.yaml.j2",
         stack=stack,
-        tenants=tenants,
+        tenants=_object_variables(ctx.facts.tenants),
         groups={ns: list(c.groups) for ns, c in sorted(ctx.facts.tenants.items())},
         rules=ctx.authority.admission_rules(),
     )

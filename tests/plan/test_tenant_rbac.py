@@ -69,7 +69,7 @@ def test_groups_bind_the_role_in_the_tenant_namespace_only() -> None:
 
 
 def test_default_group_is_per_namespace() -> None:
-    plan = plan_of(example_config("lab-roce"))
+    plan = plan_of(example_config("prod-ib"))
     for ns in plan.wiring:
         binding = _body(plan, ids.tenant_role_binding(ns))
         assert [s["name"] for s in binding["subjects"]] == [f"gpufabric:tenant:{ns}"]

@@ -29,6 +29,7 @@ def _policy() -> dict[str, Any]:
 
 
 POLICY = Policy(_policy())
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
 
 def rdma_pod(**container_extra: Any) -> dict[str, Any]:
@@ -136,6 +137,76 @@ def test_what_baseline_forbids_is_denied(change: Any, denied: str) -> None:
     messages = POLICY.denials(pod)
     assert len(messages) == 1, messages
     assert denied in messages[0]
+
+
+OTHER_NETWORKS = '[{"name":"rail0","namespace":"team-speech","interface":"net1"}]'
+
+
+@pytest.mark.parametrize(
+    ("change", "denied"),
+    [
+        # Pod Security baseline forbids hostProcess at pod level too.
+        (
+            lambda p: p["spec"].update(securityContext={"windowsOptions": {"hostProcess": True}}),
+            "host processes",
+        ),
+        (
+            lambda p: p["spec"].update(
+                ephemeralContainers=[
+                    {
+                        "name": "d",
+                        "image": "x",
+                        "securityContext": {"windowsOptions": {"hostProcess": True}},
+                    }
+                ]
+            ),
+            "host processes",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0].update(
+                readinessProbe={"tcpSocket": {"host": "10.0.0.1", "port": 22}}
+            ),
+            "probes",
+        ),
+        # Another tenant's networks, in either form, and a forged JSON shape.
+        (
+            lambda p: p["metadata"].update(annotations={NETWORKS: "team-speech/rail0@net1"}),
+            "networks annotation",
+        ),
+        (lambda p: p["metadata"].update(annotations={NETWORKS: OTHER_NETWORKS}), "networks"),
+        (
+            lambda p: p["metadata"].update(
+                annotations={
+                    NETWORKS: '[{"name":"rail0","namespace":"gpufabric-networks",'
+                    '"Namespace":"team-speech"}]'
+                }
+            ),
+            "networks annotation",
+        ),
+        (
+            lambda p: p["metadata"].update(
+                annotations={"v1.multus-cni.io/default-network": "team-speech/rail0"}
+            ),
+            "default network",
+        ),
+        (lambda p: p["spec"].update(priorityClassName="system-node-critical"), "priority class"),
+        (lambda p: p["spec"].update(priorityClassName="tenant-team-speech"), "priority class"),
+    ],
+)
+def test_what_isolation_forbids_is_denied(change: Any, denied: str) -> None:
+    pod = rdma_pod()
+    change(pod)
+    messages = POLICY.denials(pod)
+    assert len(messages) == 1, messages
+    assert denied in messages[0]
+
+
+def test_own_networks_and_priority_class_pass() -> None:
+    pod = rdma_pod()
+    contract = PLAN.wiring["team-vision"]
+    pod["metadata"]["annotations"] = {NETWORKS: contract.networks}
+    pod["spec"]["priorityClassName"] = contract.priority_class
+    assert POLICY.denials(pod) == []
 
 
 def test_safe_sysctls_and_runtime_default_profiles_pass() -> None:
