@@ -66,3 +66,18 @@ def test_objects_policy_never_judges_cluster_scoped_objects() -> None:
         r for rule in pods["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]
     }
     assert resources <= {"pods", "pods/ephemeralcontainers"}
+
+
+def test_table_counts_every_case() -> None:
+    """The table `python tests/tenant_admission.py` prints: per stack, cases = denied +
+    allowed and no wrong verdict."""
+    from builders import example_config
+    from tenant_admission import table
+
+    header, row = table({"kind-dev": example_config("kind-dev")})
+    assert header.split() == ["stack", "tenants", "cases", "denied", "allowed", "wrong"]
+    name, tenants, cases, denied, allowed, wrong = row.split()
+    assert name == "kind-dev"
+    assert int(tenants) >= 1
+    assert int(cases) == int(denied) + int(allowed) > 0
+    assert wrong == "0"
