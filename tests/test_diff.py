@@ -101,6 +101,7 @@ def test_tenant_added_is_a_plain_update(diff_of: Any) -> None:
         "tenants/team-nlp/namespace",
         "tenants/team-nlp/resource-quota",
         "tenants/team-nlp/local-queue",
+        "tenants/team-nlp/role-binding",
         "tenants/team-nlp/nccl-env",
     ]
 

@@ -41,6 +41,47 @@ requested resource its ClusterQueue covers, so both are always covered (by value
 reaches, small enough that a cohort's sum stays within Kueue's int64 accounting)."""
 
 
+def _own(field: str, key: str, wanted: str) -> str:
+    """CEL: the object's label or annotation ``key``, where set, names ``wanted``."""
+    meta = f"object.metadata.{field}"
+    return f"(!has({meta}) || !({key!r} in {meta}) || {meta}[{key!r}] == {wanted})"
+
+
+ADMISSION_RULES = (
+    {
+        "expression": " && ".join(
+            _own(field, key, wanted)
+            for key, wanted in (
+                (QUEUE_LABEL, "variables.tenant.queue"),
+                (PRIORITY_LABEL, "variables.tenant.priorityClass"),
+            )
+            for field in ("labels", "annotations")
+        ),
+        "message": (
+            "a tenant's jobs name only its own Kueue LocalQueue and WorkloadPriorityClass "
+            f"({QUEUE_LABEL}, {PRIORITY_LABEL})"
+        ),
+        "reason": "Forbidden",
+    },
+    {
+        # Kueue writes the priority it read (a WorkloadPriorityClass label, or else the pod
+        # template's PriorityClass) into the Workload it creates in the tenant namespace:
+        # refusing a foreign one there covers every job kind, whatever its pod template.
+        "expression": (
+            "!(request.kind.group == 'kueue.x-k8s.io' && request.kind.kind == 'Workload') || ("
+            "(!has(object.spec.queueName) || object.spec.queueName == variables.tenant.queue)"
+            " && (!has(object.spec.priorityClassName) || object.spec.priorityClassName == ''"
+            " || object.spec.priorityClassName == variables.tenant.priorityClass)"
+            " && (!has(object.spec.priorityClassRef)"
+            " || object.spec.priorityClassRef.name == variables.tenant.priorityClass))"
+        ),
+        "message": "a tenant's Workloads use only its own queue and priority class",
+        "reason": "Forbidden",
+    },
+)
+"""Admission rules of a tenant namespace under Kueue."""
+
+
 def _duration(seconds: int) -> str:
     return f"{seconds}s"
 
@@ -208,6 +249,18 @@ class Kueue(Authority):
                 name=tenant.queue,
                 cluster_queue=ns,
             )
+        ]
+
+    def admission_rules(self) -> list[dict[str, str]]:
+        return [dict(rule) for rule in ADMISSION_RULES]
+
+    def tenant_rbac_rules(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["localqueues", "workloads"],
+                "verbs": ["get", "list", "watch"],
+            }
         ]
 
     # ------------------------------------------------------------------- jobs

@@ -33,6 +33,60 @@ OPERATOR_FLAGS = {
     "training-operator": ("--gang-scheduler-name=volcano",),
 }
 
+OWN_QUEUE = "variables.tenant.queue"
+OWN_PRIORITY = "variables.tenant.priorityClass"
+
+
+def _unset_or(path: str, wanted: str) -> str:
+    """CEL: the optional string field ``path`` is unset, empty or ``wanted``."""
+    return f"(!has({path}) || {path} == '' || {path} == {wanted})"
+
+
+def _for_kind(group: str, kind: str | None, checks: str) -> str:
+    match = f"request.kind.group == {group!r}"
+    if kind is not None:
+        match += f" && request.kind.kind == {kind!r}"
+    return f"(!({match}) || ({checks}))"
+
+
+_QUEUE_AND_PRIORITY = (
+    f"{_unset_or('object.spec.queue', OWN_QUEUE)}"
+    f" && {_unset_or('object.spec.priorityClassName', OWN_PRIORITY)}"
+)
+_SCHEDULING_POLICY = (
+    "!has(object.spec.runPolicy) || !has(object.spec.runPolicy.schedulingPolicy) || ("
+    f"{_unset_or('object.spec.runPolicy.schedulingPolicy.queue', OWN_QUEUE)} && "
+    f"{_unset_or('object.spec.runPolicy.schedulingPolicy.priorityClass', OWN_PRIORITY)})"
+)
+ADMISSION_RULES = (
+    {
+        "expression": " && ".join(
+            f"(!has(object.metadata.{field}) || !({QUEUE_ANNOTATION!r} in object.metadata.{field})"
+            f" || object.metadata.{field}[{QUEUE_ANNOTATION!r}] == {OWN_QUEUE})"
+            for field in ("annotations", "labels")
+        ),
+        "message": f"a tenant's jobs name only its own Volcano Queue ({QUEUE_ANNOTATION})",
+        "reason": "Forbidden",
+    },
+    {
+        # The PodGroup is what Volcano schedules: the job operators copy the queue and the
+        # priority class into it, so a foreign one is refused here whatever the job kind.
+        "expression": " && ".join(
+            (
+                _for_kind("scheduling.volcano.sh", "PodGroup", _QUEUE_AND_PRIORITY),
+                _for_kind("batch.volcano.sh", "Job", _QUEUE_AND_PRIORITY),
+                _for_kind("kubeflow.org", None, _SCHEDULING_POLICY),
+            )
+        ),
+        "message": (
+            "a tenant's PodGroups, Volcano Jobs and Kubeflow jobs (runPolicy.schedulingPolicy) "
+            "name only its own Volcano Queue and PriorityClass"
+        ),
+        "reason": "Forbidden",
+    },
+)
+"""Admission rules of a tenant namespace under Volcano."""
+
 
 class Volcano(Authority):
     name: ClassVar[str] = "volcano"
@@ -171,6 +225,18 @@ class Volcano(Authority):
                 "networkTopology": {"mode": "soft", "highestTierAllowed": gang.switch_tiers}
             }
         }
+
+    def admission_rules(self) -> list[dict[str, str]]:
+        return [dict(rule) for rule in ADMISSION_RULES]
+
+    def tenant_rbac_rules(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "apiGroups": ["scheduling.volcano.sh"],
+                "resources": ["podgroups"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
 
     # ------------------------------------------------------------------- jobs
 

@@ -19,12 +19,13 @@ from pydantic import (
     PlainSerializer,
     ValidationInfo,
     WithJsonSchema,
+    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from gpufabric import authorities
 from gpufabric.authorities.settings import AuthoritySettings
-from gpufabric.model.fields import DnsLabel, DurationSeconds, Model
+from gpufabric.model.fields import DnsLabel, DurationSeconds, Model, show_value
 from gpufabric.model.fields import matching as _matching
 from gpufabric.model.fields import show_value as _show_value
 from gpufabric.model.sources import Mirrors
@@ -653,6 +654,41 @@ class Training(Model):
     trainer: Trainer = Field(default_factory=Trainer)
 
 
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$")
+
+
+def _tenant_group(value: str) -> str:
+    """A group of the cluster's authentication (OIDC, certificates): never one of Kubernetes'
+    own ``system:`` groups, which would hand the tenant's rights to every user or node."""
+    if value.startswith("system:"):
+        raise PydanticCustomError(
+            "tenant_group",
+            "{value} is a Kubernetes system group (system:authenticated holds every user); "
+            "name a group of your identity provider",
+            {"value": show_value(value)},
+        )
+    return value
+
+
+TenantGroup = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "tenant_group",
+            _GROUP_NAME,
+            253,
+            "a group name; expected letters, digits and . _ : @ / + = -, e.g. ml-vision",
+        )
+    ),
+    AfterValidator(_tenant_group),
+]
+
+
+def default_tenant_group(namespace: str) -> str:
+    """The group bound to a tenant namespace when the stack names none."""
+    return f"gpufabric:tenant:{namespace}"
+
+
 class Tenant(Model):
     """A team: its namespace, its share of the GPUs and its priority."""
 
@@ -669,6 +705,19 @@ class Tenant(Model):
     """InfiniBand SR-IOV with nadScope: tenant: this tenant's own partition."""
     vlan: int | None = Field(default=None, ge=1, le=4094)
     """RoCE SR-IOV with nadScope: tenant: this tenant's own VLAN on the VFs."""
+    groups: list[TenantGroup] | None = Field(default=None, max_length=32)
+    """Groups whose users work in the namespace (tenant RBAC); None: the one group
+    ``gpufabric:tenant:<namespace>``; []: nobody through gpufabric."""
+
+    @field_validator("groups")
+    @classmethod
+    def _unique_groups(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            twice = sorted({g for g in value if value.count(g) > 1})
+            raise PydanticCustomError(
+                "tenant_groups", "lists {twice} more than once", {"twice": ", ".join(twice)}
+            )
+        return value
 
 
 _REGISTRY_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$")

@@ -117,6 +117,17 @@ class Authority(ABC):
         """Objects inside the tenant namespace (tenants layer), from its contract."""
         return []
 
+    def admission_rules(self) -> list[dict[str, str]]:
+        """Validations (``expression``, ``message``, ``reason``) of the admission policy over
+        every object created or updated in a tenant namespace: where this authority reads a
+        queue or a priority from an object, it must be the tenant's own
+        (``variables.tenant.queue``, ``variables.tenant.priorityClass``)."""
+        return []
+
+    def tenant_rbac_rules(self) -> list[dict[str, Any]]:
+        """RBAC rules (read-only) on its objects a tenant may see in its namespace."""
+        return []
+
     def trainer_pod_group_policy(self, gang: GangPolicy) -> dict[str, Any] | None:
         """``podGroupPolicy`` of the Trainer runtimes (None: none)."""
         return None

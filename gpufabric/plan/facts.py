@@ -262,6 +262,12 @@ class TenantContract:
     """The tenant's own InfiniBand partition on its per-tenant networks."""
     vlan: int | None = None
     """The tenant's own VLAN on its per-tenant RoCE networks."""
+    groups: tuple[str, ...] = ()
+    """Groups bound to the tenant's role in its namespace."""
+    network_namespace: str = ""
+    """Namespace of the NetworkAttachmentDefinitions its pods may attach."""
+    network_names: tuple[str, ...] = ()
+    """The NetworkAttachmentDefinitions (one per rail) its pods may attach."""
 
 
 @dataclass(frozen=True)

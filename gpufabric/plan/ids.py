@@ -84,6 +84,13 @@ def tenant_priority(tenant: str) -> str:
 
 TENANT_POLICY = "tenants/pod-security-policy"
 TENANT_BINDING = "tenants/pod-security-binding"
+TENANT_OBJECTS_POLICY = "tenants/objects-policy"
+TENANT_OBJECTS_BINDING = "tenants/objects-binding"
+TENANT_ROLE = "tenants/role"
+
+
+def tenant_role_binding(tenant: str) -> str:
+    return f"tenants/{tenant}/role-binding"
 
 
 def tenant_namespace(tenant: str) -> str:

@@ -18,6 +18,7 @@ resolved facts.
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 from gpufabric import nics
@@ -196,6 +197,29 @@ def build(ctx: PlanContext) -> list[Item]:
     return items
 
 
+MULTUS_DAEMON_CONFIG: dict[str, Any] = {
+    "chrootDir": "/hostroot",
+    "cniVersion": "0.3.1",
+    "logLevel": "verbose",
+    "logToStderr": True,
+    "cniConfigDir": "/host/etc/cni/net.d",
+    "multusAutoconfigDir": "/host/etc/cni/net.d",
+    "multusConfigFile": "auto",
+    "socketDir": "/host/run/multus/",
+}
+"""The thick daemon's configuration as the pinned upstream manifest gives it."""
+
+
+def multus_daemon_config(fabric: FabricFacts) -> dict[str, Any]:
+    """The thick daemon's configuration with namespace isolation: a pod attaches only
+    networks of its own namespace, plus the shared networks' namespace when NADs are
+    shared (Multus's default exception, ``default``, otherwise)."""
+    config = {**MULTUS_DAEMON_CONFIG, "namespaceIsolation": True}
+    if fabric.networks_namespace is not None:
+        config["globalNamespaces"] = fabric.networks_namespace
+    return config
+
+
 def _multus(ctx: PlanContext, items: list[Item]) -> str:
     """Multus: the thick daemon from the pinned upstream manifest (default), or the Network
     Operator's own (thin) Multus from the NicClusterPolicy."""
@@ -205,7 +229,11 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
         Item(
             ids.MULTUS,
             Layer.NETWORK,
-            upstream_overlay(ctx.components["multus"], "overlays/multus-thick"),
+            upstream_overlay(
+                ctx.components["multus"],
+                "overlays/multus-thick",
+                daemon_config=json.dumps(multus_daemon_config(ctx.facts.fabric), indent=4),
+            ),
             # It installs the NetworkAttachmentDefinition CRD that holds every rail's network.
             protect=True,
         )

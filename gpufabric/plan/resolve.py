@@ -20,7 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpufabric import nics
-from gpufabric.model.config import HOSTNAME_LABEL, Fabric, Rail, StackModel, Tenant
+from gpufabric.model.config import (
+    HOSTNAME_LABEL,
+    Fabric,
+    Rail,
+    StackModel,
+    Tenant,
+    default_tenant_group,
+)
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
@@ -235,6 +242,9 @@ def tenant_contracts(
             priority=t.priority,
             pkey=t.pkey,
             vlan=t.vlan,
+            groups=tuple(t.groups if t.groups is not None else [default_tenant_group(t.namespace)]),
+            network_namespace=fabric.networks_namespace or t.namespace,
+            network_names=tuple(r.nad for r in fabric.rails),
         )
         for t in model.tenants
     }

@@ -13,11 +13,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufabric.plan import ids
 from gpufabric.plan.context import LayerContext
-from gpufabric.plan.facts import GPU_RESOURCE
+from gpufabric.plan.facts import GPU_RESOURCE, TenantContract
 from gpufabric.plan.items import Item, K8sObject, Layer, object_item
 from gpufabric.support.templates import render_object
 
@@ -57,22 +58,141 @@ SAFE_SYSCTLS = (
 SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
 
-def _policy_items(stack: str, namespaces: list[str]) -> list[Item]:
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+INTERFACE = "[A-Za-z0-9_.-]{1,15}"
+"""An interface name a pod may request for an attachment (Linux: at most 15 characters)."""
+TENANT_ROLE = "gpufabric-tenant"
+"""The ClusterRole bound, in each tenant namespace, to the tenant's groups."""
+
+
+def _alternatives(names: Sequence[str]) -> str:
+    """An RE2 (and Python) group matching exactly one of ``names`` (DNS names: only the
+    dot needs escaping)."""
+    return "(" + "|".join(n.replace(".", "\\.") for n in names) + ")"
+
+
+def networks_pattern(contract: TenantContract) -> str:
+    """An anchored RE2 pattern that a networks annotation value matches only when every
+    network it attaches is one of the tenant's own (its contract's namespace and NADs).
+
+    Multus reads two forms. The comma form ``[ns/]name[@ifname]`` is matched entry by entry
+    (a bare name means the pod's namespace, so it is accepted only where the tenant's NADs
+    are in its own namespace). The JSON form cannot be parsed in Kubernetes CEL, and Go's
+    decoder takes keys in any case and the last of duplicate keys, so only one canonical
+    shape is accepted: a list of objects with exactly the keys "name", "namespace" and an
+    optional "interface", in that order, lowercase, no escapes; anything else is denied.
+    """
+    names = _alternatives(contract.network_names)
+    ns = contract.network_namespace.replace(".", "\\.")
+    prefix = f"({ns}/)?" if contract.network_namespace == contract.namespace else f"{ns}/"
+    entry = f" *{prefix}{names}(@{INTERFACE})? *"
+    comma = f"{entry}(,{entry})*"
+    item = (
+        f' *\\{{ *"name" *: *"{names}" *, *"namespace" *: *"{ns}"'
+        f' *(, *"interface" *: *"{INTERFACE}")? *\\}} *'
+    )
+    listed = f" *\\[{item}(,{item})*\\] *"
+    return f"^({comma}|{listed})$"
+
+
+def _pod_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
+    """What the pod policy knows of each tenant namespace (strings only: Kubernetes CEL
+    requires a literal's values to share one type)."""
+    return {
+        ns: {
+            "priorityClass": c.priority_class,
+            "networks": networks_pattern(c) if c.network_names else "^$",
+        }
+        for ns, c in sorted(tenants.items())
+    }
+
+
+def _object_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
+    """What the objects policy knows of each tenant namespace: its queue and priority."""
+    return {
+        ns: {"queue": c.queue, "priorityClass": c.priority_class}
+        for ns, c in sorted(tenants.items())
+    }
+
+
+def _policy_items(ctx: LayerContext) -> list[Item]:
+    stack = ctx.stack
+    namespaces = sorted(ctx.facts.tenants)
     policy = render_object(
         "tenants/pod-security-policy.yaml.j2",
         stack=stack,
+        tenants=_pod_variables(ctx.facts.tenants),
         allowed_capabilities=[*BASELINE_CAPABILITIES, *RDMA_CAPABILITIES],
         safe_sysctls=list(SAFE_SYSCTLS),
         selinux_types=list(SELINUX_TYPES),
+        networks_annotation=NETWORKS_ANNOTATION,
     )
     binding = render_object(
-        "tenants/pod-security-binding.yaml.j2", stack=stack, namespaces=sorted(namespaces)
+        "tenants/pod-security-binding.yaml.j2",
+        stack=stack,
+        policy=policy["metadata"]["name"],
+        namespaces=namespaces,
+    )
+    objects = render_object(
+        "tenants/objects-policy.yaml.j2",
+        stack=stack,
+        tenants=_object_variables(ctx.facts.tenants),
+        groups={ns: list(c.groups) for ns, c in sorted(ctx.facts.tenants.items())},
+        rules=ctx.authority.admission_rules(),
+    )
+    objects_binding = render_object(
+        "tenants/pod-security-binding.yaml.j2",
+        stack=stack,
+        policy=objects["metadata"]["name"],
+        namespaces=namespaces,
     )
     return [
         Item(ids.TENANT_POLICY, Layer.TENANTS, K8sObject(policy)),
         Item(
             ids.TENANT_BINDING, Layer.TENANTS, K8sObject(binding), depends_on=(ids.TENANT_POLICY,)
         ),
+        Item(ids.TENANT_OBJECTS_POLICY, Layer.TENANTS, K8sObject(objects)),
+        Item(
+            ids.TENANT_OBJECTS_BINDING,
+            Layer.TENANTS,
+            K8sObject(objects_binding),
+            depends_on=(ids.TENANT_OBJECTS_POLICY,),
+        ),
+        object_item(
+            ids.TENANT_ROLE,
+            Layer.TENANTS,
+            "tenants/role.yaml.j2",
+            stack=stack,
+            name=TENANT_ROLE,
+            job_resources=_job_resources(ctx.facts.operators.job_kinds),
+            authority_rules=ctx.authority.tenant_rbac_rules(),
+        ),
+    ]
+
+
+def _job_resources(kinds: Sequence[str]) -> dict[str, list[str]]:
+    """API group -> the plural resources of the job kinds the stack installs."""
+    out: dict[str, list[str]] = {}
+    for kind in kinds:
+        group = "trainer.kubeflow.org" if kind == "trainjob" else "kubeflow.org"
+        out.setdefault(group, []).append(f"{kind}s")
+    return {g: sorted(r) for g, r in sorted(out.items())}
+
+
+def _role_binding(stack: str, contract: TenantContract, ns_id: str) -> list[Item]:
+    """The tenant role for the tenant's groups in its namespace (none: nobody is bound)."""
+    if not contract.groups:
+        return []
+    return [
+        object_item(
+            ids.tenant_role_binding(contract.namespace),
+            Layer.TENANTS,
+            "tenants/role-binding.yaml.j2",
+            (ns_id, ids.TENANT_ROLE),
+            role=TENANT_ROLE,
+            stack=stack,
+            tenant=contract,
+        )
     ]
 
 
@@ -83,7 +203,7 @@ def build(ctx: LayerContext) -> list[Item]:
     psa_version = f"v{ctx.facts.kubernetes_minor}"
     authority = ctx.authority
     # Pods are admitted only once the policy guards the namespaces.
-    items = _policy_items(ctx.stack, list(tenants))
+    items = _policy_items(ctx)
     for ns, contract in tenants.items():
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": contract}
         ns_id = ids.tenant_namespace(ns)
@@ -100,7 +220,7 @@ def build(ctx: LayerContext) -> list[Item]:
                         **common,
                     )
                 ),
-                depends_on=(ids.TENANT_BINDING,),
+                depends_on=(ids.TENANT_BINDING, ids.TENANT_OBJECTS_BINDING),
                 protect=True,
                 retain_on_delete=True,
             )
@@ -116,6 +236,7 @@ def build(ctx: LayerContext) -> list[Item]:
             )
         )
         items.extend(authority.namespace_items(ctx, contract, ns_id))
+        items.extend(_role_binding(ctx.stack, contract, ns_id))
         items.append(
             object_item(
                 ids.tenant_nccl_env(ns),

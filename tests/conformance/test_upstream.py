@@ -10,6 +10,7 @@ helm/kubectl and the pinned charts (../shared/upstream, GPUFABRIC_SHARED or PATH
 from __future__ import annotations
 
 import atexit
+import json
 import re
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from builders import SHIPPED_STACKS, example_config, model_of, plan_of
-from upstream import crd_dir_with, helm_template, kustomize
+from upstream import LOCAL_BASES, UPSTREAM, crd_dir_with, helm_template, kustomize
 
 from gpufabric.model.sources import full_name
 from gpufabric.outputs.schema import validate_objects
@@ -306,3 +307,30 @@ def test_gpufabric_images_lists_every_image_the_renders_pull(stack: str) -> None
     }
     missing = sorted(pulled - listed)
     assert missing == [], "pulled by rendered workloads but not listed by gpufabric images"
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_multus_isolates_namespaces(stack: str) -> None:
+    """The daemon configuration kustomize builds turns namespace isolation on (a pod cannot
+    name another tenant's NAD), lets every pod reach the shared networks' namespace, and
+    keeps every setting of the pinned upstream configuration."""
+    p = plan(stack)
+    if ids.MULTUS not in rendered(stack):
+        pytest.skip("Multus comes from the NicClusterPolicy in this stack")
+    (cm,) = [
+        o
+        for o in kinds(rendered(stack)[ids.MULTUS], "ConfigMap")
+        if o["metadata"]["name"] == "multus-daemon-config"
+    ]
+    config = json.loads(cm["data"]["daemon-config.json"])
+    assert config["namespaceIsolation"] is True
+    shared = p.facts.fabric.networks_namespace
+    assert config.get("globalNamespaces") == shared
+    upstream_text = (UPSTREAM / "src" / LOCAL_BASES["multus"]).read_text()
+    (upstream_cm,) = [
+        d
+        for d in yaml.safe_load_all(upstream_text)
+        if d and d.get("kind") == "ConfigMap" and d["metadata"]["name"] == "multus-daemon-config"
+    ]
+    upstream = json.loads(upstream_cm["data"]["daemon-config.json"])
+    assert {k: config[k] for k in upstream} == upstream

@@ -240,6 +240,8 @@ def test_switching_kueue_to_volcano_changes_only_what_it_must() -> None:
             f"scheduling/{ns}/priority" for ns in tenant_ns
         ),  # WorkloadPriorityClass -> PriorityClass
         *(plan_ids.tenant_namespace(ns) for ns in tenant_ns),  # queue annotation
+        plan_ids.TENANT_OBJECTS_POLICY,  # the queue and priority rules of the authority
+        plan_ids.TENANT_ROLE,  # read access to its queue objects
     }
     # GPU, network, NCCL settings, quotas and the admission policy are untouched.
     for item_id in before.keys() & after.keys():

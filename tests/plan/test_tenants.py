@@ -7,8 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import celpy
 import pytest
+from admission import Policy
 from conftest import example_config, sections
 
 from gpufabric.model.stackfile import model_from_config
@@ -28,42 +28,8 @@ def _policy() -> dict[str, Any]:
     return dict(payload.body)
 
 
-class Policy:
-    """A ValidatingAdmissionPolicy's variables and validations, compiled once."""
-
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.env = celpy.Environment()
-        spec = body["spec"]
-        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
-        self.validations = [
-            (
-                v["message" if "message" in v else "messageExpression"],
-                self._compile(v["expression"]),
-            )
-            for v in spec["validations"]
-        ]
-
-    def _compile(self, expression: str) -> Any:
-        return self.env.program(self.env.compile(expression))
-
-    def denials(self, pod: dict[str, Any]) -> list[str]:
-        """Messages of the validations the pod fails (empty: admitted)."""
-        activation: dict[str, Any] = {"object": celpy.json_to_cel(pod)}
-        variables: dict[str, Any] = {}
-        for name, program in self.variables:
-            activation["variables"] = celpy.celtypes.MapType(variables)
-            variables[celpy.celtypes.StringType(name)] = program.evaluate(activation)
-        activation["variables"] = celpy.celtypes.MapType(variables)
-        out = []
-        for message, program in self.validations:
-            result = program.evaluate(activation)
-            assert isinstance(result, celpy.celtypes.BoolType), (message, result)
-            if not result:
-                out.append(message)
-        return out
-
-
 POLICY = Policy(_policy())
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
 
 def rdma_pod(**container_extra: Any) -> dict[str, Any]:
@@ -173,6 +139,76 @@ def test_what_baseline_forbids_is_denied(change: Any, denied: str) -> None:
     assert denied in messages[0]
 
 
+OTHER_NETWORKS = '[{"name":"rail0","namespace":"team-speech","interface":"net1"}]'
+
+
+@pytest.mark.parametrize(
+    ("change", "denied"),
+    [
+        # Pod Security baseline forbids hostProcess at pod level too.
+        (
+            lambda p: p["spec"].update(securityContext={"windowsOptions": {"hostProcess": True}}),
+            "host processes",
+        ),
+        (
+            lambda p: p["spec"].update(
+                ephemeralContainers=[
+                    {
+                        "name": "d",
+                        "image": "x",
+                        "securityContext": {"windowsOptions": {"hostProcess": True}},
+                    }
+                ]
+            ),
+            "host processes",
+        ),
+        (
+            lambda p: p["spec"]["containers"][0].update(
+                readinessProbe={"tcpSocket": {"host": "10.0.0.1", "port": 22}}
+            ),
+            "probes",
+        ),
+        # Another tenant's networks, in either form, and a forged JSON shape.
+        (
+            lambda p: p["metadata"].update(annotations={NETWORKS: "team-speech/rail0@net1"}),
+            "networks annotation",
+        ),
+        (lambda p: p["metadata"].update(annotations={NETWORKS: OTHER_NETWORKS}), "networks"),
+        (
+            lambda p: p["metadata"].update(
+                annotations={
+                    NETWORKS: '[{"name":"rail0","namespace":"gpufabric-networks",'
+                    '"Namespace":"team-speech"}]'
+                }
+            ),
+            "networks annotation",
+        ),
+        (
+            lambda p: p["metadata"].update(
+                annotations={"v1.multus-cni.io/default-network": "team-speech/rail0"}
+            ),
+            "default network",
+        ),
+        (lambda p: p["spec"].update(priorityClassName="system-node-critical"), "priority class"),
+        (lambda p: p["spec"].update(priorityClassName="tenant-team-speech"), "priority class"),
+    ],
+)
+def test_what_isolation_forbids_is_denied(change: Any, denied: str) -> None:
+    pod = rdma_pod()
+    change(pod)
+    messages = POLICY.denials(pod)
+    assert len(messages) == 1, messages
+    assert denied in messages[0]
+
+
+def test_own_networks_and_priority_class_pass() -> None:
+    pod = rdma_pod()
+    contract = PLAN.wiring["team-vision"]
+    pod["metadata"]["annotations"] = {NETWORKS: contract.networks}
+    pod["spec"]["priorityClassName"] = contract.priority_class
+    assert POLICY.denials(pod) == []
+
+
 def test_safe_sysctls_and_runtime_default_profiles_pass() -> None:
     pod = rdma_pod()
     pod["spec"]["securityContext"] = {
@@ -225,7 +261,7 @@ def test_generated_job_pods_pass_the_policy(kind: str) -> None:
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": copy.deepcopy(template.get("metadata", {})),
+            "metadata": {**copy.deepcopy(template.get("metadata", {})), "namespace": "team-vision"},
             "spec": template["spec"],
         }
         assert POLICY.denials(pod) == []

@@ -1,0 +1,83 @@
+"""Tenant isolation as the API server enforces it: both tenant admission policies of every
+stack of the golden matrix, evaluated by a real CEL engine against the catalogue in
+tests/tenant_admission.py. A tenant's own jobs, their pods and its own networks are admitted;
+another tenant's networks, queues and priority classes, NADs or gpufabric's objects changed
+by a tenant, and every Pod Security baseline violation are denied."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import golden
+import pytest
+from builders import plan_of
+from tenant_admission import verdicts
+
+from gpufabric.plan import ids
+from gpufabric.plan.build import Plan
+
+STACKS = [name for name in golden.variants() if name != "stress"]
+
+
+@cache
+def _plan(stack: str) -> Plan:
+    return plan_of(golden.variants()[stack], stack)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_catalogue_verdicts(stack: str) -> None:
+    """One tenant per stack (the policies are the same template for every tenant; the full
+    table over all tenants: python tests/tenant_admission.py)."""
+    results = verdicts(_plan(stack), tenants=1)
+    wrong = [
+        f"{case.name}: expected {'allowed' if case.allowed else 'denied'}, got {messages}"
+        for case, messages in results
+        if case.allowed == bool(messages)
+    ]
+    assert not wrong, "\n".join(wrong)
+    denied = [case for case, messages in results if messages]
+    assert denied
+    assert len(denied) < len(results)
+
+
+def test_denial_names_the_rule() -> None:
+    """A denied pod hears which rule it broke (the networks rule for another tenant's NAD)."""
+    plan = _plan("ib-sriov-tenant-pkeys")
+    (_case, messages) = next(
+        (c, m)
+        for c, m in verdicts(plan, tenants=1)
+        if c.name.endswith("another tenant's namespace")
+    )
+    assert len(messages) == 1
+    assert "networks annotation" in messages[0]
+
+
+def test_objects_policy_never_judges_cluster_scoped_objects() -> None:
+    """A binding's namespaceSelector does not skip cluster-scoped objects, and the policy
+    denies what it finds no tenant for (failurePolicy Fail): matching every resource must be
+    limited to namespaced ones, or no Node, ClusterRole or PV could be written any more."""
+    plan = _plan("prod-ib")
+    policy = plan.item(ids.TENANT_OBJECTS_POLICY).payload.body  # type: ignore[union-attr]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    for rule in policy["spec"]["matchConstraints"]["resourceRules"]:
+        assert rule["scope"] == "Namespaced"
+    pods = plan.item(ids.TENANT_POLICY).payload.body  # type: ignore[union-attr]
+    resources = {
+        r for rule in pods["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]
+    }
+    assert resources <= {"pods", "pods/ephemeralcontainers"}
+
+
+def test_table_counts_every_case() -> None:
+    """The table `python tests/tenant_admission.py` prints: per stack, cases = denied +
+    allowed and no wrong verdict."""
+    from builders import example_config
+    from tenant_admission import table
+
+    header, row = table({"kind-dev": example_config("kind-dev")})
+    assert header.split() == ["stack", "tenants", "cases", "denied", "allowed", "wrong"]
+    name, tenants, cases, denied, allowed, wrong = row.split()
+    assert name == "kind-dev"
+    assert int(tenants) >= 1
+    assert int(cases) == int(denied) + int(allowed) > 0
+    assert wrong == "0"
