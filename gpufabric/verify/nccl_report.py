@@ -165,6 +165,10 @@ class Run:
     """In-network reduction NCCL set up (CollNet, NVLS), from its channel-count line."""
     pids: set[tuple[str, int]] = field(default_factory=set)
     """(host, pid) of the ranks: matches NCCL_DEBUG_FILE lines to their test."""
+    from_json: bool = False
+    """Read from a -J document (a log whose first line starts with "[" is not one)."""
+    debug_pids: set[tuple[str, int]] = field(default_factory=set)
+    """(host, pid) that NCCL's own lines name ("host:pid:tid [dev] NCCL ...")."""
     avg_busbw: float | None = None
     networks: set[str] = field(default_factory=set)
     link_layers: dict[str, str] = field(default_factory=dict)
@@ -442,7 +446,7 @@ JSON_STEPS: tuple[Callable[[dict[str, Any], Run], None], ...] = (
 
 def _json_run(doc: Any, source: str) -> Run:
     """One nccl-tests -J document (format version 3: config, devices, results, footers)."""
-    run = Run(source=source)
+    run = Run(source=source, from_json=True)
     if not isinstance(doc, dict):
         run.malformed.append("the JSON document is not an object")
         return run
@@ -455,11 +459,11 @@ def parse_json(text: str, source: str = "") -> Run:
     try:
         doc = json.loads(text)
     except RecursionError:
-        run = Run(source=source)
+        run = Run(source=source, from_json=True)
         run.malformed.append("JSON nested deeper than Python can read")
         return run
     if _depth(doc) > MAX_JSON_DEPTH:
-        run = Run(source=source)
+        run = Run(source=source, from_json=True)
         run.malformed.append(
             f"JSON nested deeper than {MAX_JSON_DEPTH} levels: not nccl-tests -J output"
         )
@@ -583,6 +587,7 @@ def _merge_info(into: Run, other: Run) -> None:
     into.mnnvl |= other.mnnvl
     into.in_network |= other.in_network
     into.pids |= other.pids
+    into.debug_pids |= other.debug_pids
     into.malformed += other.malformed
     if other.nnodes is not None:
         into.nnodes = max(into.nnodes or 0, other.nnodes)
@@ -596,6 +601,9 @@ def parse(text: str) -> Run:
 
 
 def _scan(line: str, run: Run) -> None:
+    if "NCCL " in line and (m := _HOST_PREFIX.match(line)):
+        run.hosts.add(m["host"])
+        run.debug_pids.add((m["host"], int(m["pid"])))
     if "NCCL WARN" in line:
         diag = next((d for d in DIAGNOSES if d.pattern.search(line)), None)
         cause, check = (diag.cause, diag.check) if diag else UNKNOWN
@@ -608,8 +616,6 @@ def _scan(line: str, run: Run) -> None:
         if _KILLED.search(line):
             run.killed.append(line)
         return
-    if m := _HOST_PREFIX.match(line):
-        run.hosts.add(m["host"])
     if m := _USING_NETWORK.search(line):
         run.networks.add(m["net"])
         if m["net"].lower() == "socket":
@@ -1163,28 +1169,62 @@ def expectation(
     )
 
 
+def _is_debug_file(run: Run) -> bool:
+    """An NCCL_DEBUG_FILE: NCCL's lines of one process, no nccl-tests table or header."""
+    return run.test is None and not run.rows and not run.footer and bool(run.debug_pids)
+
+
+def _merge_json(twin: Run, doc: Run, name: str) -> None:
+    """The -J document's evidence joins the text log's run: its rows when the log printed
+    none, else its failures (wrong values, impossible numbers, errors, out of bounds)."""
+    if not twin.rows:
+        twin.rows, twin.expected_rows = doc.rows, doc.expected_rows
+        twin.footer = twin.footer or doc.footer
+    else:
+        for row in doc.rows:
+            if row.wrong:
+                twin.fatal.append(f"{name}: {row.wrong} wrong elements at {row.size} B")
+            twin.fatal.extend(f"{name}: impossible {text}" for text in row.impossible)
+    twin.fatal += doc.fatal
+    twin.malformed += [f"{name}: {text}" for text in doc.malformed]
+    if doc.out_of_bounds_ok is not None:
+        _out_of_bounds(twin, doc.out_of_bounds or 0, doc.out_of_bounds_ok)
+
+
+def _json_twin(name: str, doc: Run, logs: list[Run]) -> Run | None:
+    """The text run that wrote this -J file ("# Writing JSON output to PATH", matched by file
+    name), else the only text run of the same test."""
+    base = name.rsplit("/", 1)[-1]
+    by_path = [r for r in logs if r.json_output and r.json_output.rsplit("/", 1)[-1] == base]
+    if len(by_path) == 1:
+        return by_path[0]
+    same = [r for r in logs if doc.test is not None and r.test == doc.test]
+    return same[0] if len(same) == 1 else None
+
+
 def collect_runs(files: Mapping[str, str]) -> list[tuple[str, Run]]:
-    """Every run of every file, labelled. A -J document adds its rows to the text log's run
-    of the same test when one was given (the log proves the transport, not the JSON)."""
-    labelled: list[tuple[str, Run]] = []
+    """Every run of every file, labelled. A -J document joins the text log's run that wrote
+    it (the log proves the transport, not the JSON); an NCCL_DEBUG_FILE (NCCL's lines only)
+    joins the runs whose ranks' (host, pid) it names."""
+    labelled: list[tuple[str, Run, bool]] = []
     for name, text in files.items():
         runs = parse_runs(text, name)
         for run in runs:
             label = name if len(runs) == 1 else f"{name} ({run.test or 'unnamed test'})"
-            labelled.append((label, run))
-
-    def is_json(run: Run) -> bool:
-        return files.get(run.source, "").lstrip().startswith(("{", "["))
-
-    by_test = {run.test: run for _, run in labelled if run.test and not is_json(run)}
+            labelled.append((label, run, run.from_json))
+    logs = [run for _, run, is_json in labelled if not is_json and not _is_debug_file(run)]
     out: list[tuple[str, Run]] = []
-    for label, run in labelled:
-        twin = by_test.get(run.test) if run.test else None
-        if is_json(run) and twin is not None:
-            if not twin.rows:
-                twin.rows = run.rows
-                twin.expected_rows = run.expected_rows
+    for label, run, is_json in labelled:
+        if is_json and (twin := _json_twin(run.source, run, logs)) is not None:
+            _merge_json(twin, run, run.source)
             continue
+        if not is_json and _is_debug_file(run):
+            owners = [r for r in logs if r.pids & run.debug_pids]
+            for owner in owners:
+                _merge_info(owner, run)
+            if owners:
+                continue
+            run.malformed.append("NCCL debug output whose processes no test's ranks name")
         out.append((label, run))
     return out
 
