@@ -232,6 +232,11 @@ def _row(line: str, columns: list[str], run: Run) -> None:
         # -S 1: the timestamp is "%Y-%m-%d %H:%M:%S", two tokens under one header
         tokens = [*tokens[:-2], " ".join(tokens[-2:])]
     if len(tokens) != len(columns):
+        if "NCCL" not in line:  # a row cut or garbled: its values are not read, say so
+            run.malformed.append(
+                f"a table row of {len(tokens)} fields under a {len(columns)}-column header "
+                f"({line[:60]!r})"
+            )
         return
     busbw = [i for i, c in enumerate(columns) if c == "busbw"]
     wrong = [i for i, c in enumerate(columns) if c in ("#wrong", "error")]
