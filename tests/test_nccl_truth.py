@@ -8,7 +8,10 @@ writes "true"/"false"), util.cu:702 (devices inside "config"), util.cu:777 (the 
 footer), util.cu:846 (errors); NCCL src/transport/net.cc:324-379 (channel lines
 "via NET/%s/%d%s%s%s": /GDRDMA, (PCI), /Shared), src/init.cc:1646 ("%d coll channels, %d
 collnet channels, %d nvls channels, ..."), src/transport/net_ib/init.cc:470 ("NET/IB : No
-device found.")."""
+device found."); Open MPI 4 --tag-output "[1,0]<stdout>:", Open MPI 5 (PRRTE) --output
+tag-detailed "[1,0][host:pid]<stdout>: "; Slurm srun -l pads the task id to the widest one;
+torchrun (torch.distributed.elastic) prefixes "[default0]:"; the mpirun/prterun
+"... detected that one or more processes exited with non-zero status" message."""
 
 from __future__ import annotations
 
@@ -244,7 +247,10 @@ def test_link_layer_must_be_proven() -> None:
     doc = judge(no_layer + "\n")
     assert doc.verdict == "INCONCLUSIVE"
     assert any("link layer not proven" in r for r in doc.reasons)
-    ibext = text(Log(layer="RoCE")).replace("NET/IB : Using", "NET/IBext : Using")
+    # the SHARP plugin's IBext net (nccl-rdma-sharp-plugins ib_plugin.c .name "IBext_v11";
+    # its device line is p2p_plugin.c:704 "NET/IB : Using...") over RoCE HCAs on an IB stack
+    ibext = text(Log(layer="RoCE")).replace("network IB", "network IBext_v11")
+    ibext = ibext.replace("via NET/IB/", "via NET/IBext_v11/")
     doc = judge(ibext)
     assert doc.verdict == "FAIL"
     assert any("expected IB" in r for r in doc.reasons)
