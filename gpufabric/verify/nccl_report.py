@@ -834,7 +834,7 @@ def test_bound(
     other kinds (alltoall, sendrecv, gather, scatter, hypercube) are not bounded by the line
     rate alone: no ceiling, and no threshold unless --min-busbw gives one."""
     kind, rate = _kind(test), exp.line_rate_gbytes
-    own = exp.threshold_source == "--min-busbw"
+    own = exp.threshold_source.startswith("--min-busbw")
     if kind is not None and kind not in RING_BOUND:
         why = (
             f"no stack threshold for {kind}: its bus bandwidth over the NICs depends on how "
