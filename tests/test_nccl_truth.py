@@ -285,3 +285,13 @@ def test_verify_nccl_with_a_test_missing_from_the_log_does_not_pass() -> None:
     doc = nccl_report.report(parts, IB)
     assert doc.verdict != "PASS"
     assert any("all_reduce_perf_mpi" in r for r in doc.reasons)
+
+
+def test_a_rail_scaled_min_busbw_is_the_users_threshold_for_every_kind() -> None:
+    """verify sweep's one-rail runs scale --min-busbw ("--min-busbw x 1/8 rails"): still the
+    user's own threshold, so it applies to alltoall too."""
+    exp = Expectation(threshold_gbps=45.0, threshold_source="--min-busbw x 1/8 rails")
+    bound = nccl_report.test_bound("alltoall_perf_mpi", 16, (), exp)
+    assert (bound.threshold_gbps, bound.no_threshold) == (45.0, None)
+    stack = Expectation(threshold_gbps=45.0, threshold_source="0.9 x line rate")
+    assert nccl_report.test_bound("alltoall_perf_mpi", 16, (), stack).threshold_gbps is None
