@@ -205,14 +205,17 @@ class Log:
         return out
 
     def json(self) -> str:
-        """The -J document (format version 3)."""
+        """The -J document (format version 3) as util.cu writes it: jsonBool writes the
+        strings "true"/"false" (util.cu:273), the devices list sits inside "config"
+        (writeDeviceReport, util.cu:702), nwrong is a double (util.cu:521) and "errors" holds
+        NCCL's last error, "" when there was none (writeErrors, util.cu:846)."""
         results = []
         for size in [s for _ in range(self.cycles) for s in self.sizes]:
             part = {
                 "time": 1000.0,
                 "alg_bw": self.busbw / 2,
                 "bus_bw": self.busbw,
-                "nwrong": 0 if self.check else None,
+                "nwrong": 0.0 if self.check else None,
             }
             results.append({"size": size, "count": size // 4, "type": "float", "redop": "sum", "root": "    -1",
                             "out_of_place": part, "in_place": dict(part), "actual_iterations": 20, "experiment_name": ""})  # fmt: skip
@@ -233,27 +236,27 @@ class Log:
                 "aggregated_iterations": 1,
                 "validation": 1,
                 "graph": 0,
-                "blocking_collectives": False,
-                "per_iter_timing": False,
+                "blocking_collectives": "false",
+                "per_iter_timing": "false",
                 "per_iter_skip": 0,
-                "parallel_init": False,
+                "parallel_init": "false",
+                "devices": [
+                    {
+                        "rank": i,
+                        "group": 0,
+                        "pid": 1000 + i,
+                        "hostname": h,
+                        "device": i % self.gpus_per_host,
+                        "device_hex": "0000:18:00",
+                        "device_info": "NVIDIA H100",
+                    }
+                    for i, h in enumerate(h for h in self.hosts for _ in range(self.gpus_per_host))
+                ],
             },
-            "devices": [
-                {
-                    "rank": i,
-                    "group": 0,
-                    "pid": 1000 + i,
-                    "hostname": h,
-                    "device": i % self.gpus_per_host,
-                    "device_hex": "0000:18:00",
-                    "device_info": "NVIDIA H100",
-                }
-                for i, h in enumerate(h for h in self.hosts for _ in range(self.gpus_per_host))
-            ],
             "results": results,
-            "out_of_bounds": {"count": 0, "okay": True},
+            "out_of_bounds": {"count": 0, "okay": "true"},
             "average_bus_bandwidth": {"bandwidth": self.busbw * 0.95, "okay": "unchecked"},
-            "errors": [],
+            "errors": [""],
             "end_time": "2026-11-20 10:16:00",
         }
         return json.dumps(doc, indent=1)
@@ -284,9 +287,21 @@ def mpich(body: str, split_rows: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def slurm(body: str) -> str:
-    """srun -l: "<task>: " before every line."""
-    return "".join(f"0: {line}\n" for line in body.splitlines())
+def slurm(body: str, tasks: int = 1) -> str:
+    """srun -l (--label): "<task>: " before every line, the task id right-aligned to the
+    width of the largest one, so " 0: " with 10 or more tasks."""
+    width = len(str(tasks - 1))
+    return "".join(f"{0:>{width}}: {line}\n" for line in body.splitlines())
+
+
+def openmpi5(body: str, host: str = "node-a", pid: int = 4242) -> str:
+    """Open MPI 5 (PRRTE) --output tag-detailed: "[1,0][host:pid]<stdout>: " per line."""
+    return "".join(f"[1,0][{host}:{pid}]<stdout>: {line}\n" for line in body.splitlines())
+
+
+def torchrun(body: str, local_rank: int = 0) -> str:
+    """torchrun --tee 3 (torch.distributed.elastic): "[default0]:" before every line."""
+    return "".join(f"[default{local_rank}]:{line}\n" for line in body.splitlines())
 
 
 def kubectl_prefix(body: str, pod: str = "pod/team-mpijob-launcher-x7k2p/launcher") -> str:

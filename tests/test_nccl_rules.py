@@ -27,6 +27,7 @@ def proven() -> Run:
         rows=[Row(GIB, 340.0, 341.0, 0), Row(2 * GIB, 350.0, 349.0, 0)],
         expected_rows=2,
         concluded=True,
+        footer=True,
         out_of_bounds=0,
         out_of_bounds_ok=True,
         networks={"IB"},
@@ -105,6 +106,42 @@ FIRES: dict[str, Case] = {
         lambda r: r.warnings.extend([{"cause": "one"}, {"cause": "two"}]),
         EXP,
         [*fail("NCCL WARN: one"), *fail("NCCL WARN: two")],
+    ),
+    "a rank found no IB device": (
+        nr.rule_no_ib_device,
+        lambda r: setattr(r, "no_ib_device", True),
+        EXP,
+        fail("a rank found no RDMA device ('NET/IB : No device found.')"),
+    ),
+    "link layer never named": (
+        nr.rule_link_layer,
+        lambda r: r.link_layers.clear(),
+        EXP,
+        unsure(
+            "link layer not proven: no 'NET/IB : Using' line names the HCAs' link layer "
+            "(expected IB)"
+        ),
+    ),
+    "table cut before its footer": (
+        nr.rule_unfinished,
+        lambda r: (setattr(r, "test", None), setattr(r, "footer", False)),
+        EXP,
+        fail("the run did not finish: the table has no out-of-bounds footer (cut?)"),
+    ),
+    "out-of-bounds word contradicts the count": (
+        nr.rule_out_of_bounds,
+        lambda r: (setattr(r, "out_of_bounds", 0), setattr(r, "out_of_bounds_ok", False)),
+        EXP,
+        fail("the out-of-bounds check did not say OK"),
+    ),
+    "alltoall has no stack threshold": (
+        nr.rule_no_threshold,
+        lambda r: setattr(r, "test", "alltoall_perf"),
+        EXP,
+        unsure(
+            "no stack threshold for alltoall: its bus bandwidth over the NICs depends on how "
+            "many ranks cross the network, not on the line rate alone (pass --min-busbw)"
+        ),
     ),
     "socket fallback (said)": (
         nr.rule_socket_fallback,
@@ -201,12 +238,12 @@ def test_rule_fires_on_its_condition(case: Case) -> None:
     rule, change, exp, expected = case
     run = proven()
     change(run)
-    assert rule(Evidence.of(run), exp) == expected
+    assert rule(Evidence.of(run, exp), exp) == expected
 
 
 @pytest.mark.parametrize("rule", nr.RULES, ids=lambda r: r.__name__)
 def test_rule_is_silent_on_a_proven_run(rule: nr.Rule) -> None:
-    assert rule(Evidence.of(proven()), EXP) == []
+    assert rule(Evidence.of(proven(), EXP), EXP) == []
 
 
 def test_every_rule_has_a_case() -> None:
@@ -318,7 +355,7 @@ def test_rule_stays_silent_outside_its_condition(case: Case) -> None:
     rule, change, exp, expected = case
     run = proven()
     change(run)
-    assert rule(Evidence.of(run), exp) == expected
+    assert rule(Evidence.of(run, exp), exp) == expected
 
 
 def test_evidence_derives_once_what_the_rules_share() -> None:
@@ -386,13 +423,20 @@ def test_json_identity_reads_the_program_and_hosts() -> None:
     assert (run.test, run.hosts) == (None, set())
 
 
-def test_json_part_names_impossible_bandwidth_and_counts_only_positive_wrongs() -> None:
+def test_json_part_names_impossible_bandwidth_and_wrong_counts() -> None:
+    """A negative, fractional or overflowing nwrong is impossible, never read as 0 (it was)."""
     run = Run()
     assert nr._json_part({"bus_bw": "nan", "nwrong": -2}, "p", 8, run) == nr._Part(
-        None, 0, "bus_bw nan at 8 B"
+        None, 0, ("bus_bw nan at 8 B", "nwrong -2 at 8 B")
     )
     assert nr._json_part({"bus_bw": -1.0, "nwrong": 3}, "p", 8, run) == nr._Part(
-        None, 3, "bus_bw -1.0 at 8 B"
+        None, 3, ("bus_bw -1.0 at 8 B",)
+    )
+    assert nr._json_part({"bus_bw": 1.0, "nwrong": 0.5}, "p", 8, run).impossible == (
+        "nwrong 0.5 at 8 B",
+    )
+    assert nr._json_part({"bus_bw": 1.0, "nwrong": 1e400}, "p", 8, run).impossible == (
+        "nwrong inf at 8 B",
     )
     assert nr._json_part({"bus_bw": 12.5}, "p", 8, run) == nr._Part(12.5, 0)
     assert run.malformed == []

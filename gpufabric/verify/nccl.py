@@ -123,7 +123,9 @@ def split_log(log: str) -> dict[str, str]:
                 parts[current].append(line)
     if not parts:
         return {"launcher": log}
-    return {test: "\n".join(lines) + "\n" for test, lines in parts.items()}
+    # a test the launcher script ran but whose marker is absent has an empty log: judged
+    # INCONCLUSIVE ("no data rows"), never left out of the verdict
+    return {test: "\n".join(parts.get(test, [])) + "\n" for test in TESTS}
 
 
 @dataclass

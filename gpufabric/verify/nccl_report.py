@@ -23,10 +23,13 @@ from gpufabric.plan.resolve import DEFAULT_FRACTION
 GIB = 1 << 30
 
 _PREFIXES = (
-    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),  # Open MPI --tag-output
+    # Open MPI 4 --tag-output ([1,0]<stdout>:), Open MPI 5 / PRRTE --output tag and
+    # tag-detailed ([1,0][host:pid]<stdout>: ; the job may be a namespace name)
+    re.compile(r"^\[[^\],\s]+,\d+\](?:\[[^\]\s]+:\d+\])?<std(?:out|err)>:\s?"),
     re.compile(r"^\[pod/[^\]\s]+\]\s"),  # kubectl logs --prefix
-    re.compile(r"^\d+:\s"),  # Slurm srun -l
+    re.compile(r"^\s*\d+:\s"),  # Slurm srun -l, padded to the widest task id
     re.compile(r"^\[\d+\]\s"),  # MPICH -prepend-rank
+    re.compile(r"^\[[A-Za-z_][\w-]*?\d+\]:"),  # torchrun --tee / log prefix [default0]:
 )
 _MIDLINE_RANK = re.compile(r"\[\d+\]\s?")
 """MPICH prefixes every write: a row written in pieces carries them mid-line too."""
@@ -37,7 +40,8 @@ _NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _NONFINITE = re.compile(r"^[-+]?(?:nan|inf|infinity)$", re.IGNORECASE)
 _HOST_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[\s*\d+\s*\]")
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<net>\S+)")
-_NET_IB = re.compile(r"NCCL INFO NET/IB ?: ?Using (?P<devs>[^;]*)")
+_NET_IB = re.compile(r"NCCL INFO NET/IB(?:ext)? ?: ?Using (?P<devs>[^;]*)")
+_NO_IB = re.compile(r"NCCL INFO NET/IB(?:ext)? ?: ?No device found")
 _HCA = re.compile(r"\[\d+\](?P<hca>[^:\s]+):\d+/(?P<layer>IB|RoCE|UNSPECIFIED)")
 _CHANNEL = re.compile(
     r"NCCL INFO (?:Channel \d+(?:/\d+)?|Ring \d+) : (?P<src>\d+)(?:\[\w+\])? -> "
@@ -49,8 +53,15 @@ _NNODES = re.compile(
     r"NCCL INFO comm \S+ rank \d+ nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
     r"(?: localRanks \d+ localRank \d+ MNNVL (?P<mnnvl>\d+))?"
 )
-_DEVICE = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<host>\S+)")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<ok>OK|FAILED)")
+_DEVICE = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:(?P<rest>.*)$")
+_OOB_VALUE = re.compile(r"^\s*(?P<n>\d{1,18})\s+(?P<ok>OK|FAILED)\s*$")
+_REDUCED = re.compile(r"^#\s*Reducing maxBytes to (?P<max>\d+) due to memory limitation")
+_JSON_OUT = re.compile(r"^# Writing JSON output to (?P<path>\S.*)$")
+_CHANNELS = re.compile(
+    r"NCCL INFO (?P<coll>\d+) coll channels, (?P<collnet>\d+) collnet channels, "
+    r"(?P<nvls>\d+) nvls channels"
+)
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<name>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<name>\S+)")
@@ -61,10 +72,13 @@ _SWEEP = re.compile(
 _FATAL = re.compile(r"Test (?:NCCL|CUDA) failure|: Test failure ")
 _KILLED = re.compile(
     r"exited on signal \d+|BAD TERMINATION|mpirun noticed that process|srun: error:|"
+    r"one or more processes exited with non-zero status|"
     r"Segmentation fault|core dumped|terminate called|\bKilled\b|"
     r"Primary job\s+terminated normally, but \d+ process returned"
 )
 MAX_SIZES = 10_000
+_GDR_VIA = re.compile(r"/GDRDMA(?:\(PCI\))?(?:/Shared)?$")
+"""net.cc: NET/<net>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared] (NCCL 2.26+ adds (PCI))."""
 
 
 @dataclass(frozen=True)
@@ -138,9 +152,23 @@ class Run:
     rows: list[Row] = field(default_factory=list)
     expected_rows: int | None = None
     """Sizes the test announced (minBytes..maxBytes by its step), times its cycles."""
+    sweep: tuple[int, int, str] | None = None
+    """The announced sweep's minBytes, step and step kind (maxBytes may be reduced later)."""
     concluded: bool = False
+    footer: bool = False
+    """The table's footer (the out-of-bounds line) was printed."""
     out_of_bounds: int | None = None
     out_of_bounds_ok: bool | None = None
+    json_output: str | None = None
+    """Where the test said it wrote its -J document ("# Writing JSON output to PATH")."""
+    in_network: set[str] = field(default_factory=set)
+    """In-network reduction NCCL set up (CollNet, NVLS), from its channel-count line."""
+    pids: set[tuple[str, int]] = field(default_factory=set)
+    """(host, pid) of the ranks: matches NCCL_DEBUG_FILE lines to their test."""
+    from_json: bool = False
+    """Read from a -J document (a log whose first line starts with "[" is not one)."""
+    debug_pids: set[tuple[str, int]] = field(default_factory=set)
+    """(host, pid) that NCCL's own lines name ("host:pid:tid [dev] NCCL ...")."""
     avg_busbw: float | None = None
     networks: set[str] = field(default_factory=set)
     link_layers: dict[str, str] = field(default_factory=dict)
@@ -204,6 +232,11 @@ def _row(line: str, columns: list[str], run: Run) -> None:
         # -S 1: the timestamp is "%Y-%m-%d %H:%M:%S", two tokens under one header
         tokens = [*tokens[:-2], " ".join(tokens[-2:])]
     if len(tokens) != len(columns):
+        if "NCCL" not in line:  # a row cut or garbled: its values are not read, say so
+            run.malformed.append(
+                f"a table row of {len(tokens)} fields under a {len(columns)}-column header "
+                f"({line[:60]!r})"
+            )
         return
     busbw = [i for i, c in enumerate(columns) if c == "busbw"]
     wrong = [i for i, c in enumerate(columns) if c in ("#wrong", "error")]
@@ -216,9 +249,14 @@ def _row(line: str, columns: list[str], run: Run) -> None:
             impossible.append(f"busbw {bad} at {tokens[0]} B")
     count = 0
     for i in wrong:
+        if tokens[i] == "N/A":  # -c 0
+            continue
         value, bad = _value(tokens[i])
-        if value is not None and bad is None:
-            count += int(value)
+        if value is None or bad is not None or value != int(value):
+            # a count is a whole number: 0.5, 1e400 or text is not one (never read as 0)
+            impossible.append(f"#wrong {tokens[i]} at {tokens[0]} B")
+            continue
+        count += int(value)
     run.rows.append(
         Row(
             size=int(tokens[0]),
@@ -267,13 +305,27 @@ def _json_number(value: Any, what: str, run: Run) -> float | None:
 
 
 def _json_identity(doc: dict[str, Any], run: Run) -> None:
-    """The test's name (its program, from ``args``) and the ranks' hosts (``devices``)."""
+    """The test's name (its program, from ``args``) and the ranks' hosts and pids
+    (``config.devices``, where nccl-tests 2.19 writes them; a top-level list is read too)."""
     args = doc.get("args")
     if isinstance(args, list) and args and isinstance(args[0], str):
         run.test = args[0].rsplit("/", 1)[-1]
-    for device in doc.get("devices") or []:
+    config = doc.get("config")
+    devices = config.get("devices") if isinstance(config, dict) else None
+    for device in [*_list(devices), *_list(doc.get("devices"))]:
         if isinstance(device, dict) and isinstance(device.get("hostname"), str):
             run.hosts.add(device["hostname"])
+            pid = device.get("pid")
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                run.pids.add((device["hostname"], pid))
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+_JSON_BOOL = {True: True, False: False, "true": True, "false": False}
+"""nccl-tests writes its booleans as the strings "true" and "false" (util.cu jsonBool)."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +334,7 @@ class _Part:
 
     busbw: float | None
     wrong: int
-    impossible: str | None = None
+    impossible: tuple[str, ...] = ()
 
 
 def _json_part(part: Any, where: str, size: int, run: Run) -> _Part | None:
@@ -293,12 +345,17 @@ def _json_part(part: Any, where: str, size: int, run: Run) -> _Part | None:
         run.malformed.append(f"{where} is not an object")
         return None
     bw = _json_number(part.get("bus_bw"), f"{where}.bus_bw", run)
-    impossible = None
+    impossible: list[str] = []
     if bw is not None and (bw != bw or bw < 0):
-        impossible, bw = f"bus_bw {part.get('bus_bw')} at {size} B", None
+        impossible.append(f"bus_bw {part.get('bus_bw')} at {size} B")
+        bw = None
     wrong = _json_number(part.get("nwrong"), f"{where}.nwrong", run)
-    count = int(wrong) if wrong is not None and wrong == wrong and wrong > 0 else 0
-    return _Part(bw, count, impossible)
+    count = 0
+    if wrong is not None and (wrong != wrong or wrong < 0 or wrong != int(wrong)):
+        impossible.append(f"nwrong {str(part.get('nwrong'))[:20]} at {size} B")
+    elif wrong is not None:
+        count = int(wrong)
+    return _Part(bw, count, tuple(impossible))
 
 
 def _json_row(i: int, item: Any, run: Run) -> Row | None:
@@ -317,8 +374,7 @@ def _json_row(i: int, item: Any, run: Run) -> Row | None:
         part = _json_part(item[key], f"results[{i}].{key}", size, run)
         if part is None:
             continue
-        if part.impossible is not None:
-            row.impossible.append(part.impossible)
+        row.impossible.extend(part.impossible)
         if key == "out_of_place":
             row.busbw_oop = part.busbw
         else:
@@ -341,13 +397,34 @@ def _json_results(doc: dict[str, Any], run: Run) -> None:
 def _json_footers(doc: dict[str, Any], run: Run) -> None:
     """Out-of-bounds count, the average bus bandwidth, and whether the run ended."""
     oob = doc.get("out_of_bounds")
-    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
-        run.out_of_bounds = oob["count"]
-        run.out_of_bounds_ok = oob.get("okay") is True
+    if oob is not None:
+        _json_out_of_bounds(oob, run)
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), int | float):
         run.avg_busbw = float(avg["bandwidth"])
     run.concluded = "end_time" in doc
+    run.footer = run.concluded or oob is not None
+    for error in _list(doc.get("errors")):
+        if not isinstance(error, str):
+            run.malformed.append("errors holds a non-string")
+        elif error.strip():  # nccl-tests writes [""] when NCCL had no last error
+            run.fatal.append(f"-J errors: {error[:200]}")
+
+
+def _json_out_of_bounds(oob: Any, run: Run) -> None:
+    """``{"count": N, "okay": "true"|"false"}``; a count that is not a whole number, or an
+    ``okay`` that is neither boolean nor "true"/"false", is malformed (never OK)."""
+    count = oob.get("count") if isinstance(oob, dict) else None
+    okay = oob.get("okay") if isinstance(oob, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        run.malformed.append(f"out_of_bounds.count is {str(count)[:20]!r}, not a count")
+        run.out_of_bounds_ok = False
+        return
+    if not isinstance(okay, bool | str) or okay not in _JSON_BOOL:
+        run.malformed.append(f"out_of_bounds.okay is {str(okay)[:20]!r}, not true or false")
+        run.out_of_bounds_ok = False
+        return
+    _out_of_bounds(run, count, _JSON_BOOL[okay])
 
 
 def _json_config(doc: dict[str, Any], run: Run) -> None:
@@ -374,7 +451,7 @@ JSON_STEPS: tuple[Callable[[dict[str, Any], Run], None], ...] = (
 
 def _json_run(doc: Any, source: str) -> Run:
     """One nccl-tests -J document (format version 3: config, devices, results, footers)."""
-    run = Run(source=source)
+    run = Run(source=source, from_json=True)
     if not isinstance(doc, dict):
         run.malformed.append("the JSON document is not an object")
         return run
@@ -387,11 +464,11 @@ def parse_json(text: str, source: str = "") -> Run:
     try:
         doc = json.loads(text)
     except RecursionError:
-        run = Run(source=source)
+        run = Run(source=source, from_json=True)
         run.malformed.append("JSON nested deeper than Python can read")
         return run
     if _depth(doc) > MAX_JSON_DEPTH:
-        run = Run(source=source)
+        run = Run(source=source, from_json=True)
         run.malformed.append(
             f"JSON nested deeper than {MAX_JSON_DEPTH} levels: not nccl-tests -J output"
         )
@@ -409,6 +486,58 @@ def _depth(doc: Any, level: int = 0) -> int:
     return level
 
 
+def _out_of_bounds(run: Run, count: int, ok: bool) -> None:
+    """One out-of-bounds footer. Several in one run (old builds print no test boundaries)
+    keep the worst; a count that contradicts its word ("3 OK", "0 FAILED") is not OK."""
+    run.out_of_bounds = max(run.out_of_bounds or 0, count)
+    agreed = ok and count == 0
+    run.out_of_bounds_ok = (
+        agreed if run.out_of_bounds_ok is None else run.out_of_bounds_ok and agreed
+    )
+    run.footer = True
+
+
+def _comment(line: str, run: Run, columns: list[str] | None) -> list[str] | None:
+    """A ``#`` line of nccl-tests: the column header (returned), the sweep, footers, hosts."""
+    tokens = line.lstrip("#").split()
+    if tokens[:1] == ["size"] and "busbw" in tokens:
+        return tokens
+    if m := _SWEEP.match(line):
+        run.sweep = (int(m["min"]), int(m["step"]), m["kind"])
+        run.expected_rows = _sweep_rows(int(m["min"]), int(m["max"]), int(m["step"]), m["kind"])
+    elif (m := _REDUCED.match(line)) and run.sweep is not None:
+        # the memory check lowers maxBytes after the sweep line (common.cu): fewer sizes
+        low, step, kind = run.sweep
+        run.expected_rows = _sweep_rows(low, int(m["max"]), step, kind)
+    elif m := _CONCLUDED.match(line):
+        run.concluded = True
+        run.test = run.test or m["name"]
+    elif m := _OOB.match(line):
+        if v := _OOB_VALUE.match(m["rest"]):
+            _out_of_bounds(run, int(v["n"]), v["ok"] == "OK")
+        else:
+            run.malformed.append(f"unreadable out-of-bounds line: {line[:80]!r}")
+            _out_of_bounds(run, 0, False)
+    elif m := _AVG.match(line):
+        run.avg_busbw = _value(m["v"])[0]
+    elif m := _DEVICE.match(line):
+        run.hosts.add(m["host"])
+        run.pids.add((m["host"], int(m["pid"])))
+    _scan(line, run)  # NCCL's lines glued to a '#' line (interleaved writes) still count
+    return columns
+
+
+def _overlong(raw: str, run: Run) -> None:
+    """A line past MAX_LINE is cut: NCCL's words beyond the cut make it malformed (evidence
+    not read), and a WARN or socket word there is still counted."""
+    if "NCCL" in raw[MAX_LINE - 4 :]:
+        run.malformed.append(f"NCCL output past column {MAX_LINE} of a {len(raw)}-character line")
+    for word in ("NCCL WARN", "NET/Socket", "Using network Socket"):
+        at = raw.find(word, MAX_LINE - len(word))
+        if at >= 0:
+            _scan(raw[max(0, at - 40) : at + MAX_LINE // 2].strip(), run)
+
+
 def parse_runs(text: str, source: str = "") -> list[Run]:
     """Every collective test in one log (or the one -J document), in order."""
     stripped = text.lstrip()
@@ -419,37 +548,28 @@ def parse_runs(text: str, source: str = "") -> list[Run]:
             pass
     runs: list[Run] = [Run(source=source)]
     columns: list[str] | None = None
+    json_output: str | None = None
     for raw in text.splitlines():
         line = _clean(raw)
+        if m := _JSON_OUT.match(line):
+            # printed before the test's "starting" line (common.cu main, then run())
+            json_output = m["path"].strip()
+            continue
         if m := _STARTING.match(line):
             current = runs[-1]
             if current.test is not None or current.rows:
                 runs.append(Run(source=source))
-            runs[-1].test = m["name"]
-            columns = None
+            runs[-1].test, runs[-1].json_output = m["name"], json_output
+            columns, json_output = None, None
             continue
         run = runs[-1]
+        if len(raw) > MAX_LINE:
+            _overlong(raw, run)
         if line.startswith("#"):
-            tokens = line.lstrip("#").split()
-            if tokens[:1] == ["size"] and "busbw" in tokens:
-                columns = tokens
-            elif m := _SWEEP.match(line):
-                run.expected_rows = _sweep_rows(
-                    int(m["min"]), int(m["max"]), int(m["step"]), m["kind"]
-                )
-            elif m := _CONCLUDED.match(line):
-                run.concluded = True
-                run.test = run.test or m["name"]
-            elif m := _OOB.match(line):
-                run.out_of_bounds, run.out_of_bounds_ok = int(m["n"]), m["ok"] == "OK"
-            elif m := _AVG.match(line):
-                run.avg_busbw = _value(m["v"])[0]
-            elif m := _DEVICE.match(line):
-                run.hosts.add(m["host"])
+            columns = _comment(line, run, columns)
             continue
         if columns is not None and line[:1].isdigit():
             _row(line, columns, run)
-            continue
         _scan(line, run)
     if len(runs) > 1 and runs[0].test is None and not runs[0].rows:
         # lines before the first test (launcher output, NCCL init) belong to it
@@ -470,6 +590,10 @@ def _merge_info(into: Run, other: Run) -> None:
     into.fatal += other.fatal
     into.killed += other.killed
     into.mnnvl |= other.mnnvl
+    into.in_network |= other.in_network
+    into.pids |= other.pids
+    into.debug_pids |= other.debug_pids
+    into.malformed += other.malformed
     if other.nnodes is not None:
         into.nnodes = max(into.nnodes or 0, other.nnodes)
     if other.nranks is not None:
@@ -482,6 +606,9 @@ def parse(text: str) -> Run:
 
 
 def _scan(line: str, run: Run) -> None:
+    if "NCCL " in line and (m := _HOST_PREFIX.match(line)):
+        run.hosts.add(m["host"])
+        run.debug_pids.add((m["host"], int(m["pid"])))
     if "NCCL WARN" in line:
         diag = next((d for d in DIAGNOSES if d.pattern.search(line)), None)
         cause, check = (diag.cause, diag.check) if diag else UNKNOWN
@@ -494,8 +621,6 @@ def _scan(line: str, run: Run) -> None:
         if _KILLED.search(line):
             run.killed.append(line)
         return
-    if m := _HOST_PREFIX.match(line):
-        run.hosts.add(m["host"])
     if m := _USING_NETWORK.search(line):
         run.networks.add(m["net"])
         if m["net"].lower() == "socket":
@@ -504,13 +629,15 @@ def _scan(line: str, run: Run) -> None:
         run.link_layers.update({h["hca"]: h["layer"] for h in _HCA.finditer(m["devs"])})
     elif "NET/Socket : Using" in line:
         run.socket_in_use = True
-    elif "NET/IB : No device found" in line:
+    elif _NO_IB.search(line):
         run.no_ib_device = True
     elif m := _CHANNEL.search(line):
         if m["via"].startswith("NET/"):
             run.inter_node.append(m["via"])
     elif m := _GDR_DISABLED.search(line):
         run.gdr_disabled.append(m["hca"])
+    elif m := _CHANNELS.search(line):
+        run.in_network |= {n for n in ("collnet", "nvls") if int(m[n])}
     elif m := _NNODES.search(line):
         run.nnodes = max(run.nnodes or 0, int(m["nnodes"]))
         run.nranks = max(run.nranks or 0, int(m["nranks"]))
@@ -545,6 +672,8 @@ class Transport:
     nranks: int | None
     hosts: int
     nodes: int | None
+    in_network: tuple[str, ...] = ()
+    """In-network reduction NCCL set up: "collnet" (SHARP), "nvls"."""
 
 
 @dataclass(frozen=True)
@@ -570,6 +699,8 @@ class RunVerdict:
     rows: tuple[Row, ...]
     warnings: tuple[Mapping[str, str], ...]
     file: str = ""
+    ceiling_gbps: float | None = None
+    ceiling_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape of one run."""
@@ -586,6 +717,7 @@ class RunVerdict:
                 "nranks": self.transport.nranks,
                 "hosts": self.transport.hosts,
                 "nodes": self.transport.nodes,
+                "in_network": list(self.transport.in_network),
             },
             "gdr": {
                 "expected": self.gdr.expected,
@@ -595,6 +727,8 @@ class RunVerdict:
             "busbw_max_gbps": self.busbw_max_gbps,
             "threshold_gbps": self.threshold_gbps,
             "threshold_source": self.threshold_source,
+            "ceiling_gbps": self.ceiling_gbps,
+            "ceiling_source": self.ceiling_source,
             "avg_busbw_gbps": self.avg_busbw_gbps,
             "rows": [
                 {"size": r.size, "busbw_oop": r.busbw_oop, "busbw_ip": r.busbw_ip, "wrong": r.wrong}
@@ -666,6 +800,57 @@ def _unsure(reason: str) -> list[Finding]:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """What one test kind's bus bandwidth can reach over the NICs, and must reach."""
+
+    ceiling_gbps: float | None
+    ceiling_source: str
+    threshold_gbps: float | None
+    threshold_source: str
+    no_threshold: str | None
+    """Why the stack gives this test kind no threshold (None when it does)."""
+
+
+RING_BOUND = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+"""Kinds whose bus bandwidth over the NICs is bounded by the node's line rate (nccl-tests
+doc/PERFORMANCE.md: busbw is normalised so that it compares to the hardware's peak)."""
+IN_NETWORK_KINDS = ("all_reduce",)
+"""Kinds that CollNet (SHARP) and NVLS reduction speed up beyond the ring bound."""
+
+
+def _kind(test: str | None) -> str | None:
+    """all_reduce of "all_reduce_perf_mpi" or "./build/all_reduce_perf"."""
+    if test is None:
+        return None
+    return test.rsplit("/", 1)[-1].split("_perf", 1)[0]
+
+
+def test_bound(
+    test: str | None, nranks: int | None, in_network: Sequence[str], exp: Expectation
+) -> Bound:
+    """The ceiling and threshold of one test kind. Ring-bound kinds (and a run whose test is
+    unnamed, as old builds print) have the line rate as ceiling and the stack's threshold;
+    all_reduce with in-network reduction (CollNet/SHARP, NVLS) may reach 2(n-1)/n of it;
+    other kinds (alltoall, sendrecv, gather, scatter, hypercube) are not bounded by the line
+    rate alone: no ceiling, and no threshold unless --min-busbw gives one."""
+    kind, rate = _kind(test), exp.line_rate_gbytes
+    own = exp.threshold_source.startswith("--min-busbw")
+    if kind is not None and kind not in RING_BOUND:
+        why = (
+            f"no stack threshold for {kind}: its bus bandwidth over the NICs depends on how "
+            "many ranks cross the network, not on the line rate alone (pass --min-busbw)"
+        )
+        threshold = exp.threshold_gbps if own else None
+        source = exp.threshold_source if own else "none"
+        return Bound(None, "", threshold, source, None if own else why)
+    ceiling, source = rate, "line rate"
+    if rate is not None and in_network and kind in IN_NETWORK_KINDS and nranks and nranks > 1:
+        ceiling = round(rate * 2 * (nranks - 1) / nranks, 2)
+        source = f"in-network reduction ({', '.join(in_network)}): 2(n-1)/n x line rate"
+    return Bound(ceiling, source, exp.threshold_gbps, exp.threshold_source, None)
+
+
+@dataclass(frozen=True)
 class Evidence:
     """A run and what the rules derive from it (once, for all of them)."""
 
@@ -678,20 +863,24 @@ class Evidence:
     """Inter-node channels over GPUDirect RDMA."""
     best: float | None
     """Best bus bandwidth at >= 1 GiB."""
+    bound: Bound = field(default_factory=lambda: Bound(None, "", None, "none", None))
+    """The test kind's bus-bandwidth ceiling and threshold (:func:`test_bound`)."""
 
     @property
     def multi(self) -> bool:
         return self.nodes is not None and self.nodes >= 2
 
     @classmethod
-    def of(cls, run: Run) -> Evidence:
+    def of(cls, run: Run, exp: Expectation | None = None) -> Evidence:
         large = [r.best for r in run.rows if r.size >= GIB and r.best is not None]
+        exp = exp if exp is not None else Expectation()
         return cls(
+            bound=test_bound(run.test, run.nranks, sorted(run.in_network), exp),
             run=run,
             nodes=run.nodes,
             socket=run.socket_in_use or any(v.startswith("NET/Socket") for v in run.inter_node),
             impossible=tuple(text for r in run.rows for text in r.impossible),
-            gdr_channels=sum(1 for v in run.inter_node if v.endswith("/GDRDMA")),
+            gdr_channels=sum(1 for v in run.inter_node if _GDR_VIA.search(v)),
             best=max(large) if large else None,
         )
 
@@ -723,6 +912,8 @@ def rule_unfinished(ev: Evidence, exp: Expectation) -> list[Finding]:
         )
     if run.test is not None and run.rows and not run.concluded:
         return _fail("the run did not finish (no 'Collective test concluded' line)")
+    if run.rows and not run.footer:
+        return _fail("the run did not finish: the table has no out-of-bounds footer (cut?)")
     return []
 
 
@@ -739,6 +930,8 @@ def rule_impossible_values(ev: Evidence, exp: Expectation) -> list[Finding]:
 def rule_out_of_bounds(ev: Evidence, exp: Expectation) -> list[Finding]:
     if ev.run.out_of_bounds_ok is not False:
         return []
+    if not ev.run.out_of_bounds:
+        return _fail("the out-of-bounds check did not say OK")
     return _fail(f"{ev.run.out_of_bounds} out-of-bounds values")
 
 
@@ -778,6 +971,11 @@ def rule_transport_unproven(ev: Evidence, exp: Expectation) -> list[Finding]:
 def rule_link_layer(ev: Evidence, exp: Expectation) -> list[Finding]:
     if not _rdma_between_nodes(ev, exp) or not exp.link_layer:
         return []
+    if not ev.run.link_layers:
+        return _unsure(
+            f"link layer not proven: no 'NET/IB : Using' line names the HCAs' link layer "
+            f"(expected {exp.link_layer})"
+        )
     wrong_layer = sorted(
         f"{hca}/{layer}" for hca, layer in ev.run.link_layers.items() if layer != exp.link_layer
     )
@@ -818,33 +1016,50 @@ def rule_no_large_sizes(ev: Evidence, exp: Expectation) -> list[Finding]:
 
 
 def rule_above_line_rate(ev: Evidence, exp: Expectation) -> list[Finding]:
-    """Inter-node bandwidth above the NICs' line rate (beyond noise) did not cross the NICs;
-    multi-node NVLink (MNNVL) is exempt."""
-    best, limit = ev.best, exp.line_rate_gbytes
+    """Inter-node bandwidth above the test kind's ceiling (beyond noise) did not cross the
+    NICs; multi-node NVLink (MNNVL) is exempt."""
+    best, limit = ev.best, ev.bound.ceiling_gbps
     if not ev.multi or best is None or limit is None or ev.run.mnnvl:
         return []
     if best <= limit * LINE_RATE_NOISE:
         return []
+    hint = (
+        "a tree/NVLS algorithm? run all_reduce with NCCL_ALGO=Ring"
+        if not ev.run.in_network
+        else "in-network reduction was counted in the ceiling"
+    )
+    what = (
+        f"the nodes' line rate {limit:g} GB/s"
+        if ev.bound.ceiling_source == "line rate"
+        else f"the ceiling {limit:g} GB/s ({ev.bound.ceiling_source})"
+    )
     return _fail(
-        f"best bus bandwidth {best:g} GB/s is above the nodes' line rate {limit:g} GB/s by "
-        f"more than {round((LINE_RATE_NOISE - 1) * 100)}%: not a measurement over the NICs "
-        "(a tree/NVLS algorithm? run all_reduce with NCCL_ALGO=Ring)"
+        f"best bus bandwidth {best:g} GB/s is above {what} by more than "
+        f"{round((LINE_RATE_NOISE - 1) * 100)}%: not a measurement over the NICs ({hint})"
     )
 
 
 def rule_no_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
-    if exp.threshold_gbps is not None:
+    if ev.bound.threshold_gbps is not None:
         return []
-    return _unsure("no threshold: pass --stack (line rate) or --min-busbw")
+    return _unsure(ev.bound.no_threshold or "no threshold: pass --stack (line rate) or --min-busbw")
 
 
 def rule_below_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
-    if exp.threshold_gbps is None or ev.best is None or ev.best >= exp.threshold_gbps:
+    """Judged on >= 2 nodes only: one node (one rank prints busbw 0) is INCONCLUSIVE."""
+    threshold = ev.bound.threshold_gbps
+    if threshold is None or ev.best is None or ev.best >= threshold or not ev.multi:
         return []
     return _fail(
         f"best bus bandwidth at >= 1 GiB is {ev.best:g} GB/s, below the threshold "
-        f"{exp.threshold_gbps:g} GB/s ({exp.threshold_source})"
+        f"{threshold:g} GB/s ({ev.bound.threshold_source})"
     )
+
+
+def rule_no_ib_device(ev: Evidence, exp: Expectation) -> list[Finding]:
+    if not (exp.rdma and ev.multi and ev.run.no_ib_device):
+        return []
+    return _fail("a rank found no RDMA device ('NET/IB : No device found.')")
 
 
 RULES: tuple[Rule, ...] = (
@@ -858,6 +1073,7 @@ RULES: tuple[Rule, ...] = (
     rule_wrong_elements,
     rule_nccl_warnings,
     rule_socket_fallback,
+    rule_no_ib_device,
     rule_transport_unproven,
     rule_link_layer,
     rule_gdr_disabled,
@@ -889,7 +1105,7 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
     """The verdict on one run. PASS only when the transport is proven and the threshold met
     at >= 1 GiB on >= 2 nodes; INCONCLUSIVE when it cannot be judged; FAIL when it ran and
     fell short. Every reason states what the log shows (see :data:`RULES`)."""
-    ev = Evidence.of(run)
+    ev = Evidence.of(run, exp)
     verdict, reasons = combine(findings(ev, exp))
     return RunVerdict(
         verdict=verdict,
@@ -903,6 +1119,7 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
             nranks=run.nranks,
             hosts=len(run.hosts),
             nodes=ev.nodes,
+            in_network=tuple(sorted(run.in_network)),
         ),
         gdr=GdrUse(
             expected=exp.rdma and exp.gdr,
@@ -910,8 +1127,10 @@ def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
             disabled_hcas=tuple(sorted(set(run.gdr_disabled))),
         ),
         busbw_max_gbps=ev.best,
-        threshold_gbps=exp.threshold_gbps,
-        threshold_source=exp.threshold_source,
+        threshold_gbps=ev.bound.threshold_gbps,
+        threshold_source=ev.bound.threshold_source,
+        ceiling_gbps=ev.bound.ceiling_gbps,
+        ceiling_source=ev.bound.ceiling_source,
         avg_busbw_gbps=run.avg_busbw,
         rows=tuple(run.rows),
         warnings=tuple(run.warnings),
@@ -955,28 +1174,62 @@ def expectation(
     )
 
 
+def _is_debug_file(run: Run) -> bool:
+    """An NCCL_DEBUG_FILE: NCCL's lines of one process, no nccl-tests table or header."""
+    return run.test is None and not run.rows and not run.footer and bool(run.debug_pids)
+
+
+def _merge_json(twin: Run, doc: Run, name: str) -> None:
+    """The -J document's evidence joins the text log's run: its rows when the log printed
+    none, else its failures (wrong values, impossible numbers, errors, out of bounds)."""
+    if not twin.rows:
+        twin.rows, twin.expected_rows = doc.rows, doc.expected_rows
+        twin.footer = twin.footer or doc.footer
+    else:
+        for row in doc.rows:
+            if row.wrong:
+                twin.fatal.append(f"{name}: {row.wrong} wrong elements at {row.size} B")
+            twin.fatal.extend(f"{name}: impossible {text}" for text in row.impossible)
+    twin.fatal += doc.fatal
+    twin.malformed += [f"{name}: {text}" for text in doc.malformed]
+    if doc.out_of_bounds_ok is not None:
+        _out_of_bounds(twin, doc.out_of_bounds or 0, doc.out_of_bounds_ok)
+
+
+def _json_twin(name: str, doc: Run, logs: list[Run]) -> Run | None:
+    """The text run that wrote this -J file ("# Writing JSON output to PATH", matched by file
+    name), else the only text run of the same test."""
+    base = name.rsplit("/", 1)[-1]
+    by_path = [r for r in logs if r.json_output and r.json_output.rsplit("/", 1)[-1] == base]
+    if len(by_path) == 1:
+        return by_path[0]
+    same = [r for r in logs if doc.test is not None and r.test == doc.test]
+    return same[0] if len(same) == 1 else None
+
+
 def collect_runs(files: Mapping[str, str]) -> list[tuple[str, Run]]:
-    """Every run of every file, labelled. A -J document adds its rows to the text log's run
-    of the same test when one was given (the log proves the transport, not the JSON)."""
-    labelled: list[tuple[str, Run]] = []
+    """Every run of every file, labelled. A -J document joins the text log's run that wrote
+    it (the log proves the transport, not the JSON); an NCCL_DEBUG_FILE (NCCL's lines only)
+    joins the runs whose ranks' (host, pid) it names."""
+    labelled: list[tuple[str, Run, bool]] = []
     for name, text in files.items():
         runs = parse_runs(text, name)
         for run in runs:
             label = name if len(runs) == 1 else f"{name} ({run.test or 'unnamed test'})"
-            labelled.append((label, run))
-
-    def is_json(run: Run) -> bool:
-        return files.get(run.source, "").lstrip().startswith(("{", "["))
-
-    by_test = {run.test: run for _, run in labelled if run.test and not is_json(run)}
+            labelled.append((label, run, run.from_json))
+    logs = [run for _, run, is_json in labelled if not is_json and not _is_debug_file(run)]
     out: list[tuple[str, Run]] = []
-    for label, run in labelled:
-        twin = by_test.get(run.test) if run.test else None
-        if is_json(run) and twin is not None:
-            if not twin.rows:
-                twin.rows = run.rows
-                twin.expected_rows = run.expected_rows
+    for label, run, is_json in labelled:
+        if is_json and (twin := _json_twin(run.source, run, logs)) is not None:
+            _merge_json(twin, run, run.source)
             continue
+        if not is_json and _is_debug_file(run):
+            owners = [r for r in logs if r.pids & run.debug_pids]
+            for owner in owners:
+                _merge_info(owner, run)
+            if owners:
+                continue
+            run.malformed.append("NCCL debug output whose processes no test's ranks name")
         out.append((label, run))
     return out
 
@@ -997,6 +1250,10 @@ def report(files: Mapping[str, str], exp: Expectation) -> Report:
     )
 
 
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} GB/s"
+
+
 def format_text(doc: Report) -> str:
     out = [f"NCCL acceptance: {doc.verdict}"]
     if doc.threshold_gbps is not None:
@@ -1014,7 +1271,13 @@ def format_text(doc: Report) -> str:
             )
             + f"; inter-node channels {t.inter_node_channels}, with GDRDMA "
             f"{run.gdr.inter_node_channels_with_gdrdma}"
+            + (f"; in-network reduction {', '.join(t.in_network)}" if t.in_network else "")
         )
+        if run.ceiling_gbps is not None or run.threshold_gbps != doc.threshold_gbps:
+            out.append(
+                f"    judged      ceiling {_gbps(run.ceiling_gbps)} ({run.ceiling_source or '-'})"
+                f"; threshold {_gbps(run.threshold_gbps)} ({run.threshold_source})"
+            )
         out.append(
             f"    busbw       best >= 1 GiB: {best if best is not None else '-'} GB/s; "
             f"average line (not judged): {run.avg_busbw_gbps}"
