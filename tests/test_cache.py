@@ -3,11 +3,12 @@ result, and a cache that is damaged, shared or unwritable is ignored, never an e
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import jinja2.bccache
+import jinja2
 import pytest
 from builders import example_config, plan_of
 
@@ -20,10 +21,8 @@ from gpufabric.support.cache import cache_dir
 def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     templates.environment.cache_clear()
-    templates._bytecode_cache.cache_clear()
     yield tmp_path / "cache" / "gpufabric" / "templates"
     templates.environment.cache_clear()
-    templates._bytecode_cache.cache_clear()
 
 
 def fresh_render() -> dict[str, str]:
@@ -31,18 +30,44 @@ def fresh_render() -> dict[str, str]:
     return render_files(plan_of(example_config("prod-ib"), "prod-ib"))
 
 
-def test_compiled_templates_are_kept_and_change_nothing(cache_home: Path) -> None:
-    first = fresh_render()
-    entries = sorted(cache_home.iterdir())
-    assert entries, "no compiled template was kept"
-    assert oct(cache_home.stat().st_mode & 0o777) == "0o700"
-    assert fresh_render() == first  # from the cache
-    for entry in entries:  # cut inside the checksum that follows Jinja's header
-        entry.write_bytes(entry.read_bytes()[: len(jinja2.bccache.bc_magic) + 3])
-    assert fresh_render() == first
-    for entry in entries:
-        entry.write_bytes(b"garbage")
-    assert fresh_render() == first
+def _plant_compiled_templates(directory: Path, flag: Path) -> int:
+    """Entries in the form gpufabric kept compiled templates in (Jinja bytecode named by a
+    fingerprint of Jinja's version and the options), each carrying code that leaves
+    ``flag`` when it runs; the checksums match the real sources, as a forger's would."""
+    fingerprint = hashlib.sha256(
+        repr(
+            (jinja2.__version__, sorted((k, repr(v)) for k, v in templates._OPTIONS.items()))
+        ).encode()
+    ).hexdigest()[:16]
+    bcc = jinja2.FileSystemBytecodeCache(str(directory), pattern=f"{fingerprint}-%s.cache")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates.TEMPLATES_DIR)))
+    env.__dict__.update(templates.environment().__dict__)  # same options and filters
+    planted = 0
+    for name in env.list_templates():
+        source, filename, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
+        python = env.compile(source, name, filename, raw=True)
+        bucket = bcc.get_bucket(env, name, filename, source)
+        bucket.code = compile(
+            f"open({str(flag)!r}, 'a').write({name!r} + '\\n')\n{python}", filename, "exec"
+        )
+        bcc.set_bucket(bucket)
+        planted += 1
+    return planted
+
+
+def test_a_cache_holds_no_code_and_planted_entries_change_nothing(
+    cache_home: Path, tmp_path: Path
+) -> None:
+    """A render reads no compiled code from the cache: entries planted where compiled
+    templates were kept (valid checksums, code that leaves a flag) never run, and the
+    output is byte for byte what an empty cache gives."""
+    clean = fresh_render()
+    assert not cache_home.exists() or not any(cache_home.iterdir())  # nothing compiled kept
+    cache_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    flag = tmp_path / "planted-code-ran"
+    assert _plant_compiled_templates(cache_home, flag) > 10
+    assert fresh_render() == clean
+    assert not flag.exists(), f"planted template code ran: {flag.read_text()[:200]}"
 
 
 def test_a_cache_others_could_write_is_not_used(cache_home: Path) -> None:
@@ -67,13 +92,11 @@ def test_no_cache_place_at_all(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # not a directory
-    templates._bytecode_cache.cache_clear()
     templates.environment.cache_clear()
     try:
         assert cache_dir("templates") is None
         assert fresh_render()
     finally:
-        templates._bytecode_cache.cache_clear()
         templates.environment.cache_clear()
 
 
@@ -149,3 +172,52 @@ def test_converted_crds_are_kept_and_give_the_same_verdicts(
     schema.load_crds.cache_clear()
     assert schema.validate_objects([widget("big")], "1.33", crds).ok  # new bytes, new entry
     schema.load_crds.cache_clear()
+
+
+def test_foreign_entries_are_ignored_one_by_one(cache_home: Path, tmp_path: Path) -> None:
+    """Ownership is checked per entry, not only per directory: a link to a file elsewhere,
+    a second name of one, an entry others could write or another user's is not read."""
+    from gpufabric.support.cache import read_json, write_json
+
+    write_json("crd-schemas", "good", {"v": 1})
+    directory = cache_home.parent / "crd-schemas"
+    assert read_json("crd-schemas", "good") == {"v": 1}
+    forged = tmp_path / "forged.json"
+    forged.write_text('{"v": "forged"}')
+    (directory / "symlinked.json").symlink_to(forged)
+    os.link(forged, directory / "hardlinked.json")
+    (directory / "shared.json").write_text('{"v": "forged"}')
+    (directory / "shared.json").chmod(0o666)
+    (directory / "damaged.json").write_text('{"v": ')
+    for key in ("symlinked", "hardlinked", "shared", "damaged"):
+        assert read_json("crd-schemas", key) is None, key
+    if os.geteuid() == 0:  # only root can give a file away
+        (directory / "theirs.json").write_text('{"v": "forged"}')
+        os.chown(directory / "theirs.json", 4242, 4242)
+        assert read_json("crd-schemas", "theirs") is None
+
+
+def test_a_planted_crd_schema_entry_changes_no_verdict(cache_home: Path, tmp_path: Path) -> None:
+    """A converted-CRD entry that is not the cache's own (a link to a schema that accepts
+    anything) is ignored: validation gives the verdict of an empty cache."""
+    from gpufabric.outputs import schema
+
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    (crds / "widget.yaml").write_text(CRD)
+    schema.load_crds.cache_clear()
+    assert [e.path for e in schema.validate_objects([widget("big")], "1.33", crds).errors] == [
+        "spec.size"
+    ]
+    directory = cache_home.parent / "crd-schemas"
+    (entry,) = directory.iterdir()
+    forged = tmp_path / "accepts-anything.json"
+    forged.write_text('[["example.com/v1", "Widget", {"type": "object"}]]')
+    entry.unlink()
+    entry.symlink_to(forged)
+    schema.load_crds.cache_clear()
+    try:
+        bad = schema.validate_objects([widget("big")], "1.33", crds)
+        assert [e.path for e in bad.errors] == ["spec.size"]
+    finally:
+        schema.load_crds.cache_clear()

@@ -57,10 +57,11 @@ def test_plan_json_lists_items_in_apply_order_with_their_files(tmp_path: Path) -
 
 def test_stale_files_do_not_survive_a_rerender(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    _render("kind-dev", out)
-    (out / "objects" / "removed-tenant.yaml").write_text("old")
+    first = _render("lab-roce", out)
     files = _render("kind-dev", out)
-    assert "objects/removed-tenant.yaml" not in files
+    listed = {f for item in json.loads(files["plan.json"])["items"] for f in item["files"]}
+    assert first.keys() - files.keys()  # lab-roce wrote files kind-dev does not
+    assert files.keys() == listed | {"plan.json", ".gpufabric-render"}
 
 
 def test_secrets_render_as_placeholders_and_charts_as_two_files() -> None:

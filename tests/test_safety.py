@@ -68,9 +68,10 @@ def test_render_replaces_its_own_output_and_marks_it(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert render(out) == 0
     assert (out / MARKER).is_file()
-    (out / "objects" / "stale.yaml").write_text("from an older render")
+    kind_dev = {p.relative_to(out) for p in out.rglob("*") if p.is_file()}
     assert render(out, "lab-roce") == 0
-    assert not (out / "objects" / "stale.yaml").exists()
+    lab_roce = {p.relative_to(out) for p in out.rglob("*") if p.is_file()}
+    assert kind_dev - lab_roce  # files only the first render wrote are gone
     assert (out / "plan.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing left beside it
 
@@ -128,9 +129,13 @@ def test_leftovers_of_a_killed_render_are_removed_by_the_next(tmp_path: Path) ->
     (left / MARKER).write_text("{}")
     foreign = tmp_path / ".out.gpufabric-staging-notours"
     foreign.mkdir()  # no marker: not ours, kept
+    (foreign / "notes.txt").write_text("mine")
+    empty = tmp_path / ".out.gpufabric-staging-killedbeforethemarker"
+    empty.mkdir()  # empty: removing it loses nothing
     assert render(out) == 0
     assert not left.exists()
-    assert foreign.exists()
+    assert (foreign / "notes.txt").read_text() == "mine"
+    assert not empty.exists()
 
 
 @pytest.mark.parametrize(

@@ -178,10 +178,43 @@ def _expand_json(value: Any) -> Any:
     return value
 
 
+def resolve_ref(repo: Path, ref: str) -> str:
+    """The commit a user's ref names, as a full hash: a ref never reaches git as an option
+    (``--output=FILE`` would write a file), nor as anything but one commit."""
+    if not ref or ref.startswith("-") or any(c in ref for c in "\0\n\r"):
+        raise ValueError(
+            "not a directory, and not a git ref: a ref may not be empty, start with '-' or "
+            "hold control characters (give a branch, tag or commit, e.g. origin/main)"
+        )
+    proc = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"{ref}^{{commit}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    commit = proc.stdout.strip()
+    if proc.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+        raise ValueError(
+            f"not a directory, and git knows no commit {ref!r} in {repo} "
+            "(give a branch, tag or commit, e.g. origin/main, or a render directory)"
+        )
+    return commit
+
+
 def render_ref(repo: Path, ref: str, stack: str) -> Side:
     """The stack rendered by the code and stack file at a git ref."""
+    commit = resolve_ref(repo, ref)
     archive = subprocess.run(
-        ["git", "-C", str(repo), "archive", "--format=tar", ref],
+        ["git", "-C", str(repo), "archive", "--format=tar", commit, "--"],
         capture_output=True,
         check=False,
     )

@@ -22,12 +22,18 @@ refused.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
+import functools
 import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +163,13 @@ def render_files(plan: Plan) -> dict[str, str]:
 
 
 MARKER = ".gpufabric-render"
-"""File in every directory ``render`` writes: only such a directory is ever replaced."""
+"""File in every directory ``render`` writes, with the record of the files it wrote: a
+render replaces only those, never anything else."""
 _STAGING = ".gpufabric-staging-"
 _RETIRED = ".gpufabric-old-"
+LOCK_WAIT_S = 300.0
+"""How long a render waits for another render of the same parent directory to finish."""
+_FOREIGN_SHOWN = 8
 
 
 class OutputError(Exception):
@@ -173,12 +183,26 @@ def _refused_roots() -> set[Path]:
     return roots
 
 
+def _link_in(out: Path) -> Path | None:
+    """The first part of ``out``, as given, that is a symbolic link (a relative path's parts
+    only: the working directory is where the user already is)."""
+    current = Path(out.parts[0]) if out.parts else Path(".")
+    for part in (*out.parts[1:], None):
+        if current.is_symlink():
+            return current
+        if part is None:
+            return None
+        current = current / part
+    return None
+
+
 def check_output_dir(out: Path) -> Path:
     """The directory ``render`` may replace, resolved; OutputError saying why not."""
-    if out.is_symlink():
+    link = _link_in(out)
+    if link is not None:
         raise OutputError(
-            f"{out} is a symbolic link; give the directory itself (a render never writes "
-            "through links)"
+            f"{out}: {link} is a symbolic link; a render never writes through links: give "
+            f"the real path ({os.path.realpath(out)})"
         )
     target = out.resolve()
     if target in _refused_roots() or any(target == p for p in Path.cwd().resolve().parents):
@@ -188,44 +212,141 @@ def check_output_dir(out: Path) -> Path:
         )
     if target.exists() and not target.is_dir():
         raise OutputError(f"{out} exists and is not a directory; choose a directory")
-    if (
-        target.is_dir()
-        and any(target.iterdir())
-        and not (target / MARKER).is_file()
-        and not _earlier_render(target)
-    ):
+    if target.is_dir() and os.path.ismount(target):
+        raise _mount_point(out)
+    foreign = _foreign_entries(target) if target.is_dir() else []
+    if foreign:
+        shown = ", ".join(foreign[:_FOREIGN_SHOWN])
+        more = f" and {len(foreign) - _FOREIGN_SHOWN} more" if len(foreign) > _FOREIGN_SHOWN else ""
         raise OutputError(
-            f"{out} holds files gpufabric did not write (no {MARKER}); render into an empty "
-            "or new directory, or one an earlier render wrote"
+            f"{out} holds files gpufabric did not write: {shown}{more}. A render replaces its "
+            "directory whole, so it refuses one holding anything an earlier render did not "
+            "write (a .git or notes included): move them out, or render into a new or empty "
+            "directory (inside a repository: a directory of its own, e.g. out/<stack>)"
         )
     return target
 
 
-def _earlier_render(directory: Path) -> bool:
-    """A render by a gpufabric from before the marker: its plan.json lists every file there."""
+def _mount_point(out: Path) -> OutputError:
+    return OutputError(
+        f"{out} is a mount point: a render swaps its directory in by renaming, which a mount "
+        f"point cannot be; render into a directory inside it, e.g. {out / '<stack>'}"
+    )
+
+
+def _record(directory: Path) -> set[str]:
+    """The files an earlier render wrote in ``directory``: the marker's record, or for a
+    render from before the record the files its plan.json lists; empty when neither."""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        marker = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+        if isinstance(marker, dict) and isinstance(marker.get("files"), list):
+            return {f for f in marker["files"] if isinstance(f, str)}
     try:
         doc = json.loads((directory / "plan.json").read_text(encoding="utf-8"))
-        listed = {f for item in doc["items"] for f in item["files"]} | {"plan.json"}
+        return {f for item in doc["items"] for f in item["files"]} | {"plan.json"}
     except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def _foreign_entries(directory: Path) -> list[str]:
+    """Entries under ``directory`` that no earlier render wrote (relative, sorted; a
+    foreign directory is named, not its contents)."""
+    files = _record(directory) | {MARKER}
+    folders = {"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)}
+    foreign: list[str] = []
+    pending = [""]
+    while pending:
+        prefix = pending.pop()
+        with os.scandir(directory / prefix if prefix else directory) as entries:
+            for entry in entries:
+                rel = f"{prefix}{entry.name}"
+                if rel in folders and entry.is_dir(follow_symlinks=False):
+                    pending.append(rel + "/")
+                elif rel not in files or entry.is_dir(follow_symlinks=False):
+                    foreign.append(rel + ("/" if entry.is_dir(follow_symlinks=False) else ""))
+    return sorted(foreign)
+
+
+# Linux renameat2(2): swap two paths in one step, or rename without replacing.
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+
+
+@functools.cache
+def _renameat2() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a C library without it: the fallback
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _rename2(parent: int, src: str, dst: str, flags: int) -> bool:
+    """renameat2 within the directory ``parent``; False where the system or the file
+    system does not have it (the caller falls back), OSError for any other failure."""
+    fn = _renameat2()
+    if fn is None:
         return False
-    present = {
-        p.relative_to(directory).as_posix()
-        for p in directory.rglob("*")
-        if p.is_file() or p.is_symlink()
-    }
-    return bool(present) and present <= listed
+    if fn(parent, os.fsencode(src), parent, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), src, None, dst)
+
+
+@contextlib.contextmanager
+def _locked(parent: Path) -> Iterator[int]:
+    """An exclusive lock on ``parent`` (renders into it take turns), as an open descriptor
+    of it that the renames use; OutputError after LOCK_WAIT_S seconds of waiting."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OutputError(
+                        f"{parent}: another render has been writing here for over "
+                        f"{LOCK_WAIT_S:.0f} s; try again when it has finished"
+                    ) from None
+                time.sleep(0.02)
+        yield fd
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _leftovers(out: Path) -> list[Path]:
     """Staging and retired directories an interrupted render of ``out`` left beside it."""
-    if not out.parent.is_dir():
-        return []
-    found = []
-    for prefix in (_STAGING, _RETIRED):
-        for p in out.parent.glob(f".{out.name}{prefix}*"):
-            if p.is_dir() and not p.is_symlink() and (p / MARKER).is_file():
-                found.append(p)
-    return found
+    prefixes = tuple(f".{out.name}{kind}" for kind in (_STAGING, _RETIRED))
+    with os.scandir(out.parent) as entries:
+        return sorted(
+            Path(e.path)
+            for e in entries
+            if e.name.startswith(prefixes) and e.is_dir(follow_symlinks=False)
+        )
+
+
+def _recover(out: Path) -> None:
+    """Undo what a render killed mid-way left: the previous output back in place if it was
+    moved aside (the fallback swap), then its staging and retired trees removed."""
+    leftovers = _leftovers(out)
+    retired = [p for p in leftovers if _RETIRED in p.name]
+    if retired and not os.path.lexists(out):
+        os.rename(retired[0], out)
+        leftovers.remove(retired[0])
+    for p in leftovers:
+        if (p / MARKER).is_file():
+            shutil.rmtree(p)
+        else:  # an empty directory moved aside; anything else is not ours
+            with contextlib.suppress(OSError):
+                p.rmdir()
 
 
 def _inside(rel: str) -> str:
@@ -260,41 +381,71 @@ def _link_if_same(old: Path, new: Path, data: bytes) -> bool:
     return True
 
 
+def marker_text(files: Mapping[str, str], stack: str) -> str:
+    """The marker: who wrote the directory, and the record of every file it wrote."""
+    record = {"writer": "gpufabric render", "stack": stack, "files": sorted(files)}
+    return indented_json(record) + "\n"
+
+
+def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
+    """Write the complete new tree into ``staging``, a new directory beside ``out``."""
+    for rel in files:
+        _inside(rel)  # every path checked before anything is written
+    (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
+    previous = out if out.is_dir() else None
+    made: set[str] = set()
+    for rel, content in sorted(files.items()):
+        directory = _inside(rel)
+        if directory not in made:
+            (staging / directory).mkdir(parents=True, exist_ok=True)
+            made.add(directory)
+        data = content.encode("utf-8")
+        if previous is None or not _link_if_same(previous / rel, staging / rel, data):
+            _create(staging / rel, data)
+
+
+def _swap(parent: int, staging: Path, out: Path) -> None:
+    """Put ``staging`` in place of ``out``: one atomic exchange where the system has it
+    (``out`` always holds a whole tree); else ``out`` moved aside and ``staging`` renamed
+    in, a gap that the next render closes by moving the previous tree back."""
+    if not os.path.lexists(out):
+        if not _rename2(parent, staging.name, out.name, _RENAME_NOREPLACE):
+            os.rename(staging.name, out.name, src_dir_fd=parent, dst_dir_fd=parent)
+        return
+    if _rename2(parent, staging.name, out.name, _RENAME_EXCHANGE):
+        shutil.rmtree(staging)  # the previous tree now
+        return
+    retired = staging.with_name(staging.name.replace(_STAGING, _RETIRED, 1))
+    os.rename(out.name, retired.name, src_dir_fd=parent, dst_dir_fd=parent)
+    try:
+        os.rename(staging.name, out.name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        os.rename(retired.name, out.name, src_dir_fd=parent, dst_dir_fd=parent)
+        raise
+    shutil.rmtree(retired)
+
+
 def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
-    """Replace ``out`` with exactly ``files`` (and the marker), atomically: the new tree is
-    written aside and swapped in, so an interrupted render leaves the previous one intact.
+    """Replace ``out`` with exactly ``files`` (and the marker), all or nothing: the new
+    tree is written beside it and swapped in, under a lock that makes concurrent renders
+    take turns, so a reader sees the previous tree or the new one, never a part.
 
     ``out`` must be new, empty or an earlier render (:func:`check_output_dir`)."""
-    out = check_output_dir(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for old in _leftovers(out):
-        shutil.rmtree(old)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
-    try:
-        (staging / MARKER).write_text(
-            json.dumps({"writer": "gpufabric render", "stack": stack}) + "\n", encoding="utf-8"
-        )
-        previous = out if out.is_dir() else None
-        made: set[str] = set()
-        for rel, content in sorted(files.items()):
-            directory = _inside(rel)
-            if directory not in made:
-                (staging / directory).mkdir(parents=True, exist_ok=True)
-                made.add(directory)
-            data = content.encode("utf-8")
-            if previous is None or not _link_if_same(previous / rel, staging / rel, data):
-                _create(staging / rel, data)
-        if out.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}{_RETIRED}", dir=out.parent))
-            os.replace(out, retired / "tree")
-            (retired / MARKER).touch()  # so a later render may remove it if this one dies
-            os.replace(staging, out)
-            shutil.rmtree(retired)
-        else:
-            os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    check_output_dir(out)
+    parent = out.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    with _locked(parent) as fd:
+        _recover(out.resolve())
+        out = check_output_dir(out)  # again: another render may have written meanwhile
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
+        try:
+            _stage(files, out, stack, staging)
+            _swap(fd, staging, out)
+        except BaseException as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(exc, OSError) and exc.errno in (errno.EBUSY, errno.EXDEV):
+                raise _mount_point(out) from None
+            raise
 
 
 def write_file(path: Path, text: str) -> None:

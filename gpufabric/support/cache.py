@@ -1,10 +1,12 @@
 """Work kept between runs: ``$XDG_CACHE_HOME/gpufabric`` (default ``~/.cache/gpufabric``).
 
-Only what is expensive to recompute and fully determined by its key is kept (compiled
-templates, CRD schemas converted for validation), so a cache never changes an output: a
-missing, damaged or unwritable entry is recomputed, and deleting the directory is always
-safe. The directories are created private (0700) and refused when another user owns them or
-could write them, since what is read back drives validation or runs as template code.
+Caches hold data, never code: only what is expensive to recompute and fully determined by
+its key is kept (the CRD schemas converted for validation, as JSON), so a cache never
+changes an output: a missing, damaged, foreign or unwritable entry is recomputed, and
+deleting the directory is always safe. The directories are created private (0700) and
+refused when another user owns them or could write them; each entry is read only when it
+is a regular file of ours that nobody else could write and that has no other name (a hard
+link planted from elsewhere), opened without following a symbolic link.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -47,9 +50,23 @@ def read_json(name: str, key: str) -> Any | None:
     if directory is None:
         return None
     try:
-        return json.loads((directory / f"{key}.json").read_text(encoding="utf-8"))
+        fd = os.open(directory / f"{key}.json", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if not _own_entry(os.fstat(f.fileno())):
+                return None
+            return json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _own_entry(st: os.stat_result) -> bool:
+    """A regular file this user wrote, that nobody else could change, with one name."""
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_mode & 0o022:
+        return False
+    return not hasattr(os, "getuid") or st.st_uid == os.getuid()
 
 
 def write_json(name: str, key: str, value: Any) -> None:

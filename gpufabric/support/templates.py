@@ -3,25 +3,25 @@
 Values enter templates only through the ``json`` filter (JSON is valid YAML), never by
 pasting strings, and a template that refers to an undefined name fails loudly. Every
 rendered document is parsed back as YAML and checked to be one Kubernetes object.
+
+Templates are compiled in the process that renders them, from the package's own files, and
+never kept between runs: compiled code read back from a cache directory would run as
+gpufabric (anyone able to write that directory, or to plant one entry in it, could change
+every render). Compiling all of them costs about 50 ms.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
 import json
-import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.bccache
 import yaml
 
 from gpufabric.support import yamlcodec
-from gpufabric.support.cache import cache_dir
 
 
 def _manifests_dir() -> Path:
@@ -46,22 +46,6 @@ def _to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
-    """Templates compiled by an earlier run, kept in the user's cache directory: compiling
-    them is a tenth of a large render. Jinja checks each entry against the template's
-    source and the Python version; a cache that cannot be read or written is skipped."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        with contextlib.suppress(OSError):
-            super().dump_bytecode(bucket)
-
-
 _OPTIONS: dict[str, Any] = {
     "undefined": jinja2.StrictUndefined,
     "autoescape": False,
@@ -73,24 +57,10 @@ _OPTIONS: dict[str, Any] = {
 
 
 @functools.cache
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    directory = cache_dir("templates")
-    if directory is None:
-        return None
-    # Compiled code depends on the options and Jinja's version, not only on the source
-    # (which Jinja checks): both name the entries.
-    fingerprint = hashlib.sha256(
-        repr((jinja2.__version__, sorted((k, repr(v)) for k, v in _OPTIONS.items()))).encode()
-    ).hexdigest()[:16]
-    return _CompiledTemplates(str(directory), pattern=f"{fingerprint}-%s.cache")
-
-
-@functools.cache
 def environment(directory: Path = TEMPLATES_DIR) -> jinja2.Environment:
     """Templates under ``directory``: strict about undefined names, values via ``json``."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
-        bytecode_cache=_bytecode_cache(),
         **_OPTIONS,
     )
     env.filters["json"] = _to_json
