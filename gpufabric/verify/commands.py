@@ -31,7 +31,12 @@ from gpufabric.verify import (
     probe_daemonset,
     sweep,
 )
-from gpufabric.verify.interrupts import check_running, shielded, terminating_signals
+from gpufabric.verify.interrupts import (
+    check_running,
+    leftovers,
+    shielded,
+    terminating_signals,
+)
 from gpufabric.verify.kube import Kube, KubeError, path_of
 from gpufabric.verify.results import (
     Check,
@@ -102,6 +107,7 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
     """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
     is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
     plan = stack.plan
+    leftovers(clear=True)
     with check_running(), terminating_signals():
         return int(COMMANDS[args.verify_command](plan, args))
 
