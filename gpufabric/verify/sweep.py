@@ -79,6 +79,9 @@ class SweepReport:
     rounds: int
     rail_rounds: int = 0
     rail_threshold_gbps: float | None = None
+    stopped: str | None = None
+    """Why the sweep ended early (interrupted, its time limit): the report holds what it
+    proved until then."""
 
     @property
     def bad(self) -> list[str]:
@@ -177,10 +180,16 @@ def sweep(
     concurrency: int,
     max_rounds: int = 16,
     stop: threading.Event | None = None,
+    into: SweepReport | None = None,
 ) -> SweepReport:
     """Localize the nodes that fail the acceptance test; ``concurrency`` jobs at a time.
-    ``stop`` is set when the sweep is interrupted (the jobs' waits should watch it)."""
-    results = {n: NodeResult(n) for n in nodes}
+    ``stop`` is set when the sweep is interrupted (the jobs' waits should watch it). The
+    report is filled round by round (``into`` when given: what an interrupted sweep proved
+    stays readable there); a node listed twice is swept once."""
+    ordered = list(dict.fromkeys(nodes))
+    report = into if into is not None else SweepReport({}, 0)
+    report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
+    results = report.nodes
     good: list[str] = []
     suspects: list[str] = []
 
@@ -188,33 +197,33 @@ def sweep(
         jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
         return list(zip(pairs, _run_round(jobs, concurrency, stop), strict=True))
 
-    ordered = list(nodes)
     first = [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
     leftover = ordered[-1:] if len(ordered) % 2 else []
-    for (a, b), report in run_round(first, 1):
-        _record(results[a], 1, b, report)
-        _record(results[b], 1, a, report)
-        if report.verdict == "PASS":
+    for (a, b), outcome in run_round(first, 1):
+        _record(results[a], 1, b, outcome)
+        _record(results[b], 1, a, outcome)
+        if outcome.verdict == "PASS":
             results[a].verdict = results[b].verdict = "GOOD"
             good += [a, b]
         else:
             suspects += [a, b]
     suspects += leftover
-    round_ = 1
+    round_ = report.rounds = 1
     while suspects and good and round_ < max_rounds:
         round_ += 1
         batch = suspects[: len(good)]
         suspects = suspects[len(good) :]
         pairs = list(zip(batch, good, strict=False))
-        for (suspect, partner), report in run_round(pairs, round_):
-            _record(results[suspect], round_, partner, report)
-            if report.verdict == "PASS":
+        for (suspect, partner), outcome in run_round(pairs, round_):
+            _record(results[suspect], round_, partner, outcome)
+            if outcome.verdict == "PASS":
                 results[suspect].verdict = "GOOD"
                 good.append(suspect)
-            elif report.verdict == "FAIL":
+            elif outcome.verdict == "FAIL":
                 results[suspect].verdict = "BAD"
             # INCONCLUSIVE: stays UNKNOWN (the job could not be judged)
-    return SweepReport(results, round_)
+        report.rounds = round_
+    return report
 
 
 def localize_rails(
@@ -273,6 +282,8 @@ def format_table(report: SweepReport) -> str:
     if report.rail_rounds:
         rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
     lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}"]
+    if report.stopped:
+        lines[0] += f" (stopped early: {report.stopped}; what it proved until then)"
     lines.append(f"  {'node':<24} {'verdict':<8} {'busbw GB/s':>10}  transport  pairs")
     for name in sorted(report.nodes):
         r = report.nodes[name]
