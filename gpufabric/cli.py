@@ -209,7 +209,9 @@ def _stopped(exc: BaseException, args: argparse.Namespace) -> str:
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
     left = leftovers(clear=True)
     if left:
-        return f"gpufabric verify {args.verify_command}: {why}; NOT cleaned up, run: " + "; ".join(left)
+        return f"gpufabric verify {args.verify_command}: {why}; NOT cleaned up, run: " + "; ".join(
+            left
+        )
     return f"gpufabric verify {args.verify_command}: {why}; cleaned up"
 
 

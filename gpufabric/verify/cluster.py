@@ -40,6 +40,8 @@ CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
 def _workload_ready(kind: str, obj: dict[str, Any]) -> tuple[bool, str]:
     """Malformed when its spec or status cannot be read; scaled to zero is not ready."""
     if kind == "DaemonSet":
+        if mapping(obj, "status").get("desiredNumberScheduled") is None:
+            return False, "no status yet"
         desired = number(obj, "status", "desiredNumberScheduled")
         ready = number(obj, "status", "numberReady")
         return ready >= desired, f"{ready}/{desired} ready"
@@ -150,9 +152,10 @@ def check_cluster_policy(kube: Kube) -> Check:
         )
     bad = []
     for p in policies:
+        name = name_of(p)
         ok, why = _state_ready(p)
         if not ok:
-            bad.append(f"{name_of(p)} {why}")
+            bad.append(f"{name} {why}")
     if bad:
         return failed(
             "policy.cluster-policy",
@@ -326,7 +329,11 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
     gpu = layers is None or Layer.GPU in layers
     sched = layers is None or Layer.SCHEDULING in layers
     if gpu or sched:
-        nodes, unreadable = readable_nodes(gpu_nodes(kube, plan.facts))
+        try:
+            listed = gpu_nodes(kube, plan.facts)
+        except Malformed as exc:  # the node list itself cannot be read
+            return [*out, error("nodes", "cluster", f"the API's answer cannot be read: {exc}")]
+        nodes, unreadable = readable_nodes(listed)
         out += unreadable
         if gpu:
             rdma = layers is None or Layer.NETWORK in layers

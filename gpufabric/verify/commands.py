@@ -274,7 +274,9 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
     with shielded(), kube.grace():
         for job in created:
             meta = job["metadata"]
-            command = f"kubectl -n {meta['namespace']} delete mpijob {meta['name']}"
+            command = (
+                f"kubectl -n {meta['namespace']} delete mpijob {meta['name']} --ignore-not-found"
+            )
             try:
                 if kube.remove(job):
                     continue

@@ -214,11 +214,18 @@ class Kube:
         state: threading.local = self.__dict__.setdefault("_state", threading.local())
         return state
 
-    def _flights(self) -> dict[int, tuple[str, str, threading.Event]]:
-        """Requests still in flight (their wait was abandoned: a deadline or Ctrl-C)."""
-        flights: dict[int, tuple[str, str, threading.Event]]
+    def _flights(self) -> dict[int, tuple[str, str, str, threading.Event]]:
+        """Requests still in flight (their wait was abandoned: a deadline or Ctrl-C):
+        (method, path, name of the object sent, end)."""
+        flights: dict[int, tuple[str, str, str, threading.Event]]
         flights = self.__dict__.setdefault("_in_flight", {})
         return flights
+
+    def _unanswered(self) -> set[tuple[str, str]]:
+        """(collection, name) of creates that ended without an HTTP answer: the server may
+        have made the object, or may still make it."""
+        out: set[tuple[str, str]] = self.__dict__.setdefault("_lost_creates", set())
+        return out
 
     @property
     def deadline(self) -> float | None:
@@ -250,8 +257,10 @@ class Kube:
         mine, outer = self.clock() + seconds, self.deadline
         return self._deadline_as(mine if outer is None else min(mine, outer))
 
-    def grace(self, seconds: float = CLEANUP_GRACE) -> contextlib.AbstractContextManager[None]:
-        """Extra time for cleanup after the deadline (deleting what the command created)."""
+    def grace(self, seconds: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Extra time for cleanup after the deadline (deleting what the command created),
+        :data:`CLEANUP_GRACE` unless given."""
+        seconds = CLEANUP_GRACE if seconds is None else seconds
         saved = self.deadline
         return self._deadline_as(None if saved is None else max(saved, self.clock()) + seconds)
 
@@ -312,18 +321,24 @@ class Kube:
         flight and recorded, so cleanup can wait for a create that may still land."""
         done = threading.Event()
         box: dict[str, Any] = {}
-        flights = self._flights()
+        flights, lost = self._flights(), self._unanswered()
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        name = str(meta.get("name")) if isinstance(meta, dict) else ""
+        # a create may outlive the wait: it keeps listening through the cleanup grace
+        socket_timeout = budget + (CLEANUP_GRACE if method == "POST" else 0.0)
 
         def work() -> None:
             try:
-                box["answer"] = self._request(method, path, body, budget, query)
+                box["answer"] = self._request(method, path, body, socket_timeout, query)
             except BaseException as exc:  # handed to the waiting thread
                 box["error"] = exc
+                if method == "POST":
+                    lost.add((path, name))
             finally:
                 flights.pop(id(done), None)
                 done.set()
 
-        flights[id(done)] = (method, path, done)
+        flights[id(done)] = (method, path, name, done)
         threading.Thread(target=work, name=f"kube {method} {path}", daemon=True).start()
         if not done.wait(budget):
             raise KubeError(f"{method} {path}: no complete answer within {budget:.3g}s")
@@ -332,9 +347,10 @@ class Kube:
         answer: tuple[int, bytes] = box["answer"]
         return answer
 
-    def in_flight(self, method: str, path: str) -> list[threading.Event]:
-        """The ends of the ``method`` requests to ``path`` still in flight."""
-        return [done for m, p, done in list(self._flights().values()) if (m, p) == (method, path)]
+    def in_flight(self, method: str, path: str, name: str) -> list[threading.Event]:
+        """The ends of the ``method`` requests for ``name`` to ``path`` still in flight."""
+        flights = list(self._flights().values())
+        return [done for m, p, n, done in flights if (m, p, n) == (method, path, name)]
 
     def _exchange(
         self,
@@ -374,6 +390,9 @@ class Kube:
         status, data = self._exchange(method, path, body, query=query)
         if status == 404:
             return None
+        return self._call_result(method, path, status, data)
+
+    def _call_result(self, method: str, path: str, status: int, data: bytes) -> Any:
         if status in (401, 403):
             raise KubeError(
                 f"{method} {path}: {status} {'Unauthorized' if status == 401 else 'Forbidden'}: the kubeconfig's user may not do this"
@@ -437,28 +456,36 @@ class Kube:
             raise Malformed(f"POST {path}: the API returned no object")
         return out
 
-    def delete(self, path: str) -> None:
-        self._call("DELETE", path, body={"propagationPolicy": "Foreground"})
+    def delete(self, path: str) -> bool:
+        """Delete the object; False when there was none."""
+        status, _data = self._exchange("DELETE", path, {"propagationPolicy": "Foreground"})
+        if status == 404:
+            return False
+        self._call_result("DELETE", path, status, b"")
+        return True
 
     def remove(self, body: Mapping[str, Any], poll: float = 0.5) -> bool:
         """Delete the object ``body`` describes and confirm it: True once it is gone or
-        being deleted and no create of it is still in flight (a create interrupted by
-        Ctrl-C or a deadline may land after the first delete: it is deleted again). False
-        when that could not be confirmed by the deadline (see :meth:`grace`)."""
+        being deleted and no create of it can still land. A create still in flight (Ctrl-C
+        or a deadline ended its wait) is waited for and its object deleted; a create that
+        ended without an answer is confirmed only once its object was seen and deleted.
+        False when that could not be confirmed by the deadline (see :meth:`grace`)."""
         meta = body["metadata"]
-        path = path_of(body)
+        path, name = path_of(body), str(meta["name"])
         creates = collection_path(body["apiVersion"], body["kind"], meta.get("namespace"))
+        found = False
         while True:
-            pending = self.in_flight("POST", creates)
-            for done in pending:
+            for done in self.in_flight("POST", creates, name):
                 done.wait(max(0.0, min(poll, self._left())))
             try:
-                self.delete(path)
+                found = self.delete(path) or found
                 live = self.get(path)
             except KubeError:
                 live = {"metadata": {}}  # unknown: ask again
             going = live is None or bool(mapping(live, "metadata").get("deletionTimestamp"))
-            if going and not self.in_flight("POST", creates):
+            lost = (creates, name) in self._unanswered()
+            if going and not self.in_flight("POST", creates, name) and (found or not lost):
+                self._unanswered().discard((creates, name))
                 return True
             if self._left() <= poll:
                 return False
