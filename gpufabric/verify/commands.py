@@ -88,10 +88,11 @@ def _context(plan: Plan, args: argparse.Namespace) -> str | None:
     return context
 
 
-def _kube(plan: Plan, args: argparse.Namespace, timeout: float | None = None) -> Kube:
-    """The API client; everything it does ends within ``timeout`` (default --timeout)."""
+def _kube(plan: Plan, args: argparse.Namespace, sweep_: bool = False) -> Kube:
+    """The API client; everything it does ends within --timeout (a sweep: within
+    --sweep-timeout, each job within --timeout)."""
     kube = Kube(args.kubeconfig, _context(plan, args))
-    kube.set_timeout(timeout if timeout is not None else getattr(args, "timeout", None))
+    kube.set_timeout(args.sweep_timeout if sweep_ else getattr(args, "timeout", None))
     return kube
 
 
@@ -370,7 +371,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
     if args.dry_run:
         return _sweep_dry_run(plan, args)
-    kube = _kube(plan, args, args.sweep_timeout)
+    kube = _kube(plan, args, sweep_=True)
     with kube.limit(args.timeout):
         names, skipped = _sweep_nodes(kube, plan)
     if len(names) < 2:

@@ -427,3 +427,125 @@ def test_hostile_answers_to_verify_nccl(
         assert code != 0, f"{shape} passed"
     assert took < 4 + kube_module.CLEANUP_GRACE + SLACK
     assert MPIJOB not in fake.objects
+
+
+# ------------------------------------------------- 3. --timeout per job, --sweep-timeout
+
+
+def _sweep_cluster(fake: FakeKube, nodes: int, quick: set[str]) -> list[str]:
+    """``nodes`` Ready GPU nodes; a pinned job whose pair is within ``quick`` succeeds at
+    once with a passing log, any other never finishes. Returns the jobs created, in order."""
+    from nccllogs import Log, text
+
+    from gpufabric.verify import nccl
+
+    created: list[str] = []
+    for i in range(nodes):
+        fake.add(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"gpu-node-{i}",
+                    "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+                },
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
+
+    def on_create(fake_: FakeKube, obj: dict[str, Any]) -> None:
+        if obj["kind"] != "MPIJob":
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        created.append(name)
+        term = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]
+        terms = term["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        pair = tuple(terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+        if not set(pair) <= quick:
+            obj["status"] = {"conditions": [{"type": "Running", "status": "True"}]}
+            return
+        obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+        pod = f"{name}-launcher"
+        labels = {nccl.JOB_LABEL: name, nccl.ROLE_LABEL: "launcher"}
+        fake_.add(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "namespace": ns, "labels": labels},
+            }
+        )
+        fake_.logs[f"/api/v1/namespaces/{ns}/pods/{pod}"] = "".join(
+            nccl.MARKER.format(test=t)
+            + "\n"
+            + text(Log(test=t, hosts=pair, busbw=95.0, layer="RoCE", hcas=2))
+            for t in nccl.TESTS
+        )
+
+    fake.on_create.append(on_create)
+    return created
+
+
+def sweep_argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
+    return [*argv(fake, tmp_path, "--sweep"), *extra]
+
+
+def test_timeout_bounds_each_job_of_a_sweep_not_the_sweep(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    created = _sweep_cluster(fake, 4, quick=set())  # no job ever finishes
+    code = main(sweep_argv(fake, tmp_path, "--timeout", "2", "--json"))
+    out, err = capsys.readouterr()
+    assert code == 5, err  # every pair timed out: nothing localized, but every pair ran
+    assert created == ["gpufabric-nccl-r1-0", "gpufabric-nccl-r1-1"]
+    doc = json.loads(out)
+    assert doc["notLocalized"] == [f"gpu-node-{i}" for i in range(4)]
+    assert doc["stopped"] is None
+    assert not [p for p in fake.objects if "/mpijobs/" in p]
+
+
+def test_sweep_timeout_reports_what_was_proved(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sweep_cluster(fake, 4, quick={"gpu-node-0", "gpu-node-1"})
+    code, took = timed(sweep_argv(fake, tmp_path, "--timeout", "60", "--sweep-timeout", "3"))
+    out, err = capsys.readouterr()
+    assert code == 5, err
+    assert took < 3 + kube_module.CLEANUP_GRACE + SLACK
+    assert "stopped early: --sweep-timeout reached" in out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:6]}
+    assert rows == {
+        "gpu-node-0": "GOOD",
+        "gpu-node-1": "GOOD",
+        "gpu-node-2": "UNKNOWN",
+        "gpu-node-3": "UNKNOWN",
+    }
+    assert not [p for p in fake.objects if "/mpijobs/" in p]
+
+
+def test_an_interrupted_sweep_prints_what_it_proved(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    created = _sweep_cluster(fake, 4, quick={"gpu-node-0", "gpu-node-1"})
+
+    def interrupt(method: str, path: str) -> None:
+        if method == "POST" and len(created) == 1:  # the second pair's create
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    fake.on_request.append(interrupt)
+    code = main(sweep_argv(fake, tmp_path, "--timeout", "60"))
+    err = capsys.readouterr().err
+    assert code == 130
+    assert "stopped early: interrupted" in err
+    assert "gpu-node-0               GOOD" in err
+    assert err.rstrip().endswith("interrupted; cleaned up"), err
+    assert not [p for p in fake.objects if "/mpijobs/" in p]
+
+
+def test_sweep_timeout_without_sweep_is_refused(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv(fake, tmp_path, "--sweep-timeout", "60")) == 2
+    err = capsys.readouterr().err
+    assert "--sweep-timeout" in err
+    assert "only with --sweep" in err
+    assert not fake.requests
