@@ -110,9 +110,13 @@ def test_a_job_whose_create_was_in_flight_at_ctrl_c_is_deleted_once_it_lands(
     _install(fake, launcher_log(), outcome="never")
     fake.faults.append(("POST", "/mpijobs", 1.5))  # the server creates it 1.5 s later
     _interrupt_the_create(fake, 0.3)
+    landed = threading.Event()
+    fake.on_create.append(lambda _fake, _obj: landed.set())
     code = main(argv(fake, tmp_path, "--timeout", "20"))
     err = capsys.readouterr().err
     assert code == 130
+    assert landed.wait(5)
+    time.sleep(0.2)  # whatever the command does with a create that lands, it has done it
     assert MPIJOB not in fake.objects
     assert ("POST", "/apis/kubeflow.org/v2beta1/namespaces/team-vision/mpijobs") in fake.requests
     assert err.rstrip().endswith("interrupted; cleaned up"), err
@@ -210,14 +214,19 @@ def _repeat_first_page(method: str, raw: str, code: int, body: Any) -> tuple[int
     url = urlparse(raw)
     if method != "GET" or url.path != "/api/v1/nodes" or not isinstance(body, dict):
         return None
-    gpu = [n for n in body["items"] if n["metadata"]["name"] in ("gpu-node-0", "gpu-node-1")]
+    gpu = [json.loads(json.dumps(NODE_PAGE[n])) for n in sorted(NODE_PAGE)]
     if parse_qs(url.query).get("continue"):
         return code, {"kind": "NodeList", "metadata": {}, "items": gpu}
     return code, {"kind": "NodeList", "metadata": {"continue": "2"}, "items": gpu}
 
 
+NODE_PAGE: dict[str, dict[str, Any]] = {}
+
+
 def test_a_repeated_page_does_not_count_nodes_twice(fake: FakeKube, tmp_path: Path) -> None:
     healthy(fake, "lab-roce")  # four GPU nodes; the API shows two of them, twice
+    NODE_PAGE.clear()
+    NODE_PAGE.update({n: fake.objects[f"/api/v1/nodes/{n}"] for n in ("gpu-node-0", "gpu-node-1")})
     fake.mutators.append(_repeat_first_page)
     results = cluster_readiness(fake, tmp_path)
     count = results[("nodes.count", "cluster")]
