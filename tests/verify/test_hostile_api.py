@@ -558,3 +558,62 @@ def test_sweep_timeout_without_sweep_is_refused(
     assert "--sweep-timeout" in err
     assert "only with --sweep" in err
     assert not fake.requests
+
+
+# ------------------------------------------- whole answers: garbage, doubled, another one
+
+ANSWERS: dict[str, Callable[[Any], Any]] = {
+    "not JSON": lambda _body: "<html>502 Bad Gateway</html>",
+    "a JSON list": lambda _body: [1, 2],
+    "items null": lambda body: {**body, "items": None},
+    "another object": lambda body: {
+        **body,
+        "kind": "ConfigMap",
+        "metadata": {"name": "intruder", "namespace": "default"},
+        "items": [{"kind": "ConfigMap", "metadata": None}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("where", "answer"),
+    [
+        (where, answer)
+        for where in sorted(READ_PATHS)
+        for answer in sorted(ANSWERS)
+        # a GET answers one object: an extra items key changes nothing
+        if not (answer == "items null" and where in ("queue", "nic-policy"))
+    ],
+)
+def test_garbage_answers_to_verify_cluster_are_errors(
+    fake: FakeKube, tmp_path: Path, where: str, answer: str
+) -> None:
+    healthy(fake, "lab-roce")
+
+    def mutate(method: str, raw: str, code: int, body: Any) -> tuple[int, Any] | None:
+        if method == "GET" and urlparse(raw).path == READ_PATHS[where]:
+            return 200, ANSWERS[answer](body)
+        return None
+
+    fake.mutators.append(mutate)
+    results = cluster_readiness(fake, tmp_path)
+    errors = [c for c in results.values() if c.status == "ERROR"]
+    assert errors, f"{where} answered {answer}: no ERROR"
+    assert all("cannot be read" in c.message for c in errors)
+
+
+@pytest.mark.parametrize("where", ["workloads", "daemonsets", "policy", "nodes"])
+def test_every_item_twice_reads_as_every_item_once(
+    fake: FakeKube, tmp_path: Path, where: str
+) -> None:
+    healthy(fake, "lab-roce")
+    baseline = {k: (c.status, c.message) for k, c in cluster_readiness(fake, tmp_path).items()}
+
+    def double(method: str, raw: str, code: int, body: Any) -> tuple[int, Any] | None:
+        if method == "GET" and urlparse(raw).path == READ_PATHS[where]:
+            return code, {**body, "items": body["items"] * 2}
+        return None
+
+    fake.mutators.append(double)
+    again = {k: (c.status, c.message) for k, c in cluster_readiness(fake, tmp_path).items()}
+    assert again == baseline
