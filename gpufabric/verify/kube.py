@@ -259,10 +259,10 @@ class Kube:
 
     def grace(self, seconds: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Extra time for cleanup after the deadline (deleting what the command created),
-        :data:`CLEANUP_GRACE` unless given."""
+        :data:`CLEANUP_GRACE` unless given; from now when there is no deadline."""
         seconds = CLEANUP_GRACE if seconds is None else seconds
         saved = self.deadline
-        return self._deadline_as(None if saved is None else max(saved, self.clock()) + seconds)
+        return self._deadline_as(max(saved or 0.0, self.clock()) + seconds)
 
     def _budget(self, wanted: float, what: str) -> float:
         deadline = self.deadline
@@ -473,6 +473,11 @@ class Kube:
         meta = body["metadata"]
         path, name = path_of(body), str(meta["name"])
         creates = collection_path(body["apiVersion"], body["kind"], meta.get("namespace"))
+        deadline = self.deadline
+        with self._deadline_as(self.clock() + CLEANUP_GRACE if deadline is None else deadline):
+            return self._confirm_removed(path, creates, name, poll)
+
+    def _confirm_removed(self, path: str, creates: str, name: str, poll: float) -> bool:
         found = False
         while True:
             for done in self.in_flight("POST", creates, name):
@@ -493,7 +498,7 @@ class Kube:
 
     def _left(self) -> float:
         deadline = self.deadline
-        return CLEANUP_GRACE if deadline is None else deadline - self.clock()
+        return REQUEST_TIMEOUT if deadline is None else deadline - self.clock()
 
     def log(self, namespace: str, pod: str, container: str | None = None) -> str:
         query = {"container": container} if container else {}

@@ -617,3 +617,17 @@ def test_every_item_twice_reads_as_every_item_once(
     fake.mutators.append(double)
     again = {k: (c.status, c.message) for k, c in cluster_readiness(fake, tmp_path).items()}
     assert again == baseline
+
+
+def test_a_sweep_without_sweep_timeout_still_bounds_its_cleanup(
+    fake: FakeKube, tmp_path: Path, short_grace: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A create that never answers: the sweep ends (exit 3), its cleanup gives up after the
+    grace and names the command that deletes the job, though the sweep has no overall limit."""
+    _sweep_cluster(fake, 2, quick=set())
+    fake.faults.append(("POST", "/mpijobs", 8.0))
+    code, took = timed(sweep_argv(fake, tmp_path, "--timeout", "1"))
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "kubectl -n team-vision delete mpijob gpufabric-nccl-r1-0 --ignore-not-found" in err
+    assert took < 1 + 2 * kube_module.CLEANUP_GRACE + SLACK
