@@ -222,7 +222,7 @@ def _delete(
     """Delete the MPIJob and confirm it gone (also when its create was still in flight),
     holding signals meanwhile; what cannot be confirmed is reported with the command that
     deletes it, not raised."""
-    command = f"kubectl -n {ns} delete mpijob {name} --ignore-not-found"
+    command = shlex.join(["kubectl", "-n", ns, "delete", "mpijob", name, "--ignore-not-found"])
     with shielded(), kube.grace():
         try:
             if kube.remove(job):
