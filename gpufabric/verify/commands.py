@@ -275,9 +275,7 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
     with shielded(), kube.grace():
         for job in created:
             meta = job["metadata"]
-            command = (
-                f"kubectl -n {meta['namespace']} delete mpijob {meta['name']} --ignore-not-found"
-            )
+            command = nccl.delete_command(meta["namespace"], meta["name"])
             try:
                 if kube.remove(job):
                     continue

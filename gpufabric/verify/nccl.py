@@ -216,13 +216,19 @@ def _wait(
         sleep(min(poll, max(wait_until - clock(), 0.01)))
 
 
+def delete_command(ns: str, name: str) -> str:
+    """The command a person runs to delete an acceptance MPIJob cleanup could not confirm
+    gone (it may never have been created, hence --ignore-not-found)."""
+    return shlex.join(["kubectl", "-n", ns, "delete", "mpijob", name, "--ignore-not-found"])
+
+
 def _delete(
     kube: Kube, job: dict[str, Any], ns: str, name: str, progress: Callable[[str], None]
 ) -> None:
     """Delete the MPIJob and confirm it gone (also when its create was still in flight),
     holding signals meanwhile; what cannot be confirmed is reported with the command that
     deletes it, not raised."""
-    command = shlex.join(["kubectl", "-n", ns, "delete", "mpijob", name, "--ignore-not-found"])
+    command = delete_command(ns, name)
     with shielded(), kube.grace():
         try:
             if kube.remove(job):
