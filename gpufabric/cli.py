@@ -44,7 +44,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay
 from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
-from gpufabric.verify.interrupts import Terminated, stopped_check
+from gpufabric.verify.interrupts import Terminated, leftovers, stopped_check
 from gpufabric.verify.kube import KubeError
 from gpufabric.verify.results import SuiteError
 
@@ -236,6 +236,11 @@ def _signal_exit(exc: BaseException) -> int:
 
 def _stopped(exc: BaseException, args: argparse.Namespace) -> str:
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
+    left = leftovers(clear=True)
+    if left:
+        return f"gpufabric verify {args.verify_command}: {why}; NOT cleaned up, run: " + "; ".join(
+            left
+        )
     return f"gpufabric verify {args.verify_command}: {why}; cleaned up"
 
 

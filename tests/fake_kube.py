@@ -3,7 +3,9 @@
 It speaks the REST paths the real one does (``/api/v1/...``, ``/apis/<group>/<version>/...``,
 namespaced and cluster-scoped, label selectors on lists, pod logs, ``Status`` bodies on
 errors, bearer-token auth), keeps objects in memory, and lets a test react to creations
-(``on_create``) the way a controller would.
+(``on_create``) the way a controller would. A test can also make it hostile: rewrite its
+answers (``mutators``: nulls, wrong types, duplicates, another object) or send a body a few
+bytes at a time (``slow``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ class FakeKube:
         self.faults: list[tuple[str, str, int | str | float]] = []
         """(method, path suffix, what): an HTTP status to answer once, "malformed" to
         answer garbage once, or seconds to hang (every time) - the API server misbehaving."""
+        self.mutators: list[Callable[[str, str, int, Any], tuple[int, Any] | None]] = []
+        """Each rewrites an answer: (method, raw path with query, status, body) -> (status,
+        body), or None to leave it; applied in order."""
+        self.slow: list[tuple[str, str, float]] = []
+        """(method, path suffix, seconds): matching answers send their body one byte per
+        ``seconds`` (a server that trickles, so no read ever times out)."""
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
@@ -179,6 +187,22 @@ class FakeKube:
                 return 200, _status(200, "Success", "deleted") | {"status": "Success"}
         return 405, _status(405, "MethodNotAllowed", method)
 
+    def answer(self, method: str, raw: str, body: bytes, auth: str | None) -> tuple[int, Any]:
+        """:meth:`handle`, then the mutators."""
+        code, out = self.handle(method, raw, body, auth)
+        for mutate in list(self.mutators):
+            changed = mutate(method, raw, code, out)
+            if changed is not None:
+                code, out = changed
+        return code, out
+
+    def delay_of(self, method: str, raw: str) -> float:
+        path = urlparse(raw).path.rstrip("/")
+        return max(
+            (secs for m, suffix, secs in self.slow if m == method and path.endswith(suffix)),
+            default=0.0,
+        )
+
     @staticmethod
     def _is_collection(path: str) -> bool:
         parts = path.strip("/").split("/")
@@ -194,7 +218,7 @@ class FakeKube:
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                code, out = fake.handle(
+                code, out = fake.answer(
                     self.command, self.path, body, self.headers.get("Authorization")
                 )
                 data = out.encode() if isinstance(out, str) else json.dumps(out).encode()
@@ -203,7 +227,17 @@ class FakeKube:
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                delay = fake.delay_of(self.command, self.path)
+                if not delay:
+                    self.wfile.write(data)
+                    return
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(delay)
+                except OSError:
+                    pass  # the client gave up
 
             do_GET = do_POST = do_DELETE = _serve
 

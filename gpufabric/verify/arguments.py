@@ -151,6 +151,13 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
     _timeout_arg(p, NCCL_TIMEOUT, "; with --sweep, each of its jobs")
+    p.add_argument(
+        "--sweep-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --sweep: seconds the whole sweep may take (default: no limit beyond each "
+        "job's --timeout); when reached, or on Ctrl-C, the nodes judged so far are reported",
+    )
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
     add_threshold_args(p)

@@ -10,7 +10,7 @@ RDMA resources the stack's pods request. A miss names the object, node or resour
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from gpufabric.authorities.base import GPU_RESOURCE
@@ -18,8 +18,18 @@ from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, Layer
-from gpufabric.verify.kube import Kube, collection_path, path_of
-from gpufabric.verify.results import Check, failed, passed
+from gpufabric.verify.kube import (
+    Kube,
+    Malformed,
+    collection_path,
+    mapping,
+    name_of,
+    number,
+    path_of,
+    records,
+    text,
+)
+from gpufabric.verify.results import Check, error, failed, passed
 
 WORKLOAD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
 SHARED_NAMESPACE_FILTERS = {"kube-system": ("kube-multus",)}
@@ -28,29 +38,39 @@ CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
 
 
 def _workload_ready(kind: str, obj: dict[str, Any]) -> tuple[bool, str]:
-    spec, status = obj.get("spec", {}), obj.get("status", {})
+    """Malformed when its spec or status cannot be read; scaled to zero is not ready."""
     if kind == "DaemonSet":
-        desired = int(status.get("desiredNumberScheduled", 0))
-        ready = int(status.get("numberReady", 0))
+        if mapping(obj, "status").get("desiredNumberScheduled") is None:
+            return False, "no status yet"
+        desired = number(obj, "status", "desiredNumberScheduled")
+        ready = number(obj, "status", "numberReady")
         return ready >= desired, f"{ready}/{desired} ready"
-    want = int(spec.get("replicas", 1))
-    ready = int(status.get("readyReplicas", 0))
+    want = number(obj, "spec", "replicas", default=1)
+    ready = number(obj, "status", "readyReplicas")
+    if want == 0:
+        return False, "scaled to 0 replicas"
     return ready >= want, f"{ready}/{want} ready"
 
 
 def check_workloads(kube: Kube, item: Item, namespace: str) -> Check:
     prefixes = SHARED_NAMESPACE_FILTERS.get(namespace)
-    found, not_ready = 0, []
+    found, not_ready, unreadable = 0, [], []
     for kind in WORKLOAD_KINDS:
         for obj in kube.list(collection_path("apps/v1", kind, namespace)):
-            name = obj.get("metadata", {}).get("name", "?")
-            if prefixes and not name.startswith(prefixes):
+            try:
+                name = name_of(obj)
+                if prefixes and not name.startswith(prefixes):
+                    continue
+                found += 1
+                ok, why = _workload_ready(kind, obj)
+            except Malformed as exc:
+                unreadable.append(f"{kind} {exc}")
                 continue
-            found += 1
-            ok, text = _workload_ready(kind, obj)
             if not ok:
-                not_ready.append(f"{kind} {name} {text}")
+                not_ready.append(f"{kind} {name} {why}")
     cid = f"workloads.{item.id}"
+    if unreadable and not not_ready:
+        return error(cid, namespace, "unreadable: " + "; ".join(sorted(unreadable)))
     if not found:
         return failed(
             cid,
@@ -68,17 +88,24 @@ def check_workloads(kube: Kube, item: Item, namespace: str) -> Check:
     return passed(cid, namespace, f"{found} workloads ready")
 
 
+def _state_is(obj: dict[str, Any], want: str) -> tuple[bool, str]:
+    state = text(obj, "status", "state")
+    return state == want, f"state {state or 'unset'}"
+
+
 def _state_ready(obj: dict[str, Any]) -> tuple[bool, str]:
-    state = obj.get("status", {}).get("state")
-    return state == "ready", f"state {state or 'unset'}"
+    return _state_is(obj, "ready")
 
 
 def _condition(obj: dict[str, Any], ctype: str) -> tuple[bool, str]:
-    for cond in obj.get("status", {}).get("conditions", []) or []:
-        if cond.get("type") == ctype:
-            ok = cond.get("status") == "True"
-            why = cond.get("message") or cond.get("reason") or ""
-            return ok, f"{ctype}={cond.get('status')}" + (f" ({why})" if why and not ok else "")
+    """Malformed when the conditions cannot be read; two answers for one type are none."""
+    found = [c for c in records(obj, "status", "conditions") if text(c, "type") == ctype]
+    if len({text(c, "status") for c in found}) > 1:
+        return False, f"contradictory {ctype} conditions"
+    for cond in found:
+        ok = text(cond, "status") == "True"
+        why = text(cond, "message") or text(cond, "reason")
+        return ok, f"{ctype}={text(cond, 'status')}" + (f" ({why})" if why and not ok else "")
     return False, f"no {ctype} condition yet"
 
 
@@ -96,25 +123,21 @@ def check_object(
             f"{obj.kind} {where} is missing",
             f"pulumi up (item {item.id}); kubectl get {obj.kind.lower()} -A",
         )
-    ok, text = True, "present"
+    ok, why = True, "present"
     if obj.kind == "NicClusterPolicy":
-        ok, text = _state_ready(live)
+        ok, why = _state_ready(live)
     elif obj.kind in readiness:
         how, want = readiness[obj.kind]
-        if how == "condition":
-            ok, text = _condition(live, want)
-        else:
-            state = live.get("status", {}).get("state")
-            ok, text = state == want, f"state {state or 'unset'}"
+        ok, why = _condition(live, want) if how == "condition" else _state_is(live, want)
     if not ok:
         return failed(
             cid,
             where,
-            f"{obj.kind} {where}: {text}",
+            f"{obj.kind} {where}: {why}",
             f"kubectl describe {obj.kind.lower()} {obj.name}"
             + (f" -n {obj.namespace}" if obj.namespace else ""),
         )
-    return passed(cid, where, f"{obj.kind} {text}")
+    return passed(cid, where, f"{obj.kind} {why}")
 
 
 def check_cluster_policy(kube: Kube) -> Check:
@@ -129,9 +152,10 @@ def check_cluster_policy(kube: Kube) -> Check:
         )
     bad = []
     for p in policies:
-        ok, text = _state_ready(p)
+        name = name_of(p)
+        ok, why = _state_ready(p)
         if not ok:
-            bad.append(f"{p['metadata']['name']} {text}")
+            bad.append(f"{name} {why}")
     if bad:
         return failed(
             "policy.cluster-policy",
@@ -143,8 +167,8 @@ def check_cluster_policy(kube: Kube) -> Check:
 
 
 def node_ready(node: dict[str, Any]) -> bool:
-    conds = node.get("status", {}).get("conditions", []) or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    """Malformed when the node's conditions cannot be read."""
+    return _condition(node, "Ready")[0]
 
 
 def _quantity(value: Any) -> int:
@@ -160,6 +184,25 @@ def gpu_nodes(kube: Kube, facts: Facts) -> list[dict[str, Any]]:
     return sorted(nodes, key=lambda n: str(n["metadata"].get("name", "")))
 
 
+def readable_nodes(nodes: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Check]]:
+    """The nodes whose name, conditions, allocatable and labels can be read, and an ERROR
+    naming each other one (it is neither counted nor paired)."""
+    good: list[dict[str, Any]] = []
+    bad: list[Check] = []
+    for node in nodes:
+        try:
+            name_of(node)
+            node_ready(node)
+            mapping(node, "status", "allocatable")
+            mapping(node, "metadata", "labels")
+            mapping(node, "spec")
+        except Malformed as exc:
+            bad.append(error("node.readable", str(exc).split(":", 1)[0], str(exc)))
+            continue
+        good.append(node)
+    return good, bad
+
+
 def check_nodes(
     nodes: list[dict[str, Any]], facts: Facts, rdma_resources: bool = True
 ) -> Iterator[Check]:
@@ -167,7 +210,7 @@ def check_nodes(
     want = facts.nodes.count
     ready = [n for n in nodes if node_ready(n)]
     if len(ready) < want:
-        not_ready = sorted(n["metadata"]["name"] for n in nodes if not node_ready(n))
+        not_ready = sorted(name_of(n) for n in nodes if not node_ready(n))
         yield failed(
             "nodes.count",
             "cluster",
@@ -182,8 +225,8 @@ def check_nodes(
     gpus = facts.nodes.gpus_per_node
     rdma = facts.fabric.rdma_resources if rdma_resources else {}
     for node in nodes:
-        name = node["metadata"]["name"]
-        alloc = node.get("status", {}).get("allocatable", {}) or {}
+        name = name_of(node)
+        alloc = mapping(node, "status", "allocatable")
         missing = []
         have = _quantity(alloc.get(GPU_RESOURCE, 0))
         if have != gpus:
@@ -220,8 +263,8 @@ def check_topology(nodes: list[dict[str, Any]], facts: Facts) -> Iterator[Check]
     parent: dict[tuple[str, str], tuple[str, str, str]] = {}
     conflicts: list[str] = []
     for node in nodes:
-        name = node["metadata"]["name"]
-        labels = node["metadata"].get("labels") or {}
+        name = name_of(node)
+        labels = mapping(node, "metadata", "labels")
         problems = [f"no {lv} label" for lv in levels if lv not in labels]
         want = table.get(name)
         if table and want is None:
@@ -325,7 +368,8 @@ def check_discovered_topology(
 
 def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -> list[Check]:
     """Every readiness check of the stack (or of the given layers: a bring-up in phases
-    checks what it applied so far), in the Plan's apply order, then the nodes."""
+    checks what it applied so far), in the Plan's apply order, then the nodes. An answer
+    that cannot be read is an ERROR naming the object, never a pass."""
     queues = plan.authority.readiness
     out: list[Check] = []
     for item in plan.items:
@@ -333,17 +377,40 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
             continue
         payload = item.payload
         if isinstance(payload, HelmChart | KustomizeOverlay):
-            out.append(check_workloads(kube, item, payload.namespace))
+            ns = payload.namespace
+            out += _guarded(f"workloads.{item.id}", ns, check_workloads, kube, item, ns)
             if item.id == ids.GPU_OPERATOR:
-                out.append(check_cluster_policy(kube))
+                out += _guarded("policy.cluster-policy", "cluster", check_cluster_policy, kube)
         elif isinstance(payload, K8sObject):
-            out.append(check_object(kube, item, payload, queues))
-    nodes: list[dict[str, Any]] | None = None
-    if layers is None or Layer.GPU in layers:
-        nodes = gpu_nodes(kube, plan.facts)
-        out.extend(check_nodes(nodes, plan.facts, layers is None or Layer.NETWORK in layers))
-    if layers is None or Layer.SCHEDULING in layers:
-        nodes = nodes if nodes is not None else gpu_nodes(kube, plan.facts)
-        out.extend(check_topology(nodes, plan.facts))
-        out.extend(check_discovered_topology(kube, nodes, plan.facts))
+            where = f"{payload.namespace}/{payload.name}" if payload.namespace else payload.name
+            out += _guarded(f"object.{item.id}", where, check_object, kube, item, payload, queues)
+    gpu = layers is None or Layer.GPU in layers
+    sched = layers is None or Layer.SCHEDULING in layers
+    if gpu or sched:
+        try:
+            listed = gpu_nodes(kube, plan.facts)
+        except Malformed as exc:  # the node list itself cannot be read
+            return [*out, error("nodes", "cluster", f"the API's answer cannot be read: {exc}")]
+        nodes, unreadable = readable_nodes(listed)
+        out += unreadable
+        if gpu:
+            rdma = layers is None or Layer.NETWORK in layers
+            out += _guarded("nodes", "cluster", check_nodes, nodes, plan.facts, rdma)
+        if sched:
+            out += _guarded("nodes.topology", "cluster", check_topology, nodes, plan.facts)
+            out += _guarded(
+                "topology.discovered", "cluster", check_discovered_topology, kube, nodes, plan.facts
+            )
     return out
+
+
+def _guarded(
+    cid: str, where: str, run: Callable[..., Check | Iterable[Check]], *args: Any
+) -> list[Check]:
+    """The checks ``run(*args)`` makes, or one ERROR naming what the API answered
+    malformed (the whole check, as a generator may have yielded part of it)."""
+    try:
+        out = run(*args)
+        return [out] if isinstance(out, Check) else list(out)
+    except Malformed as exc:
+        return [error(cid, where, f"the API's answer cannot be read: {exc}")]

@@ -31,8 +31,14 @@ from gpufabric.verify import (
     probe_daemonset,
     sweep,
 )
-from gpufabric.verify.interrupts import check_running, shielded, terminating_signals
-from gpufabric.verify.kube import Kube, KubeError, path_of
+from gpufabric.verify.interrupts import (
+    check_running,
+    left_behind,
+    leftovers,
+    shielded,
+    terminating_signals,
+)
+from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping, name_of, path_of
 from gpufabric.verify.results import (
     Check,
     error,
@@ -82,9 +88,11 @@ def _context(plan: Plan, args: argparse.Namespace) -> str | None:
     return context
 
 
-def _kube(plan: Plan, args: argparse.Namespace) -> Kube:
+def _kube(plan: Plan, args: argparse.Namespace, sweep_: bool = False) -> Kube:
+    """The API client; everything it does ends within --timeout (a sweep: within
+    --sweep-timeout, each job within --timeout)."""
     kube = Kube(args.kubeconfig, _context(plan, args))
-    kube.set_timeout(getattr(args, "timeout", None))
+    kube.set_timeout(args.sweep_timeout if sweep_ else getattr(args, "timeout", None))
     return kube
 
 
@@ -102,6 +110,7 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
     """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
     is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
     plan = stack.plan
+    leftovers(clear=True)
     with check_running(), terminating_signals():
         return int(COMMANDS[args.verify_command](plan, args))
 
@@ -225,11 +234,15 @@ def _sweep_dry_run(plan: Plan, args: argparse.Namespace) -> int:
 
 
 def _skip_reason(node: dict[str, Any]) -> str | None:
-    """Why a GPU node is left out of a sweep (a key of :data:`_SKIP_REASONS`), or None."""
-    if not cluster.node_ready(node):
+    """Why a GPU node is left out of a sweep (a key of :data:`_SKIP_REASONS`), or None;
+    a node whose status cannot be read is not known to be Ready."""
+    try:
+        if not cluster.node_ready(node):
+            return "notReady"
+        if mapping(node, "spec").get("unschedulable"):
+            return "cordoned"  # a pinned job would wait there until it times out
+    except Malformed:
         return "notReady"
-    if (node.get("spec") or {}).get("unschedulable"):
-        return "cordoned"  # a pinned job would wait there until it times out
     return None
 
 
@@ -239,7 +252,11 @@ def _sweep_nodes(kube: Kube, plan: Plan) -> tuple[list[str], dict[str, list[str]
     skipped: dict[str, list[str]] = {key: [] for key, _ in _SKIP_REASONS}
     for node in cluster.gpu_nodes(kube, plan.facts):
         why = _skip_reason(node)
-        (names if why is None else skipped[why]).append(node["metadata"]["name"])
+        try:
+            name = name_of(node)
+        except Malformed:
+            name, why = describe(node), "notReady"
+        (names if why is None else skipped[why]).append(name)
     for why, which in _skipped(skipped):
         _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
     return names, skipped
@@ -253,13 +270,20 @@ def _sweep_concurrency(plan: Plan, tenant: str) -> int:
 
 
 def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
-    """Each run deletes its own job; this covers interruptions."""
+    """Each run deletes its own job; this covers interruptions: each is confirmed gone, or
+    the command that deletes it is printed."""
     with shielded(), kube.grace():
         for job in created:
+            meta = job["metadata"]
+            command = nccl.delete_command(meta["namespace"], meta["name"])
             try:
-                kube.delete(path_of(job))
+                if kube.remove(job):
+                    continue
+                why = "its deletion could not be confirmed in time"
             except KubeError as exc:
-                _progress(f"could not delete {path_of(job)}: {exc}")
+                why = str(exc)
+            left_behind(command)
+            _progress(f"could not delete {path_of(job)}: {why}; delete it with `{command}`")
 
 
 def _run_sweep(
@@ -279,7 +303,7 @@ def _run_sweep(
     ) -> nccl_report.Report:
         job = _sweep_job(plan, args, pair, round_, index, rail)
         created.append(job)
-        outcome = nccl.run_job(
+        outcome = nccl.run_job(  # --timeout bounds each job, --sweep-timeout the sweep
             kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait
         )
         return nccl.judge(outcome, exp if rail is None else rail_exp)
@@ -288,13 +312,22 @@ def _run_sweep(
         return run_rail_pair(pair, None, round_, index)
 
     _progress(f"sweep over {len(names)} GPU nodes, {concurrency} jobs at a time")
+    report = sweep.SweepReport({}, 0)
     try:
-        report = sweep.sweep(names, run_pair, concurrency, stop=stop)
+        sweep.sweep(names, run_pair, concurrency, stop=stop, into=report)
         if report.bad and len(rails) > 1:
             _progress(f"each rail of {', '.join(report.bad)} alone")
             sweep.localize_rails(
                 report, rails, run_rail_pair, concurrency, rail_exp.threshold_gbps, stop=stop
             )
+    except KubeError as exc:
+        if kube.deadline is None or kube.clock() < kube.deadline:
+            raise
+        report.stopped = f"--sweep-timeout reached ({exc})"
+    except BaseException as exc:
+        report.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        sys.stderr.write(sweep.format_table(report))
+        raise
     finally:
         if not args.keep:
             _delete_jobs(kube, created)
@@ -328,6 +361,7 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
         "notLocalized": report.unknown,
         "skipped": skipped,
         "nodes": {n: node(r) for n, r in sorted(report.nodes.items())},
+        "stopped": report.stopped,
     }
 
 
@@ -335,8 +369,9 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
     if args.dry_run:
         return _sweep_dry_run(plan, args)
-    kube = _kube(plan, args)
-    names, skipped = _sweep_nodes(kube, plan)
+    kube = _kube(plan, args, sweep_=True)
+    with kube.limit(args.timeout):
+        names, skipped = _sweep_nodes(kube, plan)
     if len(names) < 2:
         print(
             "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
@@ -358,6 +393,9 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
 def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     if args.sweep:
         return cmd_sweep(plan, args)
+    if args.sweep_timeout is not None:
+        problem = Problem("--sweep-timeout", f"{args.sweep_timeout:g}: applies only with --sweep")
+        raise StackError("gpufabric verify", [problem])
     job = nccl.acceptance_job(plan, args.tenant, args.nodes, args.image, args.name)
     if args.dry_run:
         from gpufabric.outputs.render import to_yaml

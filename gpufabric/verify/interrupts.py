@@ -89,4 +89,33 @@ def stopped_check(exc: BaseException) -> bool:
     return getattr(exc, _STOPPED_CHECK, False) is True
 
 
-__all__ = ["Terminated", "check_running", "shielded", "stopped_check", "terminating_signals"]
+_LEFTOVERS: list[str] = []
+_LEFTOVERS_LOCK = threading.Lock()
+
+
+def left_behind(command: str) -> None:
+    """Record that cleanup could not confirm an object gone: ``command`` deletes it."""
+    with _LEFTOVERS_LOCK:
+        if command not in _LEFTOVERS:
+            _LEFTOVERS.append(command)
+
+
+def leftovers(clear: bool = False) -> list[str]:
+    """The delete commands :func:`left_behind` recorded (this command's, once cleared at
+    its start): a stopped command says "cleaned up" only when there are none."""
+    with _LEFTOVERS_LOCK:
+        out = list(_LEFTOVERS)
+        if clear:
+            _LEFTOVERS.clear()
+    return out
+
+
+__all__ = [
+    "Terminated",
+    "check_running",
+    "left_behind",
+    "leftovers",
+    "shielded",
+    "stopped_check",
+    "terminating_signals",
+]

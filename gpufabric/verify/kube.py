@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -23,12 +24,19 @@ class KubeError(Exception):
     """The cluster could not be asked (config, connection, permission, time)."""
 
 
+class Malformed(KubeError):
+    """The API answered something that is not the object asked for: null or mistyped
+    fields, another object's name, namespace or kind. Checks report it as an ERROR naming
+    the object; elsewhere it ends the command like any :class:`KubeError`."""
+
+
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 """Answers worth asking again: throttled, or the API server (or its proxy) in trouble."""
 MAX_ATTEMPTS = 5
 PAGE_SIZE = 500
 MAX_PAGES = 1000
 REQUEST_TIMEOUT = 30.0
+_UNSET = object()
 CLEANUP_GRACE = 30.0
 """Time cleanup (deleting what a command created) may take beyond the command's deadline."""
 
@@ -59,6 +67,119 @@ def path_of(body: Mapping[str, Any]) -> str:
     return object_path(body["apiVersion"], body["kind"], meta["name"], meta.get("namespace"))
 
 
+# ---------------------------------------------------------------- reading answers defensively
+
+
+def describe(obj: Any) -> str:
+    """``Kind ns/name`` of an answer, as far as it can be read (for error messages)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    name, ns = meta.get("name"), meta.get("namespace")
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    where = "/".join(str(x)[:80] for x in (ns, name) if isinstance(x, str) and x)
+    return " ".join(x for x in (kind if isinstance(kind, str) else "", where or "?") if x)
+
+
+def _walk(obj: Any, keys: tuple[str, ...]) -> Any:
+    cur = obj
+    for i, key in enumerate(keys):
+        if cur is None:
+            return None
+        if not isinstance(cur, dict):
+            dotted = ".".join(keys[:i]) or "the answer"
+            raise Malformed(f"{describe(obj)}: {dotted} is not an object")
+        cur = cur.get(key)
+    return cur
+
+
+def mapping(obj: Any, *keys: str) -> dict[str, Any]:
+    """The object at ``keys`` ({} when absent or null); Malformed when it is something else."""
+    out = _walk(obj, keys)
+    if out is None:
+        return {}
+    if not isinstance(out, dict):
+        raise Malformed(f"{describe(obj)}: {'.'.join(keys)} is not an object")
+    return out
+
+
+def records(obj: Any, *keys: str) -> list[dict[str, Any]]:
+    """The list of objects at ``keys`` ([] when absent or null); Malformed otherwise."""
+    out = _walk(obj, keys)
+    if out is None:
+        return []
+    if not isinstance(out, list) or not all(isinstance(x, dict) for x in out):
+        raise Malformed(f"{describe(obj)}: {'.'.join(keys)} is not a list of objects")
+    return out
+
+
+def number(obj: Any, *keys: str, default: int = 0) -> int:
+    """The integer at ``keys`` (``default`` when absent or null); Malformed otherwise."""
+    out = _walk(obj, keys)
+    if out is None:
+        return default
+    if isinstance(out, bool) or not isinstance(out, int) or out < 0:
+        raise Malformed(f"{describe(obj)}: {'.'.join(keys)} is {str(out)[:40]!r}, not a count")
+    return out
+
+
+def text(obj: Any, *keys: str) -> str:
+    """The string at ``keys`` ("" when absent or null); Malformed otherwise."""
+    out = _walk(obj, keys)
+    if out is None:
+        return ""
+    if not isinstance(out, str):
+        raise Malformed(f"{describe(obj)}: {'.'.join(keys)} is not a string")
+    return out
+
+
+def name_of(obj: Any) -> str:
+    """``metadata.name``; Malformed when missing or not a string."""
+    name = text(obj, "metadata", "name")
+    if not name:
+        raise Malformed(f"{describe(obj)}: no metadata.name")
+    return name
+
+
+def _identity(path: str) -> tuple[str, str | None, str]:
+    """(plural, namespace, name) of an object path."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) == 4 and rest[0] == "namespaces":
+        return rest[2], rest[1], rest[3]
+    return rest[-2] if len(rest) >= 2 else "", None, rest[-1]
+
+
+def check_identity(path: str, obj: dict[str, Any]) -> None:
+    """Malformed unless ``obj`` is the object ``path`` names (name, namespace, kind)."""
+    want_plural, want_ns, want_name = _identity(path)
+    kind = obj.get("kind")
+    meta = mapping(obj, "metadata")
+    got_ns = meta.get("namespace") or None
+    if (
+        meta.get("name") != want_name
+        or got_ns != want_ns
+        or not isinstance(kind, str)
+        or plural(kind) != want_plural
+    ):
+        raise Malformed(f"GET {path}: the API answered with another object ({describe(obj)})")
+
+
+def unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Items once each, by uid and by namespace/name (an API repeating a page or an entry)."""
+    seen: set[Any] = set()
+    out = []
+    for item in items:
+        meta = item["metadata"]
+        keys = {f"name {meta.get('namespace')}/{meta.get('name')}"}
+        if meta.get("uid"):
+            keys.add(f"uid {meta.get('uid')}")
+        if keys & seen:
+            continue
+        seen |= keys
+        out.append(item)
+    return out
+
+
 class Kube:
     """A connected API client (from a kubeconfig or the in-cluster service account)."""
 
@@ -85,30 +206,69 @@ class Kube:
         self.context = context or "current context"
         self.kubeconfig = kubeconfig
 
-    deadline: float | None = None
-    """time.monotonic() by which every request of this command must have ended."""
+    _shared_deadline: float | None = None
     clock: Callable[[], float] = staticmethod(time.monotonic)
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 
+    def _tls(self) -> threading.local:
+        state: threading.local = self.__dict__.setdefault("_state", threading.local())
+        return state
+
+    def _flights(self) -> dict[int, tuple[str, str, str, threading.Event]]:
+        """Requests still in flight (their wait was abandoned: a deadline or Ctrl-C):
+        (method, path, name of the object sent, end)."""
+        flights: dict[int, tuple[str, str, str, threading.Event]]
+        flights = self.__dict__.setdefault("_in_flight", {})
+        return flights
+
+    def _unanswered(self) -> set[tuple[str, str]]:
+        """(collection, name) of creates that ended without an HTTP answer: the server may
+        have made the object, or may still make it."""
+        out: set[tuple[str, str]] = self.__dict__.setdefault("_lost_creates", set())
+        return out
+
+    @property
+    def deadline(self) -> float | None:
+        """time.monotonic() by which every request of this thread must have ended."""
+        out: float | None = getattr(self._tls(), "deadline", self._shared_deadline)
+        return out
+
     def set_timeout(self, seconds: float | None) -> None:
         """Bound everything this client does from now on by ``seconds`` in all."""
-        self.deadline = None if seconds is None else self.clock() + seconds
+        self._shared_deadline = None if seconds is None else self.clock() + seconds
+        self._tls().__dict__.pop("deadline", None)
 
     @contextlib.contextmanager
-    def grace(self, seconds: float = CLEANUP_GRACE) -> Iterator[None]:
-        """Extra time for cleanup after the deadline (deleting what the command created)."""
-        saved = self.deadline
-        if saved is not None:
-            self.deadline = max(saved, self.clock()) + seconds
+    def _deadline_as(self, value: float | None) -> Iterator[None]:
+        state = self._tls()
+        saved = state.__dict__.get("deadline", _UNSET)
+        state.deadline = value
         try:
             yield
         finally:
-            self.deadline = saved
+            if saved is _UNSET:
+                state.__dict__.pop("deadline", None)
+            else:
+                state.deadline = saved
+
+    def limit(self, seconds: float) -> contextlib.AbstractContextManager[None]:
+        """Within the block, this thread's requests end within ``seconds`` (and within
+        the client's own limit): one job of a sweep."""
+        mine, outer = self.clock() + seconds, self.deadline
+        return self._deadline_as(mine if outer is None else min(mine, outer))
+
+    def grace(self, seconds: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Extra time for cleanup after the deadline (deleting what the command created),
+        :data:`CLEANUP_GRACE` unless given; from now when there is no deadline."""
+        seconds = CLEANUP_GRACE if seconds is None else seconds
+        saved = self.deadline
+        return self._deadline_as(max(saved or 0.0, self.clock()) + seconds)
 
     def _budget(self, wanted: float, what: str) -> float:
-        if self.deadline is None:
+        deadline = self.deadline
+        if deadline is None:
             return wanted
-        left = self.deadline - self.clock()
+        left = deadline - self.clock()
         if left <= 0:
             raise KubeError(f"{what}: the command's time limit was reached (--timeout)")
         return min(wanted, left)
@@ -118,7 +278,7 @@ class Kube:
         method: str,
         path: str,
         body: Any = None,
-        timeout: int = 30,
+        timeout: float = REQUEST_TIMEOUT,
         query: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes]:
         """One HTTP exchange through the client's REST layer (TLS and auth from the
@@ -147,6 +307,51 @@ class Kube:
         data = read() if callable(read) else resp.data
         return int(resp.status), bytes(data or b"")
 
+    def _bounded(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        budget: float,
+        query: Mapping[str, str] | None,
+    ) -> tuple[int, bytes]:
+        """:meth:`_request` within ``budget`` seconds of wall-clock time, whole body
+        included (a socket timeout alone never fires while bytes trickle in). The exchange
+        runs in a daemon thread; when the wait ends first (time, Ctrl-C) it is left in
+        flight and recorded, so cleanup can wait for a create that may still land."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+        flights, lost = self._flights(), self._unanswered()
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        name = str(meta.get("name")) if isinstance(meta, dict) else ""
+        # a create may outlive the wait: it keeps listening through the cleanup grace
+        socket_timeout = budget + (CLEANUP_GRACE if method == "POST" else 0.0)
+
+        def work() -> None:
+            try:
+                box["answer"] = self._request(method, path, body, socket_timeout, query)
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+                if method == "POST":
+                    lost.add((path, name))
+            finally:
+                flights.pop(id(done), None)
+                done.set()
+
+        flights[id(done)] = (method, path, name, done)
+        threading.Thread(target=work, name=f"kube {method} {path}", daemon=True).start()
+        if not done.wait(budget):
+            raise KubeError(f"{method} {path}: no complete answer within {budget:.3g}s")
+        if "error" in box:
+            raise box["error"]
+        answer: tuple[int, bytes] = box["answer"]
+        return answer
+
+    def in_flight(self, method: str, path: str, name: str) -> list[threading.Event]:
+        """The ends of the ``method`` requests for ``name`` to ``path`` still in flight."""
+        flights = list(self._flights().values())
+        return [done for m, p, n, done in flights if (m, p, n) == (method, path, name)]
+
     def _exchange(
         self,
         method: str,
@@ -156,23 +361,23 @@ class Kube:
         query: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes]:
         """One request within the deadline, asked again with backoff while the server says
-        it is throttled or in trouble (429, 5xx) or the connection fails."""
+        it is throttled or in trouble (429, 5xx) or the connection fails (a create only when
+        it was refused, never after it may have reached the server)."""
         delay = 0.5
         for attempt in range(1, MAX_ATTEMPTS + 1):
             budget = self._budget(timeout, f"{method} {path}")
             try:
-                status, data = self._request(
-                    method, path, body, timeout=max(1, int(budget)), query=query
-                )
+                status, data = self._bounded(method, path, body, budget, query)
             except KubeError:
-                if attempt == MAX_ATTEMPTS:
+                if attempt == MAX_ATTEMPTS or method == "POST":
                     raise
                 status, data = 0, b""
             if status not in RETRY_STATUSES and status != 0:
                 return status, data
             if attempt == MAX_ATTEMPTS:
                 break
-            left = None if self.deadline is None else self.deadline - self.clock()
+            deadline = self.deadline
+            left = None if deadline is None else deadline - self.clock()
             if left is not None and left <= delay:
                 break
             self.sleep(delay)
@@ -185,6 +390,9 @@ class Kube:
         status, data = self._exchange(method, path, body, query=query)
         if status == 404:
             return None
+        return self._call_result(method, path, status, data)
+
+    def _call_result(self, method: str, path: str, status: int, data: bytes) -> Any:
         if status in (401, 403):
             raise KubeError(
                 f"{method} {path}: {status} {'Unauthorized' if status == 401 else 'Forbidden'}: the kubeconfig's user may not do this"
@@ -196,55 +404,101 @@ class Kube:
         try:
             return json.loads(data) if data else None
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise KubeError(f"{method} {path}: the API returned no JSON") from exc
+            raise Malformed(f"{method} {path}: the API returned no JSON") from exc
 
     def get(self, path: str) -> dict[str, Any] | None:
-        """The object, or None when it does not exist."""
+        """The object, or None when it does not exist; Malformed unless the answer is the
+        object asked for."""
         out = self._call("GET", path)
         if out is None:
             return None
-        if not isinstance(out, dict) or not isinstance(out.get("metadata", {}), dict):
-            raise KubeError(f"GET {path}: malformed answer (not a Kubernetes object)")
+        if not isinstance(out, dict) or not isinstance(out.get("metadata"), dict):
+            raise Malformed(f"GET {path}: malformed answer (not a Kubernetes object)")
+        check_identity(path, out)
         return out
 
     def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Every item, page by page (``limit``/``continue``): one request per
-        :data:`PAGE_SIZE` items, never one per item."""
+        """Every item once, page by page (``limit``/``continue``): one request per
+        :data:`PAGE_SIZE` items, never one per item; a repeated page or entry counts once."""
         query = {"labelSelector": label_selector} if label_selector else {}
         items: list[dict[str, Any]] = []
-        token = ""
+        token, seen = "", set[str]()
         for _ in range(MAX_PAGES):
             page = dict(query, limit=str(PAGE_SIZE), **({"continue": token} if token else {}))
             out = self._call("GET", path, **page)
             if out is None:
-                return items
+                return unique(items)
             batch = out.get("items") if isinstance(out, dict) else None
             if not isinstance(batch, list):
-                raise KubeError(f"GET {path}: malformed answer (no items list)")
+                raise Malformed(f"GET {path}: malformed answer (no items list)")
             bad = [
                 i
                 for i in batch
                 if not isinstance(i, dict) or not isinstance(i.get("metadata"), dict)
             ]
             if bad:
-                raise KubeError(f"GET {path}: malformed answer ({len(bad)} items are not objects)")
+                raise Malformed(f"GET {path}: malformed answer ({len(bad)} items are not objects)")
             items += batch
             meta = out.get("metadata")
-            token = str(meta.get("continue") or "") if isinstance(meta, dict) else ""
-            if not token:
-                return items
+            more = (meta.get("continue") if isinstance(meta, dict) else "") or ""
+            if not more:
+                return unique(items)
+            if not isinstance(more, str) or more in seen:
+                raise Malformed(f"GET {path}: malformed answer (a bad or repeated continue token)")
+            seen.add(more)
+            token = more
         raise KubeError(f"GET {path}: more than {MAX_PAGES} pages of {PAGE_SIZE}")
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        meta = body["metadata"]
-        path = collection_path(body["apiVersion"], body["kind"], meta.get("namespace"))
+        path = collection_path(body["apiVersion"], body["kind"], body["metadata"].get("namespace"))
         out = self._call("POST", path, body=dict(body))
         if not isinstance(out, dict):
-            raise KubeError(f"POST {path}: the API returned no object")
+            raise Malformed(f"POST {path}: the API returned no object")
         return out
 
-    def delete(self, path: str) -> None:
-        self._call("DELETE", path, body={"propagationPolicy": "Foreground"})
+    def delete(self, path: str) -> bool:
+        """Delete the object; False when there was none."""
+        status, _data = self._exchange("DELETE", path, {"propagationPolicy": "Foreground"})
+        if status == 404:
+            return False
+        self._call_result("DELETE", path, status, b"")
+        return True
+
+    def remove(self, body: Mapping[str, Any], poll: float = 0.5) -> bool:
+        """Delete the object ``body`` describes and confirm it: True once it is gone or
+        being deleted and no create of it can still land. A create still in flight (Ctrl-C
+        or a deadline ended its wait) is waited for and its object deleted; a create that
+        ended without an answer is confirmed only once its object was seen and deleted.
+        False when that could not be confirmed by the deadline (see :meth:`grace`)."""
+        meta = body["metadata"]
+        path, name = path_of(body), str(meta["name"])
+        creates = collection_path(body["apiVersion"], body["kind"], meta.get("namespace"))
+        deadline = self.deadline
+        with self._deadline_as(self.clock() + CLEANUP_GRACE if deadline is None else deadline):
+            return self._confirm_removed(path, creates, name, poll)
+
+    def _confirm_removed(self, path: str, creates: str, name: str, poll: float) -> bool:
+        found = False
+        while True:
+            for done in self.in_flight("POST", creates, name):
+                done.wait(max(0.0, min(poll, self._left())))
+            try:
+                found = self.delete(path) or found
+                live = self.get(path)
+            except KubeError:
+                live = {"metadata": {}}  # unknown: ask again
+            going = live is None or bool(mapping(live, "metadata").get("deletionTimestamp"))
+            lost = (creates, name) in self._unanswered()
+            if going and not self.in_flight("POST", creates, name) and (found or not lost):
+                self._unanswered().discard((creates, name))
+                return True
+            if self._left() <= poll:
+                return False
+            self.sleep(poll)
+
+    def _left(self) -> float:
+        deadline = self.deadline
+        return REQUEST_TIMEOUT if deadline is None else deadline - self.clock()
 
     def log(self, namespace: str, pod: str, container: str | None = None) -> str:
         query = {"container": container} if container else {}

@@ -22,8 +22,17 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.verify import nccl_report
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
-from gpufabric.verify.interrupts import shielded
-from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path
+from gpufabric.verify.interrupts import left_behind, shielded
+from gpufabric.verify.kube import (
+    Kube,
+    KubeError,
+    collection_path,
+    mapping,
+    name_of,
+    object_path,
+    records,
+    text,
+)
 
 SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
 TESTS = ("all_reduce_perf_mpi", "all_gather_perf_mpi")
@@ -137,17 +146,21 @@ class Outcome:
 
 
 def _condition(job: dict[str, Any]) -> tuple[str | None, str]:
-    """Terminal state of an MPIJob from its conditions, and the latest condition's text."""
-    conds = job.get("status", {}).get("conditions", []) or []
+    """Terminal state of an MPIJob from its conditions, and the latest condition's text;
+    Malformed when its status cannot be read. Succeeded and Failed both True is Failed."""
+    conds = records(job, "status", "conditions")
+    true = {text(c, "type") for c in conds if text(c, "status") == "True"}
+    if {"Succeeded", "Failed"} <= true:
+        return "Failed", "the MPIJob reports both Succeeded and Failed (contradictory status)"
     for kind in ("Succeeded", "Failed"):
         for c in conds:
-            if c.get("type") == kind and c.get("status") == "True":
-                return kind, c.get("message") or c.get("reason") or kind
+            if text(c, "type") == kind and text(c, "status") == "True":
+                return kind, text(c, "message") or text(c, "reason") or kind
     last = conds[-1] if conds else None
-    if job.get("spec", {}).get("runPolicy", {}).get("suspend"):
+    if mapping(job, "spec", "runPolicy").get("suspend"):
         return None, "suspended: waiting for admission by the queue (quota, gang, topology)"
     if last:
-        return None, f"{last.get('type')}: {last.get('message') or last.get('reason') or ''}"
+        return None, f"{text(last, 'type')}: {text(last, 'message') or text(last, 'reason')}"
     return None, "created, no status yet"
 
 
@@ -157,8 +170,8 @@ def launcher_log(kube: Kube, namespace: str, name: str) -> str:
     )
     if not pods:
         return ""
-    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
-    return kube.log(namespace, pods[-1]["metadata"]["name"])
+    newest = max(pods, key=lambda p: (text(p, "metadata", "creationTimestamp"), name_of(p)))
+    return kube.log(namespace, name_of(newest))
 
 
 LOG_RESERVE = 30.0
@@ -205,17 +218,29 @@ def _wait(
         sleep(min(poll, max(wait_until - clock(), 0.01)))
 
 
-def _delete(kube: Kube, path: str, ns: str, name: str, progress: Callable[[str], None]) -> None:
-    """Delete the MPIJob, holding signals meanwhile; a failure is reported, not raised."""
+def delete_command(ns: str, name: str) -> str:
+    """The command a person runs to delete an acceptance MPIJob cleanup could not confirm
+    gone (it may never have been created, hence --ignore-not-found)."""
+    return shlex.join(["kubectl", "-n", ns, "delete", "mpijob", name, "--ignore-not-found"])
+
+
+def _delete(
+    kube: Kube, job: dict[str, Any], ns: str, name: str, progress: Callable[[str], None]
+) -> None:
+    """Delete the MPIJob and confirm it gone (also when its create was still in flight),
+    holding signals meanwhile; what cannot be confirmed is reported with the command that
+    deletes it, not raised."""
+    command = delete_command(ns, name)
     with shielded(), kube.grace():
         try:
-            kube.delete(path)
-            progress(f"deleted MPIJob {ns}/{name}")
+            if kube.remove(job):
+                progress(f"deleted MPIJob {ns}/{name}")
+                return
+            why = "its deletion could not be confirmed in time"
         except KubeError as exc:
-            progress(
-                f"could not delete MPIJob {ns}/{name}: {exc}; delete it with "
-                f"`kubectl -n {ns} delete mpijob {name}`"
-            )
+            why = str(exc)
+    left_behind(command)
+    progress(f"could not delete MPIJob {ns}/{name}: {why}; delete it with `{command}`")
 
 
 def run_job(
@@ -235,22 +260,25 @@ def run_job(
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     path = object_path(job["apiVersion"], job["kind"], name, ns)
     start = clock()
-    if kube.get(path) is not None:
-        raise _already_exists(ns, name)
-    wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
-    state, text, log = "Failed", "", ""
-    try:
-        kube.create(job)
-        progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
-        state, text = _wait(kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep)
+    with kube.limit(timeout):
+        if kube.get(path) is not None:
+            raise _already_exists(ns, name)
+        wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
+        state, text_, log = "Failed", "", ""
         try:
-            log = launcher_log(kube, ns, name)
-        except KubeError as exc:
-            text = f"{text}; the launcher log could not be read: {exc}"
-    finally:
-        if not keep:
-            _delete(kube, path, ns, name, progress)
-    return Outcome(state, text, log, clock() - start)
+            kube.create(job)
+            progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
+            state, text_ = _wait(
+                kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep
+            )
+            try:
+                log = launcher_log(kube, ns, name)
+            except KubeError as exc:
+                text_ = f"{text_}; the launcher log could not be read: {exc}"
+        finally:
+            if not keep:
+                _delete(kube, job, ns, name, progress)
+    return Outcome(state, text_, log, clock() - start)
 
 
 def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:

@@ -79,6 +79,9 @@ class SweepReport:
     rounds: int
     rail_rounds: int = 0
     rail_threshold_gbps: float | None = None
+    stopped: str | None = None
+    """Why the sweep ended early (interrupted, its time limit): the report holds what it
+    proved until then."""
 
     @property
     def bad(self) -> list[str]:
@@ -151,24 +154,36 @@ def waiting(stop: threading.Event) -> Callable[[float], None]:
 
 
 def _run_round(
-    jobs: Sequence[Callable[[], Report]], concurrency: int, stop: threading.Event | None
+    jobs: Sequence[Callable[[], Report]],
+    concurrency: int,
+    stop: threading.Event | None,
+    finished: dict[int, Report] | None = None,
 ) -> list[Report]:
+    """Every job's report, in order. ``finished`` receives, by index, the reports of the
+    jobs that ended, also when the round is cut short (what it proved until then)."""
     futures: list[cf.Future[Report]] = []
-    with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        try:
-            # A Ctrl-C inside submit() can land in Thread.start() before the pool records
-            # the thread, which would then not be waited for: hold it until all are submitted.
-            with shielded():
-                futures += [pool.submit(job) for job in jobs]
-            return [f.result() for f in futures]
-        except BaseException:
-            # Ctrl-C, SIGTERM or a failing job: tell the running jobs to stop waiting, and
-            # drop the ones not started; leaving the block waits for the running ones' cleanup.
-            if stop is not None:
-                stop.set()
-            for f in futures:
-                f.cancel()
-            raise
+    try:
+        with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            try:
+                # A Ctrl-C inside submit() can land in Thread.start() before the pool records
+                # the thread, which would then not be waited for: hold it until all are in.
+                with shielded():
+                    futures += [pool.submit(job) for job in jobs]
+                return [f.result() for f in futures]
+            except BaseException:
+                # Ctrl-C, SIGTERM or a failing job: tell the running jobs to stop waiting,
+                # drop the ones not started; leaving the block waits for the running ones'
+                # cleanup.
+                if stop is not None:
+                    stop.set()
+                for f in futures:
+                    f.cancel()
+                raise
+    finally:
+        if finished is not None:
+            for i, f in enumerate(futures):
+                if f.done() and not f.cancelled() and f.exception() is None:
+                    finished[i] = f.result()
 
 
 def sweep(
@@ -177,44 +192,58 @@ def sweep(
     concurrency: int,
     max_rounds: int = 16,
     stop: threading.Event | None = None,
+    into: SweepReport | None = None,
 ) -> SweepReport:
     """Localize the nodes that fail the acceptance test; ``concurrency`` jobs at a time.
-    ``stop`` is set when the sweep is interrupted (the jobs' waits should watch it)."""
-    results = {n: NodeResult(n) for n in nodes}
+    ``stop`` is set when the sweep is interrupted (the jobs' waits should watch it). The
+    report is filled job by job (``into`` when given: what an interrupted sweep proved
+    stays readable there); a node listed twice is swept once."""
+    ordered = list(dict.fromkeys(nodes))
+    report = into if into is not None else SweepReport({}, 0)
+    report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
+    results = report.nodes
     good: list[str] = []
     suspects: list[str] = []
 
-    def run_round(pairs: list[Pair], round_: int) -> list[tuple[Pair, Report]]:
-        jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
-        return list(zip(pairs, _run_round(jobs, concurrency, stop), strict=True))
+    def judge(pair: Pair, round_: int, outcome: Report) -> None:
+        a, b = pair
+        _record(results[a], round_, b, outcome)
+        if round_ == 1:  # both are unknown: a pass proves both, anything else suspects both
+            _record(results[b], 1, a, outcome)
+            if outcome.verdict == "PASS":
+                results[a].verdict = results[b].verdict = "GOOD"
+                good.extend(pair)
+            else:
+                suspects.extend(pair)
+        elif outcome.verdict == "PASS":  # a suspect with a proven-good partner
+            results[a].verdict = "GOOD"
+            good.append(a)
+        elif outcome.verdict == "FAIL":
+            results[a].verdict = "BAD"
+        # INCONCLUSIVE: stays UNKNOWN (the job could not be judged)
 
-    ordered = list(nodes)
+    def run_round(pairs: list[Pair], round_: int) -> None:
+        jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
+        finished: dict[int, Report] = {}
+        try:
+            outcomes = _run_round(jobs, concurrency, stop, finished)
+        finally:  # judged as they came in, in pair order, even when cut short
+            for i in sorted(finished):
+                judge(pairs[i], round_, finished[i])
+        assert len(outcomes) == len(pairs)
+        report.rounds = round_
+
     first = [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
     leftover = ordered[-1:] if len(ordered) % 2 else []
-    for (a, b), report in run_round(first, 1):
-        _record(results[a], 1, b, report)
-        _record(results[b], 1, a, report)
-        if report.verdict == "PASS":
-            results[a].verdict = results[b].verdict = "GOOD"
-            good += [a, b]
-        else:
-            suspects += [a, b]
+    run_round(first, 1)
     suspects += leftover
     round_ = 1
     while suspects and good and round_ < max_rounds:
         round_ += 1
         batch = suspects[: len(good)]
-        suspects = suspects[len(good) :]
-        pairs = list(zip(batch, good, strict=False))
-        for (suspect, partner), report in run_round(pairs, round_):
-            _record(results[suspect], round_, partner, report)
-            if report.verdict == "PASS":
-                results[suspect].verdict = "GOOD"
-                good.append(suspect)
-            elif report.verdict == "FAIL":
-                results[suspect].verdict = "BAD"
-            # INCONCLUSIVE: stays UNKNOWN (the job could not be judged)
-    return SweepReport(results, round_)
+        del suspects[: len(good)]
+        run_round(list(zip(batch, good, strict=False)), round_)
+    return report
 
 
 def localize_rails(
@@ -273,6 +302,8 @@ def format_table(report: SweepReport) -> str:
     if report.rail_rounds:
         rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
     lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}"]
+    if report.stopped:
+        lines[0] += f" (stopped early: {report.stopped}; what it proved until then)"
     lines.append(f"  {'node':<24} {'verdict':<8} {'busbw GB/s':>10}  transport  pairs")
     for name in sorted(report.nodes):
         r = report.nodes[name]

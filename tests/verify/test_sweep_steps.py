@@ -64,7 +64,9 @@ def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
         "notLocalized",
         "skipped",
         "nodes",
+        "stopped",
     ]
+    assert doc["stopped"] is None
     assert list(doc["nodes"]) == ["b", "g"]
     assert list(doc["nodes"]["g"]) == ["verdict", "busbw", "network", "pairs"]
     assert doc["nodes"]["b"]["rails"] == {
