@@ -42,6 +42,8 @@ TOOLS = {
     "lspci": "pciutils",
     "setpci": "pciutils",
     "lsmod": "kmod",
+    "dmesg": "util-linux",
+    "nvidia-smi": "NVIDIA driver",
     "modprobe": "kmod",
     "systemctl": "systemd",
     "uname": "coreutils",
