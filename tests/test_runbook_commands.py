@@ -282,3 +282,48 @@ def _check_listing_gate(name: str, text: str, command: str, out: str, plan: Plan
         rows = [ln.split() for ln in out.strip().splitlines()[1:]]
         assert len(rows) == plan.facts.nodes.count
         assert all(r[1] == "Succeeded" for r in rows), f"{name}: `{command}` printed {out!r}"
+
+
+# ------------------------------------------------------------------ hostile values
+
+HOSTILE = "x`$(touch PWNED)`|<B>\n## y"
+"""A value that would run a command in a shell line, end a code span, a table cell and a
+line, and start a heading: the model refuses such values; the runbook must be safe anyway."""
+
+
+def _hostile_plan() -> tuple[Plan, str]:
+    """lab-roce with hostile names in its facts, past the model's validation."""
+    model = model_from_config(sections(STACKS["lab-roce"]), "lab-roce", from_file=True)
+    f = model.fabric
+    model = model.model_copy(
+        update={
+            "tenants": [model.tenants[0].model_copy(update={"namespace": HOSTILE}), *model.tenants[1:]],
+            "fabric": f.model_copy(
+                update={"rails": [f.rails[0].model_copy(update={"netdev": HOSTILE}), *f.rails[1:]]}
+            ),
+            "cluster": model.cluster.model_copy(update={"kubeContext": HOSTILE}),
+            "gpuNodes": model.gpuNodes.model_copy(update={"gpuModel": HOSTILE}),
+        }
+    )
+    plan = build_plan("lab-roce", model)
+    return plan, render(plan, collect("lab-roce", model))
+
+
+def test_hostile_values_stay_inside_their_code_span_and_shell_word(tmp_path: Path) -> None:
+    plan, text = _hostile_plan()
+    assert "PWNED" in text  # the values reach the runbook...
+    assert HOSTILE not in text  # ...but never raw: no line break, heading or cell break
+    assert "\n## y" not in text and "|<B>" not in text
+    for line in text.splitlines():
+        if "PWNED" in line:
+            assert line.count("`") % 2 == 0, f"a code span is broken open: {line}"
+    shell_lines = [filled(c, plan) for c in code_blocks(text) + inline_commands(text)]
+    hostile_lines = [line for line in shell_lines if "PWNED" in line]
+    assert len(hostile_lines) >= 8
+    for line in hostile_lines:
+        # The command's words, printed instead of run: the hostile value is one word, whole.
+        words = "printf '%s\\n' " + line.split(" ", 1)[1]
+        done = subprocess.run(["bash", "-c", words], cwd=tmp_path, capture_output=True, text=True)
+        if ">" not in line:
+            assert f"\n{HOSTILE}\n" in done.stdout, line
+    assert not (tmp_path / "PWNED").exists(), "a stack value ran as a command"

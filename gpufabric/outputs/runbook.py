@@ -108,14 +108,14 @@ def phases(plan: Plan) -> list[Phase]:
 
 
 def _describe(item: Item, plan: Plan) -> str:
-    p = item.payload
+    p, md = item.payload, markdown_code
     if isinstance(p, HelmChart):
-        return f"Helm chart `{p.chart}` {p.version} in `{p.namespace}`"
+        return f"Helm chart `{md(p.chart)}` {md(p.version)} in `{md(p.namespace)}`"
     if isinstance(p, KustomizeOverlay):
         c = plan.components[p.component]
-        return f"{c.name} {c.version} (upstream manifest + overlay) in `{p.namespace}`"
+        return f"{md(c.name)} {md(c.version)} (upstream manifest + overlay) in `{md(p.namespace)}`"
     ns = f"{p.namespace}/" if p.namespace else ""
-    return f"{p.kind} `{ns}{p.name}`"
+    return f"{p.kind} `{md(ns + p.name)}`"
 
 
 def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
