@@ -176,7 +176,7 @@ def test_images_cli_text_json_and_refs(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["images", "--stack", "lab-roce"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Stack lab-roce: 3 charts, 3 manifests,")
-    assert "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.4.1" in text
+    assert "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.1.2" in text
     assert "note: the operator pulls the tag suffixed with the nodes' OS" in text
     assert main(["images", "--stack", "lab-roce", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
