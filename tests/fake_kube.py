@@ -8,6 +8,7 @@ errors, bearer-token auth), keeps objects in memory, and lets a test react to cr
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -243,14 +244,19 @@ class FakeKube:
             if parent != path and _all_namespaces(parent) != path:
                 continue
             labels = obj.get("metadata", {}).get("labels", {}) or {}
-            if _matches(selector, labels.get) and _matches(fields, lambda k: _field(obj, k)):
+            if _matches(selector, labels.get) and _matches(fields, functools.partial(_field, obj)):
                 items.append(obj)
         start = int(token or 0)
         if limit:
             page = items[start : start + limit]
             more = start + limit < len(items)
             meta = {"continue": str(start + limit)} if more else {}
-            return {"kind": self._list_kind(path), "apiVersion": "v1", "metadata": meta, "items": page}
+            return {
+                "kind": self._list_kind(path),
+                "apiVersion": "v1",
+                "metadata": meta,
+                "items": page,
+            }
         return {"kind": self._list_kind(path), "apiVersion": "v1", "items": items}
 
     def _list_kind(self, path: str) -> str:

@@ -57,7 +57,8 @@ def documented(path: str) -> bool:
 def test_the_schema_walk_reaches_nested_list_and_optional_keys() -> None:
     keys = set(schema_keys())
     assert {"tenants[].gpuQuota", "fabric.rails[].exclude", "fabric.roce.trafficClass"} <= keys
-    assert "gpuOperator.driver.enabled" in keys and "fabric.infiniband.ufm.password" in keys
+    assert "gpuOperator.driver.enabled" in keys
+    assert "fabric.infiniband.ufm.password" in keys
 
 
 def test_every_stack_key_is_documented() -> None:

@@ -265,12 +265,17 @@ def test_sriov_triage_does_not_promise_an_hca_list_the_jobs_never_set() -> None:
 def test_host_driver_stack_waits_for_no_driver_pods_and_triages_on_the_host() -> None:
     """DGX OS: the hosts bring the GPU driver, the NIC driver and nvidia-peermem."""
     model = load_stack("dgx-h100").model
-    assert model.gpuOperator.driver.enabled is False and model.fabric.gpuDirect == "peermem"
+    assert model.gpuOperator.driver.enabled is False
+    assert model.fabric.gpuDirect == "peermem"
     text = runbook("dgx-h100")
     phase1 = text.split("### Phase 1")[1].split("### Phase 2")[0]
     assert "shows the driver," not in phase1
-    assert "there are no driver pods: the hosts run the NVIDIA driver and load nvidia-peermem" in phase1
-    assert "nvidia-driver-daemonset" not in text and "nvidia-peermem-ctr" not in text
+    assert (
+        "there are no driver pods: the hosts run the NVIDIA driver and load nvidia-peermem"
+        in phase1
+    )
+    assert "nvidia-driver-daemonset" not in text
+    assert "nvidia-peermem-ctr" not in text
     assert "modprobe nvidia-peermem" in text.split("## Triage")[1]
     # an operator-managed driver keeps its pods and their triage
     lab = runbook("prod-ib")

@@ -132,7 +132,11 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
     """The stack's own objects as its operators leave them, and what the charts and
     upstream manifests create on a healthy cluster (GPU nodes, operators, CRDs)."""
     facts, comps = plan.facts, plan.components
-    objs = [_with_status(dict(it.payload.body)) for it in plan.items if isinstance(it.payload, K8sObject)]
+    objs = [
+        _with_status(dict(it.payload.body))
+        for it in plan.items
+        if isinstance(it.payload, K8sObject)
+    ]
     allocatable = {"nvidia.com/gpu": str(facts.nodes.gpus_per_node)}
     allocatable |= {r: str(n) for r, n in facts.fabric.rdma_resources.items()}
     for i in range(facts.nodes.count):
@@ -194,13 +198,18 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
 
 def gates(text: str) -> dict[str, str]:
     """Inline commands the runbook says print an exact value on a healthy cluster."""
-    return {cmd: value for cmd, value in re.findall(r"`(kubectl [^`]+)` prints `([^`]+)`", text)}
+    return dict(re.findall(r"`(kubectl [^`]+)` prints `([^`]+)`", text))
 
 
 def _gpufabric(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     code = "import sys; from gpufabric.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run(
-        [sys.executable, "-c", code, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code, *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -230,7 +239,9 @@ def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
     return tmp_path, env
 
 
-RUNNABLE_GPUFABRIC = re.compile(r"^gpufabric (validate|plan|images|job|runbook) |^gpufabric verify nccl .*--dry-run")
+RUNNABLE_GPUFABRIC = re.compile(
+    r"^gpufabric (validate|plan|images|job|runbook) |^gpufabric verify nccl .*--dry-run"
+)
 
 
 @pytest.mark.skipif(not KUBECTL.is_file(), reason="../shared/upstream/bin/kubectl is absent")
@@ -254,7 +265,9 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
             if line.startswith("kubectl ") or RUNNABLE_GPUFABRIC.match(line):
                 done = _run(_against_the_fake(line), cwd, env)
                 ran += 1
-                assert done.returncode == 0, f"{name}: `{line}` exit {done.returncode}: {done.stderr}"
+                assert done.returncode == 0, (
+                    f"{name}: `{line}` exit {done.returncode}: {done.stderr}"
+                )
                 if command in expected:
                     assert done.stdout.strip() == expected[command], (
                         f"{name}: `{line}` printed {done.stdout!r}, the runbook says "
@@ -297,7 +310,10 @@ def _hostile_plan() -> tuple[Plan, str]:
     f = model.fabric
     model = model.model_copy(
         update={
-            "tenants": [model.tenants[0].model_copy(update={"namespace": HOSTILE}), *model.tenants[1:]],
+            "tenants": [
+                model.tenants[0].model_copy(update={"namespace": HOSTILE}),
+                *model.tenants[1:],
+            ],
             "fabric": f.model_copy(
                 update={"rails": [f.rails[0].model_copy(update={"netdev": HOSTILE}), *f.rails[1:]]}
             ),
@@ -313,7 +329,8 @@ def test_hostile_values_stay_inside_their_code_span_and_shell_word(tmp_path: Pat
     plan, text = _hostile_plan()
     assert "PWNED" in text  # the values reach the runbook...
     assert HOSTILE not in text  # ...but never raw: no line break, heading or cell break
-    assert "\n## y" not in text and "|<B>" not in text
+    assert "\n## y" not in text
+    assert "|<B>" not in text
     for line in text.splitlines():
         if "PWNED" in line:
             assert line.count("`") % 2 == 0, f"a code span is broken open: {line}"

@@ -190,16 +190,20 @@ _NOT_MARKDOWN_SAFE = re.compile(r"[^\x20-\x7e]|[`|]")
 
 def _escape(char: str) -> str:
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
 
 
 def _markdown_safe_shell(value: str, quoted: str) -> str:
     if not _NOT_MARKDOWN_SAFE.search(value):
         return quoted
     # bash's $'...' spells every such character as an escape, keeping the exact value.
-    body = "".join(
-        _escape(c) if _NOT_MARKDOWN_SAFE.match(c) or c in "\\'" else c for c in value
-    )
+    body = "".join(_escape(c) if _NOT_MARKDOWN_SAFE.match(c) or c in "\\'" else c for c in value)
     return f"$'{body}'"
 
 
