@@ -6,6 +6,7 @@ command line)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 import shlex
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,26 @@ def test_host_driver_stack_waits_for_no_driver_pods_and_triages_on_the_host() ->
     # an operator-managed driver keeps its pods and their triage
     lab = runbook("prod-ib")
     assert "shows the driver, toolkit" in lab.split("### Phase 1")[1]
+
+
+def test_trainer_only_stack_runbook_runs_only_kinds_it_installs(
+    write_stack: Callable[..., Path],
+) -> None:
+    """No MPI Operator: `verify nccl` (an MPIJob) and `job --kind mpijob` would exit 2."""
+    config = example_config("lab-roce")
+    config["gpufabric:training"] = {
+        "mpiOperator": False,
+        "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
+    }
+    text = _runbook_of(config, "lab-roce")
+    assert "--kind mpijob" not in text
+    assert (
+        "gpufabric verify nccl --stack" not in text.split("## Acceptance")[1].split("## Triage")[0]
+    )
+    assert "set `training.mpiOperator: true`" in text
+    assert "gpufabric job --stack lab-roce --tenant team-vision --kind trainjob --nodes 2" in text
+    for command in code_blocks(text) + inline_commands(text):
+        if command.startswith("gpufabric job"):
+            words = shlex.split(command.split(" > ")[0])
+            words[words.index("--stack") + 1] = str(write_stack(config, "lab-roce"))
+            assert main(words[1:]) == 0, command

@@ -34,6 +34,11 @@ from gpufabric.plan.pulls import collect
 
 KUBECTL = SHARED / "upstream" / "bin" / "kubectl"
 STACKS = {name: cfg for name, cfg in variants().items() if name != "stress"}
+TRAINER_ONLY = {
+    "mpiOperator": False,
+    "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
+}
+STACKS["trainer-only"] = {**STACKS["lab-roce"], "gpufabric:training": TRAINER_ONLY}
 PLACEHOLDER = re.compile(r"<([a-z][a-z0-9 _-]*)>")
 COUNTS: dict[str, int] = {}
 

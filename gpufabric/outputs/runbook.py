@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import nics
+from gpufabric.outputs.jobs import first_worker_pod, inspection_kind
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, K8sObject, KustomizeOverlay, Layer
@@ -121,6 +122,8 @@ def _describe(item: Item, plan: Plan) -> str:
 def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
     """What the templates read: the Plan's facts and items, and what the stack pulls."""
     facts = plan.facts
+    job_kind = inspection_kind(facts)
+    facts_first = next(iter(facts.tenants), None)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -148,6 +151,10 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "sources": pulled,
         "mirrored": pulled.mirrored,
         "first_netdev": facts.fabric.rails[0].netdev,
+        "job_kind": job_kind,
+        "worker_pod": first_worker_pod(job_kind, f"{facts_first}-{job_kind}")
+        if job_kind and facts_first
+        else None,
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
     }
