@@ -6,8 +6,8 @@ command line)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
