@@ -10,6 +10,7 @@ bytes at a time (``slow``).
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -20,6 +21,52 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 TOKEN = "fake-token-for-tests"
+BUILTIN = (
+    # (group, version, kind, plural, namespaced, short names): what the real kubectl needs in
+    # discovery to resolve the built-in kinds the runbooks and verify name.
+    ("", "v1", "Namespace", "namespaces", False, ("ns",)),
+    ("", "v1", "Node", "nodes", False, ("no",)),
+    ("", "v1", "Pod", "pods", True, ("po",)),
+    ("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    ("", "v1", "Secret", "secrets", True, ()),
+    ("", "v1", "Service", "services", True, ("svc",)),
+    ("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
+    ("", "v1", "ResourceQuota", "resourcequotas", True, ("quota",)),
+    ("", "v1", "Event", "events", True, ("ev",)),
+    ("apps", "v1", "Deployment", "deployments", True, ("deploy",)),
+    ("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",)),
+    ("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",)),
+    ("batch", "v1", "Job", "jobs", True, ()),
+    ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+    ("rbac.authorization.k8s.io", "v1", "Role", "roles", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, ()),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False, ()),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False, ()),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        False,
+        (),
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        False,
+        (),
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        False,
+        ("crd", "crds"),
+    ),
+)
 PLURALS = {"NetworkAttachmentDefinition": "network-attachment-definitions"}
 
 
@@ -51,6 +98,52 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     }
 
 
+def _all_namespaces(parent: str) -> str:
+    """The all-namespaces collection a namespaced collection belongs to (``kubectl -A``)."""
+    head, sep, rest = parent.partition("/namespaces/")
+    if not sep or "/" not in rest:
+        return ""
+    return f"{head}/{rest.split('/', 1)[1]}"
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """A JSON merge patch (RFC 7386; what ``kubectl label`` and ``annotate`` send)."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+def _field(obj: dict[str, Any], dotted: str) -> Any:
+    value: Any = obj
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _matches(selector: str | None, value_of: Callable[[str], Any]) -> bool:
+    """A label or field selector of equality terms (``k=v``, ``k==v``, ``k!=v``, ``k``)."""
+    for term in (selector or "").split(","):
+        if not term:
+            continue
+        if "!=" in term:
+            key, want = term.split("!=", 1)
+            if str(value_of(key) or "") == want:
+                return False
+        elif "=" in term:
+            key, want = term.replace("==", "=").split("=", 1)
+            if str(value_of(key) if value_of(key) is not None else "") != want:
+                return False
+        elif value_of(term) is None:
+            return False
+    return True
+
+
 class FakeKube:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
@@ -69,6 +162,12 @@ class FakeKube:
         """(method, path suffix, seconds): matching answers send their body one byte per
         ``seconds`` (a server that trickles, so no read ever times out)."""
         self.lock = threading.Lock()
+        self.anonymous = False
+        """Serve requests without the bearer token: kubectl sends none over plain HTTP."""
+        self.resources: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        """(group, version) -> plural -> APIResource: what discovery answers."""
+        for group, version, kind, name, namespaced, short in BUILTIN:
+            self.register(group, version, kind, name, namespaced, short)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -90,6 +189,40 @@ class FakeKube:
         for obj in objs:
             self.objects[path_of(obj)] = obj
 
+    def register(
+        self,
+        group: str,
+        version: str,
+        kind: str,
+        name: str,
+        namespaced: bool,
+        short_names: tuple[str, ...] = (),
+    ) -> None:
+        """Serve a resource type in discovery (a CRD's kind, for the real kubectl)."""
+        self.resources.setdefault((group, version), {})[name] = {
+            "name": name,
+            "singularName": kind.lower(),
+            "kind": kind,
+            "namespaced": namespaced,
+            "shortNames": list(short_names),
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        }
+
+    def register_crd(self, crd: dict[str, Any]) -> None:
+        """Serve the kind of an upstream CustomResourceDefinition in discovery."""
+        spec = crd["spec"]
+        names = spec["names"]
+        for v in spec["versions"]:
+            if v.get("served", True):
+                self.register(
+                    spec["group"],
+                    v["name"],
+                    names["kind"],
+                    names["plural"],
+                    spec["scope"] == "Namespaced",
+                    tuple(names.get("shortNames", ())),
+                )
+
     def kubeconfig(self, directory: Path, token: str = TOKEN) -> Path:
         path = directory / "kubeconfig"
         cfg = {
@@ -106,24 +239,39 @@ class FakeKube:
     # ------------------------------------------------------------------ request handling
 
     def _list(
-        self, path: str, selector: str | None, limit: int = 0, token: str = ""
+        self,
+        path: str,
+        selector: str | None,
+        limit: int = 0,
+        token: str = "",
+        fields: str | None = None,
     ) -> dict[str, Any]:
-        want = dict(kv.split("=", 1) for kv in selector.split(",")) if selector else {}
         items = []
         for p, obj in sorted(self.objects.items()):
             parent, _, _name = p.rpartition("/")
-            if parent != path:
+            if parent != path and _all_namespaces(parent) != path:
                 continue
             labels = obj.get("metadata", {}).get("labels", {}) or {}
-            if all(labels.get(k) == v for k, v in want.items()):
+            if _matches(selector, labels.get) and _matches(fields, functools.partial(_field, obj)):
                 items.append(obj)
         start = int(token or 0)
         if limit:
             page = items[start : start + limit]
             more = start + limit < len(items)
             meta = {"continue": str(start + limit)} if more else {}
-            return {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page}
-        return {"kind": "List", "apiVersion": "v1", "items": items}
+            return {
+                "kind": self._list_kind(path),
+                "apiVersion": "v1",
+                "metadata": meta,
+                "items": page,
+            }
+        return {"kind": self._list_kind(path), "apiVersion": "v1", "items": items}
+
+    def _list_kind(self, path: str) -> str:
+        """``PodList`` for a pod collection (kubectl logs -l needs it), else ``List``."""
+        name = path.rsplit("/", 1)[-1]
+        core = self.resources.get(("", "v1"), {})
+        return f"{core[name]['kind']}List" if name in core and "/api/v1" in path else "List"
 
     def _fault(self, method: str, path: str) -> tuple[int, Any] | None:
         for i, (m, suffix, what) in enumerate(self.faults):
@@ -146,7 +294,7 @@ class FakeKube:
         fault = self._fault(method, path)
         if fault is not None:
             return fault
-        if auth != f"Bearer {TOKEN}":
+        if auth != f"Bearer {TOKEN}" and not self.anonymous:
             return 401, _status(401, "Unauthorized", "Unauthorized")
         with self.lock:
             if method == "GET" and path.endswith("/log"):
@@ -154,6 +302,11 @@ class FakeKube:
                 if pod not in self.objects:
                     return 404, _status(404, "NotFound", f"pod {pod} not found")
                 return 200, self.logs.get(pod, "")
+            if method == "GET" and query.get("watch", [""])[0] in ("true", "1"):
+                return 200, b""  # a watch that ends at once: clients list again
+            discovery = self._discovery(path) if method == "GET" else None
+            if discovery is not None:
+                return 200, discovery
             if method == "GET":
                 for hook in self.on_get:
                     hook(self, path)
@@ -164,6 +317,7 @@ class FakeKube:
                     query.get("labelSelector", [None])[0],
                     int(query.get("limit", ["0"])[0]),
                     query.get("continue", [""])[0],
+                    query.get("fieldSelector", [None])[0],
                 )
                 if listing["items"] or self._is_collection(path):
                     return 200, listing
@@ -180,6 +334,11 @@ class FakeKube:
                 for hook in self.on_create:
                     hook(self, obj)
                 return 201, obj
+            if method == "PATCH":
+                if path not in self.objects:
+                    return 404, _status(404, "NotFound", f"{path} not found")
+                self.objects[path] = _merge(self.objects[path], json.loads(body))
+                return 200, self.objects[path]
             if method == "DELETE":
                 if path not in self.objects:
                     return 404, _status(404, "NotFound", f"{path} not found")
@@ -203,6 +362,70 @@ class FakeKube:
             default=0.0,
         )
 
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        """/api, /apis and the resource list of each group version (kubectl's discovery)."""
+        if path == "/openapi/v3":  # one document per group version, without schemas
+            return {
+                "paths": {
+                    (f"apis/{g}/{v}" if g else f"api/{v}"): {
+                        "serverRelativeURL": f"/openapi/v3/{'apis/' + g if g else 'api'}/{v}"
+                    }
+                    for g, v in sorted(self.resources)
+                }
+            }
+        if path.startswith("/openapi/v3/"):
+            return self._openapi(path.removeprefix("/openapi/v3/"))
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        if path == "/apis":
+            groups: dict[str, list[str]] = {}
+            for group, version in sorted(self.resources):
+                if group:
+                    groups.setdefault(group, []).append(version)
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                        "preferredVersion": {"groupVersion": f"{g}/{vs[-1]}", "version": vs[-1]},
+                    }
+                    for g, vs in groups.items()
+                ],
+            }
+        parts = path.strip("/").split("/")
+        key = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else None
+        if parts[0] == "apis" and len(parts) == 3:
+            key = (parts[1], parts[2])
+        if key is None or key not in self.resources:
+            return None
+        group_version = f"{key[0]}/{key[1]}" if key[0] else key[1]
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": [self.resources[key][n] for n in sorted(self.resources[key])],
+        }
+
+    def _openapi(self, where: str) -> dict[str, Any] | None:
+        """A group version's OpenAPI v3 document: each kind open to any field (what kubectl
+        needs to validate an object client-side; a CRD without a schema reads the same)."""
+        parts = where.split("/")
+        key = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[-1])
+        schemas = {
+            f"{key[0] or 'core'}.{key[1]}.{r['kind']}": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "x-kubernetes-group-version-kind": [
+                    {"group": key[0], "version": key[1], "kind": r["kind"]}
+                ],
+            }
+            for r in self.resources.get(key, {}).values()
+        }
+        info = {"title": "fake", "version": "v1"}
+        return {"openapi": "3.0.0", "info": info, "paths": {}, "components": {"schemas": schemas}}
+
     @staticmethod
     def _is_collection(path: str) -> bool:
         parts = path.strip("/").split("/")
@@ -221,7 +444,10 @@ class FakeKube:
                 code, out = fake.answer(
                     self.command, self.path, body, self.headers.get("Authorization")
                 )
-                data = out.encode() if isinstance(out, str) else json.dumps(out).encode()
+                if isinstance(out, bytes):
+                    data = out
+                else:
+                    data = out.encode() if isinstance(out, str) else json.dumps(out).encode()
                 self.send_response(code)
                 ctype = "text/plain" if isinstance(out, str) else "application/json"
                 self.send_header("Content-Type", ctype)
@@ -239,7 +465,7 @@ class FakeKube:
                 except OSError:
                     pass  # the client gave up
 
-            do_GET = do_POST = do_DELETE = _serve
+            do_GET = do_POST = do_PATCH = do_DELETE = _serve
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -42,7 +42,7 @@ EVERYTHING = {
         "registry.k8s.io": f"{MIRROR}/k8s",
         "docker.io": f"{MIRROR}/hub",
         "us-central1-docker.pkg.dev": f"{MIRROR}/staging",
-        "quay.io": f"{MIRROR}/quay",
+        "gcr.io": f"{MIRROR}/gcr",
     },
     "charts": {
         "https://helm.ngc.nvidia.com/nvidia": f"oci://{MIRROR}/charts/nvidia",
@@ -176,7 +176,7 @@ def test_images_cli_text_json_and_refs(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["images", "--stack", "lab-roce"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Stack lab-roce: 3 charts, 3 manifests,")
-    assert "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.4.1" in text
+    assert "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.1.2" in text
     assert "note: the operator pulls the tag suffixed with the nodes' OS" in text
     assert main(["images", "--stack", "lab-roce", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -318,7 +318,7 @@ def test_misspelt_upstreams_are_named() -> None:
     found = problem_lines(mirrored("lab-roce", sources))
     assert found[0].startswith(
         "sources.registries.nvrc.io: 'nvrc.io' is not a registry any pinned release pulls "
-        "from; did you mean 'nvcr.io'? (accepted: docker.io, ghcr.io, nvcr.io,"
+        "from; did you mean 'nvcr.io'? (accepted: docker.io, gcr.io, ghcr.io, nvcr.io,"
     ), found
     assert found[1].startswith(
         "sources.charts.https://helm.ngc.nvidia.com/nvida: 'https://helm.ngc.nvidia.com/nvida' "
@@ -419,7 +419,7 @@ def test_mirrors_reach_subchart_images_passed_by_key_or_env() -> None:
     network = plan.item("network/network-operator").payload.values  # type: ignore[union-attr]
     images = network["sriov-network-operator"]["images"]
     assert images["metricsExporterKubeRbacProxy"] == (
-        "harbor.prod-ib.example.internal/quay/brancz/kube-rbac-proxy:v0.21.2"
+        "harbor.prod-ib.example.internal/gcr/kubebuilder/kube-rbac-proxy:v0.15.0"
     )
     assert images["metricsExporter"].startswith("harbor.prod-ib.example.internal/ghcr/")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ TOOLS = {
     "lspci": "pciutils",
     "setpci": "pciutils",
     "lsmod": "kmod",
+    "dmesg": "util-linux",
+    "nvidia-smi": "NVIDIA driver",
     "modprobe": "kmod",
     "systemctl": "systemd",
     "uname": "coreutils",
@@ -193,7 +196,7 @@ def test_peermem_stack_covers_the_driver_ordering_pitfall(tmp_path: Path) -> Non
     assert "nvidia-peermem CrashLoops" in text
     assert "the GPU Operator is installed only after the NicClusterPolicy is ready" in text
     assert "this stack runs it from the Network Operator" in text  # NFD moves with the order
-    assert "doca3.4.1-26.04-1.1.0.0-1" in text
+    assert "doca3.3.0-26.01-1.0.0.0-0" in text
 
 
 def test_mirrored_runbook_pulls_from_the_mirror() -> None:
@@ -258,3 +261,46 @@ def test_sriov_triage_does_not_promise_an_hca_list_the_jobs_never_set() -> None:
     assert "NCCL_IB_HCA it sets" not in row
     assert "mlx5_0" not in row
     assert "sets no NCCL_IB_HCA" in row
+
+
+def test_host_driver_stack_waits_for_no_driver_pods_and_triages_on_the_host() -> None:
+    """DGX OS: the hosts bring the GPU driver, the NIC driver and nvidia-peermem."""
+    model = load_stack("dgx-h100").model
+    assert model.gpuOperator.driver.enabled is False
+    assert model.fabric.gpuDirect == "peermem"
+    text = runbook("dgx-h100")
+    phase1 = text.split("### Phase 1")[1].split("### Phase 2")[0]
+    assert "shows the driver," not in phase1
+    assert (
+        "there are no driver pods: the hosts run the NVIDIA driver and load nvidia-peermem"
+        in phase1
+    )
+    assert "nvidia-driver-daemonset" not in text
+    assert "nvidia-peermem-ctr" not in text
+    assert "modprobe nvidia-peermem" in text.split("## Triage")[1]
+    # an operator-managed driver keeps its pods and their triage
+    lab = runbook("prod-ib")
+    assert "shows the driver, toolkit" in lab.split("### Phase 1")[1]
+
+
+def test_trainer_only_stack_runbook_runs_only_kinds_it_installs(
+    write_stack: Callable[..., Path],
+) -> None:
+    """No MPI Operator: `verify nccl` (an MPIJob) and `job --kind mpijob` would exit 2."""
+    config = example_config("lab-roce")
+    config["gpufabric:training"] = {
+        "mpiOperator": False,
+        "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
+    }
+    text = _runbook_of(config, "lab-roce")
+    assert "--kind mpijob" not in text
+    assert (
+        "gpufabric verify nccl --stack" not in text.split("## Acceptance")[1].split("## Triage")[0]
+    )
+    assert "set `training.mpiOperator: true`" in text
+    assert "gpufabric job --stack lab-roce --tenant team-vision --kind trainjob --nodes 2" in text
+    for command in code_blocks(text) + inline_commands(text):
+        if command.startswith("gpufabric job"):
+            words = shlex.split(command.split(" > ")[0])
+            words[words.index("--stack") + 1] = str(write_stack(config, "lab-roce"))
+            assert main(words[1:]) == 0, command

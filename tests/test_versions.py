@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import sections
+from conftest import EXAMPLE_STACKS, sections
 
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import model_from_config
@@ -21,7 +22,7 @@ def problems_of(config: dict[str, Any]) -> dict[str, str]:
 def test_pins_match_the_supported_releases() -> None:
     c = load_catalog().components
     assert c["gpu-operator"].version == "v26.7.0"
-    assert c["network-operator"].version == "26.4.1"
+    assert c["network-operator"].version == "26.1.2"
     assert c["multus"].version == "v4.3.0"
     assert c["kueue"].version == "0.19.2"
     assert c["volcano"].version == "1.15.1"
@@ -83,7 +84,8 @@ def test_kubernetes_version_outside_the_supported_range(lab: dict[str, Any]) -> 
 def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> None:
     from gpufabric.model.versions import undocumented_gpudirect_pair
 
-    warning = undocumented_gpudirect_pair({})  # the pins: GPU Operator 26.7 + NO 26.4
+    assert undocumented_gpudirect_pair({}) is None  # the pins: GPU Operator 26.7 + NO 26.1
+    warning = undocumented_gpudirect_pair({"network-operator": "26.4.1"})  # a stack's choice
     assert warning is not None
     assert warning.warning
     assert "not a pair NVIDIA documents for GPUDirect RDMA" in warning.message
@@ -94,6 +96,11 @@ def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> Non
 def test_stack_warnings_carry_the_pair_only_with_rdma(lab: dict[str, Any]) -> None:
     from gpufabric.model.stackfile import stack_warnings
 
+    assert not any(  # the default pins are a documented pair
+        "GPUDirect RDMA" in p.message
+        for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))
+    )
+    lab["gpufabric:versions"] = {"network-operator": "26.4.1"}
     assert any(
         "GPUDirect RDMA" in p.message
         for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))
@@ -104,3 +111,15 @@ def test_stack_warnings_carry_the_pair_only_with_rdma(lab: dict[str, Any]) -> No
         "GPUDirect RDMA" in p.message
         for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))
     )
+
+
+@pytest.mark.parametrize("name", EXAMPLE_STACKS)
+def test_fresh_render_of_an_example_stack_prints_no_warning(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make render` (lab-roce) and every example: the default pins warn about nothing."""
+    from gpufabric.cli import main
+
+    assert main(["render", "--stack", name, "--out", str(tmp_path / name)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" not in err.lower(), err

@@ -93,6 +93,19 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
     return facts.tenants[req.tenant]
 
 
+def inspection_kind(facts: Facts) -> JobKind | None:
+    """The job kind a runbook's checks start: the MPIJob (the NCCL acceptance test's kind)
+    when the stack installs the MPI Operator, else the first kind it runs; None without any."""
+    served = facts.operators.job_kinds
+    return next((k for k in JOB_KINDS if k in served), None)
+
+
+def first_worker_pod(kind: JobKind, name: str) -> str | None:
+    """The name of a job's first worker pod, where the operator names it predictably (the
+    MPI and Training Operators; a TrainJob's JobSet pods carry a random suffix)."""
+    return f"{name}-worker-0" if kind in ("mpijob", "pytorchjob") else None
+
+
 def default_name(req: JobRequest) -> str:
     return f"{req.tenant}-{req.kind}"[:50].rstrip("-")
 

@@ -9,14 +9,17 @@ docs/runbooks/<stack>.md are the committed renders of the example stacks.
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import nics
+from gpufabric.outputs.jobs import first_worker_pod, inspection_kind
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
-from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, KustomizeOverlay, Layer
+from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, K8sObject, KustomizeOverlay, Layer
 from gpufabric.plan.pulls import StackSources
 from gpufabric.support.templates import MANIFESTS_DIR, environment
 
@@ -106,19 +109,21 @@ def phases(plan: Plan) -> list[Phase]:
 
 
 def _describe(item: Item, plan: Plan) -> str:
-    p = item.payload
+    p, md = item.payload, markdown_code
     if isinstance(p, HelmChart):
-        return f"Helm chart `{p.chart}` {p.version} in `{p.namespace}`"
+        return f"Helm chart `{md(p.chart)}` {md(p.version)} in `{md(p.namespace)}`"
     if isinstance(p, KustomizeOverlay):
         c = plan.components[p.component]
-        return f"{c.name} {c.version} (upstream manifest + overlay) in `{p.namespace}`"
+        return f"{md(c.name)} {md(c.version)} (upstream manifest + overlay) in `{md(p.namespace)}`"
     ns = f"{p.namespace}/" if p.namespace else ""
-    return f"{p.kind} `{ns}{p.name}`"
+    return f"{p.kind} `{md(ns + p.name)}`"
 
 
 def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
     """What the templates read: the Plan's facts and items, and what the stack pulls."""
     facts = plan.facts
+    job_kind = inspection_kind(facts)
+    facts_first = next(iter(facts.tenants), None)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -146,13 +151,28 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "sources": pulled,
         "mirrored": pulled.mirrored,
         "first_netdev": facts.fabric.rails[0].netdev,
+        "job_kind": job_kind,
+        "worker_pod": first_worker_pod(job_kind, f"{facts_first}-{job_kind}")
+        if job_kind and facts_first
+        else None,
+        "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
+        "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
     }
+
+
+def _object_name(plan: Plan, item_id: str) -> str:
+    """The name of the object an item writes (what a reader's ``kubectl get`` names)."""
+    payload = next(it.payload for it in plan.items if it.id == item_id)
+    assert isinstance(payload, K8sObject), item_id
+    return str(payload.body["metadata"]["name"])
 
 
 def render(plan: Plan, pulled: StackSources) -> str:
     """The runbook of a Plan; ``pulled`` is what its stack pulls (``plan.pulls.collect``)."""
     env = environment(RUNBOOK_DIR)
     env.filters["sq"] = _single_quote
+    env.filters["sh"] = shell_word
+    env.filters["md"] = markdown_code
     text = env.get_template("runbook.md.j2").render(**context(plan, pulled))
     # One blank line between blocks, a single trailing newline: stable, diff-friendly output.
     lines: list[str] = []
@@ -166,7 +186,46 @@ def render(plan: Plan, pulled: StackSources) -> str:
 
 def _single_quote(value: str) -> str:
     """Quote for a POSIX shell (URNs carry `$` and `*`)."""
-    return "'" + str(value).replace("'", "'\\''") + "'"
+    return _markdown_safe_shell(str(value), "'" + str(value).replace("'", "'\\''") + "'")
 
 
-__all__ = ["RUNBOOK_DIR", "Phase", "context", "phases", "render"]
+# What may not stand in a Markdown line, code span or table cell: line breaks and other
+# control characters, backticks (end a code span), pipes (end a table cell), and anything
+# beyond ASCII (look-alikes, bidirectional overrides).
+_NOT_MARKDOWN_SAFE = re.compile(r"[^\x20-\x7e]|[`|]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def _markdown_safe_shell(value: str, quoted: str) -> str:
+    if not _NOT_MARKDOWN_SAFE.search(value):
+        return quoted
+    # bash's $'...' spells every such character as an escape, keeping the exact value.
+    body = "".join(_escape(c) if _NOT_MARKDOWN_SAFE.match(c) or c in "\\'" else c for c in value)
+    return f"$'{body}'"
+
+
+def shell_word(value: object) -> str:
+    """One shell word holding exactly ``value``, safe in a Markdown line or table cell: a
+    value from the stack reaching a command the reader pastes (``shlex.quote``; ``$'...'``
+    where the value holds characters Markdown would act on)."""
+    text = str(value)
+    return _markdown_safe_shell(text, shlex.quote(text))
+
+
+def markdown_code(value: object) -> str:
+    """A value from the stack inside a Markdown code span or table cell: characters that
+    would end the span, the cell or the line are shown as escapes."""
+    return _NOT_MARKDOWN_SAFE.sub(lambda m: _escape(m.group()), str(value))
+
+
+__all__ = ["RUNBOOK_DIR", "Phase", "context", "markdown_code", "phases", "render", "shell_word"]

@@ -1,0 +1,351 @@
+"""Every command of every generated runbook runs: each parses (``bash -n``, ``shellcheck``),
+every kubectl command runs with the real kubectl against the fake API server seeded with the
+stack's objects and a healthy cluster (and each gate the runbook states shows what a healthy
+cluster has), and gpufabric's own commands run with the real command line.
+
+The stacks: the shipped examples and the golden matrix's variants (every fabric x NIC mode x
+scheduler the model accepts). Without ../shared's kubectl or without shellcheck the parts
+that need them skip.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO, SHARED, sections
+from fake_kube import FakeKube
+from golden import variants
+from test_runbook import code_blocks, inline_commands
+
+from gpufabric.model.stackfile import model_from_config
+from gpufabric.outputs.runbook import render
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.items import K8sObject
+from gpufabric.plan.pulls import collect
+
+KUBECTL = SHARED / "upstream" / "bin" / "kubectl"
+STACKS = {name: cfg for name, cfg in variants().items() if name != "stress"}
+TRAINER_ONLY = {
+    "mpiOperator": False,
+    "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
+}
+STACKS["trainer-only"] = {**STACKS["lab-roce"], "gpufabric:training": TRAINER_ONLY}
+PLACEHOLDER = re.compile(r"<([a-z][a-z0-9 _-]*)>")
+COUNTS: dict[str, int] = {}
+
+
+def _runbook(name: str) -> tuple[Plan, str]:
+    model = model_from_config(sections(STACKS[name]), name, from_file=True)
+    plan = build_plan(name, model)
+    return plan, render(plan, collect(name, model))
+
+
+def commands(text: str) -> list[str]:
+    return code_blocks(text) + inline_commands(text)
+
+
+def filled(command: str, plan: Plan) -> str:
+    """A command with the reader's placeholders filled in as a reader would."""
+    tenant = next(iter(plan.facts.tenants), "default")
+    values = {"node": "gpu-node-0", "tenant": tenant, "pod": f"{tenant}-mpijob-worker-0"}
+    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), "x"), command)
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_every_runbook_command_parses(name: str) -> None:
+    plan, text = _runbook(name)
+    for command in commands(text):
+        line = filled(command, plan)
+        done = subprocess.run(["bash", "-n", "-c", line], capture_output=True, text=True)
+        assert done.returncode == 0, f"{name}: `{command}` does not parse: {done.stderr}"
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_every_runbook_command_passes_shellcheck(name: str, tmp_path: Path) -> None:
+    plan, text = _runbook(name)
+    script = tmp_path / "runbook.sh"
+    lines = [filled(c, plan) for c in commands(text)]
+    script.write_text("#!/bin/bash\n" + "\n".join(lines) + "\n")
+    done = subprocess.run(
+        ["shellcheck", "--shell=bash", "--severity=info", "-f", "gcc", str(script)],
+        capture_output=True,
+        text=True,
+    )
+    problems = [
+        f"{lines[int(m.group(1)) - 2]}\n    {m.group(2)}"
+        for m in re.finditer(r"^[^:]+:(\d+):\d+: (.*)$", done.stdout, re.M)
+    ]
+    assert not problems, f"{name}:\n" + "\n".join(problems)
+
+
+# ------------------------------------------------------------------ the healthy cluster
+
+
+@functools.cache
+def _crds() -> list[dict[str, Any]]:
+    out = []
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for path in sorted((SHARED / "crds").glob("*/*.yaml")):
+        for doc in yaml.load_all(path.read_text(), Loader=loader):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                out.append(doc)
+    # One CRD per name, as on a healthy cluster: the MPI Operator's mpijobs (v2beta1), not
+    # the Training Operator's v1 copy the stacks never install.
+    return list({crd["metadata"]["name"]: crd for crd in reversed(out)}.values())
+
+
+def _ready_deployment(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}},
+        "status": {
+            "observedGeneration": 1,
+            "replicas": 1,
+            "updatedReplicas": 1,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+        },
+    }
+
+
+def _with_status(body: dict[str, Any]) -> dict[str, Any]:
+    """What the operators report for a healthy object of the stack."""
+    obj = dict(body)
+    kind = obj["kind"]
+    if kind == "NicClusterPolicy":
+        obj["status"] = {"state": "ready"}
+    elif kind == "ClusterQueue":
+        obj["status"] = {"conditions": [{"type": "Active", "status": "True"}]}
+    elif kind == "Queue":
+        obj["status"] = {"state": "Open"}
+    return obj
+
+
+def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
+    """The stack's own objects as its operators leave them, and what the charts and
+    upstream manifests create on a healthy cluster (GPU nodes, operators, CRDs)."""
+    facts, comps = plan.facts, plan.components
+    objs = [
+        _with_status(dict(it.payload.body))
+        for it in plan.items
+        if isinstance(it.payload, K8sObject)
+    ]
+    allocatable = {"nvidia.com/gpu": str(facts.nodes.gpus_per_node)}
+    allocatable |= {r: str(n) for r, n in facts.fabric.rdma_resources.items()}
+    for i in range(facts.nodes.count):
+        node = f"gpu-node-{i}"
+        labels = {**facts.nodes.selector, "kubernetes.io/hostname": node}
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": node, "labels": labels},
+                "status": {"allocatable": allocatable, "capacity": allocatable},
+            }
+        )
+        objs.append(
+            {
+                "apiVersion": "sriovnetwork.openshift.io/v1",
+                "kind": "SriovNetworkNodeState",
+                "metadata": {"name": node, "namespace": comps["network-operator"].namespace},
+                "status": {"syncStatus": "Succeeded"},
+            }
+        )
+    objs.append(
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "status": {"state": "ready"},
+        }
+    )
+    for component, deployment in (
+        ("mpi-operator", "mpi-operator"),
+        ("training-operator", "training-operator"),
+        ("kueue", "kueue-controller-manager"),
+    ):
+        if component in comps:
+            objs.append(_ready_deployment(deployment, comps[component].namespace))
+    if "kueue" in comps:
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kueue-manager-config", "namespace": comps["kueue"].namespace},
+                "data": {"controller_manager_config.yaml": "integrations: {}"},
+            }
+        )
+    for runtime in facts.operators.trainer_runtimes:
+        objs.append(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "ClusterTrainingRuntime",
+                "metadata": {"name": runtime},
+            }
+        )
+    return objs
+
+
+# ------------------------------------------------------------------ running the commands
+
+
+def gates(text: str) -> dict[str, str]:
+    """Inline commands the runbook says print an exact value on a healthy cluster."""
+    return dict(re.findall(r"`(kubectl [^`]+)` prints `([^`]+)`", text))
+
+
+def _gpufabric(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from gpufabric.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    stack = tmp_path / "stacks" / f"Pulumi.{name}.yaml"
+    stack.write_text(yaml.safe_dump({"config": STACKS[name]}, sort_keys=True))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "gpufabric"
+    shim.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c "
+        "'import sys; from gpufabric.cli import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n"
+    )
+    shim.chmod(0o755)
+    (bindir / "kubectl").symlink_to(KUBECTL)
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return tmp_path, env
+
+
+RUNNABLE_GPUFABRIC = re.compile(
+    r"^gpufabric (validate|plan|images|job|runbook) |^gpufabric verify nccl .*--dry-run"
+)
+
+
+@pytest.mark.skipif(not KUBECTL.is_file(), reason="../shared/upstream/bin/kubectl is absent")
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
+    name: str, tmp_path: Path
+) -> None:
+    plan, text = _runbook(name)
+    cwd, env = _workdir(tmp_path, name)
+    with FakeKube() as fake:
+        fake.anonymous = True
+        for crd in _crds():
+            fake.register_crd(crd)
+            fake.add(crd)
+        fake.add(*healthy_cluster(plan))
+        env["KUBECONFIG"] = str(fake.kubeconfig(tmp_path))
+        ran = 0
+        expected = gates(text)
+        for command in commands(text):
+            line = filled(command, plan)
+            if line.startswith("kubectl ") or RUNNABLE_GPUFABRIC.match(line):
+                done = _run(_against_the_fake(line), cwd, env)
+                ran += 1
+                assert done.returncode == 0, (
+                    f"{name}: `{line}` exit {done.returncode}: {done.stderr}"
+                )
+                if command in expected:
+                    assert done.stdout.strip() == expected[command], (
+                        f"{name}: `{line}` printed {done.stdout!r}, the runbook says "
+                        f"{expected[command]!r}"
+                    )
+                _check_listing_gate(name, text, command, done.stdout, plan)
+        COUNTS[name] = ran
+    assert ran >= 15, f"{name}: only {ran} commands ran"
+    print(f"{name}: {ran} commands ran")
+
+
+def _against_the_fake(line: str) -> str:
+    """The fake API server serves no OpenAPI v2 document, which kubectl's client-side
+    validation of a create falls back to; the server side is the fake's own."""
+    return line + " --validate=false" if line.startswith("kubectl apply ") else line
+
+
+def _check_listing_gate(name: str, text: str, command: str, out: str, plan: Plan) -> None:
+    m = re.search(re.escape(f"`{command}`") + r" lists (\d+) nodes with (\d+) GPUs each", text)
+    if m:
+        rows = [ln.split() for ln in out.strip().splitlines()[1:]]
+        assert len(rows) == int(m.group(1)), f"{name}: `{command}` printed {out!r}"
+        assert all(r[1] == m.group(2) for r in rows), f"{name}: `{command}` printed {out!r}"
+    if "sriovnetworknodestates" in command and "custom-columns" in command:
+        rows = [ln.split() for ln in out.strip().splitlines()[1:]]
+        assert len(rows) == plan.facts.nodes.count
+        assert all(r[1] == "Succeeded" for r in rows), f"{name}: `{command}` printed {out!r}"
+
+
+# ------------------------------------------------------------------ hostile values
+
+HOSTILE = "x`$(touch PWNED)`|<B>\n## y"
+"""A value that would run a command in a shell line, end a code span, a table cell and a
+line, and start a heading: the model refuses such values; the runbook must be safe anyway."""
+
+
+def _hostile_plan() -> tuple[Plan, str]:
+    """lab-roce with hostile names in its facts, past the model's validation."""
+    model = model_from_config(sections(STACKS["lab-roce"]), "lab-roce", from_file=True)
+    f = model.fabric
+    model = model.model_copy(
+        update={
+            "tenants": [
+                model.tenants[0].model_copy(update={"namespace": HOSTILE}),
+                *model.tenants[1:],
+            ],
+            "fabric": f.model_copy(
+                update={"rails": [f.rails[0].model_copy(update={"netdev": HOSTILE}), *f.rails[1:]]}
+            ),
+            "cluster": model.cluster.model_copy(update={"kubeContext": HOSTILE}),
+            "gpuNodes": model.gpuNodes.model_copy(update={"gpuModel": HOSTILE}),
+        }
+    )
+    plan = build_plan("lab-roce", model)
+    return plan, render(plan, collect("lab-roce", model))
+
+
+def test_hostile_values_stay_inside_their_code_span_and_shell_word(tmp_path: Path) -> None:
+    plan, text = _hostile_plan()
+    assert "PWNED" in text  # the values reach the runbook...
+    assert HOSTILE not in text  # ...but never raw: no line break, heading or cell break
+    assert "\n## y" not in text
+    assert "|<B>" not in text
+    for line in text.splitlines():
+        if "PWNED" in line:
+            assert line.count("`") % 2 == 0, f"a code span is broken open: {line}"
+    shell_lines = [filled(c, plan) for c in code_blocks(text) + inline_commands(text)]
+    hostile_lines = [line for line in shell_lines if "PWNED" in line]
+    assert len(hostile_lines) >= 8
+    for line in hostile_lines:
+        # The command's words, printed instead of run: the hostile value is one word, whole.
+        words = "printf '%s\\n' " + line.split(" ", 1)[1]
+        done = subprocess.run(["bash", "-c", words], cwd=tmp_path, capture_output=True, text=True)
+        if ">" not in line:
+            assert f"\n{HOSTILE}\n" in done.stdout, line
+    assert not (tmp_path / "PWNED").exists(), "a stack value ran as a command"
