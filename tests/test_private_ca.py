@@ -32,7 +32,8 @@ def hosts_files(text: str) -> dict[str, dict[str, Any]]:
 def test_each_mirror_host_gets_a_hosts_toml_trusting_the_site_ca() -> None:
     config = example_config("prod-ib")
     config["gpufabric:sources"]["privateCA"] = True
-    config["gpufabric:sources"]["registries"]["quay.io"] = "registry.example.internal:5443/quay"
+    # A second mirror host: one of the registries the pinned releases pull from, moved.
+    config["gpufabric:sources"]["registries"]["gcr.io"] = "registry.example.internal:5443/gcr"
     files = hosts_files(runbook(config))
     assert set(files) == {"harbor.prod-ib.example.internal", "registry.example.internal:5443"}
     for host, conf in files.items():
