@@ -84,7 +84,7 @@ def test_leaf_must_be_one_the_topology_labels_select(routed: dict[str, Any]) -> 
     assert "known leaves: leaf-01, leaf-02" in msg
     # ... and the nodes under leaf-02 now have no block on rail2
     assert "no block for leaf leaf-02" in problems["fabric.rails[2].blocks"]
-    assert "b200-09" in problems["fabric.rails[2].blocks"]
+    assert "gpu-node-8" in problems["fabric.rails[2].blocks"]
 
 
 def test_blocks_need_a_switch_level_to_name_the_leaf(routed: dict[str, Any]) -> None:
@@ -232,10 +232,7 @@ def test_runbook_gives_a_gateway_and_route_line_per_block(routed: dict[str, Any]
             )
             assert row in text
     # the pod-side check on leaf-01 reaches leaf-02's gateway through its own
-    assert (
-        '# in a pod under leaf-01, rail rail0: an address in 172.30.0.0/24, then "via 172.30.0.1 dev rail0"'
-        in text
-    )
+    assert "| `leaf-01` | `rail0` | `172.30.0.0/24` | `172.30.1.1` | `172.30.0.1` |" in text
     assert "ip route get 172.30.1.1" in text
     # the single-gateway table is not printed for rails that have blocks
     assert "the gateway index of each node's block" not in text
