@@ -18,7 +18,14 @@ from gpufabric.plan.items import HelmChart, K8sObject
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO / "stacks"
-SHIPPED_STACKS = ("dgx-h100", "kind-dev", "lab-roce", "prod-ib", "roce-sriov-volcano")
+SHIPPED_STACKS = (
+    "dgx-h100",
+    "kind-dev",
+    "lab-roce",
+    "prod-ib",
+    "roce-sriov-volcano",
+    "routed-b200",
+)
 """The example stacks the project ships (tests select them by name, so a stack a user adds
 to stacks/ is validated, never held to the examples' expectations)."""
 

@@ -463,6 +463,18 @@ class GpuOperatorSettings(Model):
     migStrategy: Literal["none", "single", "mixed"] = "single"
 
 
+class RailBlock(Model):
+    """The part of a routed rail under one leaf switch: its own subnet and gateway."""
+
+    leaf: LabelValue
+    """The leaf switch: the value of the narrowest switch level of scheduling.topologyLevels
+    (e.g. topology.gpufabric.io/leaf: leaf-03) on the block's nodes."""
+    subnet: Cidr
+    """The block's subnet, inside the rail's subnet."""
+    gateway: IpAddress
+    """The leaf's address in the block's subnet (an SVI or routed port)."""
+
+
 class Rail(Model):
     """One rail of the fabric: a NIC port on every GPU node and its subnet."""
 
@@ -470,9 +482,14 @@ class Rail(Model):
     netdev: IfName
     hca: HcaName | None = None
     subnet: Cidr
+    """The rail's subnet; with blocks, the aggregate that holds every block's subnet and that
+    pods route to through their block's gateway."""
     gateway: IpAddress | None = None
     exclude: list[str] = Field(default_factory=list)
     """Address ranges the pool must not hand out: 'a.b.c.d' or 'a.b.c.d-a.b.c.e'."""
+    blocks: list[RailBlock] = Field(default_factory=list, max_length=256)
+    """Routed rails with a subnet per leaf: one entry per leaf switch. Each block gets its own
+    nv-ipam pool (for the nodes under that leaf) and network (<rail>-<leaf>)."""
 
 
 class Ipam(Model):

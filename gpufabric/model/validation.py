@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import get_args
 
 from gpufabric import nics
+from gpufabric.model import railblocks
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
@@ -250,6 +251,8 @@ def _ippool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
         return
     need = ipam.perNodeBlockSize * nodes
     for i, rail in enumerate(fabric.rails):
+        if rail.blocks:
+            continue  # each block's own capacity (gpufabric.model.railblocks)
         usable = rail.subnet.num_addresses - 2 - (1 if rail.gateway else 0)
         if need > usable:
             yield Problem(
@@ -300,6 +303,12 @@ def _cidrpool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
                 f"{rail.subnet} splits into {blocks} /{ipam.perNodePrefix} blocks but the stack "
                 f"expects {nodes} nodes; widen the subnet or raise fabric.ipam.perNodePrefix",
             )
+
+
+@check
+def _rail_blocks(p: Parts) -> Iterator[Problem]:
+    if p.fabric is not None:
+        yield from railblocks.problems(p.fabric, p.scheduling)
 
 
 @check

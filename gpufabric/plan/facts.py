@@ -44,6 +44,24 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
+class BlockFacts:
+    """One leaf block of a routed rail: its own subnet, gateway, pool and network."""
+
+    leaf: str
+    """The leaf switch, as the value of ``leaf_label`` on the block's nodes."""
+    leaf_label: str
+    """The node label naming the leaf (narrowest switch level of the topology)."""
+    subnet: str
+    gateway: str
+    pool: str
+    """nv-ipam IPPool name: serves only the nodes under the leaf."""
+    nad: str
+    """NetworkAttachmentDefinition (and CNI network) name: <rail>-<leaf>."""
+    exclude: tuple[str, ...] = ()
+    """The rail's exclusions inside this block's subnet."""
+
+
+@dataclass(frozen=True)
 class RailFacts:
     """One rail as every layer and check sees it."""
 
@@ -72,6 +90,14 @@ class RailFacts:
     """IPPool or CIDRPool."""
     exclude: tuple[str, ...] = ()
     """Addresses the pool must not hand out: 'a.b.c.d' or 'a.b.c.d-a.b.c.e'."""
+    blocks: tuple[BlockFacts, ...] = ()
+    """Routed rail with a subnet per leaf: one pool and network per block instead of the
+    rail's own (``subnet`` is then the aggregate pods route to through their gateway)."""
+
+    @property
+    def networks(self) -> tuple[str, ...]:
+        """Every NetworkAttachmentDefinition of the rail: its own, or one per block."""
+        return tuple(b.nad for b in self.blocks) if self.blocks else (self.nad,)
 
 
 @dataclass(frozen=True)

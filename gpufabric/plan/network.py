@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from dataclasses import replace
 from typing import Any
 
 from gpufabric import nics
 from gpufabric.model.versions import NIC_POLICY_IMAGE_REPOSITORY
 from gpufabric.nics import cni
 from gpufabric.plan import ids
-from gpufabric.plan.facts import FabricFacts, PlanContext, RailFacts, TenantContract
+from gpufabric.plan.facts import (
+    BlockFacts,
+    FabricFacts,
+    PlanContext,
+    RailFacts,
+    TenantContract,
+)
 from gpufabric.plan.items import (
     STATE_READY,
     Item,
@@ -36,6 +43,7 @@ from gpufabric.plan.items import (
     system_namespace,
     upstream_overlay,
 )
+from gpufabric.plan.vocabulary import PoolKind
 from gpufabric.support.templates import render_object
 
 COMPONENT = "network-operator"
@@ -140,6 +148,42 @@ def pool_spec(fabric: FabricFacts, rail: RailFacts) -> dict[str, Any]:
     return spec
 
 
+def block_pool_spec(fabric: FabricFacts, rail: RailFacts, block: BlockFacts) -> dict[str, Any]:
+    """Spec of one leaf block's IPPool: the block's subnet and gateway, only for the nodes
+    under its leaf, with a route to the rail's aggregate through the leaf."""
+    spec: dict[str, Any] = {
+        "subnet": block.subnet,
+        "perNodeBlockSize": fabric.ipam_block_size,
+        "gateway": block.gateway,
+        "routes": [{"dst": rail.subnet}],
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": block.leaf_label, "operator": "In", "values": [block.leaf]}
+                    ]
+                }
+            ]
+        },
+    }
+    if block.exclude:
+        spec["exclusions"] = [_exclusion(text) for text in block.exclude]
+    return spec
+
+
+def block_rail(rail: RailFacts, block: BlockFacts) -> RailFacts:
+    """The rail as one block's network sees it: the block's network, pool and subnet."""
+    return replace(
+        rail,
+        nad=block.nad,
+        pool=block.pool,
+        subnet=block.subnet,
+        gateway=block.gateway,
+        exclude=block.exclude,
+        blocks=(),
+    )
+
+
 def _exclusion(text: str) -> dict[str, str]:
     first, _, last = (t.strip() for t in text.partition("-"))
     return {
@@ -242,27 +286,19 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
 
 
 def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str]:
+    """One pool per rail, or one per leaf block of a routed rail; network name -> item id."""
     fabric = ctx.facts.fabric
     pools: dict[str, str] = {}
     for rail in fabric.rails:
-        item_id = ids.pool(rail.name)
-        items.append(
-            Item(
-                item_id,
-                Layer.NETWORK,
-                spec_object(
-                    ctx.stack,
-                    IPAM_API,
-                    rail.pool_kind,
-                    rail.pool,
-                    pool_spec(fabric, rail),
-                    namespace=namespace,
-                ),
-                (ids.NIC_POLICY,),  # nv-ipam and its CRDs come with the policy
-                rail=rail.name,
-            )
-        )
-        pools[rail.name] = item_id
+        objects: list[tuple[str, str, PoolKind, str, dict[str, Any]]] = [
+            (ids.pool(b.nad), b.nad, "IPPool", b.pool, block_pool_spec(fabric, rail, b))
+            for b in rail.blocks
+        ] or [(ids.pool(rail.name), rail.nad, rail.pool_kind, rail.pool, pool_spec(fabric, rail))]
+        for item_id, nad, kind, pool, spec in objects:
+            body = spec_object(ctx.stack, IPAM_API, kind, pool, spec, namespace=namespace)
+            # nv-ipam and its CRDs come with the policy
+            items.append(Item(item_id, Layer.NETWORK, body, (ids.NIC_POLICY,), rail=rail.name))
+            pools[nad] = item_id
     return pools
 
 
@@ -288,21 +324,23 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
         ]
     for namespace, ns_id, tenant in targets:
         for rail in facts.rails:
-            body = render_object(
-                "network/nad.yaml.j2",
-                name=rail.nad,
-                namespace=namespace,
-                stack=ctx.stack,
-                rail=rail.name,
-                resource=rail.resource,
-                cni=cni.cni_config(facts, rail, tenant),
-            )
-            items.append(
-                Item(
-                    ids.nad(rail.name, tenant.namespace if tenant is not None else None),
-                    Layer.NETWORK,
-                    K8sObject(body),
-                    tuple(dict.fromkeys([ns_id, *deps, pools[rail.name]])),
+            for net in [block_rail(rail, b) for b in rail.blocks] or [rail]:
+                body = render_object(
+                    "network/nad.yaml.j2",
+                    name=net.nad,
+                    namespace=namespace,
+                    stack=ctx.stack,
                     rail=rail.name,
+                    resource=rail.resource,
+                    cni=cni.cni_config(facts, net, tenant),
                 )
-            )
+                item_id = ids.nad(net.nad, tenant.namespace if tenant is not None else None)
+                items.append(
+                    Item(
+                        item_id,
+                        Layer.NETWORK,
+                        K8sObject(body),
+                        tuple(dict.fromkeys([ns_id, *deps, pools[net.nad]])),
+                        rail=rail.name,
+                    )
+                )

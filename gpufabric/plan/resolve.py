@@ -15,11 +15,13 @@ derived value, decided here once.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpufabric import nics
+from gpufabric.model import railblocks
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     Fabric,
@@ -31,6 +33,7 @@ from gpufabric.model.config import (
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
+    BlockFacts,
     FabricFacts,
     Facts,
     GangPolicy,
@@ -56,7 +59,33 @@ def effective_mtu(fabric: Fabric) -> int:
     return fabric.mtu if fabric.mtu is not None else nics.link(fabric.type).default_mtu
 
 
-def rail_facts(fabric: Fabric, rail: Rail) -> RailFacts:
+def block_facts(rail: Rail, leaf_label: str | None) -> tuple[BlockFacts, ...]:
+    """A routed rail's leaf blocks, each with its exclusions (gpufabric.model.railblocks)."""
+    if not rail.blocks or leaf_label is None:
+        return ()
+    blocks = []
+    for block in rail.blocks:
+        name = railblocks.block_network_name(rail.name, block.leaf)
+        exclude = tuple(t for t in rail.exclude if _inside(t, block.subnet))
+        blocks.append(
+            BlockFacts(
+                leaf=block.leaf,
+                leaf_label=leaf_label,
+                subnet=str(block.subnet),
+                gateway=str(block.gateway),
+                pool=f"{name}-pool",
+                nad=name,
+                exclude=exclude,
+            )
+        )
+    return tuple(blocks)
+
+
+def _inside(text: str, subnet: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    return ipaddress.ip_address(text.partition("-")[0].strip()) in subnet
+
+
+def rail_facts(fabric: Fabric, rail: Rail, leaf_label: str | None = None) -> RailFacts:
     mode = nics.mode(fabric.rdma)
     plugin_resource = mode.device_plugin_resource(rail.name)
     return RailFacts(
@@ -76,13 +105,17 @@ def rail_facts(fabric: Fabric, rail: Rail) -> RailFacts:
         pool=f"{rail.name}-pool",
         pool_kind="CIDRPool" if fabric.ipam.poolType == "cidrpool" else "IPPool",
         exclude=tuple(rail.exclude),
+        blocks=block_facts(rail, leaf_label),
     )
 
 
-def fabric_facts(fabric: Fabric, tenants: Sequence[Tenant] = ()) -> FabricFacts:
+def fabric_facts(
+    fabric: Fabric, tenants: Sequence[Tenant] = (), leaf_label: str | None = None
+) -> FabricFacts:
+    """The resolved fabric; ``leaf_label`` names each node's leaf switch (routed blocks)."""
     link = nics.link(fabric.type)
     mode = nics.mode(fabric.rdma)
-    rails = tuple(rail_facts(fabric, r) for r in fabric.rails)
+    rails = tuple(rail_facts(fabric, r, leaf_label) for r in fabric.rails)
     resources: dict[str, int] = {}
     for rail in rails:
         if rail.resource is not None:
@@ -244,7 +277,7 @@ def tenant_contracts(
             vlan=t.vlan,
             groups=tuple(t.groups if t.groups is not None else [default_tenant_group(t.namespace)]),
             network_namespace=fabric.networks_namespace or t.namespace,
-            network_names=tuple(r.nad for r in fabric.rails),
+            network_names=tuple(n for r in fabric.rails for n in r.networks),
         )
         for t in model.tenants
     }
@@ -290,7 +323,9 @@ def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
 
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
     """Every fact of a validated stack whose queueing authority is ``authority``."""
-    fabric = fabric_facts(model.fabric, model.tenants)
+    fabric = fabric_facts(
+        model.fabric, model.tenants, railblocks.leaf_level(model.scheduling.topologyLevels)
+    )
     env = nccl_env(model.fabric, fabric)
     operators = operator_facts(model, authority)
     nodes = model.gpuNodes
