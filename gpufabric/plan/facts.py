@@ -339,6 +339,11 @@ class OperatorFacts:
     trainer: bool
     """Kubeflow Trainer v2 (TrainJob) is installed."""
     trainer_runtimes: tuple[TrainerRuntime, ...]
+    acceptance_kind: JobKind | None
+    """The kind the NCCL acceptance test (verify nccl) runs as: mpijob with the MPI Operator,
+    else trainjob (mpirun through gpufabric's nccl-tests ClusterTrainingRuntime) with the
+    Trainer; None otherwise: multi-node nccl-tests needs an MPI launcher, which a PyTorchJob
+    does not provide."""
 
 
 @dataclass(frozen=True)

@@ -285,7 +285,16 @@ def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
         ),
         trainer=t.trainer.enabled,
         trainer_runtimes=tuple(t.trainer.runtimes) if t.trainer.enabled else (),
+        acceptance_kind=acceptance_kind(model),
     )
+
+
+def acceptance_kind(model: StackModel) -> JobKind | None:
+    """The kind the NCCL acceptance test runs as (see OperatorFacts.acceptance_kind)."""
+    t = model.training
+    if t.mpiOperator:
+        return "mpijob"
+    return "trainjob" if t.trainer.enabled else None
 
 
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
