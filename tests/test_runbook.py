@@ -321,5 +321,3 @@ def test_pytorchjob_only_stack_runbook_says_what_accepts_it() -> None:
     assert "gpufabric verify nccl" not in acceptance
     assert "`training.mpiOperator: true` or\n`training.trainer.enabled: true`" in acceptance
     assert "--kind pytorchjob" in acceptance
-
-

@@ -31,6 +31,7 @@ from gpufabric.model.config import (
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
+    AcceptanceKind,
     FabricFacts,
     Facts,
     GangPolicy,
@@ -289,7 +290,7 @@ def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
     )
 
 
-def acceptance_kind(model: StackModel) -> JobKind | None:
+def acceptance_kind(model: StackModel) -> AcceptanceKind | None:
     """The kind the NCCL acceptance test runs as (see OperatorFacts.acceptance_kind)."""
     t = model.training
     if t.mpiOperator:

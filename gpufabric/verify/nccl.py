@@ -32,8 +32,8 @@ from gpufabric.outputs.jobs import (
     wiring_for,
 )
 from gpufabric.plan.build import Plan
-from gpufabric.plan.training import NCCL_TESTS_RUNTIME
 from gpufabric.plan.resolve import on_one_rail
+from gpufabric.plan.training import NCCL_TESTS_RUNTIME
 from gpufabric.verify import nccl_report
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import left_behind, shielded
@@ -97,6 +97,8 @@ SHAPES = {
 
 def shape_of(job: Mapping[str, Any]) -> Shape:
     return SHAPES[str(job["kind"])]
+
+
 DEFAULT_NAME = NCCL_JOB_NAME
 DEFAULT_TIMEOUT = NCCL_TIMEOUT
 

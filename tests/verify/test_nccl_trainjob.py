@@ -112,7 +112,8 @@ def test_without_mpi_operator_the_acceptance_job_is_an_mpi_trainjob() -> None:
     # the same launcher program as the MPIJob's: nccl-tests under mpirun over every GPU
     w = nccl.wiring_for(plan, JobRequest("team-vision", "trainjob", 2))
     assert trainer_["command"] == ["/bin/bash", "-c", nccl.launcher_script(w, 2)]
-    assert "mpirun" in trainer_["command"][2] and "all_reduce_perf_mpi" in trainer_["command"][2]
+    assert "mpirun" in trainer_["command"][2]
+    assert "all_reduce_perf_mpi" in trainer_["command"][2]
     assert "-np 16" in trainer_["command"][2]  # 2 nodes x 8 GPUs
     # both replicated jobs hold GPU ranks: both get the tenant's rails and /dev/shm
     patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
@@ -139,7 +140,8 @@ def test_the_plan_installs_the_nccl_tests_runtime_only_without_mpi_operator() ->
     image = plan.components["training-image"].image_ref
     node = jobs["node"]["template"]["spec"]["template"]["spec"]["containers"][0]
     # the node pods keep the runtime's image (trainer.image replaces the launcher's only)
-    assert node["image"] == image and node["command"] == ["/usr/sbin/sshd"]
+    assert node["image"] == image
+    assert node["command"] == ["/usr/sbin/sshd"]
     assert jobs["launcher"]["dependsOn"] == [{"name": "node", "status": "Ready"}]
     # with the MPI Operator the MPIJob is the acceptance job: no extra runtime
     both = plan_of(config({**TRAINER_ONLY, "mpiOperator": True}))
@@ -178,7 +180,8 @@ def test_sweep_dry_run_prints_trainjobs(
     args = ["verify", "nccl", "--stack", str(stack_path), "--tenant", "team-vision"]
     assert main([*args, "--sweep", "--dry-run"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert docs and all(d["kind"] == "TrainJob" for d in docs)
+    assert docs
+    assert all(d["kind"] == "TrainJob" for d in docs)
 
 
 def test_pytorchjob_only_stack_is_refused_with_what_would_run_it(
@@ -189,7 +192,8 @@ def test_pytorchjob_only_stack_is_refused_with_what_would_run_it(
     err = capsys.readouterr().err
     assert code == 2
     assert "training: this stack runs pytorchjob" in err
-    assert "training.mpiOperator: true" in err and "training.trainer.enabled: true" in err
+    assert "training.mpiOperator: true" in err
+    assert "training.trainer.enabled: true" in err
     assert "Traceback" not in err
 
 
