@@ -222,11 +222,10 @@ class Outcome:
     kind: str = "MPIJob"
 
 
-def _condition(job: dict[str, Any]) -> tuple[str | None, str]:
+def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[str | None, str]:
     """Terminal state of an acceptance job from its conditions (Succeeded or Failed), and
     the latest condition's text; Malformed when its status cannot be read. Success and
     Failed both True is Failed."""
-    shape = shape_of(job)
     conds = records(job, "status", "conditions")
     true = {text(c, "type") for c in conds if text(c, "status") == "True"}
     if {shape.success, "Failed"} <= true:
@@ -269,7 +268,6 @@ def _already_exists(shape: Shape, ns: str, name: str) -> KubeError:
 
 def _wait(
     kube: Kube,
-    shape: Shape,
     path: str,
     ns: str,
     name: str,
@@ -279,6 +277,7 @@ def _wait(
     progress: Callable[[str], None],
     clock: Callable[[], float],
     sleep: Callable[[float], None],
+    shape: Shape = SHAPES["MPIJob"],
 ) -> tuple[str, str]:
     """(state, message) once the job at ``path`` ends, disappears or ``wait_until``
     passes (Timeout); each new condition text is reported once."""
@@ -287,7 +286,7 @@ def _wait(
         live = kube.get(path)
         if live is None:
             return "Failed", f"the {shape.kind} disappeared (deleted by someone else?)"
-        found, text = _condition(live)
+        found, text = _condition(live, shape)
         if text != last:
             last = text
             progress(text)
@@ -355,7 +354,7 @@ def run_job(
             kube.create(job)
             progress(f"created {shape.kind} {ns}/{name}; waiting up to {timeout:g}s")
             state, text_ = _wait(
-                kube, shape, path, ns, name, wait_until, timeout, poll, progress, clock, sleep
+                kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep, shape
             )
             try:
                 log = launcher_log(kube, ns, name, shape)
