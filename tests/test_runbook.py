@@ -286,7 +286,8 @@ def test_host_driver_stack_waits_for_no_driver_pods_and_triages_on_the_host() ->
 def test_trainer_only_stack_runbook_runs_only_kinds_it_installs(
     write_stack: Callable[..., Path],
 ) -> None:
-    """No MPI Operator: `verify nccl` (an MPIJob) and `job --kind mpijob` would exit 2."""
+    """No MPI Operator: the acceptance test runs as a TrainJob (through gpufabric's
+    nccl-tests runtime), and no command asks for an MPIJob (`job --kind mpijob` would exit 2)."""
     config = example_config("lab-roce")
     config["gpufabric:training"] = {
         "mpiOperator": False,
@@ -294,13 +295,29 @@ def test_trainer_only_stack_runbook_runs_only_kinds_it_installs(
     }
     text = _runbook_of(config, "lab-roce")
     assert "--kind mpijob" not in text
-    assert (
-        "gpufabric verify nccl --stack" not in text.split("## Acceptance")[1].split("## Triage")[0]
-    )
-    assert "set `training.mpiOperator: true`" in text
+    acceptance = text.split("## Acceptance")[1].split("## Triage")[0]
+    assert "gpufabric verify nccl --stack lab-roce --tenant team-vision --nodes 2" in acceptance
+    assert "`gpufabric-nccl-tests` ClusterTrainingRuntime" in acceptance
     assert "gpufabric job --stack lab-roce --tenant team-vision --kind trainjob --nodes 2" in text
     for command in code_blocks(text) + inline_commands(text):
-        if command.startswith("gpufabric job"):
+        if command.startswith("gpufabric job") or (
+            command.startswith("gpufabric verify nccl") and "--dry-run" in command
+        ):
             words = shlex.split(command.split(" > ")[0])
             words[words.index("--stack") + 1] = str(write_stack(config, "lab-roce"))
             assert main(words[1:]) == 0, command
+
+
+def test_pytorchjob_only_stack_runbook_says_what_accepts_it() -> None:
+    """Only the Training Operator: no MPI launcher, so no verify nccl command (it would exit
+    2); the runbook names the options that give one."""
+    config = example_config("lab-roce")
+    config["gpufabric:training"] = {
+        "mpiOperator": False,
+        "trainingOperator": {"schemes": ["pytorchjob"]},
+    }
+    text = _runbook_of(config, "lab-roce")
+    acceptance = text.split("## Acceptance")[1].split("## Triage")[0]
+    assert "gpufabric verify nccl" not in acceptance
+    assert "`training.mpiOperator: true` or\n`training.trainer.enabled: true`" in acceptance
+    assert "--kind pytorchjob" in acceptance

@@ -10,6 +10,7 @@ to the GPUs per node, an explicit ``cleanPodPolicy`` and a launcher that waits f
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from collections.abc import Mapping
@@ -81,7 +82,7 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
             "digits and '-', at most 50 characters (pods append their own suffixes)",
         )
     runtimes = facts.operators.trainer_runtimes
-    if req.kind == "trainjob":
+    if req.kind == "trainjob" and (req.runtime or runtimes):
         runtime = req.runtime or runtimes[0]
         if runtime not in runtimes:
             raise _fail(
@@ -355,6 +356,20 @@ def trainjob(
             ],
         },
     }
+
+
+def mpi_trainjob(
+    w: Wiring, name: str, nodes: int, image: str, command: list[str], runtime: str
+) -> dict[str, Any]:
+    """A TrainJob through an MPI ClusterTrainingRuntime whose launcher is also a node
+    (gpufabric's nccl-tests runtime): ``command`` (mpirun) runs in the launcher, and both
+    replicated jobs get the tenant's pod wiring, since both hold GPU ranks."""
+    job = trainjob(w, name, nodes, image, command, runtime)
+    template = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
+    node = template["spec"]["replicatedJobs"][0]
+    launcher = {"name": "launcher", "template": copy.deepcopy(node["template"])}
+    template["spec"]["replicatedJobs"] = [launcher, node]
+    return job
 
 
 def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from gpufabric.model.config import Ufm
 from gpufabric.model.versions import Component
@@ -345,6 +345,10 @@ class GpuOperatorFacts:
     dcgm_service_monitor: bool
 
 
+AcceptanceKind = Literal["mpijob", "trainjob"]
+"""The job kinds the NCCL acceptance test runs as."""
+
+
 @dataclass(frozen=True)
 class OperatorFacts:
     """Which operator does what, and the flags the job operators run with."""
@@ -365,6 +369,11 @@ class OperatorFacts:
     trainer: bool
     """Kubeflow Trainer v2 (TrainJob) is installed."""
     trainer_runtimes: tuple[TrainerRuntime, ...]
+    acceptance_kind: AcceptanceKind | None
+    """The kind the NCCL acceptance test (verify nccl) runs as: mpijob with the MPI Operator,
+    else trainjob (mpirun through gpufabric's nccl-tests ClusterTrainingRuntime) with the
+    Trainer; None otherwise: multi-node nccl-tests needs an MPI launcher, which a PyTorchJob
+    does not provide."""
 
 
 @dataclass(frozen=True)
@@ -398,6 +407,7 @@ class PlanContext:
 
 __all__ = [
     "Acceptance",
+    "AcceptanceKind",
     "DiscoveredTopology",
     "FabricFacts",
     "Facts",

@@ -33,6 +33,7 @@ from gpufabric.model.config import (
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
+    AcceptanceKind,
     BlockFacts,
     FabricFacts,
     Facts,
@@ -318,7 +319,16 @@ def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
         ),
         trainer=t.trainer.enabled,
         trainer_runtimes=tuple(t.trainer.runtimes) if t.trainer.enabled else (),
+        acceptance_kind=acceptance_kind(model),
     )
+
+
+def acceptance_kind(model: StackModel) -> AcceptanceKind | None:
+    """The kind the NCCL acceptance test runs as (see OperatorFacts.acceptance_kind)."""
+    t = model.training
+    if t.mpiOperator:
+        return "mpijob"
+    return "trainjob" if t.trainer.enabled else None
 
 
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:

@@ -27,9 +27,13 @@ from gpufabric.plan.items import (
 )
 from gpufabric.support.templates import render_object
 
+NCCL_TESTS_RUNTIME = "gpufabric-nccl-tests"
+"""gpufabric's own ClusterTrainingRuntime for the NCCL acceptance test on stacks whose
+acceptance kind is the TrainJob (no MPI Operator)."""
 RUNTIME_IMAGES = {
     "torch-distributed": "torch-runtime",
     "deepspeed-distributed": "deepspeed-runtime",
+    NCCL_TESTS_RUNTIME: "training-image",
 }
 
 
@@ -100,7 +104,10 @@ def _trainer(ctx: LayerContext, after: tuple[str, ...]) -> list[Item]:
             holds="TrainJobs",
         ),
     ]
-    for runtime in ctx.facts.operators.trainer_runtimes:
+    runtimes: list[str] = list(ctx.facts.operators.trainer_runtimes)
+    if ctx.facts.operators.acceptance_kind == "trainjob":
+        runtimes.append(NCCL_TESTS_RUNTIME)
+    for runtime in runtimes:
         image = ctx.components[RUNTIME_IMAGES[runtime]].image_ref
         items.append(
             Item(

@@ -274,8 +274,7 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
     the command that deletes it is printed."""
     with shielded(), kube.grace():
         for job in created:
-            meta = job["metadata"]
-            command = nccl.delete_command(meta["namespace"], meta["name"])
+            command = nccl.delete_command(job)
             try:
                 if kube.remove(job):
                     continue

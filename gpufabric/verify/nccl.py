@@ -1,11 +1,16 @@
-"""The NCCL acceptance test: an MPIJob with the tenant's full wiring, judged by the analyzer.
+"""The NCCL acceptance test: a job with the tenant's full wiring, judged by the analyzer.
 
-The job is the one ``gpufabric job --kind mpijob`` prints (queue, priority, rails, RDMA
-resources, nccl-env, IPC_LOCK, /dev/shm), with a launcher that runs nccl-tests twice under
-``NCCL_DEBUG=INFO`` (INIT,NET: the transport lines the verdict needs): ``all_reduce_perf_mpi``
-(with ``NCCL_ALGO=Ring`` on two nodes, where tree algorithms report bus bandwidth above the
-NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB. The launcher log is split per
-test at gpufabric's marker lines and judged by :mod:`gpufabric.verify.nccl_report`.
+The job runs as the kind the stack installs for it (``facts.operators.acceptance_kind``): an
+MPIJob (the one ``gpufabric job --kind mpijob`` prints) with the MPI Operator, else a TrainJob
+through gpufabric's nccl-tests ClusterTrainingRuntime, whose MPI policy gives the launcher the
+hostfile and SSH keys the MPI Operator would. Both carry the queue, priority, rails, RDMA
+resources, nccl-env, IPC_LOCK and /dev/shm, and a launcher that runs nccl-tests with mpirun
+twice under ``NCCL_DEBUG=INFO`` (INIT,NET: the transport lines the verdict needs):
+``all_reduce_perf_mpi`` (with ``NCCL_ALGO=Ring`` on two nodes, where tree algorithms report bus
+bandwidth above the NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB. The launcher
+log is split per test at gpufabric's marker lines and judged by
+:mod:`gpufabric.verify.nccl_report`. A stack with only the Training Operator has no
+acceptance job: multi-node nccl-tests needs an MPI launcher, which a PyTorchJob lacks.
 """
 
 from __future__ import annotations
@@ -17,9 +22,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufabric.exitcodes import Verdict
-from gpufabric.outputs.jobs import JobRequest, Wiring, mpijob, mpirun_command, wiring_for
+from gpufabric.model.problems import Problem, StackError
+from gpufabric.outputs.jobs import (
+    JobRequest,
+    Wiring,
+    mpi_trainjob,
+    mpijob,
+    mpirun_command,
+    wiring_for,
+)
 from gpufabric.plan.build import Plan
 from gpufabric.plan.resolve import on_one_rail
+from gpufabric.plan.training import NCCL_TESTS_RUNTIME
 from gpufabric.verify import nccl_report
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import left_behind, shielded
@@ -40,6 +54,51 @@ DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 MARKER = "==> gpufabric nccl-test: {test} <=="
 JOB_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one acceptance kind is watched, read and deleted."""
+
+    kind: str
+    resource: str
+    """The kubectl resource name (``kubectl delete <resource> <name>``)."""
+    name_label: str
+    """The label every pod of the job carries with the job's name."""
+    launcher_selector: str
+    """Selects the launcher pods of job ``{name}``."""
+    success: str
+    """The condition type of a job that succeeded."""
+    suspend_path: tuple[str, ...]
+
+
+SHAPES = {
+    "MPIJob": Shape(
+        "MPIJob",
+        "mpijob",
+        JOB_LABEL,
+        f"{JOB_LABEL}={{name}},{ROLE_LABEL}=launcher",
+        "Succeeded",
+        ("spec", "runPolicy"),
+    ),
+    # The Trainer names the JobSet after the TrainJob; JobSet labels its pods.
+    "TrainJob": Shape(
+        "TrainJob",
+        "trainjob",
+        JOBSET_LABEL,
+        f"{JOBSET_LABEL}={{name}},{REPLICATED_JOB_LABEL}=launcher",
+        "Complete",
+        ("spec",),
+    ),
+}
+
+
+def shape_of(job: Mapping[str, Any]) -> Shape:
+    return SHAPES[str(job["kind"])]
+
+
 DEFAULT_NAME = NCCL_JOB_NAME
 DEFAULT_TIMEOUT = NCCL_TIMEOUT
 
@@ -72,49 +131,66 @@ def acceptance_job(
     pin_nodes: tuple[str, ...] = (),
     rail: str | None = None,
 ) -> dict[str, Any]:
-    """The MPIJob ``verify nccl`` submits; StackError naming the option when it cannot run.
-    With ``pin_nodes`` its workers run on exactly those nodes (a sweep's pair); with
+    """The job ``verify nccl`` submits; StackError naming the option when it cannot run.
+    With ``pin_nodes`` its GPU pods run on exactly those nodes (a sweep's pair); with
     ``rail`` its pods attach only that rail, and NCCL can use no other."""
-    req = JobRequest(tenant=tenant, kind="mpijob", nodes=nodes, image=image, name=name)
+    kind = plan.facts.operators.acceptance_kind
+    if kind is None:
+        raise StackError("gpufabric verify nccl", [_no_acceptance_kind(plan)])
+    req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name)
     w = wiring_for(plan, req)
     overrides: dict[str, str] = {}
     if rail is not None:
         narrow = on_one_rail(plan.facts.fabric, w.contract, rail)
         overrides = {k: v for k, v in narrow.nccl_env.items() if w.contract.nccl_env.get(k) != v}
         w = replace(w, contract=narrow)
-    job = mpijob(w, name, nodes, image or plan.components["training-image"].image_ref or "", [])
-    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    launcher["command"] = ["/bin/bash", "-c", launcher_script(w, nodes, overrides)]
+    image_ref = image or plan.components["training-image"].image_ref or ""
+    command = ["/bin/bash", "-c", launcher_script(w, nodes, overrides)]
+    if kind == "trainjob":
+        job = mpi_trainjob(w, name, nodes, image_ref, command, NCCL_TESTS_RUNTIME)
+        patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+        pods = [r["template"]["spec"]["template"]["spec"] for r in patch["replicatedJobs"]]
+    else:
+        job = mpijob(w, name, nodes, image_ref, [])
+        replicas = job["spec"]["mpiReplicaSpecs"]
+        replicas["Launcher"]["template"]["spec"]["containers"][0]["command"] = command
+        pods = [replicas["Worker"]["template"]["spec"]]
     job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
     if pin_nodes:
-        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
-        worker["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/hostname",
-                                    "operator": "In",
-                                    "values": list(pin_nodes),
-                                }
-                            ]
-                        }
-                    ]
-                }
-            },
-            # one worker per node of the pair
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": {JOB_LABEL: name}},
-                        "topologyKey": "kubernetes.io/hostname",
-                    }
-                ]
-            },
-        }
+        for pod in pods:
+            pod["affinity"] = _pinned(pin_nodes, shape_of(job).name_label, name)
     return job
+
+
+def _no_acceptance_kind(plan: Plan) -> Problem:
+    kinds = ", ".join(plan.facts.operators.job_kinds) or "none"
+    return Problem(
+        "training",
+        f"this stack runs {kinds}: the NCCL acceptance test needs an MPI launcher across "
+        "nodes (nccl-tests' multi-node runs are MPI-launched), which a PyTorchJob does not "
+        "provide; accepted: training.mpiOperator: true (MPIJob) or training.trainer.enabled: "
+        "true (a TrainJob through gpufabric's nccl-tests runtime)",
+    )
+
+
+def _pinned(pin_nodes: tuple[str, ...], label: str, name: str) -> dict[str, Any]:
+    """Exactly the given nodes, one GPU pod of the job per node."""
+    hostnames = {"key": "kubernetes.io/hostname", "operator": "In", "values": list(pin_nodes)}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [hostnames]}]
+            }
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {label: name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        },
+    }
 
 
 def split_log(log: str) -> dict[str, str]:
@@ -143,30 +219,34 @@ class Outcome:
     message: str
     log: str
     waited_s: float
+    kind: str = "MPIJob"
 
 
-def _condition(job: dict[str, Any]) -> tuple[str | None, str]:
-    """Terminal state of an MPIJob from its conditions, and the latest condition's text;
-    Malformed when its status cannot be read. Succeeded and Failed both True is Failed."""
+def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[str | None, str]:
+    """Terminal state of an acceptance job from its conditions (Succeeded or Failed), and
+    the latest condition's text; Malformed when its status cannot be read. Success and
+    Failed both True is Failed."""
     conds = records(job, "status", "conditions")
     true = {text(c, "type") for c in conds if text(c, "status") == "True"}
-    if {"Succeeded", "Failed"} <= true:
-        return "Failed", "the MPIJob reports both Succeeded and Failed (contradictory status)"
-    for kind in ("Succeeded", "Failed"):
+    if {shape.success, "Failed"} <= true:
+        return "Failed", (
+            f"the {shape.kind} reports both {shape.success} and Failed (contradictory status)"
+        )
+    for kind, state in ((shape.success, "Succeeded"), ("Failed", "Failed")):
         for c in conds:
             if text(c, "type") == kind and text(c, "status") == "True":
-                return kind, text(c, "message") or text(c, "reason") or kind
+                return state, text(c, "message") or text(c, "reason") or kind
     last = conds[-1] if conds else None
-    if mapping(job, "spec", "runPolicy").get("suspend"):
+    if mapping(job, *shape.suspend_path).get("suspend"):
         return None, "suspended: waiting for admission by the queue (quota, gang, topology)"
     if last:
         return None, f"{text(last, 'type')}: {text(last, 'message') or text(last, 'reason')}"
     return None, "created, no status yet"
 
 
-def launcher_log(kube: Kube, namespace: str, name: str) -> str:
+def launcher_log(kube: Kube, namespace: str, name: str, shape: Shape = SHAPES["MPIJob"]) -> str:
     pods = kube.list(
-        collection_path("v1", "Pod", namespace), f"{JOB_LABEL}={name},{ROLE_LABEL}=launcher"
+        collection_path("v1", "Pod", namespace), shape.launcher_selector.format(name=name)
     )
     if not pods:
         return ""
@@ -178,10 +258,11 @@ LOG_RESERVE = 30.0
 """Seconds of the --timeout kept for collecting the launcher log."""
 
 
-def _already_exists(ns: str, name: str) -> KubeError:
+def _already_exists(shape: Shape, ns: str, name: str) -> KubeError:
+    command = shlex.join(["kubectl", "-n", ns, "delete", shape.resource, name])
     return KubeError(
-        f"MPIJob {ns}/{name} already exists (a previous run?); delete it with "
-        f"`kubectl -n {ns} delete mpijob {name}` or pass --name"
+        f"{shape.kind} {ns}/{name} already exists (a previous run?); delete it with "
+        f"`{command}` or pass --name"
     )
 
 
@@ -196,15 +277,16 @@ def _wait(
     progress: Callable[[str], None],
     clock: Callable[[], float],
     sleep: Callable[[float], None],
+    shape: Shape = SHAPES["MPIJob"],
 ) -> tuple[str, str]:
-    """(state, message) once the MPIJob at ``path`` ends, disappears or ``wait_until``
+    """(state, message) once the job at ``path`` ends, disappears or ``wait_until``
     passes (Timeout); each new condition text is reported once."""
     last = ""
     while True:
         live = kube.get(path)
         if live is None:
-            return "Failed", "the MPIJob disappeared (deleted by someone else?)"
-        found, text = _condition(live)
+            return "Failed", f"the {shape.kind} disappeared (deleted by someone else?)"
+        found, text = _condition(live, shape)
         if text != last:
             last = text
             progress(text)
@@ -213,34 +295,37 @@ def _wait(
         if clock() >= wait_until:
             return "Timeout", (
                 f"timed out after {timeout:g}s; last state: {text}. Check "
-                f"`kubectl -n {ns} describe mpijob {name}` and the workload's admission"
+                f"`{shlex.join(['kubectl', '-n', ns, 'describe', shape.resource, name])}` "
+                "and the workload's admission"
             )
         sleep(min(poll, max(wait_until - clock(), 0.01)))
 
 
-def delete_command(ns: str, name: str) -> str:
-    """The command a person runs to delete an acceptance MPIJob cleanup could not confirm
+def delete_command(job: Mapping[str, Any]) -> str:
+    """The command a person runs to delete an acceptance job cleanup could not confirm
     gone (it may never have been created, hence --ignore-not-found)."""
-    return shlex.join(["kubectl", "-n", ns, "delete", "mpijob", name, "--ignore-not-found"])
+    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    resource = shape_of(job).resource
+    return shlex.join(["kubectl", "-n", ns, "delete", resource, name, "--ignore-not-found"])
 
 
 def _delete(
     kube: Kube, job: dict[str, Any], ns: str, name: str, progress: Callable[[str], None]
 ) -> None:
-    """Delete the MPIJob and confirm it gone (also when its create was still in flight),
+    """Delete the job and confirm it gone (also when its create was still in flight),
     holding signals meanwhile; what cannot be confirmed is reported with the command that
     deletes it, not raised."""
-    command = delete_command(ns, name)
+    command, kind = delete_command(job), shape_of(job).kind
     with shielded(), kube.grace():
         try:
             if kube.remove(job):
-                progress(f"deleted MPIJob {ns}/{name}")
+                progress(f"deleted {kind} {ns}/{name}")
                 return
             why = "its deletion could not be confirmed in time"
         except KubeError as exc:
             why = str(exc)
     left_behind(command)
-    progress(f"could not delete MPIJob {ns}/{name}: {why}; delete it with `{command}`")
+    progress(f"could not delete {kind} {ns}/{name}: {why}; delete it with `{command}`")
 
 
 def run_job(
@@ -257,28 +342,28 @@ def run_job(
     delete the job (unless ``keep``) whatever happened: success, failure, timeout, an API
     error, Ctrl-C (also during the create, and a second one during the delete), SIGTERM or
     SIGHUP. ``timeout`` bounds everything but that delete."""
-    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    ns, name, shape = job["metadata"]["namespace"], job["metadata"]["name"], shape_of(job)
     path = object_path(job["apiVersion"], job["kind"], name, ns)
     start = clock()
     with kube.limit(timeout):
         if kube.get(path) is not None:
-            raise _already_exists(ns, name)
+            raise _already_exists(shape, ns, name)
         wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
         state, text_, log = "Failed", "", ""
         try:
             kube.create(job)
-            progress(f"created MPIJob {ns}/{name}; waiting up to {timeout:g}s")
+            progress(f"created {shape.kind} {ns}/{name}; waiting up to {timeout:g}s")
             state, text_ = _wait(
-                kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep
+                kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep, shape
             )
             try:
-                log = launcher_log(kube, ns, name)
+                log = launcher_log(kube, ns, name, shape)
             except KubeError as exc:
                 text_ = f"{text_}; the launcher log could not be read: {exc}"
         finally:
             if not keep:
                 _delete(kube, job, ns, name, progress)
-    return Outcome(state, text_, log, clock() - start)
+    return Outcome(state, text_, log, clock() - start, shape.kind)
 
 
 def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
@@ -299,7 +384,7 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
         if verdict != Verdict.FAIL:  # a timed-out run never passes
             verdict = Verdict.INCONCLUSIVE
     elif outcome.state == "Failed":
-        reasons = (f"the MPIJob failed: {outcome.message}", *reasons)
+        reasons = (f"the {outcome.kind} failed: {outcome.message}", *reasons)
         verdict = Verdict.FAIL
     return replace(
         doc,
