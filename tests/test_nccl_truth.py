@@ -295,3 +295,53 @@ def test_a_rail_scaled_min_busbw_is_the_users_threshold_for_every_kind() -> None
     assert (bound.threshold_gbps, bound.no_threshold) == (45.0, None)
     stack = Expectation(threshold_gbps=45.0, threshold_source="0.9 x line rate")
     assert nccl_report.test_bound("alltoall_perf_mpi", 16, (), stack).threshold_gbps is None
+
+
+def _avg_word(body: str, word: str) -> str:
+    """The footer as nccl-tests prints it with NCCL_TESTS_MIN_BW set (common.cu:
+    "# %-20s : %g %s" with "FAILED" below 0.9 x the floor, else "OK")."""
+    lines = body.splitlines(keepends=True)
+    out = []
+    for line in lines:
+        if line.startswith("# Avg bus bandwidth"):
+            line = line.rstrip("\n").rstrip() + f" {word}\n"
+        out.append(line)
+    return "".join(out)
+
+
+def test_nccl_tests_own_bandwidth_check_failed_fails() -> None:
+    """Before: the word after the average was ignored, so a run whose own
+    NCCL_TESTS_MIN_BW check failed (and whose binary exited with failure) could PASS."""
+    assert judge(_avg_word(text(Log()), "OK")).verdict == "PASS"
+    doc = judge(_avg_word(text(Log()), "FAILED"))
+    assert doc.verdict == "FAIL"
+    assert any("NCCL_TESTS_MIN_BW" in r for r in doc.reasons)
+    assert judge(_avg_word(text(Log()), "MAYBE")).verdict != "PASS"
+
+
+def test_json_own_bandwidth_check_false_fails() -> None:
+    """-J: average_bus_bandwidth.okay is "unchecked" without NCCL_TESTS_MIN_BW, else the
+    string "true" or "false" (util.cu jsonBool); "false" is nccl-tests' own failure."""
+    unchecked = json.loads(Log().json())["average_bus_bandwidth"]
+    failed = _json(average_bus_bandwidth={**unchecked, "okay": "false"})
+    doc = judge({"stdout.log": text(Log()), "all_reduce_perf_mpi.json": failed})
+    assert doc.verdict == "FAIL"
+    assert any("NCCL_TESTS_MIN_BW" in r for r in doc.reasons)
+    odd = _json(average_bus_bandwidth={**unchecked, "okay": "perhaps"})
+    assert judge({"stdout.log": text(Log()), "all_reduce_perf_mpi.json": odd}).verdict != "PASS"
+
+
+@pytest.mark.parametrize(
+    "prefix", ["[pod/gpufabric-nccl-launcher-x7k2p/mpi-launcher] ", " 0: ", "[1,0]<stdout>: "]
+)
+def test_markers_under_a_launcher_prefix_still_split_the_log(prefix: str) -> None:
+    """Before: a launcher log saved with `kubectl logs --prefix` (or through srun -l) had
+    no marker line equal to gpufabric's, so every test was judged on the whole log."""
+    log = "".join(
+        prefix + nccl.MARKER.format(test=test) + "\n" + text(Log(test=test)) for test in nccl.TESTS
+    )
+    parts = nccl.split_log(log)
+    assert set(parts) == set(nccl.TESTS)
+    for test in nccl.TESTS:
+        assert f"# Collective test starting: {test}" in parts[test]
+        assert parts[test].count("# Collective test starting") == 1

@@ -194,12 +194,15 @@ def _pinned(pin_nodes: tuple[str, ...], label: str, name: str) -> dict[str, Any]
 
 
 def split_log(log: str) -> dict[str, str]:
-    """The launcher log per test, by gpufabric's markers (the whole log when none)."""
+    """The launcher log per test, by gpufabric's markers (the whole log when none). A
+    marker is found under any launcher prefix the analyzer strips (a log saved with
+    ``kubectl logs --prefix`` or through ``srun -l``)."""
     parts: dict[str, list[str]] = {}
     current = None
     for line in log.splitlines():
+        bare = nccl_report.strip_prefixes(line)  # `kubectl logs --prefix`, srun -l, mpirun tags
         for test in TESTS:
-            if line.strip() == MARKER.format(test=test):
+            if bare == MARKER.format(test=test):
                 current = test
                 parts[current] = []
                 break

@@ -62,7 +62,10 @@ _CHANNELS = re.compile(
     r"NCCL INFO (?P<coll>\d+) coll channels, (?P<collnet>\d+) collnet channels, "
     r"(?P<nvls>\d+) nvls channels"
 )
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)(?:\s+(?P<word>\S+))?\s*$")
+"""nccl-tests' footer (common.cu): the word is empty unless NCCL_TESTS_MIN_BW is set, then
+"FAILED" when the average is below 0.9 x that figure (and the binary exits EXIT_FAILURE)
+or "OK"."""
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<name>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<name>\S+)")
 _SWEEP = re.compile(
@@ -170,6 +173,8 @@ class Run:
     debug_pids: set[tuple[str, int]] = field(default_factory=set)
     """(host, pid) that NCCL's own lines name ("host:pid:tid [dev] NCCL ...")."""
     avg_busbw: float | None = None
+    avg_failed: bool = False
+    """nccl-tests' own NCCL_TESTS_MIN_BW check said FAILED (text "FAILED", -J okay false)."""
     networks: set[str] = field(default_factory=set)
     link_layers: dict[str, str] = field(default_factory=dict)
     socket_in_use: bool = False
@@ -210,6 +215,11 @@ def _value(token: str) -> tuple[float | None, str | None]:
     if value < 0:
         return value, token
     return value, None
+
+
+def strip_prefixes(raw: str) -> str:
+    """A log line without the launchers' prefixes (``_PREFIXES``), cut at MAX_LINE."""
+    return _clean(raw)
 
 
 def _clean(raw: str) -> str:
@@ -402,6 +412,14 @@ def _json_footers(doc: dict[str, Any], run: Run) -> None:
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), int | float):
         run.avg_busbw = float(avg["bandwidth"])
+    if isinstance(avg, dict) and "okay" in avg:
+        okay = avg["okay"]  # "unchecked" without NCCL_TESTS_MIN_BW, else true/false
+        if isinstance(okay, bool | str) and okay in _JSON_BOOL:
+            run.avg_failed |= not _JSON_BOOL[okay]
+        elif okay != "unchecked":
+            run.malformed.append(
+                f"average_bus_bandwidth.okay is {str(okay)[:20]!r}, not true, false or unchecked"
+            )
     run.concluded = "end_time" in doc
     run.footer = run.concluded or oob is not None
     for error in _list(doc.get("errors")):
@@ -520,6 +538,10 @@ def _comment(line: str, run: Run, columns: list[str] | None) -> list[str] | None
             _out_of_bounds(run, 0, False)
     elif m := _AVG.match(line):
         run.avg_busbw = _value(m["v"])[0]
+        if m["word"] == "FAILED":
+            run.avg_failed = True
+        elif m["word"] not in (None, "OK"):
+            run.malformed.append(f"unreadable average bus bandwidth line: {line[:80]!r}")
     elif m := _DEVICE.match(line):
         run.hosts.add(m["host"])
         run.pids.add((m["host"], int(m["pid"])))
@@ -594,6 +616,7 @@ def _merge_info(into: Run, other: Run) -> None:
     into.pids |= other.pids
     into.debug_pids |= other.debug_pids
     into.malformed += other.malformed
+    into.avg_failed |= other.avg_failed
     if other.nnodes is not None:
         into.nnodes = max(into.nnodes or 0, other.nnodes)
     if other.nranks is not None:
@@ -935,6 +958,16 @@ def rule_out_of_bounds(ev: Evidence, exp: Expectation) -> list[Finding]:
     return _fail(f"{ev.run.out_of_bounds} out-of-bounds values")
 
 
+def rule_own_bandwidth_check(ev: Evidence, exp: Expectation) -> list[Finding]:
+    """nccl-tests judged its own average against NCCL_TESTS_MIN_BW and exited non-zero."""
+    if not ev.run.avg_failed:
+        return []
+    return _fail(
+        f"nccl-tests' own check failed: average bus bandwidth {ev.run.avg_busbw} GB/s is "
+        "below its NCCL_TESTS_MIN_BW floor (the binary exits with failure)"
+    )
+
+
 def rule_wrong_elements(ev: Evidence, exp: Expectation) -> list[Finding]:
     wrong = sum(r.wrong for r in ev.run.rows)
     return _fail(f"{wrong} wrong elements reported by -c 1") if wrong else []
@@ -1070,6 +1103,7 @@ RULES: tuple[Rule, ...] = (
     rule_no_rows,
     rule_impossible_values,
     rule_out_of_bounds,
+    rule_own_bandwidth_check,
     rule_wrong_elements,
     rule_nccl_warnings,
     rule_socket_fallback,
@@ -1192,6 +1226,7 @@ def _merge_json(twin: Run, doc: Run, name: str) -> None:
             twin.fatal.extend(f"{name}: impossible {text}" for text in row.impossible)
     twin.fatal += doc.fatal
     twin.malformed += [f"{name}: {text}" for text in doc.malformed]
+    twin.avg_failed |= doc.avg_failed
     if doc.out_of_bounds_ok is not None:
         _out_of_bounds(twin, doc.out_of_bounds or 0, doc.out_of_bounds_ok)
 
