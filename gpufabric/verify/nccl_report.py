@@ -5,7 +5,8 @@ columns, old builds have no ``root``), numbers may print in exponent form, ``#wr
 ``N/A``, and lines may carry MPI rank prefixes. The ``-J`` JSON output is read too. The
 verdict is PASS only when the expected transport is proven, nothing warned, values were in
 bounds and the best bus bandwidth at >= 1 GiB reaches the threshold; a run that cannot be
-judged is INCONCLUSIVE, never PASS. The "# Avg bus bandwidth" line is reported, never judged.
+judged is INCONCLUSIVE, never PASS. The "# Avg bus bandwidth" figure is reported, never
+judged; its FAILED word (nccl-tests' own NCCL_TESTS_MIN_BW check) is a FAIL.
 """
 
 from __future__ import annotations
