@@ -127,6 +127,12 @@ def _job_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="job name (default: <tenant>-<kind>)")
     p.add_argument("--runtime", help="TrainJob runtime (default: the stack's first)")
     p.add_argument(
+        "--leaf",
+        help="the leaf switch the job runs under, where the stack's rails are routed per "
+        "leaf (fabric.rails[].blocks): its pods attach that leaf's networks and are "
+        "placed under it",
+    )
+    p.add_argument(
         "--crd-dir",
         type=Path,
         help="directory of upstream CRDs to validate the job against before printing it",
@@ -362,13 +368,18 @@ def _print_pod_contract(plan: Plan) -> None:
     print("pod contract (pod annotation k8s.v1.cni.cncf.io/networks, resources, nccl-env):")
     groups: dict[tuple[str, str, str], list[str]] = {}
     for namespace, w in plan.wiring.items():
-        key = (w.networks, json.dumps(dict(w.rdma_resources)), json.dumps(dict(w.nccl_env)))
+        nets = json.dumps(dict(w.leaf_networks)) if w.leaf_networks else w.networks
+        key = (nets, json.dumps(dict(w.rdma_resources)), json.dumps(dict(w.nccl_env)))
         groups.setdefault(key, []).append(namespace)
     for namespaces in groups.values():
         wiring = plan.wiring[namespaces[0]]
         print(f"  tenants: {', '.join(namespaces)}")
-        for net in json.loads(wiring.networks):
-            print(f"    network   {net['interface']:<8} <- {net['namespace']}/{net['name']}")
+        by_leaf = wiring.leaf_networks or {"": wiring.networks}
+        for leaf, networks in by_leaf.items():
+            under = f" (under {wiring.leaf_label}={leaf}: gpufabric job --leaf {leaf})"
+            for net in json.loads(networks):
+                where = f"{net['namespace']}/{net['name']}"
+                print(f"    network   {net['interface']:<8} <- {where}{under if leaf else ''}")
         for resource, count in wiring.rdma_resources.items():
             print(f"    resource  {resource}: {count}")
         for name, value in wiring.nccl_env.items():
@@ -513,6 +524,7 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
         command=args.program,
         name=args.name,
         runtime=args.runtime,
+        leaf=args.leaf,
     )
     manifest = job_manifest(plan, request)
     if args.crd_dir is not None:

@@ -29,7 +29,7 @@ from gpufabric.plan import ids  # noqa: E402
 from gpufabric.plan.build import Plan  # noqa: E402
 from gpufabric.plan.facts import TenantContract  # noqa: E402
 from gpufabric.plan.items import K8sObject  # noqa: E402
-from gpufabric.plan.resolve import on_one_rail  # noqa: E402
+from gpufabric.plan.resolve import on_one_leaf, on_one_rail  # noqa: E402
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 FOREIGN = "intruder-ns"
@@ -116,13 +116,16 @@ def network_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
         return
     own = _entries(me)
     first = me.network_names[0]
-    yield pod("networks: the contract value", me.networks, True)
-    for rail in plan.facts.fabric.rails:
-        yield pod(
-            f"networks: sweep one-rail {rail.name}",
-            on_one_rail(plan.facts.fabric, me, rail.name).networks,
-            True,
-        )
+    # routed per leaf: the contract has a value per leaf (a job pins one), none overall
+    pinned = [on_one_leaf(me, leaf) for leaf in me.leaf_networks] or [me]
+    for c in pinned:
+        yield pod(f"networks: the contract value {c.node_selector}", c.networks, True)
+        for rail in plan.facts.fabric.rails:
+            yield pod(
+                f"networks: sweep one-rail {rail.name} {c.node_selector}",
+                on_one_rail(plan.facts.fabric, c, rail.name).networks,
+                True,
+            )
     yield pod("networks: comma form, all rails", ",".join(own), True)
     yield pod("networks: comma form with @ifname", f" {own[0]}@net1 , {own[-1]}@net9 ", True)
     spaced = json.dumps([{"name": first, "namespace": me.network_namespace}], indent=1)
@@ -303,7 +306,9 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
     ns = me.namespace
     other = _foreign(plan, ns)
     for kind in plan.facts.operators.job_kinds:
-        job = job_manifest(plan, JobRequest(tenant=ns, kind=kind))  # type: ignore[arg-type]
+        leaf = next(iter(me.leaf_networks), None)  # routed per leaf: a job names its leaf
+        request = JobRequest(tenant=ns, kind=kind, leaf=leaf)  # type: ignore[arg-type]
+        job = job_manifest(plan, request)
         req = Request(namespace=ns, kind=job["kind"], group=job["apiVersion"].split("/")[0])
         yield Case(f"{kind}: as gpufabric writes it", "objects", job, True, req)
         for template in _pod_templates(job):

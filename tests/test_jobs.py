@@ -13,10 +13,12 @@ from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.authorities import kueue, volcano
 from gpufabric.cli import main
-from gpufabric.model.stackfile import model_from_config
+from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.outputs.render import render_files
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.resolve import on_one_leaf
 
 
 def setup(config: dict[str, Any]) -> tuple[Plan, Any]:
@@ -68,8 +70,12 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
     config = config_for(name, gang)
     plan, model = setup(config)
     tenant = config["gpufabric:tenants"][-1]["namespace"]
-    job = job_manifest(plan, JobRequest(tenant=tenant, kind=kind, nodes=2))  # type: ignore[arg-type]
     wiring = plan.wiring[tenant]
+    leaf = next(iter(wiring.leaf_networks), None)  # rails routed per leaf: a job names one
+    request = JobRequest(tenant=tenant, kind=kind, nodes=2, leaf=leaf)  # type: ignore[arg-type]
+    job = job_manifest(plan, request)
+    if leaf is not None:
+        wiring = on_one_leaf(wiring, leaf)
     gpus = model.gpuNodes.gpusPerNode
     meta = job["metadata"]
     assert meta["namespace"] == tenant
@@ -134,7 +140,9 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
 def test_job_validates_against_the_crds(name: str, gang: str, kind: str, crd_dir: Path) -> None:
     plan, model = setup(config_for(name, gang))
     tenant = model.tenants[0].namespace
-    job = job_manifest(plan, JobRequest(tenant=tenant, kind=kind))  # type: ignore[arg-type]
+    leaf = next(iter(plan.wiring[tenant].leaf_networks), None)
+    request = JobRequest(tenant=tenant, kind=kind, leaf=leaf)  # type: ignore[arg-type]
+    job = job_manifest(plan, request)
     report = validate_objects([job], model.cluster.kubernetes_minor, crd_dir)
     assert report.ok, report.errors
     assert report.checked_custom == 1
@@ -212,3 +220,39 @@ def test_bad_requests_exit_2_naming_the_option(
 
 def test_all_kinds_are_offered() -> None:
     assert set(JOB_KINDS) == {"mpijob", "pytorchjob", "trainjob"}
+
+
+def test_routed_leaves_a_job_runs_under_one_leaf_with_its_networks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Rails routed per leaf (routed-b200): each leaf block is its own network, so a job
+    names its leaf and its pods attach that leaf's networks and are placed under it. Before:
+    the job attached the rails' own networks, which such a fabric does not have, and the
+    tenant admission policy refused its pods."""
+    base = ["job", "--stack", "routed-b200", "--tenant", "ml-train", "--kind", "mpijob"]
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert "--leaf: this stack's rails are routed per leaf" in err
+    assert "accepted: leaf-01, leaf-02" in err
+    assert main([*base, "--leaf", "leaf-03"]) == 2
+    assert "'leaf-03' is not a leaf" in capsys.readouterr().err
+    assert main([*base, "--leaf", "leaf-02"]) == 0
+    job = yaml.safe_load(capsys.readouterr().out)
+    for template in gpu_templates(job):
+        nets = json.loads(template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+        assert [n["name"] for n in nets] == [f"rail{i}-leaf-02" for i in range(4)]
+        assert template["spec"]["nodeSelector"]["topology.gpufabric.io/leaf"] == "leaf-02"
+    args = ["job", "--stack", "lab-roce", "--tenant", "team-vision", "--kind", "mpijob"]
+    assert main([*args, "--leaf", "leaf-01"]) == 2
+    assert "--leaf: applies only to stacks whose rails are routed" in capsys.readouterr().err
+
+
+def test_routed_leaves_the_tenant_configmap_names_each_leafs_networks() -> None:
+    plan = build_plan("routed-b200", load_stack("routed-b200").model)
+    files = render_files(plan)
+    (name,) = [f for f in files if f.endswith("nccl-env.yaml")]
+    annotations = yaml.safe_load(files[name])["metadata"]["annotations"]
+    assert annotations["gpufabric.io/networks"] == ""
+    for leaf in ("leaf-01", "leaf-02"):
+        nets = json.loads(annotations[f"gpufabric.io/networks-{leaf}"])
+        assert {n["name"] for n in nets} == {f"rail{i}-{leaf}" for i in range(4)}

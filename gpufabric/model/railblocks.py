@@ -55,13 +55,6 @@ def problems(fabric: Fabric, scheduling: Scheduling | None) -> Iterator[Problem]
             "need fabric.ipam.poolType: ippool; a cidrpool puts each node in its own prefix "
             "with its own gateway, so it cannot share a leaf's subnet",
         )
-    yield Problem(
-        f"fabric.rails[{first}].blocks",
-        "pods attach the networks of their leaf's blocks (<rail>-<leaf>) and must be placed "
-        "under that leaf; `gpufabric job` and `verify nccl` do not pin pods to a leaf yet and "
-        "attach the rail's own network, which a rail with blocks does not have",
-        warning=True,
-    )
     leaves = _node_leaves(scheduling, level)
     rail_names = {r.name for r in fabric.rails}
     for i, rail in blocked:

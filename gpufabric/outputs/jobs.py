@@ -21,6 +21,7 @@ from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts, TenantContract
+from gpufabric.plan.resolve import on_one_leaf
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
 JOB_KINDS: tuple[JobKind, ...] = ("mpijob", "pytorchjob", "trainjob")
@@ -47,6 +48,8 @@ class JobRequest:
     command: str | None = None
     name: str | None = None
     runtime: str | None = None
+    leaf: str | None = None
+    """The leaf a job runs under, on a fabric whose rails are routed per leaf."""
 
 
 def _fail(path: str, message: str) -> StackError:
@@ -91,7 +94,42 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
             )
     elif req.runtime is not None:
         raise _fail("--runtime", "applies to --kind trainjob only")
-    return facts.tenants[req.tenant]
+    contract = _leaf_contract(facts.tenants[req.tenant], req.leaf)
+    _check_leaf_nodes(facts, contract, req)
+    return contract
+
+
+def _check_leaf_nodes(facts: Facts, contract: TenantContract, req: JobRequest) -> None:
+    """A job pinned under a leaf fits the nodes the node table puts there (when it has one)."""
+    if req.leaf is None or contract.leaf_label is None or not facts.gang.node_topology:
+        return
+    label = contract.leaf_label
+    under = sum(1 for ls in facts.gang.node_topology.values() if ls.get(label) == req.leaf)
+    if req.nodes > under:
+        raise _fail(
+            "--nodes",
+            f"{req.nodes} GPU nodes do not fit under {req.leaf}: scheduling.nodeTopology puts "
+            f"{under} there",
+        )
+
+
+def _leaf_contract(contract: TenantContract, leaf: str | None) -> TenantContract:
+    """The contract under the request's leaf: required where rails are routed per leaf
+    (each leaf has its own networks), refused elsewhere."""
+    if not contract.leaf_networks:
+        if leaf is not None:
+            raise _fail("--leaf", "applies only to stacks whose rails are routed per leaf")
+        return contract
+    if leaf is None:
+        raise _fail(
+            "--leaf",
+            "this stack's rails are routed per leaf (fabric.rails[].blocks): a job runs under "
+            f"one leaf; accepted: {', '.join(contract.leaf_networks)}",
+        )
+    try:
+        return on_one_leaf(contract, leaf)
+    except ValueError as e:
+        raise _fail("--leaf", str(e)) from None
 
 
 def inspection_kind(facts: Facts) -> JobKind | None:
@@ -152,7 +190,8 @@ class Wiring:
     def placement(self) -> dict[str, Any]:
         """Node selector and tolerations of the GPU nodes (Kueue's flavor would add them on
         admission; set here so the job reads the same under either authority)."""
-        out: dict[str, Any] = {"nodeSelector": dict(self.facts.nodes.selector)}
+        selector = {**self.facts.nodes.selector, **self.contract.node_selector}
+        out: dict[str, Any] = {"nodeSelector": selector}
         if self.facts.nodes.tolerations:
             out["tolerations"] = [dict(t) for t in self.facts.nodes.tolerations]
         return out

@@ -19,6 +19,7 @@ from gpufabric import nics
 from gpufabric.outputs.jobs import first_worker_pod, inspection_kind
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
+from gpufabric.plan.facts import Facts
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, K8sObject, KustomizeOverlay, Layer
 from gpufabric.plan.pulls import StackSources
 from gpufabric.support.templates import MANIFESTS_DIR, environment
@@ -155,9 +156,29 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "worker_pod": first_worker_pod(job_kind, f"{facts_first}-{job_kind}")
         if job_kind and facts_first
         else None,
+        "leaf_scopes": _leaf_scopes(facts, facts_first),
+        "leaf_arg": (_leaf_scopes(facts, facts_first) or [{"arg": ""}])[0]["arg"],
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
     }
+
+
+def _leaf_scopes(facts: Facts, tenant: str | None) -> list[dict[str, Any]]:
+    """Where rails are routed per leaf: per leaf, the `--leaf` option a tenant's jobs take,
+    the GPU nodes under it (from scheduling.nodeTopology) and a JUnit file name."""
+    contract = facts.tenants.get(tenant) if tenant else None
+    if contract is None or not contract.leaf_networks or contract.leaf_label is None:
+        return []
+    label, topology = contract.leaf_label, facts.gang.node_topology
+    return [
+        {
+            "arg": f" --leaf {shell_word(leaf)}",
+            # without a node table the nodes under a leaf are unknown: two, the smallest test
+            "nodes": sum(1 for labels in topology.values() if labels.get(label) == leaf) or 2,
+            "junit": shell_word(f"nccl-{leaf}.xml"),
+        }
+        for leaf in contract.leaf_networks
+    ]
 
 
 def _object_name(plan: Plan, item_id: str) -> str:

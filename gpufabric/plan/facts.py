@@ -12,7 +12,7 @@ cannot disagree with what ``pulumi up`` applies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpufabric.model.config import Ufm
@@ -294,6 +294,14 @@ class TenantContract:
     """Namespace of the NetworkAttachmentDefinitions its pods may attach."""
     network_names: tuple[str, ...] = ()
     """The NetworkAttachmentDefinitions (one per rail) its pods may attach."""
+    leaf_networks: Mapping[str, str] = field(default_factory=dict)
+    """Routed rail blocks: the networks annotation per leaf (a pod attaches its leaf's
+    blocks and runs under that leaf); ``networks`` is then empty and a job must pick a
+    leaf (``on_one_leaf``)."""
+    leaf_label: str | None = None
+    """The node label naming the leaf, where ``leaf_networks`` is set."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    """Node labels the tenant's pods must carry beyond the GPU nodes' (a pinned leaf)."""
 
 
 @dataclass(frozen=True)

@@ -159,16 +159,57 @@ def nccl_env(fabric: Fabric, facts: FabricFacts) -> dict[str, str]:
 
 
 def networks_annotation(
-    facts: FabricFacts, tenant_namespace: str, rails: Sequence[RailFacts] | None = None
+    facts: FabricFacts,
+    tenant_namespace: str,
+    rails: Sequence[RailFacts] | None = None,
+    leaf: str | None = None,
 ) -> str:
     """Value of k8s.v1.cni.cncf.io/networks attaching every rail (or ``rails``) with a
-    stable name."""
+    stable name; a rail routed per leaf attaches its block under ``leaf``. ValueError when
+    such a rail has no block there (or no leaf is given)."""
     ns = facts.networks_namespace or tenant_namespace
     entries = [
-        {"name": r.nad, "namespace": ns, "interface": r.pod_interface}
+        {"name": _rail_network(r, leaf), "namespace": ns, "interface": r.pod_interface}
         for r in (facts.rails if rails is None else rails)
     ]
     return json.dumps(entries, separators=(",", ":"))
+
+
+def _rail_network(rail: RailFacts, leaf: str | None) -> str:
+    if not rail.blocks:
+        return rail.nad
+    for block in rail.blocks:
+        if block.leaf == leaf:
+            return block.nad
+    leaves = ", ".join(b.leaf for b in rail.blocks)
+    raise ValueError(f"rail {rail.name} is routed per leaf ({leaves}): pick one of them")
+
+
+def block_leaves(facts: FabricFacts) -> tuple[str, ...]:
+    """The leaves every routed rail has a block under (empty without routed rails)."""
+    routed = [r for r in facts.rails if r.blocks]
+    if not routed:
+        return ()
+    common = set.intersection(*({b.leaf for b in r.blocks} for r in routed))
+    return tuple(b.leaf for b in routed[0].blocks if b.leaf in common)
+
+
+def leaf_wiring(facts: FabricFacts, namespace: str) -> dict[str, str]:
+    """The networks annotation per leaf of a fabric with routed rails (else empty)."""
+    return {leaf: networks_annotation(facts, namespace, leaf=leaf) for leaf in block_leaves(facts)}
+
+
+def on_one_leaf(contract: TenantContract, leaf: str) -> TenantContract:
+    """A tenant's pod contract pinned under one leaf of a routed fabric: that leaf's
+    networks, and a node selector on the leaf label. ValueError for another leaf."""
+    if leaf not in contract.leaf_networks or contract.leaf_label is None:
+        known = ", ".join(contract.leaf_networks) or "none: no rail is routed per leaf"
+        raise ValueError(f"{leaf!r} is not a leaf of this fabric's routed rails; accepted: {known}")
+    return replace(
+        contract,
+        networks=contract.leaf_networks[leaf],
+        node_selector={**contract.node_selector, contract.leaf_label: leaf},
+    )
 
 
 def on_one_rail(facts: FabricFacts, contract: TenantContract, rail: str) -> TenantContract:
@@ -185,10 +226,15 @@ def on_one_rail(facts: FabricFacts, contract: TenantContract, rail: str) -> Tena
         env["NCCL_IB_HCA"] = "=" + one.hca
     return replace(
         contract,
-        networks=networks_annotation(facts, contract.namespace, [one]),
+        networks=networks_annotation(facts, contract.namespace, [one], _pinned_leaf(contract)),
         rdma_resources={one.resource: 1} if one.resource is not None else {},
         nccl_env=env,
     )
+
+
+def _pinned_leaf(contract: TenantContract) -> str | None:
+    label = contract.leaf_label
+    return contract.node_selector.get(label) if label is not None else None
 
 
 def job_kinds(model: StackModel) -> tuple[JobKind, ...]:
@@ -263,7 +309,9 @@ def tenant_contracts(
     return {
         t.namespace: TenantContract(
             namespace=t.namespace,
-            networks=networks_annotation(fabric, t.namespace),
+            networks="" if block_leaves(fabric) else networks_annotation(fabric, t.namespace),
+            leaf_networks=leaf_wiring(fabric, t.namespace),
+            leaf_label=next((b.leaf_label for r in fabric.rails for b in r.blocks), None),
             rdma_resources=fabric.rdma_resources,
             nccl_env=env,
             queue=authority.queue_name(t.namespace),

@@ -150,6 +150,11 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
+    p.add_argument(
+        "--leaf",
+        help="where rails are routed per leaf (fabric.rails[].blocks): the leaf the test runs "
+        "under, attaching that leaf's networks (a sweep then covers that leaf's nodes)",
+    )
     _timeout_arg(p, NCCL_TIMEOUT, "; with --sweep, each of its jobs")
     p.add_argument(
         "--sweep-timeout",

@@ -207,7 +207,9 @@ def _sweep_job(
 ) -> dict[str, Any]:  # fmt: skip
     """The tenant's acceptance MPIJob pinned to ``pair`` (on ``rail`` alone when given)."""
     name = f"{args.name}-r{round_}-{index}"
-    return nccl.acceptance_job(plan, args.tenant, 2, args.image, name, pin_nodes=pair, rail=rail)
+    return nccl.acceptance_job(
+        plan, args.tenant, 2, args.image, name, pin_nodes=pair, rail=rail, leaf=args.leaf
+    )
 
 
 def _sweep_dry_run(plan: Plan, args: argparse.Namespace) -> int:
@@ -246,11 +248,23 @@ def _skip_reason(node: dict[str, Any]) -> str | None:
     return None
 
 
-def _sweep_nodes(kube: Kube, plan: Plan) -> tuple[list[str], dict[str, list[str]]]:
-    """The GPU nodes a sweep pairs, and those it leaves out by reason (said on stderr)."""
+def _leaf_of(node: Any, label: str) -> str | None:
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    value = labels.get(label) if isinstance(labels, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _sweep_nodes(
+    kube: Kube, plan: Plan, leaf: str | None = None, leaf_label: str | None = None
+) -> tuple[list[str], dict[str, list[str]]]:
+    """The GPU nodes a sweep pairs (those under ``leaf`` when given), and those it leaves
+    out by reason (said on stderr)."""
     names: list[str] = []
     skipped: dict[str, list[str]] = {key: [] for key, _ in _SKIP_REASONS}
     for node in cluster.gpu_nodes(kube, plan.facts):
+        if leaf is not None and leaf_label is not None and _leaf_of(node, leaf_label) != leaf:
+            continue  # another leaf's nodes cannot attach this leaf's networks
         why = _skip_reason(node)
         try:
             name = name_of(node)
@@ -368,9 +382,13 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
     if args.dry_run:
         return _sweep_dry_run(plan, args)
+    # a request the stack cannot run (tenant, kind, leaf) is refused before any API call
+    nccl.acceptance_job(plan, args.tenant, 2, args.image, args.name, leaf=args.leaf)
     kube = _kube(plan, args, sweep_=True)
     with kube.limit(args.timeout):
-        names, skipped = _sweep_nodes(kube, plan)
+        contract = plan.facts.tenants.get(args.tenant)
+        label = contract.leaf_label if contract is not None else None
+        names, skipped = _sweep_nodes(kube, plan, args.leaf, label)
     if len(names) < 2:
         print(
             "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
@@ -395,7 +413,9 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     if args.sweep_timeout is not None:
         problem = Problem("--sweep-timeout", f"{args.sweep_timeout:g}: applies only with --sweep")
         raise StackError("gpufabric verify", [problem])
-    job = nccl.acceptance_job(plan, args.tenant, args.nodes, args.image, args.name)
+    job = nccl.acceptance_job(
+        plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)
+    )
     if args.dry_run:
         from gpufabric.outputs.render import to_yaml
 

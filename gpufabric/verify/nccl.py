@@ -130,14 +130,16 @@ def acceptance_job(
     name: str = DEFAULT_NAME,
     pin_nodes: tuple[str, ...] = (),
     rail: str | None = None,
+    leaf: str | None = None,
 ) -> dict[str, Any]:
     """The job ``verify nccl`` submits; StackError naming the option when it cannot run.
+    ``leaf``: the leaf it runs under where rails are routed per leaf (required there).
     With ``pin_nodes`` its GPU pods run on exactly those nodes (a sweep's pair); with
     ``rail`` its pods attach only that rail, and NCCL can use no other."""
     kind = plan.facts.operators.acceptance_kind
     if kind is None:
         raise StackError("gpufabric verify nccl", [_no_acceptance_kind(plan)])
-    req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name)
+    req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf)
     w = wiring_for(plan, req)
     overrides: dict[str, str] = {}
     if rail is not None:

@@ -99,9 +99,12 @@ def assert_outputs_agree(name: str, config: dict[str, Any]) -> None:
             assert obj.body["data"] == dict(contract.nccl_env)
             annotations = obj.body["metadata"]["annotations"]
             assert annotations["gpufabric.io/networks"] == contract.networks
+            for leaf, networks in contract.leaf_networks.items():
+                assert annotations[f"gpufabric.io/networks-{leaf}"] == networks
     tenant = next(iter(facts.tenants), None)
     if tenant and "mpijob" in facts.operators.job_kinds:
-        job = job_manifest(plan, JobRequest(tenant=tenant, kind="mpijob"))
+        leaf = next(iter(facts.tenants[tenant].leaf_networks), None)
+        job = job_manifest(plan, JobRequest(tenant=tenant, kind="mpijob", leaf=leaf))
         worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
         limits = worker["spec"]["containers"][0]["resources"]["limits"]
         assert {k: v for k, v in limits.items() if k != "nvidia.com/gpu"} == dict(

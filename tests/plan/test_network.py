@@ -303,9 +303,7 @@ def test_example_stacks_have_no_warnings(name: str) -> None:
 
     # The one expected warning: the pinned GPU Operator / Network Operator pair is not in
     # NVIDIA's GPUDirect RDMA matrix (see gpudirectPairs in manifests/versions.yaml).
-    # routed-b200 also: jobs do not pin pods to a leaf block yet (README, "Routed rails").
-    expected = {"versions"} | ({"fabric.rails[0].blocks"} if name == "routed-b200" else set())
-    others = [w for w in stack_warnings(load_stack(name).model) if w.path not in expected]
+    others = [w for w in stack_warnings(load_stack(name).model) if w.path != "versions"]
     assert others == []
 
 

@@ -139,7 +139,10 @@ def test_acceptance_mpijob_validates_against_the_crd(stack: str, crd_dir: Path) 
     model = load_stack(stack, None).model
     if not model.training.mpiOperator or not model.tenants:
         pytest.skip("stack runs no MPIJobs")
-    body = nccl.acceptance_job(build_plan(stack, model), model.tenants[0].namespace, 2)
+    plan = build_plan(stack, model)
+    tenant = model.tenants[0].namespace
+    leaf = next(iter(plan.facts.tenants[tenant].leaf_networks), None)  # routed per leaf
+    body = nccl.acceptance_job(plan, tenant, 2, leaf=leaf)
     report = validate_objects([body], model.cluster.kubernetes_minor, crd_dir)
     assert report.ok, report.errors
     assert report.checked_custom == 1
