@@ -177,6 +177,8 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
 STORAGE_TIMEOUT = 300.0
 """Seconds each ``verify storage`` pod may take (scheduling, mounting, its I/O)."""
 STORAGE_PARALLEL = 4
+STORAGE_MIB = 1024
+"""MiB ``verify storage`` writes and reads per node and writable claim."""
 
 
 def _positive(text: str) -> int:
@@ -227,6 +229,13 @@ def _storage_parser(vsub: Any, stack_arg: Any) -> None:
         type=_positive,
         default=STORAGE_PARALLEL,
         help=f"pods at once (default {STORAGE_PARALLEL}); they share the storage server",
+    )
+    p.add_argument(
+        "--size-mib",
+        type=_positive,
+        default=STORAGE_MIB,
+        metavar="MIB",
+        help=f"MiB each node writes and reads per writable claim (default {STORAGE_MIB})",
     )
     p.add_argument("--image", help="image with sh, cat and dd (default: the pinned probe image)")
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)

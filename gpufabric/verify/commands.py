@@ -449,7 +449,9 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     targets = _storage_targets(plan, args.tenant)
     default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
     mbps = args.min_throughput if args.min_throughput is not None else default_mbps
-    judge = storage.Judge(mbps, "--min-throughput" if args.min_throughput else source)
+    judge = storage.Judge(
+        mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
+    )
     image = args.image or plan.components["probe-image"].image_ref or ""
     opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
     kube = _kube(plan, args)

@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.verify import mountstats
+from gpufabric.verify.arguments import STORAGE_MIB
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 THROUGHPUT_FRACTION = 0.05
 """Default --min-throughput: this fraction of one rail's line rate (one ``dd`` stream of
 one node, against a server every node shares: a floor that a mount over the wrong network
 or a degraded path misses, not a benchmark target)."""
-DD_MIB = 1024
-"""MiB each node writes and reads per writable claim."""
+DD_MIB = STORAGE_MIB
+"""MiB each node writes and reads per writable claim (--size-mib)."""
 MARKER = "==> gpufabric-storage: {step} <=="
 _MARKER = re.compile(r"^==> gpufabric-storage: (?P<step>[a-z0-9 -]+) <==$")
 _STATUS = re.compile(r"^rc (?P<rc>[0-9]{1,3})$")
