@@ -23,7 +23,8 @@ NCCL_TIMEOUT = 1800
 
 _VERIFY_HELP = """\
 Prove a cluster built from the stack works: node preflight, checks inside training pods,
-readiness of everything the stack installs, and the NCCL acceptance test.
+readiness of everything the stack installs, the NCCL acceptance test, and the tenants'
+shared storage.
 
 exit codes: 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could not be decided, or the NCCL
 run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at all.

@@ -439,6 +439,8 @@ def judge_readback(
 ) -> Check:
     """The token ``writer``'s node wrote is what ``reader``'s node reads (RWX)."""
     cid = _cid(claim, "readback")
+    if reader is None:
+        return error(cid, writer.node, "no other node to read it back (needs two GPU nodes)")
     wrote = writer.steps.get(f"token {index}")
     if wrote is None or wrote.rc is None:
         return error(cid, writer.node, writer.why_missing(f"token {index}"))
@@ -447,8 +449,6 @@ def judge_readback(
             cid, writer.node, f"could not write to {claim.mount_path}: {wrote.output[-200:]}",
             "permissions of the claim's sub-directory on the server (owner, mode, root squash)",
         )  # fmt: skip
-    if reader is None:
-        return error(cid, writer.node, "no other node to read it back (needs two GPU nodes)")
     step = reader.steps.get(f"readback {index}")
     if step is None or step.rc is None:
         return error(cid, writer.node, reader.why_missing(f"readback {index}"))

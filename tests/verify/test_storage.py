@@ -281,7 +281,7 @@ def test_a_missing_or_foreign_read_back_fails() -> None:
     other = result("\n".join([m(step="readback 0"), "0" * 32, m(step="rc 0")]), "gpu-node-1")
     assert storage.judge_readback(writer, other, target().claims[0], 0, TOKEN).status == "FAIL"
     denied = result(log(fixture("nfs-rdma.mountstats"), token_rc=1))
-    assert storage.judge_readback(denied, None, target().claims[0], 0, TOKEN).status == "FAIL"
+    assert storage.judge_readback(denied, other, target().claims[0], 0, TOKEN).status == "FAIL"
     alone = storage.judge_readback(writer, None, target().claims[0], 0, TOKEN)
     assert alone.status == "ERROR"
 
