@@ -383,3 +383,23 @@ def test_a_pod_whose_deletion_fails_is_named_with_a_command_that_deletes_it(
     )
     assert done.returncode == 0, done.stderr
     assert no_pods_left(fake)
+
+
+def test_a_malformed_pod_answer_is_an_error_not_a_verdict(
+    fake: FakeKube, kubelet: Kubelet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GET of a pod answered with another object (or a phase that is not a string) is
+    never read as that pod's outcome."""
+
+    def another_object(method: str, raw: str, code: int, body: Any) -> tuple[int, Any] | None:
+        ours = method == "GET" and "/pods/gpufabric-storage-" in raw and code == 200
+        if ours and not raw.endswith("/log") and isinstance(body, dict):
+            return 200, {**body, "metadata": {**body["metadata"], "name": "someone-else"}}
+        return None
+
+    fake.mutators.append(another_object)
+    code, doc, _ = run(fake, tmp_path, capsys, "--sample", "2")
+    assert code == 5
+    assert {c["status"] for c in doc["checks"]} == {"ERROR"}
+    assert "another object" in doc["checks"][0]["message"]
+    assert no_pods_left(fake)
