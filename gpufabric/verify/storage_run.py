@@ -49,6 +49,8 @@ class Runner:
     progress: Callable[[str], None] = lambda _msg: None
     stop: threading.Event = field(default_factory=threading.Event)
     created: list[dict[str, Any]] = field(default_factory=list)
+    gone: set[str] = field(default_factory=set)
+    """Names of the created pods whose deletion was confirmed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: Callable[[], float] = time.monotonic
 
@@ -123,6 +125,8 @@ class Runner:
         with self.kube.grace():
             try:
                 if self.kube.remove(body):
+                    with self.lock:
+                        self.gone.add(meta["name"])
                     return True
                 why = "its deletion could not be confirmed in time"
             except KubeError as exc:
@@ -136,7 +140,7 @@ class Runner:
         self.stop.set()
         with shielded():
             with self.lock:
-                created = list(self.created)
+                created = [b for b in self.created if b["metadata"]["name"] not in self.gone]
             for body in created:
                 self.remove(body)
 

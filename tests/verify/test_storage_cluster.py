@@ -185,6 +185,8 @@ def test_every_node_proves_rdma_rwx_and_throughput(
     assert readback[0]["message"] == "written here, read back on gpu-node-1"
     assert len(kubelet.ran) == 6  # a write and a read-back pod per node
     assert no_pods_left(fake)
+    deletes = [path for method, path in fake.requests if method == "DELETE"]
+    assert len(deletes) == 6  # each pod once: a confirmed deletion is not asked again
     shared = tmp_path / "volumes" / "shared" / "claim-0"
     assert list(shared.iterdir()) == []  # the read-back round removed the run's files
     assert "team-vision: write round on 3 GPU nodes" in err
