@@ -23,7 +23,8 @@ NCCL_TIMEOUT = 1800
 
 _VERIFY_HELP = """\
 Prove a cluster built from the stack works: node preflight, checks inside training pods,
-readiness of everything the stack installs, and the NCCL acceptance test.
+readiness of everything the stack installs, the NCCL acceptance test, and the tenants'
+shared storage.
 
 exit codes: 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could not be decided, or the NCCL
 run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at all.
@@ -65,12 +66,12 @@ def _kube_args(p: argparse.ArgumentParser) -> None:
 def add_parser(sub: Any, stack_arg: Any) -> None:
     verify = sub.add_parser(
         "verify",
-        help="prove a cluster built from the stack works: nodes, pods, cluster, nccl",
+        help="prove a cluster built from the stack works: nodes, pods, cluster, nccl, storage",
         description=_VERIFY_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     vsub = verify.add_subparsers(dest="verify_command", required=True, metavar="CHECK")
-    for add in (_nodes_parser, _pods_parser, _cluster_parser, _nccl_parser):
+    for add in (_nodes_parser, _pods_parser, _cluster_parser, _nccl_parser, _storage_parser):
         add(vsub, stack_arg)
 
 
@@ -175,6 +176,75 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
     )
+    _kube_args(p)
+    _outputs(p)
+
+
+STORAGE_TIMEOUT = 300.0
+"""Seconds each ``verify storage`` pod may take (scheduling, mounting, its I/O)."""
+STORAGE_PARALLEL = 4
+STORAGE_MIB = 1024
+"""MiB ``verify storage`` writes and reads per node and writable claim."""
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a whole number >= 1")
+    return int(text)
+
+
+def _throughput(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of MB/s") from None
+    if not (value > 0 and value < 1e7):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected MB/s > 0")
+    return value
+
+
+def _storage_parser(vsub: Any, stack_arg: Any) -> None:
+    p = vsub.add_parser(
+        "storage",
+        help="each tenant's claims from pods on the GPU nodes: transport, RWX, throughput",
+    )
+    stack_arg(p)
+    p.add_argument("--tenant", help="only this tenant namespace (default: every tenant)")
+    p.add_argument(
+        "--sample",
+        type=_positive,
+        metavar="N",
+        help="N GPU nodes per tenant, chosen at random (default: every Ready GPU node)",
+    )
+    p.add_argument(
+        "--min-throughput",
+        type=_throughput,
+        metavar="MBPS",
+        help="sequential write and read threshold per node in MB/s (default: 5%% of one "
+        "rail's line rate, e.g. 2500 for 400 Gb/s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=STORAGE_TIMEOUT,
+        help=f"seconds each pod may take (default {STORAGE_TIMEOUT:g}); deleting it may "
+        "take 30 s more",
+    )
+    p.add_argument(
+        "--parallel",
+        type=_positive,
+        default=STORAGE_PARALLEL,
+        help=f"pods at once (default {STORAGE_PARALLEL}); they share the storage server",
+    )
+    p.add_argument(
+        "--size-mib",
+        type=_positive,
+        default=STORAGE_MIB,
+        metavar="MIB",
+        help=f"MiB each node writes and reads per writable claim (default {STORAGE_MIB})",
+    )
+    p.add_argument("--image", help="image with sh, cat and dd (default: the pinned probe image)")
+    p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     _kube_args(p)
     _outputs(p)
 

@@ -29,6 +29,8 @@ from gpufabric.verify import (
     nccl_report,
     nodes,
     probe_daemonset,
+    storage,
+    storage_run,
     sweep,
 )
 from gpufabric.verify.interrupts import (
@@ -445,11 +447,67 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     return doc.exit_code
 
 
+def _storage_targets(plan: Plan, tenant: str | None) -> list[storage.StorageTarget]:
+    """The tenants' claims to prove; StackError (exit 2) when there are none or --tenant
+    names a tenant without claims."""
+    targets = list(storage.targets_from_plan(plan))
+    if not targets:
+        problem = Problem("storage", "the stack gives its tenants no storage claims to verify")
+        raise StackError("gpufabric verify storage", [problem])
+    if tenant is None:
+        return targets
+    chosen = [t for t in targets if tenant in (t.tenant, t.namespace)]
+    if not chosen:
+        known = ", ".join(t.namespace for t in targets)
+        problem = Problem("--tenant", f"{tenant[:60]!r} has no storage claims; accepted: {known}")
+        raise StackError("gpufabric verify storage", [problem])
+    return chosen
+
+
+def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
+    """``verify storage``: each tenant's claims proven from pods on its GPU nodes."""
+    targets = _storage_targets(plan, args.tenant)
+    default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
+    mbps = args.min_throughput if args.min_throughput is not None else default_mbps
+    judge = storage.Judge(
+        mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
+    )
+    image = args.image or plan.components["probe-image"].image_ref or ""
+    opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
+    kube = _kube(plan, args)
+    kube.set_timeout(None)  # --timeout bounds each pod, not the command
+    with kube.limit(args.timeout):
+        names, skipped = _sweep_nodes(kube, plan)
+    if not names:
+        print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
+        return Verdict.INCONCLUSIVE.exit_code
+    runner = storage_run.Runner(kube, args.timeout, args.poll, args.parallel, progress=_progress)
+    checks: list[Check] = []
+    try:
+        for target in targets:
+            nodes_ = storage.sample(names, args.sample)
+            checks += storage_run.verify_tenant(runner, target, nodes_, opts)
+    finally:
+        runner.cleanup()
+    for why, which in _skipped(skipped):
+        checks += [skipped_check("storage.node", name, f"not checked: {why}") for name in which]
+    checks.sort(key=lambda c: (c.target, c.check))
+    suite = f"storage ({plan.stack}, threshold {_threshold_words(judge)})"
+    return _report(args, suite, checks)
+
+
+def _threshold_words(judge: storage.Judge) -> str:
+    if judge.min_mbps is None:
+        return "none"
+    return f"{judge.min_mbps:g} MB/s from {judge.threshold_source}"
+
+
 COMMANDS: dict[str, Callable[[Plan, argparse.Namespace], int]] = {
     "nodes": cmd_nodes,
     "pods": cmd_pods,
     "cluster": cmd_cluster,
     "nccl": cmd_nccl,
+    "storage": cmd_storage,
 }
 """``gpufabric verify <check>``: one handler per check, each reading the stack's Plan."""
 
