@@ -89,6 +89,11 @@ def _report_args(p: argparse.ArgumentParser) -> None:
         ("--cluster", "cluster checks", "verify cluster --json"),
         ("--nccl", "NCCL acceptance", "nccl-report --json or verify nccl --json"),
         ("--sweep", "NCCL sweep", "verify nccl --sweep --json"),
+        (
+            "--storage",
+            "shared storage checks, where the stack has storage",
+            "verify storage --json",
+        ),
     ):
         p.add_argument(
             option, action="append", type=Path, metavar="FILE", help=f"{title}: `{command}`"
@@ -100,7 +105,8 @@ def _report_args(p: argparse.ArgumentParser) -> None:
 def cmd_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     from gpufabric.outputs import report
 
-    given = {opt: getattr(args, opt[2:]) or [] for opt, _t, _c in report.INPUTS}
+    every = report.INPUTS + report.OPTIONAL_INPUTS
+    given = {opt: getattr(args, opt[2:]) or [] for opt, _t, _c in every}
     inputs = report.load(given, args.title)
     page = report.render_html(inputs)
     verdict = report.overall(inputs)

@@ -350,7 +350,7 @@ def failures(inputs: Inputs) -> list[Failure]:
             pairs = "; ".join(f"round {r} with {p}: {v}" for r, p, v in node.pairs)
             key = ("NCCL sweep", "nccl.sweep", status, hint)
             groups.setdefault(key, []).append((node.name, pairs or "no pair ran"))
-    order = {title: i for i, (_o, title, _c) in enumerate(INPUTS)}
+    order = {title: i for i, (_o, title, _c) in enumerate(INPUTS + OPTIONAL_INPUTS)}
     out = [Failure(s, c, st, h, tuple(sorted(w))) for (s, c, st, h), w in groups.items()]
     return sorted(out, key=lambda f: (f.status != "FAIL", order[f.section], f.check, f.hint))
 
@@ -497,6 +497,10 @@ INPUTS: tuple[tuple[str, str, str], ...] = (
     ("--sweep", "NCCL sweep", "gpufabric verify nccl --sweep --json"),
 )
 """Every input the page has a place for: option, title, the command that writes it."""
+OPTIONAL_INPUTS: tuple[tuple[str, str, str], ...] = (
+    ("--storage", "Storage checks", "gpufabric verify storage --json"),
+)
+"""Inputs only some stacks have (shared storage): a section when given, nothing when not."""
 
 
 def _missing(source: Source) -> Section:
@@ -512,9 +516,9 @@ def load(files: Mapping[str, Sequence[Path]], title: str | None = None) -> Input
     """Read every given input (option -> files); an input not given is a section that
     says so. Raises StackError for a file that is not the document its option takes."""
     inputs = Inputs(title=title or Inputs.title)
-    for option, name, command in INPUTS:
+    for option, name, command in INPUTS + OPTIONAL_INPUTS:
         paths = list(files.get(option) or [])
-        if not paths:
+        if not paths and (option, name, command) in INPUTS:
             inputs.sections.append(_missing(Source(option, name, command)))
         for path in paths:
             source = Source(option, name, command, str(path), None)
@@ -542,6 +546,7 @@ def _add(inputs: Inputs, source: Source, path: Path) -> None:
 
 __all__ = [
     "INPUTS",
+    "OPTIONAL_INPUTS",
     "Inputs",
     "chart",
     "checks_section",

@@ -393,3 +393,31 @@ def test_impossible_bandwidths_are_left_out_of_the_chart(value: float) -> None:
         assert chart is None
     html = report.render_html(report.Inputs(runs=runs))
     assert ("No size rows to draw" in html) is (value != 0.0)
+
+
+def _storage_doc(tmp_path: Path, fell_back: bool) -> Path:
+    """A `verify storage --json` document, as the shared verify results write it."""
+    checks = [passed("storage.team-a.checkpoints.transport", "gpu-node-1", "over rdma")]
+    if fell_back:
+        checks.append(
+            failed(
+                "storage.team-a.checkpoints.transport",
+                "gpu-node-2",
+                "/checkpoints runs over tcp, not rdma (fell back)",
+                "load rpcrdma on the node; nfsd must listen on 20049",
+            )
+        )
+    path = tmp_path / f"storage-{fell_back}.json"
+    path.write_text(json.dumps(document("storage (lab-roce)", checks)), encoding="utf-8")
+    return path
+
+
+def test_storage_checks_join_the_report_when_given(tmp_path: Path, well: dict[str, Path]) -> None:
+    """Stacks with shared storage hand `verify storage --json` over too: a mount that fell
+    back to TCP fails the page with its fix; a stack without storage needs no such input."""
+    ok = page(tmp_path, [*args_for(well), "--storage", str(_storage_doc(tmp_path, False))], 0)
+    assert "Storage checks" in ok
+    bad = page(tmp_path, [*args_for(well), "--storage", str(_storage_doc(tmp_path, True))], 4)
+    assert "runs over tcp, not rdma (fell back)" in bad
+    assert "load rpcrdma on the node" in bad
+    assert "Storage checks" not in page(tmp_path, args_for(well), 0)
