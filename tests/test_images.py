@@ -191,6 +191,23 @@ def test_images_cli_text_json_and_refs(capsys: pytest.CaptureFixture[str]) -> No
     assert all(len(line.split()) == 2 for line in lines)  # prod-ib mirrors everything
 
 
+def test_images_tell_how_to_make_the_file_a_file_mirror_serves_for_a_git_base(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["images", "--stack", "prod-ib", "--format", "json"]) == 0
+    manifests = {m["component"]: m for m in json.loads(capsys.readouterr().out)["manifests"]}
+    training = manifests["training-operator"]
+    assert training["build_file"] == "trainer-v1.9.4-standalone.yaml"
+    assert training["build"] == (
+        f"kubectl kustomize '{training['url']}' > trainer-v1.9.4-standalone.yaml"
+    )
+    assert training["pulled_url"].endswith("/trainer/v1.9.4/manifests/overlays/standalone.yaml")
+    assert "build" not in manifests["multus"]  # a plain file is copied as it is
+    assert main(["images", "--stack", "prod-ib"]) == 0
+    text = capsys.readouterr().out
+    assert f"{training['build']} ; then serve trainer-v1.9.4-standalone.yaml at" in text
+
+
 # ------------------------------------------------------------------- overridden stack render
 
 

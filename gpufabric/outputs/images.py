@@ -7,13 +7,19 @@ import json
 
 from gpufabric.plan.pulls import Manifest, StackSources
 
+_BUILD = ("build", "build_file")
+"""Manifest keys only a kustomize git base served by a file mirror has."""
+
 
 def to_json(pulled: StackSources) -> str:
     doc = {
         "stack": pulled.stack,
         "mirrored": pulled.mirrored,
         "charts": [c.__dict__ for c in pulled.charts],
-        "manifests": [m.__dict__ for m in pulled.manifests],
+        "manifests": [
+            {k: v for k, v in m.__dict__.items() if v is not None or k not in _BUILD}
+            for m in pulled.manifests
+        ],
         "images": [
             {
                 "image": i.upstream,
