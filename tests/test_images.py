@@ -15,7 +15,7 @@ from conftest import EXAMPLE_STACKS, REPO, SHARED, example_config
 from kustomize_lite import build
 
 from gpufabric.cli import main
-from gpufabric.model.sources import Mirrors, full_name, split_registry, split_tag
+from gpufabric.model.sources import Mirrors, full_name, remote_base, split_registry, split_tag
 from gpufabric.model.versions import load_catalog
 from gpufabric.outputs.render import render_files
 from gpufabric.plan.build import Plan, build_plan
@@ -191,6 +191,23 @@ def test_images_cli_text_json_and_refs(capsys: pytest.CaptureFixture[str]) -> No
     assert all(len(line.split()) == 2 for line in lines)  # prod-ib mirrors everything
 
 
+def test_images_tell_how_to_make_the_file_a_file_mirror_serves_for_a_git_base(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["images", "--stack", "prod-ib", "--format", "json"]) == 0
+    manifests = {m["component"]: m for m in json.loads(capsys.readouterr().out)["manifests"]}
+    training = manifests["training-operator"]
+    assert training["build_file"] == "trainer-v1.9.4-standalone.yaml"
+    assert training["build"] == (
+        f"kubectl kustomize '{training['url']}' > trainer-v1.9.4-standalone.yaml"
+    )
+    assert training["pulled_url"].endswith("/trainer/v1.9.4/manifests/overlays/standalone.yaml")
+    assert "build" not in manifests["multus"]  # a plain file is copied as it is
+    assert main(["images", "--stack", "prod-ib"]) == 0
+    text = capsys.readouterr().out
+    assert f"{training['build']} ; then serve trainer-v1.9.4-standalone.yaml at" in text
+
+
 # ------------------------------------------------------------------- overridden stack render
 
 
@@ -258,7 +275,51 @@ def test_mirrored_overlays_rename_images_and_keep_the_pinned_tags() -> None:
     to = plan.item("training/training-operator").payload
     assert isinstance(to, KustomizeOverlay)
     text = to.files()["kustomization.yaml"]
-    assert f"https://{MIRROR}/upstream/github.com/kubeflow/trainer//manifests" in text
+    # a plain file mirror serves the git base as the one file rendered from it at the tag
+    served = f"https://{MIRROR}/upstream/github.com/kubeflow/trainer/v1.9.4/manifests/overlays"
+    assert f'"{served}/standalone.yaml"' in text
+    assert "?ref=" not in text
+
+
+@pytest.mark.parametrize(
+    ("url", "served", "local"),
+    [
+        (
+            "https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref=v1.9.4",
+            "github.com/kubeflow/trainer/v1.9.4/manifests/overlays/standalone.yaml",
+            "trainer-v1.9.4-standalone.yaml",
+        ),
+        (  # nested groups, a trailing slash, other query parameters, a ref with a slash
+            "https://git.example/a/b/repo//deploy/base/?timeout=90s&ref=release/1.2",
+            "git.example/a/b/repo/release/1.2/deploy/base.yaml",
+            "repo-release-1.2-base.yaml",
+        ),
+    ],
+)
+def test_a_kustomize_git_base_is_served_as_one_rendered_file(
+    url: str, served: str, local: str
+) -> None:
+    base = remote_base(url)
+    assert base is not None
+    assert (base.served_path, base.local_file) == (served, local)
+    assert base.build_command == f"kubectl kustomize '{url}' > {local}"
+    assert Mirrors(manifests="https://files.example/up").manifest(url) == (
+        f"https://files.example/up/{served}"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://raw.githubusercontent.com/o/r/v1/f.yaml",  # a plain file
+        "https://github.com/o/r//dir",  # no tag: not pinned, nothing to render once
+        "https://github.com/o/r//dir?ref=",
+        "http://github.com/o/r//dir?ref=v1",
+        "https://github.com/o/r//?ref=v1",
+    ],
+)
+def test_other_urls_are_no_remote_base(url: str) -> None:
+    assert remote_base(url) is None
 
 
 def test_without_sources_overlays_name_no_mirror() -> None:

@@ -59,7 +59,7 @@ TOOLS = {
     "make": "this project's Makefile",
 }
 PULUMI = {"up", "preview", "stack", "config", "state", "destroy"}
-KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete", "label"}
+KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete", "label", "kustomize"}
 
 
 def runbook(name: str) -> str:

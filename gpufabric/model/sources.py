@@ -8,11 +8,15 @@ registry serves:
   ``nvcr.io/nvidia/driver:595.91.07`` is pulled as ``registry.example.com/nvcr/nvidia/driver:595.91.07``;
   Docker Hub short names are expanded first (``alpine`` is ``docker.io/library/alpine``);
 - a chart repository URL (HTTP or ``oci://``) maps to another chart repository URL;
-- upstream manifests (``https://HOST/PATH``) are fetched from ``BASE/HOST/PATH``.
+- upstream manifests (``https://HOST/PATH``) are fetched from ``BASE/HOST/PATH``; a
+  kustomize remote base (``https://HOST/OWNER/REPO//DIR?ref=TAG``), which a plain file server
+  cannot serve, is fetched as one file rendered from it, ``BASE/HOST/OWNER/REPO/TAG/DIR.yaml``
+  (:attr:`RemoteBase.build_command` prints how to make that file on a connected machine).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,11 +83,61 @@ class Mirrors:
         return self.charts.get(url.rstrip("/"), url)
 
     def manifest(self, url: str) -> str:
-        """``https://HOST/PATH`` as ``BASE/HOST/PATH`` when a manifest mirror is set."""
+        """``https://HOST/PATH`` as ``BASE/HOST/PATH`` when a manifest mirror is set; a
+        kustomize remote base as the file rendered from it (:attr:`RemoteBase.served_path`)."""
         if not self.manifests:
             return url
+        base = remote_base(url)
+        if base is not None:
+            return f"{self.manifests.rstrip('/')}/{base.served_path}"
         _, sep, rest = url.partition("://")
         return f"{self.manifests.rstrip('/')}/{rest if sep else url}"
+
+
+@dataclass(frozen=True)
+class RemoteBase:
+    """A kustomize remote base, ``https://HOST/OWNER/REPO//DIR?ref=TAG``: a directory of a git
+    repository at a tag, which only a git server can serve. A plain file mirror serves instead
+    the one file ``kubectl kustomize`` renders from it."""
+
+    url: str
+    repository: str
+    """``HOST/OWNER/REPO`` (more path parts where the host nests groups)."""
+    directory: str
+    ref: str
+
+    @property
+    def served_path(self) -> str:
+        """Where a file mirror serves the rendered file, below its base:
+        ``HOST/OWNER/REPO/TAG/DIR.yaml`` (the layout of raw file hosts)."""
+        return f"{self.repository}/{self.ref}/{self.directory}.yaml"
+
+    @property
+    def local_file(self) -> str:
+        """The file :attr:`build_command` writes: ``REPO-TAG-LASTDIR.yaml``."""
+        name = "-".join(
+            (self.repository.rsplit("/", 1)[-1], self.ref, self.directory.rsplit("/", 1)[-1])
+        )
+        return name.replace("/", "-") + ".yaml"
+
+    @property
+    def build_command(self) -> str:
+        """The command that renders the base into :attr:`local_file`, run on a machine that
+        reaches the repository (kubectl's built-in kustomize clones it with git)."""
+        return f"{shlex.join(['kubectl', 'kustomize', self.url])} > {shlex.quote(self.local_file)}"
+
+
+def remote_base(url: str) -> RemoteBase | None:
+    """``url`` as a kustomize remote base (:class:`RemoteBase`); None for a plain file URL."""
+    scheme, sep, rest = url.partition("://")
+    location, _, query = rest.partition("?")
+    repository, double, directory = location.partition("//")
+    refs = [v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "ref"]
+    ref = refs[-1] if refs else ""
+    repository, directory = repository.strip("/"), directory.strip("/")
+    if not (sep and scheme == "https" and double and repository and directory and ref):
+        return None
+    return RemoteBase(url, repository, directory, ref)
 
 
 NO_MIRRORS = Mirrors()
@@ -116,8 +170,10 @@ __all__ = [
     "DOCKER_HUB",
     "NO_MIRRORS",
     "Mirrors",
+    "RemoteBase",
     "full_name",
     "get_path",
+    "remote_base",
     "set_path",
     "split_registry",
     "split_tag",

@@ -469,11 +469,13 @@ def _training(p: Parts) -> Iterator[Problem]:
             "training",
             "installs no job operator; enable mpiOperator, trainingOperator.schemes or trainer",
         )
-    elif not t.mpiOperator:
+    elif not (t.mpiOperator or t.trainer.enabled):
         yield Problem(
             "training.mpiOperator",
-            "false: `gpufabric verify nccl` runs its acceptance test as an MPIJob and will "
-            "not work on this cluster",
+            "false and training.trainer.enabled false: `gpufabric verify nccl` has no job "
+            "to run its acceptance test as (multi-node nccl-tests needs an MPI launcher, "
+            "which a PyTorchJob lacks); accepted: training.mpiOperator: true (MPIJob) or "
+            "training.trainer.enabled: true (TrainJob)",
             warning=True,
         )
 

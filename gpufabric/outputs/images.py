@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
-from gpufabric.plan.pulls import StackSources
+from gpufabric.plan.pulls import Manifest, StackSources
+
+_BUILD = ("build", "build_file")
+"""Manifest keys only a kustomize git base served by a file mirror has."""
 
 
 def to_json(pulled: StackSources) -> str:
@@ -13,7 +16,10 @@ def to_json(pulled: StackSources) -> str:
         "stack": pulled.stack,
         "mirrored": pulled.mirrored,
         "charts": [c.__dict__ for c in pulled.charts],
-        "manifests": [m.__dict__ for m in pulled.manifests],
+        "manifests": [
+            {k: v for k, v in m.__dict__.items() if v is not None or k not in _BUILD}
+            for m in pulled.manifests
+        ],
         "images": [
             {
                 "image": i.upstream,
@@ -36,6 +42,17 @@ def to_refs(pulled: StackSources) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _build_note(m: Manifest) -> str | None:
+    """How to make the one file a plain file mirror serves for a kustomize git base."""
+    if not m.build:
+        return None
+    return (
+        "a kustomize git base, which a file mirror cannot serve: render it where upstream is "
+        f"reachable (kubectl clones it with git), {m.build} ; then serve {m.build_file} at "
+        "the URL above"
+    )
+
+
 def to_text(pulled: StackSources) -> str:
     out = [
         f"Stack {pulled.stack}: {len(pulled.charts)} charts, {len(pulled.manifests)} "
@@ -55,7 +72,10 @@ def to_text(pulled: StackSources) -> str:
                 for c in pulled.charts
             ],
         ),
-        ("Manifests", [(m.url, m.pulled_url, m.url, None) for m in pulled.manifests]),
+        (
+            "Manifests",
+            [(m.url, m.pulled_url, m.url, _build_note(m)) for m in pulled.manifests],
+        ),
         (
             "Images",
             [

@@ -22,7 +22,7 @@ from typing import Any
 
 from gpufabric.model.config import Sources, StackModel
 from gpufabric.model.problems import Problem
-from gpufabric.model.sources import Mirrors, full_name, split_registry
+from gpufabric.model.sources import Mirrors, full_name, remote_base, split_registry
 from gpufabric.model.versions import load_catalog
 from gpufabric.plan.build import build_plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay
@@ -59,6 +59,10 @@ class Manifest:
     component: str
     url: str
     pulled_url: str
+    build: str | None = None
+    """For a kustomize remote base served by a file mirror: the command that renders it
+    into ``build_file``, the file to serve at ``pulled_url`` (run where upstream is reachable)."""
+    build_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,8 +140,7 @@ def collect(stack: str, model: StackModel) -> StackSources:
                 add(ref, f"{item.id} ({entry.key})", entry.note)
         elif isinstance(payload, KustomizeOverlay):
             component = plan.components[payload.component]
-            url = component.upstream_manifest_url or ""
-            manifests.append(Manifest(component.name, url, mirrors.manifest(url)))
+            manifests.append(_manifest(component.name, component.upstream_manifest_url, mirrors))
             if component.upstream_image_ref:
                 add(component.upstream_image_ref, item.id)
         elif isinstance(payload, K8sObject):
@@ -160,6 +163,17 @@ def collect(stack: str, model: StackModel) -> StackSources:
         pull_secrets=mirrors.pull_secrets,
         system_namespaces=_system_namespaces(plan.items),
     )
+
+
+def _manifest(component: str, url: str | None, mirrors: Mirrors) -> Manifest:
+    """An upstream manifest as a mirrored stack pulls it; a kustomize git base that a file
+    mirror serves comes with the command that renders it into that file."""
+    url = url or ""
+    pulled_url = mirrors.manifest(url)
+    base = remote_base(url) if pulled_url != url else None
+    if base is None:
+        return Manifest(component, url, pulled_url)
+    return Manifest(component, url, pulled_url, base.build_command, base.local_file)
 
 
 def _system_namespaces(items: Iterable[Item]) -> tuple[str, ...]:

@@ -145,7 +145,9 @@ def _cluster_parser(vsub: Any, stack_arg: Any) -> None:
 
 
 def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
-    p = vsub.add_parser("nccl", help="run the NCCL acceptance MPIJob and judge it")
+    p = vsub.add_parser(
+        "nccl", help="run the NCCL acceptance job (MPIJob or TrainJob) and judge it"
+    )
     stack_arg(p)
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")

@@ -207,7 +207,7 @@ def _sweep_job(
     plan: Plan, args: argparse.Namespace, pair: tuple[str, str], round_: int, index: int,
     rail: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The tenant's acceptance MPIJob pinned to ``pair`` (on ``rail`` alone when given)."""
+    """The tenant's acceptance job pinned to ``pair`` (on ``rail`` alone when given)."""
     name = f"{args.name}-r{round_}-{index}"
     return nccl.acceptance_job(
         plan, args.tenant, 2, args.image, name, pin_nodes=pair, rail=rail, leaf=args.leaf
@@ -410,6 +410,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
 
 
 def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
+    nccl.acceptance_kind(plan)  # a stack without an acceptance job: exit 2, no cluster call
     if args.sweep:
         return cmd_sweep(plan, args)
     if args.sweep_timeout is not None:

@@ -32,6 +32,7 @@ from gpufabric.outputs.jobs import (
     wiring_for,
 )
 from gpufabric.plan.build import Plan
+from gpufabric.plan.facts import AcceptanceKind
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
 from gpufabric.verify import nccl_report
@@ -136,9 +137,7 @@ def acceptance_job(
     ``leaf``: the leaf it runs under where rails are routed per leaf (required there).
     With ``pin_nodes`` its GPU pods run on exactly those nodes (a sweep's pair); with
     ``rail`` its pods attach only that rail, and NCCL can use no other."""
-    kind = plan.facts.operators.acceptance_kind
-    if kind is None:
-        raise StackError("gpufabric verify nccl", [_no_acceptance_kind(plan)])
+    kind = acceptance_kind(plan)
     req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf)
     w = wiring_for(plan, req)
     overrides: dict[str, str] = {}
@@ -162,6 +161,16 @@ def acceptance_job(
         for pod in pods:
             pod["affinity"] = _pinned(pin_nodes, shape_of(job).name_label, name)
     return job
+
+
+def acceptance_kind(plan: Plan) -> AcceptanceKind:
+    """The kind the stack's acceptance job runs as; StackError (exit 2, naming ``training``
+    and the options that give one) for a stack without one, before anything is asked of the
+    cluster."""
+    kind = plan.facts.operators.acceptance_kind
+    if kind is None:
+        raise StackError("gpufabric verify nccl", [_no_acceptance_kind(plan)])
+    return kind
 
 
 def _no_acceptance_kind(plan: Plan) -> Problem:

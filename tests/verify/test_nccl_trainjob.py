@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import body, example_config, plan_of
+from builders import body, example_config, model_of, plan_of
 from fake_kube import FakeKube
 from test_nccl import launcher_log
 
 from gpufabric.cli import main
+from gpufabric.model.stackfile import stack_warnings
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import ids
@@ -195,6 +196,34 @@ def test_pytorchjob_only_stack_is_refused_with_what_would_run_it(
     assert "training.mpiOperator: true" in err
     assert "training.trainer.enabled: true" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra", [(), ("--sweep",)])
+def test_pytorchjob_only_stack_is_refused_before_the_cluster_is_asked(
+    fake: FakeKube,
+    tmp_path: Path,
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    extra: tuple[str, ...],
+) -> None:
+    """The sweep asked the cluster for its nodes first and only then found that the stack
+    has no acceptance job (exit 3 without a cluster): bad input is exit 2, nothing asked."""
+    path = write_stack(config(PYTORCH_ONLY), "pytorch-only")
+    code = main(argv(fake, tmp_path, path, *extra))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "training: this stack runs pytorchjob" in err
+    assert fake.requests == []
+
+
+def test_only_a_stack_without_an_acceptance_job_is_warned_about_it() -> None:
+    """A TrainJob-accepted stack was warned that verify nccl "runs as an MPIJob and will not
+    work"; only a stack with neither MPI launcher is, with the options that give it one."""
+    assert not [str(w) for w in stack_warnings(model_of(config(TRAINER_ONLY)))]
+    [warning] = [str(w) for w in stack_warnings(model_of(config(PYTORCH_ONLY)))]
+    assert warning.startswith("training.mpiOperator: false and training.trainer.enabled false")
+    assert "training.mpiOperator: true (MPIJob)" in warning
+    assert "training.trainer.enabled: true (TrainJob)" in warning
 
 
 # ------------------------------------------------------------------- against the fake
