@@ -1,0 +1,419 @@
+"""The sweep's planner and judge: which pairs run in each round, and what the results say.
+
+Pure: no cluster, no clock. The same nodes, topology and results give the same rounds and the
+same verdicts (pairings are ordered by a SHA-256 of the round and the node name, never by
+Python's per-process hash).
+
+Rounds. ``confirm`` (C) screening rounds pair nodes under the same leaf switch, each round with
+partners not met before; then one round per switch level pairs nodes across it (across leaves
+under one spine, across spines), so every uplink carries jobs. After that, rounds adapt to what
+is still open: every node not yet judged runs with a node already proven GOOD that it has not
+met (under its own leaf first, where the path is the node's own), and a node that failed with
+some partners and passed with others re-runs with the partners it failed with.
+
+Judging (recomputed from the whole record after every job):
+
+- Path faults first: a switch (a leaf, then a spine) whose every job leaving it failed (at least
+  two, with at least two of its nodes), while those nodes pass inside it, is a path fault:
+  its uplink is named, the jobs across it prove nothing about their nodes, no node is drained.
+- A node is FAULTY when it failed with at least two *witnesses*: partners whose only failures
+  are with it (or with faulty nodes) and that passed with C others.
+- A node is GOOD when every failure it had is with a faulty node, across a faulted path, and
+  it passed with at least C distinct partners that are GOOD themselves (the C-core of the
+  passing pairs). One passing job never proves a node.
+- A faulty node that never passed is BAD. One that passed with some partners and failed every
+  time (``repeat`` runs) with at least two others is BAD, slow with some partners. One whose
+  result changed with the same partner, or whose failing pairs were not yet re-run, is FLAKY:
+  reported with its record, never a reference partner, never drained. Anything else is UNKNOWN.
+
+Confidence: a node that fails a fraction f of its jobs (or with a fraction f of its partners)
+and was never caught failing is reported GOOD with probability at most (1 - f) ** C.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+CONFIRM = 3
+"""Distinct proven partners a node must pass with to be GOOD (the default C)."""
+REPEAT = 3
+"""Runs with one partner, all failing, that make a failure partner-dependent, not flaky."""
+
+Pair = tuple[str, str]
+Topology = Mapping[str, tuple[str, ...]]
+"""Node -> the switch it sits under at each level, widest first (empty: not known)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    round: int
+    pair: Pair
+    verdict: str
+    """PASS, FAIL or INCONCLUSIVE (as nccl-report judges the pair's run)."""
+
+
+@dataclass(frozen=True)
+class PathFault:
+    """An uplink whose every job across it failed while its nodes pass inside it."""
+
+    level: str
+    """The topology label (e.g. topology.gpufabric.io/leaf)."""
+    switch: str
+    failed: int
+    jobs: int
+    nodes: tuple[str, ...]
+    """The nodes under it whose jobs across it failed."""
+    key: tuple[str, ...] = ()
+    """The switch with the ones above it (widest first): names repeat under other spines."""
+
+
+@dataclass
+class Judgement:
+    verdicts: dict[str, str]
+    notes: dict[str, str]
+    paths: list[PathFault]
+    good: set[str]
+    faulty: set[str]
+    retests: dict[str, list[str]] = field(default_factory=dict)
+    """Faulty node -> the proven partners whose failing pair should run again."""
+
+
+def _rank(salt: str, name: str) -> bytes:
+    return hashlib.sha256(f"{salt}\0{name}".encode()).digest()
+
+
+def _met(jobs: Iterable[Job]) -> dict[str, set[str]]:
+    met: dict[str, set[str]] = defaultdict(set)
+    for job in jobs:
+        a, b = job.pair
+        met[a].add(b)
+        met[b].add(a)
+    return met
+
+
+def pair_up(
+    nodes: Sequence[str], differ: int | None, topo: Topology, met: Mapping[str, set[str]], salt: str
+) -> tuple[list[Pair], list[str]]:
+    """Disjoint pairs of ``nodes`` (a node with one it has not met where it can), each pair
+    differing at topology level ``differ`` when given; and the nodes left over."""
+    pool = sorted(nodes, key=lambda n: _rank(salt, n))
+    pairs: list[Pair] = []
+    left: list[str] = []
+    window = 96
+    while pool:
+        a = pool.pop(0)
+        seen = met.get(a, set())
+        fits = [
+            i
+            for i, b in enumerate(pool[:window])
+            if differ is None or topo[a][differ] != topo[b][differ]
+        ]
+        fresh = [i for i in fits if pool[i] not in seen]
+        chosen = (fresh or fits or [None])[0]
+        if chosen is None:
+            left.append(a)
+        else:
+            pairs.append((a, pool.pop(chosen)))
+    return pairs, left
+
+
+def screening_rounds(topo: Topology, confirm: int = CONFIRM) -> int:
+    """Rounds every node takes part in before the rounds adapt: C within a leaf, one across
+    each switch level."""
+    depth = max((len(t) for t in topo.values()), default=0)
+    return confirm + depth
+
+
+def screening_pairs(
+    nodes: Sequence[str], topo: Topology, round_: int, done: Sequence[Job], confirm: int = CONFIRM
+) -> list[Pair]:
+    """The pairs of screening round ``round_`` (1-based): within a leaf for the first C
+    rounds, then across each level from the leaf up (widest last)."""
+    met = _met(done)
+    depth = max((len(t) for t in topo.values()), default=0)
+    if round_ <= confirm or depth == 0:
+        prefix, differ = depth, None
+    else:
+        differ = depth - (round_ - confirm)  # leaf level first, then the wider ones
+        prefix = differ
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for node in nodes:
+        groups[topo[node][:prefix]].append(node)
+    pairs: list[Pair] = []
+    left: list[str] = []
+    for key in sorted(groups):
+        got, rest = pair_up(groups[key], differ, topo, met, f"{round_}:{'/'.join(key)}")
+        pairs += got
+        left += rest
+    pairs += pair_up(left, None, topo, met, f"{round_}:left")[0]
+    return pairs
+
+
+def topology_of(nodes: Sequence[str], labels: Mapping[str, Mapping[str, str]], levels: Sequence[str]) -> dict[str, tuple[str, ...]]:  # fmt: skip
+    """Each node's switches at ``levels`` (widest first); empty for every node when some node
+    lacks a level (the sweep then pairs without topology and says so)."""
+    topo: dict[str, tuple[str, ...]] = {}
+    for node in nodes:
+        values = tuple(labels.get(node, {}).get(level, "") for level in levels)
+        if not levels or "" in values:
+            return {n: () for n in nodes}
+        topo[node] = values
+    return topo
+
+
+def _switch(topo: Topology, node: str, level: int) -> tuple[str, ...]:
+    return topo[node][: level + 1]
+
+
+def _crosses(topo: Topology, pair: Pair, level: int) -> bool:
+    a, b = pair
+    return len(topo[a]) > level and _switch(topo, a, level) != _switch(topo, b, level)
+
+
+def _exits(jobs: Sequence[Job], topo: Topology, level: int) -> dict[tuple[str, ...], list[Job]]:
+    """Per switch at ``level``: the judged jobs that leave it."""
+    exits: dict[tuple[str, ...], list[Job]] = defaultdict(list)
+    for job in jobs:
+        if job.verdict in ("PASS", "FAIL") and _crosses(topo, job.pair, level):
+            for node in job.pair:
+                exits[_switch(topo, node, level)].append(job)
+    return exits
+
+
+def _inside_passes(jobs: Sequence[Job], topo: Topology, level: int) -> set[str]:
+    """The nodes that passed a job with a partner under the same switch at ``level``."""
+    return {
+        n
+        for j in jobs
+        if j.verdict == "PASS" and not _crosses(topo, j.pair, level)
+        for n in j.pair
+    }
+
+
+def _faulted_switch(
+    switch: tuple[str, ...], out: list[Job], passed: set[str], inside_pass: set[str], topo: Topology, level: int
+) -> tuple[str, ...] | None:  # fmt: skip
+    """The nodes under ``switch`` whose jobs leaving it failed, when that is a path fault:
+    every job leaving it failed, at least two of them with a partner that passed a job
+    elsewhere, and at least two of those nodes pass inside the switch. None otherwise."""
+    if any(job.verdict == "PASS" for job in out):
+        return None
+    local = {n for j in out for n in j.pair if _switch(topo, n, level) == switch}
+    evidence = [
+        j for j in out if all(n in passed for n in j.pair if _switch(topo, n, level) != switch)
+    ]
+    if len(evidence) < 2 or len(local & inside_pass) < 2:
+        return None
+    return tuple(sorted(local))
+
+
+def path_faults(
+    jobs: Sequence[Job], topo: Topology, levels: Sequence[str]
+) -> tuple[list[PathFault], set[int]]:
+    """The switches whose uplink explains their failing jobs, narrowest level first (a
+    switch's jobs are set aside before the next is looked for), and the indices of the jobs
+    they explain."""
+    faults: list[PathFault] = []
+    excused: set[int] = set()
+    for level in reversed(range(len(levels))):
+        while True:
+            remaining = [j for i, j in enumerate(jobs) if i not in excused]
+            passed = {n for j in remaining if j.verdict == "PASS" for n in j.pair}
+            inside = _inside_passes(remaining, topo, level)
+            exits = _exits(remaining, topo, level)
+            found = None
+            for switch, out in sorted(exits.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+                nodes = _faulted_switch(switch, out, passed, inside, topo, level)
+                if nodes is not None:
+                    found = PathFault(levels[level], switch[-1], len(out), len(out), nodes, switch)
+                    gone = {id(j) for j in out}
+                    excused |= {i for i, j in enumerate(jobs) if id(j) in gone}
+                    break
+            if found is None:
+                break
+            faults.append(found)
+    return faults, excused
+
+
+@dataclass
+class _Record:
+    """Judged jobs on clean paths, per node: partner -> count."""
+
+    fails: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    passes: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job], excused: set[int]) -> _Record:
+        record = cls()
+        for i, job in enumerate(jobs):
+            if i in excused or job.verdict not in ("PASS", "FAIL"):
+                continue
+            side = record.passes if job.verdict == "PASS" else record.fails
+            a, b = job.pair
+            side[a][b] += 1
+            side[b][a] += 1
+        return record
+
+
+def _faulty(nodes: Sequence[str], rec: _Record, confirm: int) -> set[str]:
+    """Nodes that failed with two witnesses: partners whose every failure is with that node
+    (or with one already found faulty) and that passed with ``confirm`` others."""
+    faulty: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for x in nodes:
+            if x in faulty or not rec.fails[x]:
+                continue
+            witnesses = [
+                y
+                for y in rec.fails[x]
+                if y not in faulty
+                and all(z == x or z in faulty for z in rec.fails[y])
+                and len(set(rec.passes[y]) - faulty - {x}) >= confirm
+            ]
+            if len(witnesses) >= 2:
+                faulty.add(x)
+                changed = True
+    return faulty
+
+
+def _good(nodes: Sequence[str], rec: _Record, faulty: set[str], confirm: int) -> set[str]:
+    """The ``confirm``-core of the passing pairs among nodes whose failures are all with
+    faulty nodes: each passed with ``confirm`` distinct partners that are GOOD themselves."""
+    good = {x for x in nodes if x not in faulty and all(y in faulty for y in rec.fails[x])}
+    changed = True
+    while changed:
+        drop = {x for x in good if sum(1 for y in rec.passes[x] if y in good) < confirm}
+        good -= drop
+        changed = bool(drop)
+    return good
+
+
+def _faulty_verdict(
+    x: str, rec: _Record, good: set[str], repeat: int
+) -> tuple[str, str, list[str]]:
+    """BAD, or FLAKY, with the words and the failing partners to re-run."""
+    fails, passes = rec.fails[x], rec.passes[x]
+    failed = ", ".join(sorted(fails))
+    if not passes:
+        return "BAD", f"fails with every partner ({failed})", []
+    total = sum(fails.values()) + sum(passes.values())
+    record = f"failed {sum(fails.values())} of {total} jobs"
+    changed = sorted(p for p in fails if passes[p])
+    if changed:
+        return "FLAKY", f"{record}; both passed and failed with {', '.join(changed)}", []
+    steady = sorted(p for p in fails if p in good and fails[p] >= repeat)
+    if len(steady) >= 2:
+        return (
+            "BAD",
+            f"slow with some partners: failed every time with {', '.join(steady)} "
+            f"({repeat} runs each), passed with {', '.join(sorted(passes))}",
+            [],
+        )
+    rerun = sorted(p for p in fails if p in good and fails[p] < repeat)
+    return "FLAKY", f"{record}: failed with {failed}, passed with others", rerun[:2]
+
+
+def judge(
+    nodes: Sequence[str],
+    topo: Topology,
+    levels: Sequence[str],
+    jobs: Sequence[Job],
+    confirm: int = CONFIRM,
+    repeat: int = REPEAT,
+) -> Judgement:
+    """Every node's verdict (GOOD, BAD, FLAKY, UNKNOWN) and the path faults, from the jobs."""
+    paths, excused = path_faults(jobs, topo, levels) if levels else ([], set())
+    rec = _Record.of(jobs, excused)
+    faulty = _faulty(nodes, rec, confirm)
+    good = _good(nodes, rec, faulty, confirm)
+    verdicts: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    retests: dict[str, list[str]] = {}
+    for x in nodes:
+        if x in good:
+            verdicts[x] = "GOOD"
+        elif x in faulty:
+            verdicts[x], notes[x], rerun = _faulty_verdict(x, rec, good, repeat)
+            if rerun:
+                retests[x] = rerun
+        else:
+            verdicts[x] = "UNKNOWN"
+            if rec.fails[x]:
+                notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
+    return Judgement(verdicts, notes, paths, good, faulty, retests)
+
+
+def _wants_partner(
+    x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int
+) -> bool:
+    """An open node runs again until it passed with ``confirm`` + 2 proven partners (more
+    cannot explain a failure that waits on its partner's verdict) or met 4C partners."""
+    proven = sum(1 for y in rec.passes[x] if y in good)
+    return proven < confirm + 2 and len(met.get(x, ())) < 4 * confirm
+
+
+def adaptive_pairs(
+    nodes: Sequence[str],
+    topo: Topology,
+    levels: Sequence[str],
+    jobs: Sequence[Job],
+    verdict: Judgement,
+    round_: int,
+    confirm: int = CONFIRM,
+) -> list[Pair]:
+    """The next round after screening: failing pairs of a FLAKY node re-run, and every
+    UNKNOWN node with a proven partner it has not met, under its own leaf where there is one
+    (a job across a faulted path proves nothing). Empty when nothing more can be learnt."""
+    _, excused = path_faults(jobs, topo, levels) if levels else ([], set())
+    rec = _Record.of(jobs, excused)
+    met = _met(jobs)
+    faulted = {f.key for f in verdict.paths}
+    busy: set[str] = set()
+    pairs: list[Pair] = []
+    for x in sorted(verdict.retests):
+        partner = next((p for p in verdict.retests[x] if p not in busy), None)
+        if partner is not None and x not in busy:
+            pairs.append((x, partner))
+            busy |= {x, partner}
+    refs = sorted(verdict.good, key=lambda n: _rank(f"ref{round_}", n))
+    by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for r in refs:
+        by_leaf[topo[r]].append(r)
+    open_ = [x for x in nodes if verdict.verdicts[x] == "UNKNOWN"]
+    waiting: list[str] = []
+    for x in sorted(open_, key=lambda n: _rank(f"open{round_}", n)):
+        if x in busy or not _wants_partner(x, rec, verdict.good, met, confirm):
+            continue
+        candidates = by_leaf[topo[x]] + refs
+        partner = next(
+            (
+                r
+                for r in candidates
+                if r not in busy and r not in met[x] and not _blocked(x, r, topo, levels, faulted)
+            ),
+            None,
+        )
+        if partner is None:
+            waiting.append(x)
+        else:
+            pairs.append((x, partner))
+            busy |= {x, partner}
+    # No proven partner free: open nodes meet each other (new partners make witnesses).
+    fresh, _ = pair_up(waiting, None, topo, met, f"{round_}:open")
+    return pairs + [p for p in fresh if p[1] not in met[p[0]]]
+
+
+def _blocked(
+    a: str, b: str, topo: Topology, levels: Sequence[str], faulted: set[tuple[str, ...]]
+) -> bool:
+    """Whether the pair's path leaves a switch whose uplink is faulted."""
+    return any(
+        _crosses(topo, (a, b), level)
+        and (_switch(topo, a, level) in faulted or _switch(topo, b, level) in faulted)
+        for level in range(len(levels))
+    )
