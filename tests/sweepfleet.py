@@ -54,11 +54,15 @@ class Fleet:
         x, y = sorted((a, b))
         return hashlib.sha256(f"{self.seed}:{x}:{y}".encode()).digest()[0] & 1 == 1
 
+    def across_uplink(self, pair: tuple[str, str]) -> bool:
+        a, b = pair
+        return self.leaf(a) != self.leaf(b) and bool({self.leaf(a), self.leaf(b)} & self.uplinks)
+
     def fails(self, pair: tuple[str, str]) -> bool:
         a, b = pair
         if {a, b} & (self.bad | set(self.rail)):
             return True
-        if self.leaf(a) != self.leaf(b) and {self.leaf(a), self.leaf(b)} & self.uplinks:
+        if self.across_uplink(pair):
             return True
         if any(n in self.partner and self._partner_slow(a, b) for n in pair):
             return True
@@ -129,7 +133,7 @@ def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) ->
         for job in report.jobs
         if job.verdict == "FAIL"
         for n in job.pair
-        if n in fleet.flaky and (set(job.pair) - {n}) <= healthy
+        if n in fleet.flaky and (set(job.pair) - {n}) <= healthy and not fleet.across_uplink(job.pair)
     }
     per_round: dict[int, int] = {}
     for job in report.jobs:

@@ -351,10 +351,13 @@ def judge(
 def _wants_partner(
     x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int
 ) -> bool:
-    """An open node runs again until it passed with ``confirm`` + 2 proven partners (more
-    cannot explain a failure that waits on its partner's verdict) or met 4C partners."""
+    """An open node runs again while it has met fewer than 4C partners and either passed
+    with fewer than C + 2 proven ones or has a failure no verdict explains yet (a flaky
+    partner shows itself by failing again)."""
+    if len(met.get(x, ())) >= 4 * confirm:
+        return False
     proven = sum(1 for y in rec.passes[x] if y in good)
-    return proven < confirm + 2 and len(met.get(x, ())) < 4 * confirm
+    return proven < confirm + 2 or any(y not in good for y in rec.fails[x])
 
 
 def adaptive_pairs(
