@@ -420,3 +420,38 @@ def _blocked(
         and (_switch(topo, a, level) in faulted or _switch(topo, b, level) in faulted)
         for level in range(len(levels))
     )
+
+
+TYPICAL_JOB_S = 90.0
+"""A two-node nccl-tests acceptance job from submission to its judged log (pods scheduled,
+images cached, both tests over their sizes): what the printed estimate assumes."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    nodes: int
+    rounds: int
+    jobs: int
+    at_once: int
+    waves: int
+    timeout_s: float | None
+
+    def words(self) -> str:
+        def hours(seconds: float) -> str:
+            return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+        limit = f", at most {hours(self.waves * self.timeout_s)}" if self.timeout_s else ""
+        return (
+            f"sweep over {self.nodes} GPU nodes: {self.rounds} screening rounds, {self.jobs} "
+            f"two-node jobs, {self.at_once} at a time as the quota admits ({self.waves} waves: "
+            f"about {hours(self.waves * TYPICAL_JOB_S)} at {TYPICAL_JOB_S:g} s a job{limit}); "
+            "failures add rounds with proven partners"
+        )
+
+
+def estimate(topo: Topology, at_once: int, timeout_s: float | None, confirm: int) -> Estimate:
+    """Jobs and waves of the screening rounds (every node in each round, two to a job)."""
+    rounds = screening_rounds(topo, confirm)
+    per_round = len(topo) // 2
+    waves = rounds * -(-per_round // max(1, at_once))
+    return Estimate(len(topo), rounds, rounds * per_round, at_once, waves, timeout_s)

@@ -10,12 +10,12 @@ import pytest
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.verify import nccl_report
+from gpufabric.verify.sweep_plan import CONFIRM, screening_rounds
 from gpufabric.verify.sweep import (
     diagnosis,
     format_table,
     localize_rails,
     rail_rounds_needed,
-    rounds_needed,
     sweep,
     waiting,
 )
@@ -82,7 +82,8 @@ def test_the_named_nodes_are_exactly_the_slow_ones(count: int, slow: set[str]) -
     report = sweep(nodes, run_pair, concurrency=8)
     assert report.bad == sorted(slow)
     assert report.unknown == []
-    assert report.rounds <= rounds_needed(count, len(slow))
+    # C screening rounds, then (here) at most a round per slow node for its partners
+    assert report.rounds <= screening_rounds({}, CONFIRM) + len(slow)
     # pairs of a round are disjoint: a node is in one job at a time
     for round_ in {r for r, _ in calls}:
         members = [n for r, pair in calls if r == round_ for n in pair]
@@ -184,12 +185,7 @@ def test_an_interrupted_sweep_stops_its_running_jobs_and_each_cleans_up() -> Non
     assert sorted(cleaned) == sorted(started)
 
 
-def test_rounds_for_k_bad_nodes_out_of_n() -> None:
-    assert rounds_needed(16, 0) == 1
-    assert rounds_needed(16, 1) == 2
-    assert rounds_needed(16, 4) == 2  # 8 good partner 8 suspects in one round
-    assert rounds_needed(16, 6) == 4  # 4 good for 12 suspects: three turns
-    assert rounds_needed(4, 2) == 0  # every pair may fail: nothing to compare against
+def test_rail_rounds_for_k_bad_nodes() -> None:
     assert rail_rounds_needed(8, 1, 4, 14) == 8  # one bad node: one rail per round
     assert rail_rounds_needed(8, 3, 2, 10) == 16  # two jobs at a time: two turns per rail
     assert rail_rounds_needed(8, 3, 8, 2) == 16  # two good partners limit it the same way
@@ -295,7 +291,12 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         assert code == 4
         assert doc["drain"] == [slow]
         assert doc["notLocalized"] == []
-        assert doc["rounds"] == 2
+        # 3 screening rounds (GOOD after 3 distinct GOOD partners), then one in which the
+        # slow node's partners meet a third healthy partner
+        assert doc["rounds"] == 4
+        assert doc["confirm"] == 3
+        assert doc["flaky"] == [] and doc["pathFaults"] == []
+        assert doc["topologyLevels"] == []  # lab-roce names no switch level
         assert doc["railRounds"] == 2
         assert doc["skipped"] == {"cordoned": ["gpu-node-6"], "notReady": ["gpu-node-7"]}
         assert set(doc["nodes"]) == {f"gpu-node-{i}" for i in range(6)}
