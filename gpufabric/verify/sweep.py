@@ -215,7 +215,8 @@ def sweep(
     at a time. ``topology`` gives each node's switches at ``levels`` (widest first). ``stop``
     is set when the sweep is interrupted (the jobs' waits should watch it). The report is
     judged round by round and also when cut short (``into`` when given: what an interrupted
-    sweep proved stays readable there); a node listed twice is swept once."""
+    sweep proved stays readable there); a node listed twice is swept once. It ends when a
+    round judged no job (the jobs cannot run: more rounds would not judge any either)."""
     ordered = list(dict.fromkeys(nodes))
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
@@ -238,6 +239,8 @@ def sweep(
             _run_pairs(report, pairs, round_, run_pair, concurrency, stop)
         finally:
             _apply(report, ordered, topo)
+        if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(pairs) :]):
+            break  # no job of the round could be judged: more rounds would not be either
     return report
 
 
