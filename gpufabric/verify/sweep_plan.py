@@ -4,9 +4,10 @@ Pure: no cluster, no clock. The same nodes, topology and results give the same r
 same verdicts (pairings are ordered by a SHA-256 of the round and the node name, never by
 Python's per-process hash).
 
-Rounds. ``confirm`` (C) screening rounds pair nodes under the same leaf switch, each round with
-partners not met before; then one round per switch level pairs nodes across it (across leaves
-under one spine, across spines), so every uplink carries jobs. After that, rounds adapt to what
+Rounds. ``confirm`` (C) screening rounds (at least one more than the switch levels) pair every
+node with partners it has not met: the first under its own leaf switch, then one round across
+each switch level (across leaves under one spine, then across spines), so every uplink carries
+jobs, then again under its leaf. After that, rounds adapt to what
 is still open: every node not yet judged runs with a node already proven GOOD that it has not
 met (under its own leaf first, where the path is the node's own), and a node that failed with
 some partners and passed with others re-runs with the partners it failed with.
@@ -121,24 +122,30 @@ def pair_up(
 
 
 def screening_rounds(topo: Topology, confirm: int = CONFIRM) -> int:
-    """Rounds every node takes part in before the rounds adapt: C within a leaf, one across
-    each switch level."""
+    """Rounds every node takes part in before the rounds adapt: C, of which one pairs across
+    each switch level (at least one round within a leaf besides)."""
     depth = max((len(t) for t in topo.values()), default=0)
-    return confirm + depth
+    return max(confirm, depth + 1)
+
+
+def _round_scope(round_: int, depth: int) -> int | None:
+    """The topology level screening round ``round_`` pairs across (None: within a leaf):
+    round 1 within, rounds 2 to depth + 1 across the leaf level, then each wider one."""
+    if 2 <= round_ <= depth + 1:
+        return depth - (round_ - 1)
+    return None
 
 
 def screening_pairs(
     nodes: Sequence[str], topo: Topology, round_: int, done: Sequence[Job], confirm: int = CONFIRM
 ) -> list[Pair]:
-    """The pairs of screening round ``round_`` (1-based): within a leaf for the first C
-    rounds, then across each level from the leaf up (widest last)."""
+    """The pairs of screening round ``round_`` (1-based), each node with a partner it has
+    not met where it can; nodes left over (an odd leaf, a level with one switch) pair with
+    each other."""
     met = _met(done)
     depth = max((len(t) for t in topo.values()), default=0)
-    if round_ <= confirm or depth == 0:
-        prefix, differ = depth, None
-    else:
-        differ = depth - (round_ - confirm)  # leaf level first, then the wider ones
-        prefix = differ
+    differ = _round_scope(round_, depth)
+    prefix = depth if differ is None else differ
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for node in nodes:
         groups[topo[node][:prefix]].append(node)
@@ -406,9 +413,34 @@ def adaptive_pairs(
         else:
             pairs.append((x, partner))
             busy |= {x, partner}
-    # No proven partner free: open nodes meet each other (new partners make witnesses).
-    fresh, _ = pair_up(waiting, None, topo, met, f"{round_}:open")
-    return pairs + [p for p in fresh if p[1] not in met[p[0]]]
+    return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_)
+
+
+def _open_pairs(
+    waiting: Sequence[str],
+    topo: Topology,
+    levels: Sequence[str],
+    met: Mapping[str, set[str]],
+    faulted: set[tuple[str, ...]],
+    round_: int,
+) -> list[Pair]:
+    """Open nodes without a free proven partner meet each other (new partners make
+    witnesses): under one leaf first, then across paths not faulted."""
+    by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for x in waiting:
+        by_leaf[topo[x]].append(x)
+    pairs: list[Pair] = []
+    left: list[str] = []
+    for leaf in sorted(by_leaf):
+        got, rest = pair_up(by_leaf[leaf], None, topo, met, f"{round_}:open:{'/'.join(leaf)}")
+        pairs += got
+        left += rest
+    pairs += pair_up(left, None, topo, met, f"{round_}:open")[0]
+    return [
+        (a, b)
+        for a, b in pairs
+        if b not in met.get(a, ()) and not _blocked(a, b, topo, levels, faulted)
+    ]
 
 
 def _blocked(
