@@ -80,6 +80,8 @@ class Judgement:
     faulty: set[str]
     retests: dict[str, list[str]] = field(default_factory=dict)
     """Faulty node -> the proven partners whose failing pair should run again."""
+    excused: set[int] = field(default_factory=set)
+    """Indices of the jobs a path fault explains."""
 
 
 def _rank(salt: str, name: str) -> bytes:
@@ -180,68 +182,71 @@ def _crosses(topo: Topology, pair: Pair, level: int) -> bool:
     return len(topo[a]) > level and _switch(topo, a, level) != _switch(topo, b, level)
 
 
-def _exits(jobs: Sequence[Job], topo: Topology, level: int) -> dict[tuple[str, ...], list[Job]]:
-    """Per switch at ``level``: the judged jobs that leave it."""
-    exits: dict[tuple[str, ...], list[Job]] = defaultdict(list)
-    for job in jobs:
-        if job.verdict in ("PASS", "FAIL") and _crosses(topo, job.pair, level):
-            for node in job.pair:
-                exits[_switch(topo, node, level)].append(job)
-    return exits
-
-
-def _inside_passes(jobs: Sequence[Job], topo: Topology, level: int) -> set[str]:
-    """The nodes that passed a job with a partner under the same switch at ``level``."""
-    return {
-        n
-        for j in jobs
-        if j.verdict == "PASS" and not _crosses(topo, j.pair, level)
-        for n in j.pair
-    }
+def _first_difference(topo: Topology, pair: Pair) -> int:
+    """The widest level at which the pair's switches differ (their depth when none)."""
+    a, b = pair
+    for level, (x, y) in enumerate(zip(topo[a], topo[b], strict=False)):
+        if x != y:
+            return level
+    return len(topo[a])
 
 
 def _faulted_switch(
-    switch: tuple[str, ...], out: list[Job], passed: set[str], inside_pass: set[str], topo: Topology, level: int
+    switch: tuple[str, ...], out: list[int], jobs: Sequence[Job], passed: set[str], inside_pass: set[str], topo: Topology
 ) -> tuple[str, ...] | None:  # fmt: skip
     """The nodes under ``switch`` whose jobs leaving it failed, when that is a path fault:
     every job leaving it failed, at least two of them with a partner that passed a job
     elsewhere, and at least two of those nodes pass inside the switch. None otherwise."""
-    if any(job.verdict == "PASS" for job in out):
+    if any(jobs[i].verdict == "PASS" for i in out):
         return None
-    local = {n for j in out for n in j.pair if _switch(topo, n, level) == switch}
+    level = len(switch) - 1
+    local = {n for i in out for n in jobs[i].pair if _switch(topo, n, level) == switch}
     evidence = [
-        j for j in out if all(n in passed for n in j.pair if _switch(topo, n, level) != switch)
+        i
+        for i in out
+        if all(n in passed for n in jobs[i].pair if _switch(topo, n, level) != switch)
     ]
     if len(evidence) < 2 or len(local & inside_pass) < 2:
         return None
     return tuple(sorted(local))
 
 
+def _level_faults(
+    jobs: Sequence[Job], topo: Topology, levels: Sequence[str], level: int, excused: set[int]
+) -> list[PathFault]:
+    """The faulted switches at one level; their jobs join ``excused``. Only failing jobs
+    are set aside, so what passed (and where) is computed once."""
+    judged = [
+        i for i, j in enumerate(jobs) if i not in excused and j.verdict in ("PASS", "FAIL")
+    ]
+    diff = {i: _first_difference(topo, jobs[i].pair) for i in judged}
+    passed = {n for i in judged if jobs[i].verdict == "PASS" for n in jobs[i].pair}
+    inside = {n for i in judged if jobs[i].verdict == "PASS" and diff[i] > level for n in jobs[i].pair}
+    exits: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for i in judged:
+        if diff[i] <= level:
+            for node in jobs[i].pair:
+                exits[_switch(topo, node, level)].append(i)
+    faults: list[PathFault] = []
+    for switch, _ in sorted(exits.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out = [i for i in exits[switch] if i not in excused]
+        nodes = _faulted_switch(switch, out, jobs, passed, inside, topo)
+        if nodes is not None:
+            faults.append(PathFault(levels[level], switch[-1], len(out), len(out), nodes, switch))
+            excused |= set(out)
+    return faults
+
+
 def path_faults(
     jobs: Sequence[Job], topo: Topology, levels: Sequence[str]
 ) -> tuple[list[PathFault], set[int]]:
     """The switches whose uplink explains their failing jobs, narrowest level first (a
-    switch's jobs are set aside before the next is looked for), and the indices of the jobs
+    switch's jobs are set aside before the next is looked at), and the indices of the jobs
     they explain."""
     faults: list[PathFault] = []
     excused: set[int] = set()
     for level in reversed(range(len(levels))):
-        while True:
-            remaining = [j for i, j in enumerate(jobs) if i not in excused]
-            passed = {n for j in remaining if j.verdict == "PASS" for n in j.pair}
-            inside = _inside_passes(remaining, topo, level)
-            exits = _exits(remaining, topo, level)
-            found = None
-            for switch, out in sorted(exits.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-                nodes = _faulted_switch(switch, out, passed, inside, topo, level)
-                if nodes is not None:
-                    found = PathFault(levels[level], switch[-1], len(out), len(out), nodes, switch)
-                    gone = {id(j) for j in out}
-                    excused |= {i for i, j in enumerate(jobs) if id(j) in gone}
-                    break
-            if found is None:
-                break
-            faults.append(found)
+        faults += _level_faults(jobs, topo, levels, level, excused)
     return faults, excused
 
 
@@ -352,7 +357,7 @@ def judge(
             verdicts[x] = "UNKNOWN"
             if rec.fails[x]:
                 notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
-    return Judgement(verdicts, notes, paths, good, faulty, retests)
+    return Judgement(verdicts, notes, paths, good, faulty, retests, excused)
 
 
 def _wants_partner(
@@ -379,8 +384,7 @@ def adaptive_pairs(
     """The next round after screening: failing pairs of a FLAKY node re-run, and every
     UNKNOWN node with a proven partner it has not met, under its own leaf where there is one
     (a job across a faulted path proves nothing). Empty when nothing more can be learnt."""
-    _, excused = path_faults(jobs, topo, levels) if levels else ([], set())
-    rec = _Record.of(jobs, excused)
+    rec = _Record.of(jobs, verdict.excused)
     met = _met(jobs)
     faulted = {f.key for f in verdict.paths}
     busy: set[str] = set()
@@ -399,7 +403,8 @@ def adaptive_pairs(
     for x in sorted(open_, key=lambda n: _rank(f"open{round_}", n)):
         if x in busy or not _wants_partner(x, rec, verdict.good, met, confirm):
             continue
-        candidates = by_leaf[topo[x]] + refs
+        cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
+        candidates = by_leaf[topo[x]] + ([] if cut_off else refs)
         partner = next(
             (
                 r

