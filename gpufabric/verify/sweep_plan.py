@@ -98,10 +98,16 @@ def _met(jobs: Iterable[Job]) -> dict[str, set[str]]:
 
 
 def pair_up(
-    nodes: Sequence[str], differ: int | None, topo: Topology, met: Mapping[str, set[str]], salt: str
+    nodes: Sequence[str],
+    differ: int | None,
+    topo: Topology,
+    met: Mapping[str, set[str]],
+    salt: str,
+    fresh_only: bool = False,
 ) -> tuple[list[Pair], list[str]]:
-    """Disjoint pairs of ``nodes`` (a node with one it has not met where it can), each pair
-    differing at topology level ``differ`` when given; and the nodes left over."""
+    """Disjoint pairs of ``nodes`` (a node with one it has not met where it can; only such
+    pairs with ``fresh_only``), each pair differing at topology level ``differ`` when given;
+    and the nodes left over."""
     pool = sorted(nodes, key=lambda n: _rank(salt, n))
     pairs: list[Pair] = []
     left: list[str] = []
@@ -115,7 +121,7 @@ def pair_up(
             if differ is None or topo[a][differ] != topo[b][differ]
         ]
         fresh = [i for i in fits if pool[i] not in seen]
-        chosen = (fresh or fits or [None])[0]
+        chosen = (fresh or ([] if fresh_only else fits) or [None])[0]
         if chosen is None:
             left.append(a)
         else:
@@ -154,7 +160,8 @@ def screening_pairs(
     pairs: list[Pair] = []
     left: list[str] = []
     for key in sorted(groups):
-        got, rest = pair_up(groups[key], differ, topo, met, f"{round_}:{'/'.join(key)}")
+        salt = f"{round_}:{'/'.join(key)}"
+        got, rest = pair_up(groups[key], differ, topo, met, salt, fresh_only=True)
         pairs += got
         left += rest
     pairs += pair_up(left, None, topo, met, f"{round_}:left")[0]
@@ -437,10 +444,11 @@ def _open_pairs(
     pairs: list[Pair] = []
     left: list[str] = []
     for leaf in sorted(by_leaf):
-        got, rest = pair_up(by_leaf[leaf], None, topo, met, f"{round_}:open:{'/'.join(leaf)}")
+        salt = f"{round_}:open:{'/'.join(leaf)}"
+        got, rest = pair_up(by_leaf[leaf], None, topo, met, salt, fresh_only=True)
         pairs += got
         left += rest
-    pairs += pair_up(left, None, topo, met, f"{round_}:open")[0]
+    pairs += pair_up(left, None, topo, met, f"{round_}:open", fresh_only=True)[0]
     return [
         (a, b)
         for a, b in pairs
