@@ -238,3 +238,31 @@ def test_the_estimate_printed_before_it_starts() -> None:
     assert "1536 two-node jobs, 8 at a time" in words
     assert "192 waves" in words and "about 4.8 h at 90 s a job" in words
     assert "at most 96.0 h" in words
+
+
+# --------------------------------------------------------------------------- the option
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--sweep", "--sweep-confirm", "1"], "expected a whole number 2 to 16"),
+        (["--sweep", "--sweep-confirm", "three"], "expected a whole number 2 to 16"),
+        (["--sweep-confirm", "4"], "applies only with --sweep"),
+    ],
+)
+def test_sweep_confirm_is_refused_with_its_name_and_what_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], words: str
+) -> None:
+    from gpufabric.cli import main
+
+    argv = ["verify", "nccl", "--stack", "lab-roce", "--tenant", "team-vision",
+            "--kubeconfig", str(tmp_path / "absent"), *extra]  # fmt: skip
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refuses the value itself
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--sweep-confirm" in err and words in err
+    assert "Traceback" not in err
