@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -37,6 +38,24 @@ def run(n: int, kind: str, seed: int) -> tuple[sweepfleet.Score, float]:
     if report.bad:
         localize_rails(report, sweepfleet.RAILS, fleet.run_rail_pair, 8)
     return sweepfleet.score(fleet, report), time.perf_counter() - started
+
+
+def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, job_s: float) -> str:
+    def total(f: Callable[[sweepfleet.Score], int]) -> int:
+        return sum(f(s) for s in scores)
+
+    fleets = len(scores)
+    return (
+        f"{kind:<8} {n:>5} {max(1, n // 32):>4} {fleets:>6} "
+        f"{total(lambda s: s.false_drains):>12} {total(lambda s: s.misses):>6} "
+        f"{total(lambda s: s.flaky_reported):>11} "
+        f"{total(lambda s: s.flaky_good_after_failure):>10} "
+        f"{total(lambda s: s.false_paths):>11} {total(lambda s: s.unknown):>7} "
+        f"{max(s.rounds for s in scores):>6} {total(lambda s: s.jobs) // fleets:>7} "
+        f"{_hours(total(lambda s: s.waves[1]) / fleets * job_s):>8} "
+        f"{_hours(total(lambda s: s.waves[8]) / fleets * job_s):>8} "
+        f"{spent:>6.1f}"
+    )
 
 
 def main() -> int:
@@ -60,19 +79,7 @@ def main() -> int:
                 got, took = run(n, kind, args.seed * 1000 + i)
                 scores.append(got)
                 spent += took
-            total = lambda f: sum(f(s) for s in scores)  # noqa: E731
-            print(
-                f"{kind:<8} {n:>5} {max(1, n // 32):>4} {len(scores):>6} "
-                f"{total(lambda s: s.false_drains):>12} {total(lambda s: s.misses):>6} "
-                f"{total(lambda s: s.flaky_reported):>11} "
-                f"{total(lambda s: s.flaky_good_after_failure):>10} "
-                f"{total(lambda s: s.false_paths):>11} {total(lambda s: s.unknown):>7} "
-                f"{max(s.rounds for s in scores):>6} {total(lambda s: s.jobs) // len(scores):>7} "
-                f"{_hours(total(lambda s: s.waves[1]) / len(scores) * args.job_seconds):>8} "
-                f"{_hours(total(lambda s: s.waves[8]) / len(scores) * args.job_seconds):>8} "
-                f"{spent:>6.1f}",
-                flush=True,
-            )
+            print(_row(kind, n, scores, spent, args.job_seconds), flush=True)
     return 0
 
 

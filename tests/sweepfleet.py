@@ -86,7 +86,8 @@ def build(n: int, kind: str, k: int, seed: int) -> Fleet:
     nodes = [f"gpu-{i:05d}" for i in range(n)]
     spines = n >= 256
     topology = {
-        node: ((f"spine-{i // per_leaf // 4:03d}",) if spines else ()) + (f"leaf-{i // per_leaf:03d}",)
+        node: ((f"spine-{i // per_leaf // 4:03d}",) if spines else ())
+        + (f"leaf-{i // per_leaf:03d}",)
         for i, node in enumerate(nodes)
     }
     levels = (SPINE_LABEL, LEAF_LABEL) if spines else (LEAF_LABEL,)
@@ -133,12 +134,17 @@ def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) ->
         for job in report.jobs
         if job.verdict == "FAIL"
         for n in job.pair
-        if n in fleet.flaky and (set(job.pair) - {n}) <= healthy and not fleet.across_uplink(job.pair)
+        if n in fleet.flaky
+        and (set(job.pair) - {n}) <= healthy
+        and not fleet.across_uplink(job.pair)
     }
     per_round: dict[int, int] = {}
     for job in report.jobs:
         per_round[job.round] = per_round.get(job.round, 0) + 1
     waves = {c: sum(-(-j // c) for j in per_round.values()) for c in concurrencies}
+    rail_jobs = sum(len(report.nodes[n].rails) for n in report.bad)
+    for c in concurrencies:  # one-rail jobs: each node one at a time (rail_rounds at 8)
+        waves[c] += rail_jobs if c == 1 else report.rail_rounds
     return Score(
         false_drains=len(drained - fleet.faulty - fleet.flaky),
         misses=len(fleet.faulty - drained) + len(fleet.uplinks - found_leaves),

@@ -220,7 +220,7 @@ def sweep(
     ordered = list(dict.fromkeys(nodes))
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
-        topo, levels = {n: () for n in ordered}, ()
+        topo, levels = dict.fromkeys(ordered, ()), ()
     report = into if into is not None else SweepReport({}, 0)
     report.levels, report.confirm = tuple(levels), confirm
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
@@ -323,9 +323,8 @@ def format_table(report: SweepReport) -> str:
     if report.rail_rounds:
         rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
     lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}, {len(report.jobs)} jobs"]
-    lines[0] += (
-        f"; GOOD after passing with {report.confirm} distinct GOOD partners"
-        + (f"; paired within and across {', '.join(report.levels)}" if report.levels else "")
+    lines[0] += f"; GOOD after passing with {report.confirm} distinct GOOD partners" + (
+        f"; paired within and across {', '.join(report.levels)}" if report.levels else ""
     )
     if report.stopped:
         lines[0] += f" (stopped early: {report.stopped}; what it proved until then)"

@@ -121,11 +121,11 @@ def pair_up(
             if differ is None or topo[a][differ] != topo[b][differ]
         ]
         fresh = [i for i in fits if pool[i] not in seen]
-        chosen = (fresh or ([] if fresh_only else fits) or [None])[0]
-        if chosen is None:
-            left.append(a)
+        choices = fresh or ([] if fresh_only else fits)
+        if choices:
+            pairs.append((a, pool.pop(choices[0])))
         else:
-            pairs.append((a, pool.pop(chosen)))
+            left.append(a)
     return pairs, left
 
 
@@ -175,7 +175,7 @@ def topology_of(nodes: Sequence[str], labels: Mapping[str, Mapping[str, str]], l
     for node in nodes:
         values = tuple(labels.get(node, {}).get(level, "") for level in levels)
         if not levels or "" in values:
-            return {n: () for n in nodes}
+            return dict.fromkeys(nodes, ())
         topo[node] = values
     return topo
 
@@ -223,12 +223,12 @@ def _level_faults(
 ) -> list[PathFault]:
     """The faulted switches at one level; their jobs join ``excused``. Only failing jobs
     are set aside, so what passed (and where) is computed once."""
-    judged = [
-        i for i, j in enumerate(jobs) if i not in excused and j.verdict in ("PASS", "FAIL")
-    ]
+    judged = [i for i, j in enumerate(jobs) if i not in excused and j.verdict in ("PASS", "FAIL")]
     diff = {i: _first_difference(topo, jobs[i].pair) for i in judged}
     passed = {n for i in judged if jobs[i].verdict == "PASS" for n in jobs[i].pair}
-    inside = {n for i in judged if jobs[i].verdict == "PASS" and diff[i] > level for n in jobs[i].pair}
+    inside = {
+        n for i in judged if jobs[i].verdict == "PASS" and diff[i] > level for n in jobs[i].pair
+    }
     exits: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for i in judged:
         if diff[i] <= level:

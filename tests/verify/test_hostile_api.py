@@ -442,9 +442,7 @@ def test_hostile_answers_to_verify_nccl(
 # ------------------------------------------------- 3. --timeout per job, --sweep-timeout
 
 
-def _sweep_cluster(
-    fake: FakeKube, nodes: int, quick: set[str], last_round: int = 99
-) -> list[str]:
+def _sweep_cluster(fake: FakeKube, nodes: int, quick: set[str], last_round: int = 99) -> list[str]:
     """``nodes`` Ready GPU nodes; a pinned job whose pair is within ``quick`` succeeds at
     once with a passing log (up to round ``last_round``), any other never finishes. Returns
     the jobs created, in order."""

@@ -10,7 +10,6 @@ import pytest
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.verify import nccl_report
-from gpufabric.verify.sweep_plan import CONFIRM, screening_rounds
 from gpufabric.verify.sweep import (
     diagnosis,
     format_table,
@@ -19,6 +18,7 @@ from gpufabric.verify.sweep import (
     sweep,
     waiting,
 )
+from gpufabric.verify.sweep_plan import CONFIRM, screening_rounds
 
 EXP = IB_8X400
 RAILS = [f"rail{i}" for i in range(8)]
@@ -295,7 +295,8 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         # slow node's partners meet healthy partners they have not met (5 nodes, 4 healthy)
         assert 4 <= doc["rounds"] <= 5
         assert doc["confirm"] == 3
-        assert doc["flaky"] == [] and doc["pathFaults"] == []
+        assert doc["flaky"] == []
+        assert doc["pathFaults"] == []
         assert doc["topologyLevels"] == []  # lab-roce names no switch level
         assert doc["railRounds"] == 2
         assert doc["skipped"] == {"cordoned": ["gpu-node-6"], "notReady": ["gpu-node-7"]}

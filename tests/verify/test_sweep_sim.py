@@ -36,7 +36,8 @@ def swept(n: int, kind: str, seed: int, k: int | None = None, confirm: int = 3) 
 def test_deterministic_bad_nodes_exactly(n: int, seed: int) -> None:
     fleet, report = swept(n, "bad", seed)
     assert set(report.bad) == fleet.bad
-    assert report.paths == [] and report.flaky == []
+    assert report.paths == []
+    assert report.flaky == []
     assert report.unknown == []
 
 
@@ -119,7 +120,7 @@ def test_flaky_across_sizes_is_reported() -> None:
     assert reported >= total // 2  # a flaky node that never failed cannot be told
 
 
-@pytest.mark.parametrize("n", (64, 256))
+@pytest.mark.parametrize("n", [64, 256])
 def test_mixed_faults_drain_no_healthy_node(n: int) -> None:
     fleet, report = swept(n, "mixed", 4)
     score = sweepfleet.score(fleet, report)
@@ -236,7 +237,8 @@ def test_the_estimate_printed_before_it_starts() -> None:
     assert (est.rounds, est.jobs, est.waves) == (3, 3 * 512, 3 * 64)
     words = est.words()
     assert "1536 two-node jobs, 8 at a time" in words
-    assert "192 waves" in words and "about 4.8 h at 90 s a job" in words
+    assert "192 waves" in words
+    assert "about 4.8 h at 90 s a job" in words
     assert "at most 96.0 h" in words
 
 
@@ -264,5 +266,6 @@ def test_sweep_confirm_is_refused_with_its_name_and_what_is_accepted(
         code = int(exc.code or 0)
     err = capsys.readouterr().err
     assert code == 2
-    assert "--sweep-confirm" in err and words in err
+    assert "--sweep-confirm" in err
+    assert words in err
     assert "Traceback" not in err
