@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 from nccllogs import IB_8X400, Log, text
@@ -350,3 +351,84 @@ def test_sweep_dry_run_prints_its_jobs_and_asks_no_cluster(tmp_path, capsys) -> 
     ]  # fmt: skip
     assert [len(a) for a in attached] == [2, 1]
     assert "nothing submitted" in err
+
+
+def test_verify_nccl_sweep_names_a_degraded_leaf_uplink_through_the_api(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Twelve GPU nodes under three leaves (read from their labels, the stack's leaf level);
+    every job leaving leaf-c is slow. The sweep names leaf-c's uplink and drains no node;
+    the plan (rounds, jobs, time) is printed before it starts."""
+    import json
+
+    import yaml
+    from fake_kube import FakeKube
+
+    from gpufabric.cli import main
+    from gpufabric.verify import nccl
+
+    leaf_label = "topology.gpufabric.io/leaf"
+    repo = Path(__file__).resolve().parents[2]
+    stack = yaml.safe_load((repo / "stacks/Pulumi.lab-roce.yaml").read_text(encoding="utf-8"))
+    stack["config"]["gpufabric:scheduling"]["topologyLevels"] = [
+        leaf_label,
+        "kubernetes.io/hostname",
+    ]
+    stack_file = tmp_path / "Pulumi.lab-leaves.yaml"
+    stack_file.write_text(yaml.safe_dump(stack), encoding="utf-8")
+    leaf = {f"gpu-node-{i:02d}": f"leaf-{'abc'[i // 4]}" for i in range(12)}
+    with FakeKube() as fake:
+        for name, switch in leaf.items():
+            labels = {"feature.node.kubernetes.io/pci-10de.present": "true", leaf_label: switch}
+            fake.add(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": labels},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+                }
+            )
+
+        def on_create(fake_: FakeKube, obj: dict) -> None:  # type: ignore[type-arg]
+            if obj["kind"] != "MPIJob":
+                return
+            worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+            term = worker["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]
+            pair = tuple(term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+            ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+            pod = f"{name}-launcher"
+            labels = {nccl.JOB_LABEL: name, nccl.ROLE_LABEL: "launcher"}
+            fake_.add(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": pod, "namespace": ns, "labels": labels},
+                }
+            )
+            leaves = {leaf[n] for n in pair}
+            busbw = 40.0 if len(leaves) == 2 and "leaf-c" in leaves else 95.0
+            fake_.logs[f"/api/v1/namespaces/{ns}/pods/{pod}"] = "".join(
+                nccl.MARKER.format(test=t)
+                + "\n"
+                + text(Log(test=t, hosts=pair, busbw=busbw, layer="RoCE", hcas=2))
+                for t in nccl.TESTS
+            )
+
+        fake.on_create.append(on_create)
+        code = main(
+            ["verify", "nccl", "--stack", str(stack_file), "--tenant", "team-vision", "--sweep",
+             "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--context", "fake",
+             "--poll", "0.01", "--json"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        doc = json.loads(out)
+        assert not [p for p in fake.objects if "/mpijobs/" in p]  # every job deleted
+    assert code == 4, err
+    assert doc["drain"] == []
+    assert doc["notLocalized"] == []  # leaf-c's nodes proven among themselves
+    assert doc["topologyLevels"] == [leaf_label]
+    assert [(f["level"], f["switch"]) for f in doc["pathFaults"]] == [(leaf_label, "leaf-c")]
+    assert set(doc["pathFaults"][0]["nodes"]) <= {n for n, s in leaf.items() if s == "leaf-c"}
+    assert "no node drained" in doc["pathFaults"][0]["words"]
+    assert "sweep over 12 GPU nodes: 3 screening rounds, 18 two-node jobs" in err
