@@ -415,3 +415,5 @@ def test_a_flaky_node_and_a_path_fault_fail_the_sweep_section() -> None:
     (failure,) = report.failures(inputs)
     assert failure.status == "FAIL"
     assert failure.hint == report.FLAKY_HINT
+    html = report.render_html(report.Inputs(sections=[section], sweep=nodes))
+    assert '<span class="badge fail">FLAKY</span>' in html
