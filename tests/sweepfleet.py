@@ -4,7 +4,8 @@ fleet and the same results. Shared by tests/verify/test_sweep_sim.py and benchma
 
 Fault classes (what a two-node job sees):
 - bad: every job with the node fails (a dead NIC, a slow GPU).
-- flaky: every job with the node fails with probability 1/3, independently.
+- flaky: every job with the node fails with probability 1/3, independently (drawn from the
+  seed, the round and the pair).
 - partner: the node is slow with a fixed half of the fleet (chosen per pair by the seed).
 - uplink: a leaf's uplink is degraded: every job between one of its nodes and a node under
   another leaf fails; jobs inside the leaf pass.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -39,8 +39,6 @@ class Fleet:
     """Leaves (their names) whose uplink is degraded."""
     rail: dict[str, str] = field(default_factory=dict)
     seed: int = 0
-    rng: random.Random = field(default_factory=random.Random)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def faulty(self) -> set[str]:
@@ -58,7 +56,14 @@ class Fleet:
         a, b = pair
         return self.leaf(a) != self.leaf(b) and bool({self.leaf(a), self.leaf(b)} & self.uplinks)
 
-    def fails(self, pair: tuple[str, str]) -> bool:
+    def _draw(self, *key: object) -> float:
+        digest = hashlib.sha256(":".join(map(str, (self.seed, *key))).encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    def fails(self, pair: tuple[str, str], round_: int = 0) -> bool:
+        """Whether the pair's job in ``round_`` fails; a flaky member's draw depends only on
+        the seed, the round and the pair, so a fleet answers the same whatever order its
+        jobs run in."""
         a, b = pair
         if {a, b} & (self.bad | set(self.rail)):
             return True
@@ -66,12 +71,10 @@ class Fleet:
             return True
         if any(n in self.partner and self._partner_slow(a, b) for n in pair):
             return True
-        with self.lock:  # one draw per flaky member, in a fixed order
-            draws = [self.rng.random() < 1 / 3 for n in sorted(pair) if n in self.flaky]
-        return any(draws)
+        return any(self._draw(round_, *sorted(pair), n) < 1 / 3 for n in pair if n in self.flaky)
 
     def run_pair(self, pair: tuple[str, str], round_: int, index: int) -> Any:
-        return SimpleNamespace(verdict="FAIL" if self.fails(pair) else "PASS", runs=[])
+        return SimpleNamespace(verdict="FAIL" if self.fails(pair, round_) else "PASS", runs=[])
 
     def run_rail_pair(self, pair: tuple[str, str], rail: str, round_: int, index: int) -> Any:
         failing = any(self.rail.get(n) == rail for n in pair)
@@ -91,7 +94,7 @@ def build(n: int, kind: str, k: int, seed: int) -> Fleet:
         for i, node in enumerate(nodes)
     }
     levels = (SPINE_LABEL, LEAF_LABEL) if spines else (LEAF_LABEL,)
-    fleet = Fleet(nodes, topology, levels, seed=seed, rng=random.Random(seed + 1))
+    fleet = Fleet(nodes, topology, levels, seed=seed)
     leaves = sorted({t[-1] for t in topology.values()})
     picked = rng.sample(nodes, min(n, k * 4))
     if kind in ("bad", "mixed"):
