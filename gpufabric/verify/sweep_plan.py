@@ -82,6 +82,8 @@ class Judgement:
     """Faulty node -> the proven partners whose failing pair should run again."""
     excused: set[int] = field(default_factory=set)
     """Indices of the jobs a path fault explains."""
+    corroborate: list[str] = field(default_factory=list)
+    """GOOD nodes a faulty node that also passed failed with: they meet more proven partners."""
 
 
 def _rank(salt: str, name: str) -> bytes:
@@ -279,25 +281,27 @@ class _Record:
 
 def _faulty(nodes: Sequence[str], rec: _Record, confirm: int) -> set[str]:
     """Nodes that failed with two witnesses: partners whose every failure is with that node
-    (or with one already found faulty) and that passed with ``confirm`` others."""
+    (or with one already found faulty) and that passed with ``confirm`` others. One at a
+    time, the node failing with the most partners first: two faulty nodes that both failed
+    with a healthy one are found before they could make it look faulty."""
     faulty: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for x in nodes:
-            if x in faulty or not rec.fails[x]:
-                continue
-            witnesses = [
-                y
-                for y in rec.fails[x]
-                if y not in faulty
-                and all(z == x or z in faulty for z in rec.fails[y])
-                and len(set(rec.passes[y]) - faulty - {x}) >= confirm
-            ]
-            if len(witnesses) >= 2:
-                faulty.add(x)
-                changed = True
-    return faulty
+    failing = sorted((x for x in nodes if rec.fails[x]), key=lambda x: (-len(rec.fails[x]), x))
+    while True:
+        found = next((x for x in failing if x not in faulty and _witnessed(x, rec, faulty, confirm)), None)  # fmt: skip
+        if found is None:
+            return faulty
+        faulty.add(found)
+
+
+def _witnessed(x: str, rec: _Record, faulty: set[str], confirm: int) -> bool:
+    witnesses = [
+        y
+        for y in rec.fails[x]
+        if y not in faulty
+        and all(z == x or z in faulty for z in rec.fails[y])
+        and len(set(rec.passes[y]) - faulty - {x}) >= confirm
+    ]
+    return len(witnesses) >= 2
 
 
 def _good(nodes: Sequence[str], rec: _Record, faulty: set[str], confirm: int) -> set[str]:
@@ -312,8 +316,15 @@ def _good(nodes: Sequence[str], rec: _Record, faulty: set[str], confirm: int) ->
     return good
 
 
+def _uncorroborated(partners: Iterable[str], rec: _Record, good: set[str], confirm: int) -> list[str]:  # fmt: skip
+    """The partners a faulty node failed with that have not yet passed with C + 2 distinct
+    GOOD nodes: a node slow with some partners fails with them too, so they run more before
+    their failures with it are blamed on it alone."""
+    return sorted(p for p in partners if sum(1 for y in rec.passes[p] if y in good) < confirm + 2)
+
+
 def _faulty_verdict(
-    x: str, rec: _Record, good: set[str], repeat: int
+    x: str, rec: _Record, good: set[str], repeat: int, confirm: int
 ) -> tuple[str, str, list[str]]:
     """BAD, or FLAKY, with the words and the failing partners to re-run."""
     fails, passes = rec.fails[x], rec.passes[x]
@@ -326,7 +337,7 @@ def _faulty_verdict(
     if changed:
         return "FLAKY", f"{record}; both passed and failed with {', '.join(changed)}", []
     steady = sorted(p for p in fails if p in good and fails[p] >= repeat)
-    if len(steady) >= 2:
+    if len(steady) >= 2 and not _uncorroborated(steady, rec, good, confirm):
         return (
             "BAD",
             f"slow with some partners: failed every time with {', '.join(steady)} "
@@ -357,14 +368,17 @@ def judge(
         if x in good:
             verdicts[x] = "GOOD"
         elif x in faulty:
-            verdicts[x], notes[x], rerun = _faulty_verdict(x, rec, good, repeat)
+            verdicts[x], notes[x], rerun = _faulty_verdict(x, rec, good, repeat, confirm)
             if rerun:
                 retests[x] = rerun
         else:
             verdicts[x] = "UNKNOWN"
             if rec.fails[x]:
                 notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
-    return Judgement(verdicts, notes, paths, good, faulty, retests, excused)
+    mixed = [x for x in faulty if rec.passes[x]]
+    failed_with = {p for x in mixed for p in rec.fails[x] if p in good}
+    corroborate = _uncorroborated(failed_with, rec, good, confirm)
+    return Judgement(verdicts, notes, paths, good, faulty, retests, excused, corroborate)
 
 
 def _wants_partner(
@@ -407,7 +421,9 @@ def adaptive_pairs(
         by_leaf[topo[r]].append(r)
     open_ = [x for x in nodes if verdict.verdicts[x] == "UNKNOWN"]
     waiting: list[str] = []
-    for x in sorted(open_, key=lambda n: _rank(f"open{round_}", n)):
+    ranked = sorted(open_, key=lambda n: _rank(f"open{round_}", n))
+    queue = list(dict.fromkeys(ranked + verdict.corroborate))
+    for x in queue:
         if x in busy or not _wants_partner(x, rec, verdict.good, met, confirm):
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
@@ -416,7 +432,10 @@ def adaptive_pairs(
             (
                 r
                 for r in candidates
-                if r not in busy and r not in met[x] and not _blocked(x, r, topo, levels, faulted)
+                if r != x
+                and r not in busy
+                and r not in met[x]
+                and not _blocked(x, r, topo, levels, faulted)
             ),
             None,
         )

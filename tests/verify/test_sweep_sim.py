@@ -134,6 +134,7 @@ def test_the_same_fleet_sweeps_the_same_way() -> None:
     first = swept(64, "mixed", 9)[1]
     again = swept(64, "mixed", 9)[1]
     assert first.jobs == again.jobs
+    assert all(a != b for a, b in (job.pair for job in first.jobs))  # never with itself
     assert format_table(first) == format_table(again)
 
 
