@@ -304,16 +304,19 @@ def test_succeeded_and_failed_both_true_is_not_a_pass(
 
 
 def test_a_node_listed_twice_is_never_paired_with_itself() -> None:
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple[int, tuple[str, str]]] = []
 
-    def run_pair(pair: tuple[str, str], _round: int, _index: int) -> Any:
-        pairs.append(pair)
+    def run_pair(pair: tuple[str, str], round_: int, _index: int) -> Any:
+        pairs.append((round_, pair))
         from types import SimpleNamespace
 
         return SimpleNamespace(verdict="PASS", runs=())
 
     report = sweep_module.sweep(["a", "a", "b", "c", "c", "d"], run_pair, concurrency=1)
-    assert pairs == [("a", "b"), ("c", "d")]
+    assert all(a != b for _, (a, b) in pairs)
+    for round_ in {r for r, _ in pairs}:  # each node once a round, never twice
+        members = [n for r, pair in pairs if r == round_ for n in pair]
+        assert sorted(members) == ["a", "b", "c", "d"]
     assert sorted(report.nodes) == ["a", "b", "c", "d"]
 
 
