@@ -40,9 +40,11 @@ STATUS_VERDICT: Mapping[str, Verdict] = {
 SWEEP_VERDICT: Mapping[str, Verdict] = {
     "GOOD": Verdict.PASS,
     "BAD": Verdict.FAIL,
+    "FLAKY": Verdict.FAIL,
     "UNKNOWN": Verdict.INCONCLUSIVE,
 }
 SWEEP_HINT = "drain the node and look at its NICs, cables and GPUs"
+FLAKY_HINT = "failed and passed: not drained on this record; re-run it with proven partners"
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,9 @@ def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list
     if not nodes:
         verdicts.append(Verdict.INCONCLUSIVE)
         notes.append("the sweep judged no node")
+    for fault in _list(doc.get("pathFaults")):  # an uplink at fault: no node drained for it
+        verdicts.append(Verdict.FAIL)
+        notes.append(_text(_dict(fault).get("words")) or "a path fault")
     bad = [n.name for n in nodes if n.verdict == "BAD"]
     rounds = _number(doc.get("rounds"))
     summary = f"{len(nodes)} nodes" + (f" in {rounds:g} rounds" if rounds is not None else "")
@@ -345,8 +350,8 @@ def failures(inputs: Inputs) -> list[Failure]:
             groups.setdefault(key, []).append((run.test or run.label, "; ".join(run.reasons)))
     for node in inputs.sweep:
         if node.verdict != "GOOD":
-            status = "FAIL" if node.verdict == "BAD" else "ERROR"
-            hint = (node.diagnosis or SWEEP_HINT) if status == "FAIL" else ""
+            status = "ERROR" if node.verdict == "UNKNOWN" else "FAIL"
+            hint = {"BAD": node.diagnosis or SWEEP_HINT, "FLAKY": FLAKY_HINT}.get(node.verdict, "")
             pairs = "; ".join(f"round {r} with {p}: {v}" for r, p, v in node.pairs)
             key = ("NCCL sweep", "nccl.sweep", status, hint)
             groups.setdefault(key, []).append((node.name, pairs or "no pair ran"))

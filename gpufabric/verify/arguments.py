@@ -56,6 +56,12 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _confirm(text: str) -> int:
+    if not text.isdigit() or not 2 <= int(text) <= 16:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r}: expected a whole number 2 to 16")
+    return int(text)
+
+
 def _kube_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG / ~/.kube/config)")
     p.add_argument(
@@ -172,8 +178,19 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p.add_argument(
         "--sweep",
         action="store_true",
-        help="find the bad nodes: rounds of two-node jobs over every GPU node, re-pairing the "
-        "members of failing pairs with proven-good nodes; a table per node and the nodes to drain",
+        help="find the bad nodes and uplinks: rounds of two-node jobs over every GPU node, "
+        "within and across the leaf/spine levels of the topology; a node is GOOD after passing "
+        "with --sweep-confirm distinct GOOD partners, FLAKY when it failed and passed (never "
+        "drained on one result); prints the jobs and expected time first, then a table per node, "
+        "the uplinks at fault and the nodes to drain",
+    )
+    p.add_argument(
+        "--sweep-confirm",
+        type=_confirm,
+        metavar="C",
+        help="with --sweep: distinct GOOD partners a node must pass with to be GOOD (default 3; "
+        "a node failing a fraction f of its jobs and never caught escapes with probability at "
+        "most (1-f)^C)",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"

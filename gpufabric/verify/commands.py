@@ -32,6 +32,7 @@ from gpufabric.verify import (
     storage,
     storage_run,
     sweep,
+    sweep_plan,
 )
 from gpufabric.verify.interrupts import (
     check_running,
@@ -259,10 +260,11 @@ def _leaf_of(node: Any, label: str) -> str | None:
 
 def _sweep_nodes(
     kube: Kube, plan: Plan, leaf: str | None = None, leaf_label: str | None = None
-) -> tuple[list[str], dict[str, list[str]]]:
-    """The GPU nodes a sweep pairs (those under ``leaf`` when given), and those it leaves
-    out by reason (said on stderr)."""
+) -> tuple[list[str], dict[str, list[str]], dict[str, dict[str, str]]]:
+    """The GPU nodes a sweep pairs (those under ``leaf`` when given), those it leaves out
+    by reason (said on stderr), and each paired node's labels."""
     names: list[str] = []
+    labels: dict[str, dict[str, str]] = {}
     skipped: dict[str, list[str]] = {key: [] for key, _ in _SKIP_REASONS}
     for node in cluster.gpu_nodes(kube, plan.facts):
         if leaf is not None and leaf_label is not None and _leaf_of(node, leaf_label) != leaf:
@@ -270,12 +272,31 @@ def _sweep_nodes(
         why = _skip_reason(node)
         try:
             name = name_of(node)
+            labels[name] = {str(k): str(v) for k, v in mapping(node, "metadata", "labels").items()}
         except Malformed:
             name, why = describe(node), "notReady"
         (names if why is None else skipped[why]).append(name)
     for why, which in _skipped(skipped):
         _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
-    return names, skipped
+    return names, skipped, labels
+
+
+def _sweep_topology(
+    plan: Plan, names: list[str], labels: dict[str, dict[str, str]]
+) -> dict[str, tuple[str, ...]]:
+    """Each node's switches at the stack's topology levels: its labels, else the stack's
+    scheduling.nodeTopology; none when a node has neither (said on stderr)."""
+    levels = plan.facts.gang.switch_levels
+    table = plan.facts.gang.node_topology
+    merged = {n: {**dict(table.get(n, {})), **labels.get(n, {})} for n in names}
+    topo = sweep_plan.topology_of(names, merged, levels)
+    if levels and names and not topo[names[0]]:
+        lacking = [n for n in names if any(lv not in merged[n] for lv in levels)]
+        _progress(
+            f"pairing without topology: {', '.join(lacking[:5])}"
+            f"{' and others' if len(lacking) > 5 else ''} lack {', '.join(levels)}"
+        )
+    return topo
 
 
 def _sweep_concurrency(plan: Plan, tenant: str) -> int:
@@ -302,7 +323,11 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
 
 
 def _run_sweep(
-    plan: Plan, args: argparse.Namespace, kube: Kube, names: list[str]
+    plan: Plan,
+    args: argparse.Namespace,
+    kube: Kube,
+    names: list[str],
+    labels: dict[str, dict[str, str]],
 ) -> sweep.SweepReport:
     """The pair rounds, then (with several rails) each bad node's rails alone."""
     rails = [r.name for r in plan.facts.fabric.rails]
@@ -326,10 +351,16 @@ def _run_sweep(
     def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
         return run_rail_pair(pair, None, round_, index)
 
-    _progress(f"sweep over {len(names)} GPU nodes, {concurrency} jobs at a time")
+    topo = _sweep_topology(plan, names, labels)
+    levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
+    confirm = args.sweep_confirm or sweep_plan.CONFIRM
+    _progress(sweep_plan.estimate(topo, concurrency, args.timeout, confirm).words())
     report = sweep.SweepReport({}, 0)
     try:
-        sweep.sweep(names, run_pair, concurrency, stop=stop, into=report)
+        sweep.sweep(
+            names, run_pair, concurrency, stop=stop, into=report, topology=topo,
+            levels=levels, confirm=confirm,
+        )  # fmt: skip
         if report.bad and len(rails) > 1:
             _progress(f"each rail of {', '.join(report.bad)} alone")
             sweep.localize_rails(
@@ -365,6 +396,7 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
             "busbw": r.busbw,
             "network": r.network,
             "pairs": r.pairs,
+            **({"note": r.note} if r.note else {}),
             **rails,
         }
 
@@ -377,6 +409,20 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
         "skipped": skipped,
         "nodes": {n: node(r) for n, r in sorted(report.nodes.items())},
         "stopped": report.stopped,
+        "flaky": report.flaky,
+        "pathFaults": [
+            {
+                "level": f.level,
+                "switch": f.switch,
+                "failedJobs": f.failed,
+                "nodes": list(f.nodes),
+                "words": sweep.path_words(f),
+            }
+            for f in report.paths
+        ],
+        "topologyLevels": list(report.levels),
+        "confirm": report.confirm,
+        "jobs": len(report.jobs),
     }
 
 
@@ -390,14 +436,14 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     with kube.limit(args.timeout):
         contract = plan.facts.tenants.get(args.tenant)
         label = contract.leaf_label if contract is not None else None
-        names, skipped = _sweep_nodes(kube, plan, args.leaf, label)
+        names, skipped, labels = _sweep_nodes(kube, plan, args.leaf, label)
     if len(names) < 2:
         print(
             "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
             file=sys.stderr,
         )
         return Verdict.INCONCLUSIVE.exit_code
-    report = _run_sweep(plan, args, kube, names)
+    report = _run_sweep(plan, args, kube, names, labels)
     if args.junit:
         write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
@@ -415,6 +461,9 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         return cmd_sweep(plan, args)
     if args.sweep_timeout is not None:
         problem = Problem("--sweep-timeout", f"{args.sweep_timeout:g}: applies only with --sweep")
+        raise StackError("gpufabric verify", [problem])
+    if args.sweep_confirm is not None:
+        problem = Problem("--sweep-confirm", f"{args.sweep_confirm}: applies only with --sweep")
         raise StackError("gpufabric verify", [problem])
     job = nccl.acceptance_job(
         plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)
@@ -478,7 +527,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     kube = _kube(plan, args)
     kube.set_timeout(None)  # --timeout bounds each pod, not the command
     with kube.limit(args.timeout):
-        names, skipped = _sweep_nodes(kube, plan)
+        names, skipped, _labels = _sweep_nodes(kube, plan)
     if not names:
         print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
         return Verdict.INCONCLUSIVE.exit_code
@@ -524,11 +573,18 @@ def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> li
             checks.append(passed("nccl.sweep", name, f"{best} ({pairs})"))
         elif r.verdict == "BAD":
             hint = sweep.diagnosis(r) or "drain the node and look at its NICs, cables and GPUs"
-            checks.append(failed("nccl.sweep", name, f"{best} ({pairs})", hint))
+            why = f"{r.note}; " if r.note else ""
+            checks.append(failed("nccl.sweep", name, f"{why}{best} ({pairs})", hint))
+        elif r.verdict == "FLAKY":
+            hint = "not drained on this record: re-run it with proven partners, watch it"
+            checks.append(failed("nccl.sweep", name, f"FLAKY: {r.note} ({pairs})", hint))
         else:
             checks.append(error("nccl.sweep", name, f"not localized ({pairs or 'no pair ran'})"))
     for why, which in _skipped(skipped):
         checks += [skipped_check("nccl.sweep", name, f"not swept: {why}") for name in which]
+    for fault in report.paths:
+        target = f"{fault.level}={fault.switch}"
+        checks.append(failed("nccl.sweep.path", target, sweep.path_words(fault)))
     return checks
 
 

@@ -1,17 +1,14 @@
-"""Find the bad nodes, then their bad rails: rounds of disjoint two-node NCCL jobs.
+"""Find the bad nodes and the bad paths, then the bad nodes' rails: rounds of disjoint
+two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep_plan`.
 
-Round 1 pairs every GPU node with another and runs the pairs side by side (as many at once
-as the tenant's GPU quota admits). A pair that passes proves both nodes good; the members of
-a pair that fails or cannot be judged become suspects. Each later round pairs every suspect
-with a node already proven good: the suspect is good when that pair passes and bad when it
-fails. A pair is judged as ``nccl-report`` judges a run.
+Screening rounds pair every node with partners it has not met, under its own leaf switch
+and across each switch level the stack knows; then the rounds adapt: a node not yet judged
+runs with a node already proven GOOD, a node that failed with some partners and passed with
+others re-runs with the partners it failed with. Jobs run as many at once as the tenant's
+quota admits (a node is in one job at a time). After every round the whole record is judged
+again (sweep_plan's rules: path faults, witnesses, the C-core of passing pairs).
 
-Rounds for k bad nodes out of N (at most 2k suspects after round 1, each needing a good
-partner): 2 rounds when N >= 4k; otherwise 1 + ceil(2k / (N - 2k)) rounds, the proven-good
-nodes partnering suspects in turns. With no pair passing in round 1 nothing can be localized
-(every node is reported unknown).
-
-Then each bad node runs one job per rail with a proven-good partner, its pods attached to
+Then each BAD node runs one job per rail with a proven-good partner, its pods attached to
 that rail alone, judged against one rail's share of the line rate: a rail that fails alone
 is the link to look at (cable, transceiver, switch port); a node whose every rail passes
 alone fails only when they all run together (PCIe, NUMA, GPU placement). A node is in one
@@ -28,8 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpufabric.exitcodes import Verdict, worst
+from gpufabric.verify import sweep_plan
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.nccl_report import Report
+from gpufabric.verify.sweep_plan import CONFIRM, Job, PathFault, Topology
 
 Pair = tuple[str, str]
 RunPair = Callable[[Pair, int, int], Report]
@@ -51,7 +50,7 @@ class RailResult:
 @dataclass
 class NodeResult:
     node: str
-    verdict: str = "UNKNOWN"  # GOOD | BAD | UNKNOWN
+    verdict: str = "UNKNOWN"  # GOOD | BAD | FLAKY | UNKNOWN
     busbw: float | None = None
     """Best bus bandwidth of the node's pairs (GB/s)."""
     network: str | None = None
@@ -59,6 +58,8 @@ class NodeResult:
     """(round, partner, pair verdict)."""
     rails: dict[str, RailResult] = field(default_factory=dict)
     """Per rail, for a bad node once :func:`localize_rails` ran."""
+    note: str = ""
+    """Why a node is BAD, FLAKY or UNKNOWN, in words (its record)."""
 
     @property
     def failing_rails(self) -> list[str]:
@@ -68,9 +69,10 @@ class NodeResult:
 NODE_VERDICT: dict[str, Verdict] = {
     "GOOD": Verdict.PASS,
     "BAD": Verdict.FAIL,
+    "FLAKY": Verdict.FAIL,
     "UNKNOWN": Verdict.INCONCLUSIVE,
 }
-"""What a node's own word (GOOD, BAD, UNKNOWN) counts as in the sweep's verdict."""
+"""What a node's own word (GOOD, BAD, FLAKY, UNKNOWN) counts as in the sweep's verdict."""
 
 
 @dataclass
@@ -82,10 +84,20 @@ class SweepReport:
     stopped: str | None = None
     """Why the sweep ended early (interrupted, its time limit): the report holds what it
     proved until then."""
+    paths: list[PathFault] = field(default_factory=list)
+    """Uplinks whose every job across them failed while their nodes pass inside."""
+    jobs: list[Job] = field(default_factory=list)
+    levels: tuple[str, ...] = ()
+    """The topology levels the rounds paired across (widest first; empty: none known)."""
+    confirm: int = CONFIRM
 
     @property
     def bad(self) -> list[str]:
         return sorted(n for n, r in self.nodes.items() if r.verdict == "BAD")
+
+    @property
+    def flaky(self) -> list[str]:
+        return sorted(n for n, r in self.nodes.items() if r.verdict == "FLAKY")
 
     @property
     def unknown(self) -> list[str]:
@@ -93,18 +105,10 @@ class SweepReport:
 
     @property
     def verdict(self) -> Verdict:
-        """FAIL when a node is bad, else INCONCLUSIVE when one is not localized, else PASS."""
-        return worst(NODE_VERDICT[r.verdict] for r in self.nodes.values())
-
-
-def rounds_needed(nodes: int, bad: int) -> int:
-    """Rounds the sweep takes for ``bad`` bad nodes out of ``nodes`` (worst case)."""
-    if bad == 0:
-        return 1
-    good = nodes - 2 * bad
-    if good <= 0:
-        return 0  # cannot localize
-    return 1 + -(-2 * bad // good)
+        """FAIL when a node is bad or flaky or a path is faulted, else INCONCLUSIVE when a
+        node is not localized, else PASS."""
+        paths = [Verdict.FAIL] if self.paths else []
+        return worst([*paths, *(NODE_VERDICT[r.verdict] for r in self.nodes.values())])
 
 
 def rail_rounds_needed(rails: int, bad: int, concurrency: int, good: int) -> int:
@@ -186,64 +190,81 @@ def _run_round(
                     finished[i] = f.result()
 
 
+def _apply(report: SweepReport, names: Sequence[str], topo: Topology) -> None:
+    """Judge the whole record again and write each node's verdict and words."""
+    verdict = sweep_plan.judge(names, topo, report.levels, report.jobs, report.confirm)
+    for name in names:
+        result = report.nodes[name]
+        result.verdict = verdict.verdicts[name]
+        result.note = verdict.notes.get(name, "")
+    report.paths = verdict.paths
+
+
 def sweep(
     nodes: Sequence[str],
     run_pair: RunPair,
     concurrency: int,
-    max_rounds: int = 16,
+    max_rounds: int = 24,
     stop: threading.Event | None = None,
     into: SweepReport | None = None,
+    topology: Topology | None = None,
+    levels: Sequence[str] = (),
+    confirm: int = CONFIRM,
 ) -> SweepReport:
-    """Localize the nodes that fail the acceptance test; ``concurrency`` jobs at a time.
-    ``stop`` is set when the sweep is interrupted (the jobs' waits should watch it). The
-    report is filled job by job (``into`` when given: what an interrupted sweep proved
-    stays readable there); a node listed twice is swept once."""
+    """Localize the nodes (and uplinks) that fail the acceptance test; ``concurrency`` jobs
+    at a time. ``topology`` gives each node's switches at ``levels`` (widest first). ``stop``
+    is set when the sweep is interrupted (the jobs' waits should watch it). The report is
+    judged round by round and also when cut short (``into`` when given: what an interrupted
+    sweep proved stays readable there); a node listed twice is swept once. It ends when a
+    round judged no job (the jobs cannot run: more rounds would not judge any either)."""
     ordered = list(dict.fromkeys(nodes))
+    topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
+    if any(len(t) != len(levels) for t in topo.values()):
+        topo, levels = dict.fromkeys(ordered, ()), ()
     report = into if into is not None else SweepReport({}, 0)
+    report.levels, report.confirm = tuple(levels), confirm
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
-    results = report.nodes
-    good: list[str] = []
-    suspects: list[str] = []
-
-    def judge(pair: Pair, round_: int, outcome: Report) -> None:
-        a, b = pair
-        _record(results[a], round_, b, outcome)
-        if round_ == 1:  # both are unknown: a pass proves both, anything else suspects both
-            _record(results[b], 1, a, outcome)
-            if outcome.verdict == "PASS":
-                results[a].verdict = results[b].verdict = "GOOD"
-                good.extend(pair)
-            else:
-                suspects.extend(pair)
-        elif outcome.verdict == "PASS":  # a suspect with a proven-good partner
-            results[a].verdict = "GOOD"
-            good.append(a)
-        elif outcome.verdict == "FAIL":
-            results[a].verdict = "BAD"
-        # INCONCLUSIVE: stays UNKNOWN (the job could not be judged)
-
-    def run_round(pairs: list[Pair], round_: int) -> None:
-        jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
-        finished: dict[int, Report] = {}
+    screening = sweep_plan.screening_rounds(topo, confirm)
+    for round_ in range(1, max_rounds + 1):
+        if round_ <= screening:
+            pairs = sweep_plan.screening_pairs(ordered, topo, round_, report.jobs, confirm)
+        else:
+            verdict = sweep_plan.judge(ordered, topo, levels, report.jobs, confirm)
+            pairs = sweep_plan.adaptive_pairs(
+                ordered, topo, levels, report.jobs, verdict, round_, confirm
+            )
+        if not pairs:
+            break
         try:
-            outcomes = _run_round(jobs, concurrency, stop, finished)
-        finally:  # judged as they came in, in pair order, even when cut short
-            for i in sorted(finished):
-                judge(pairs[i], round_, finished[i])
-        assert len(outcomes) == len(pairs)
-        report.rounds = round_
-
-    first = [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
-    leftover = ordered[-1:] if len(ordered) % 2 else []
-    run_round(first, 1)
-    suspects += leftover
-    round_ = 1
-    while suspects and good and round_ < max_rounds:
-        round_ += 1
-        batch = suspects[: len(good)]
-        del suspects[: len(good)]
-        run_round(list(zip(batch, good, strict=False)), round_)
+            _run_pairs(report, pairs, round_, run_pair, concurrency, stop)
+        finally:
+            _apply(report, ordered, topo)
+        if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(pairs) :]):
+            break  # no job of the round could be judged: more rounds would not be either
     return report
+
+
+def _run_pairs(
+    report: SweepReport,
+    pairs: list[Pair],
+    round_: int,
+    run_pair: RunPair,
+    concurrency: int,
+    stop: threading.Event | None,
+) -> None:
+    """Run one round; record every job that ended, in pair order, also when cut short."""
+    jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
+    finished: dict[int, Report] = {}
+    try:
+        _run_round(jobs, concurrency, stop, finished)
+    finally:
+        for i in sorted(finished):
+            a, b = pairs[i]
+            outcome = finished[i]
+            report.jobs.append(Job(round_, (a, b), outcome.verdict))
+            _record(report.nodes[a], round_, b, outcome)
+            _record(report.nodes[b], round_, a, outcome)
+        report.rounds = round_
 
 
 def localize_rails(
@@ -301,7 +322,10 @@ def format_table(report: SweepReport) -> str:
     rounds = f"{report.rounds} rounds"
     if report.rail_rounds:
         rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
-    lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}"]
+    lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}, {len(report.jobs)} jobs"]
+    lines[0] += f"; GOOD after passing with {report.confirm} distinct GOOD partners" + (
+        f"; paired within and across {', '.join(report.levels)}" if report.levels else ""
+    )
     if report.stopped:
         lines[0] += f" (stopped early: {report.stopped}; what it proved until then)"
     lines.append(f"  {'node':<24} {'verdict':<8} {'busbw GB/s':>10}  transport  pairs")
@@ -332,11 +356,34 @@ def format_table(report: SweepReport) -> str:
                     f"{res.network or '?':<9}  {res.partner}"
                 )
             lines.append(f"  {name}: {diagnosis(report.nodes[name])}")
+    lines += _closing_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def path_words(fault: PathFault) -> str:
+    """A faulted uplink in words: which switch, what failed, and that no node is drained."""
+    return (
+        f"uplink of {fault.level}={fault.switch}: all {fault.jobs} jobs leaving it failed "
+        f"while its nodes ({', '.join(fault.nodes)}) pass inside it; check that switch's "
+        "uplinks (no node drained for it)"
+    )
+
+
+def _closing_lines(report: SweepReport) -> list[str]:
+    lines = [f"path fault: {path_words(f)}" for f in report.paths]
+    for name in [*report.bad, *report.flaky, *report.unknown]:
+        if report.nodes[name].note:
+            lines.append(f"  {name} {report.nodes[name].verdict}: {report.nodes[name].note}")
     if report.bad:
         lines.append(f"drain: {', '.join(report.bad)}")
+    if report.flaky:
+        lines.append(
+            f"flaky (failed and passed; not drained on this record, re-run them): "
+            f"{', '.join(report.flaky)}"
+        )
     if report.unknown:
         lines.append(f"not localized: {', '.join(report.unknown)}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 __all__ = [
@@ -348,8 +395,8 @@ __all__ = [
     "diagnosis",
     "format_table",
     "localize_rails",
+    "path_words",
     "rail_rounds_needed",
-    "rounds_needed",
     "sweep",
     "waiting",
 ]

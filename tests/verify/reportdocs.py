@@ -126,7 +126,8 @@ def sweep_doc(sick: str | None = SICK) -> dict[str, Any]:
             log = text(Log(hosts=pair, busbw=47.5, hcas=1, first_hca=first, layer="RoCE"))
         return nccl_report.report({f"{pair[0]}+{pair[1]} {rail}": log}, rail_exp)
 
-    report = sweep.sweep(NODES, run_pair, concurrency=2)
+    # four nodes, one sick: a healthy one has two healthy partners (--sweep-confirm 2)
+    report = sweep.sweep(NODES, run_pair, concurrency=2, confirm=2)
     sweep.localize_rails(report, rails, run_rail, 2, rail_exp.threshold_gbps)
     return commands.sweep_document(report, {"cordoned": ["gpu-node-4"], "notReady": []})
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -303,16 +304,19 @@ def test_succeeded_and_failed_both_true_is_not_a_pass(
 
 
 def test_a_node_listed_twice_is_never_paired_with_itself() -> None:
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple[int, tuple[str, str]]] = []
 
-    def run_pair(pair: tuple[str, str], _round: int, _index: int) -> Any:
-        pairs.append(pair)
+    def run_pair(pair: tuple[str, str], round_: int, _index: int) -> Any:
+        pairs.append((round_, pair))
         from types import SimpleNamespace
 
         return SimpleNamespace(verdict="PASS", runs=())
 
     report = sweep_module.sweep(["a", "a", "b", "c", "c", "d"], run_pair, concurrency=1)
-    assert pairs == [("a", "b"), ("c", "d")]
+    assert all(a != b for _, (a, b) in pairs)
+    for round_ in {r for r, _ in pairs}:  # each node once a round, never twice
+        members = [n for r, pair in pairs if r == round_ for n in pair]
+        assert sorted(members) == ["a", "b", "c", "d"]
     assert sorted(report.nodes) == ["a", "b", "c", "d"]
 
 
@@ -441,9 +445,10 @@ def test_hostile_answers_to_verify_nccl(
 # ------------------------------------------------- 3. --timeout per job, --sweep-timeout
 
 
-def _sweep_cluster(fake: FakeKube, nodes: int, quick: set[str]) -> list[str]:
+def _sweep_cluster(fake: FakeKube, nodes: int, quick: set[str], last_round: int = 99) -> list[str]:
     """``nodes`` Ready GPU nodes; a pinned job whose pair is within ``quick`` succeeds at
-    once with a passing log, any other never finishes. Returns the jobs created, in order."""
+    once with a passing log (up to round ``last_round``), any other never finishes. Returns
+    the jobs created, in order."""
     from nccllogs import Log, text
 
     from gpufabric.verify import nccl
@@ -470,7 +475,7 @@ def _sweep_cluster(fake: FakeKube, nodes: int, quick: set[str]) -> list[str]:
         term = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]
         terms = term["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         pair = tuple(terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
-        if not set(pair) <= quick:
+        if not set(pair) <= quick or int(name.split("-r")[-1].split("-")[0]) > last_round:
             obj["status"] = {"conditions": [{"type": "Running", "status": "True"}]}
             return
         obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
@@ -515,26 +520,24 @@ def test_timeout_bounds_each_job_of_a_sweep_not_the_sweep(
 def test_sweep_timeout_reports_what_was_proved(
     fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _sweep_cluster(fake, 4, quick={"gpu-node-0", "gpu-node-1"})
+    _sweep_cluster(fake, 4, quick={f"gpu-node-{i}" for i in range(4)}, last_round=1)
     code, took = timed(sweep_argv(fake, tmp_path, "--timeout", "60", "--sweep-timeout", "3"))
     out, err = capsys.readouterr()
     assert code == 5, err
     assert took < 3 + kube_module.CLEANUP_GRACE + SLACK
     assert "stopped early: --sweep-timeout reached" in out
-    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:6]}
-    assert rows == {
-        "gpu-node-0": "GOOD",
-        "gpu-node-1": "GOOD",
-        "gpu-node-2": "UNKNOWN",
-        "gpu-node-3": "UNKNOWN",
-    }
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:6]}
+    # Round 1 passed, round 2 never ends: what round 1 proved is reported; one passing job
+    # proves no node GOOD (that takes 3 distinct GOOD partners), so every node is UNKNOWN.
+    assert {n: r[0] for n, r in rows.items()} == {f"gpu-node-{i}": "UNKNOWN" for i in range(4)}
+    assert all(r[-3] == "r1" and r[-1] == "PASS" for r in rows.values()), out
     assert not [p for p in fake.objects if "/mpijobs/" in p]
 
 
 def test_an_interrupted_sweep_prints_what_it_proved(
     fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    created = _sweep_cluster(fake, 4, quick={"gpu-node-0", "gpu-node-1"})
+    created = _sweep_cluster(fake, 4, quick={f"gpu-node-{i}" for i in range(4)}, last_round=1)
 
     def interrupt(method: str, path: str) -> None:
         if method == "POST" and len(created) == 1:  # the second pair's create
@@ -545,7 +548,8 @@ def test_an_interrupted_sweep_prints_what_it_proved(
     err = capsys.readouterr().err
     assert code == 130
     assert "stopped early: interrupted" in err
-    assert "gpu-node-0               GOOD" in err
+    assert "gpu-node-0               UNKNOWN" in err
+    assert re.search(r"r1 gpu-node-\d PASS", err)  # what it proved: round 1's pairs passed
     assert err.rstrip().endswith("interrupted; cleaned up"), err
     assert not [p for p in fake.objects if "/mpijobs/" in p]
 

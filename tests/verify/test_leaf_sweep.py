@@ -28,9 +28,9 @@ def test_sweep_nodes_are_those_under_the_leaf(monkeypatch: pytest.MonkeyPatch) -
     plan = build_plan("routed-b200", load_stack("routed-b200").model)
     fleet = [node("a", "leaf-01"), node("b", "leaf-02"), node("c", "leaf-01"), node("d", None)]
     monkeypatch.setattr(commands.cluster, "gpu_nodes", lambda kube, facts: fleet)
-    names, _ = commands._sweep_nodes(None, plan, "leaf-01", LEAF)  # type: ignore[arg-type]
+    names, _, _ = commands._sweep_nodes(None, plan, "leaf-01", LEAF)  # type: ignore[arg-type]
     assert names == ["a", "c"]
-    names, _ = commands._sweep_nodes(None, plan)  # type: ignore[arg-type]
+    names, _, _ = commands._sweep_nodes(None, plan)  # type: ignore[arg-type]
     assert names == ["a", "b", "c", "d"]
 
 

@@ -421,3 +421,27 @@ def test_storage_checks_join_the_report_when_given(tmp_path: Path, well: dict[st
     assert "runs over tcp, not rdma (fell back)" in bad
     assert "load rpcrdma on the node" in bad
     assert "Storage checks" not in page(tmp_path, args_for(well), 0)
+
+
+def test_a_flaky_node_and_a_path_fault_fail_the_sweep_section() -> None:
+    """A sweep that drains nothing but names a FLAKY node and a faulted uplink is not a pass:
+    each is listed with its own words and fix (before: FLAKY read as UNKNOWN, the uplink
+    was not shown)."""
+    doc = {
+        "rounds": 4,
+        "nodes": {
+            "a": {"verdict": "GOOD", "pairs": [[1, "b", "PASS"]]},
+            "b": {"verdict": "FLAKY", "pairs": [[1, "a", "PASS"], [2, "c", "FAIL"]]},
+        },
+        "pathFaults": [{"words": "uplink of leaf=leaf-2: all 6 jobs leaving it failed"}],
+    }
+    source = report.Source("--sweep", "NCCL sweep", "gpufabric verify nccl --sweep --json")
+    section, nodes = report.sweep_section(source, doc)
+    assert section.verdict is Verdict.FAIL
+    assert "uplink of leaf=leaf-2: all 6 jobs leaving it failed" in section.notes
+    inputs = report.Inputs(sweep=nodes)
+    (failure,) = report.failures(inputs)
+    assert failure.status == "FAIL"
+    assert failure.hint == report.FLAKY_HINT
+    html = report.render_html(report.Inputs(sections=[section], sweep=nodes))
+    assert '<span class="badge fail">FLAKY</span>' in html

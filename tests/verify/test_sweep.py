@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 from nccllogs import IB_8X400, Log, text
@@ -15,10 +16,10 @@ from gpufabric.verify.sweep import (
     format_table,
     localize_rails,
     rail_rounds_needed,
-    rounds_needed,
     sweep,
     waiting,
 )
+from gpufabric.verify.sweep_plan import CONFIRM, screening_rounds
 
 EXP = IB_8X400
 RAILS = [f"rail{i}" for i in range(8)]
@@ -82,7 +83,8 @@ def test_the_named_nodes_are_exactly_the_slow_ones(count: int, slow: set[str]) -
     report = sweep(nodes, run_pair, concurrency=8)
     assert report.bad == sorted(slow)
     assert report.unknown == []
-    assert report.rounds <= rounds_needed(count, len(slow))
+    # C screening rounds, then (here) at most a round per slow node for its partners
+    assert report.rounds <= screening_rounds({}, CONFIRM) + len(slow)
     # pairs of a round are disjoint: a node is in one job at a time
     for round_ in {r for r, _ in calls}:
         members = [n for r, pair in calls if r == round_ for n in pair]
@@ -184,12 +186,7 @@ def test_an_interrupted_sweep_stops_its_running_jobs_and_each_cleans_up() -> Non
     assert sorted(cleaned) == sorted(started)
 
 
-def test_rounds_for_k_bad_nodes_out_of_n() -> None:
-    assert rounds_needed(16, 0) == 1
-    assert rounds_needed(16, 1) == 2
-    assert rounds_needed(16, 4) == 2  # 8 good partner 8 suspects in one round
-    assert rounds_needed(16, 6) == 4  # 4 good for 12 suspects: three turns
-    assert rounds_needed(4, 2) == 0  # every pair may fail: nothing to compare against
+def test_rail_rounds_for_k_bad_nodes() -> None:
     assert rail_rounds_needed(8, 1, 4, 14) == 8  # one bad node: one rail per round
     assert rail_rounds_needed(8, 3, 2, 10) == 16  # two jobs at a time: two turns per rail
     assert rail_rounds_needed(8, 3, 8, 2) == 16  # two good partners limit it the same way
@@ -295,7 +292,13 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
         assert code == 4
         assert doc["drain"] == [slow]
         assert doc["notLocalized"] == []
-        assert doc["rounds"] == 2
+        # 3 screening rounds (GOOD after 3 distinct GOOD partners), then rounds in which the
+        # slow node's partners meet healthy partners they have not met (5 nodes, 4 healthy)
+        assert 4 <= doc["rounds"] <= 5
+        assert doc["confirm"] == 3
+        assert doc["flaky"] == []
+        assert doc["pathFaults"] == []
+        assert doc["topologyLevels"] == []  # lab-roce names no switch level
         assert doc["railRounds"] == 2
         assert doc["skipped"] == {"cordoned": ["gpu-node-6"], "notReady": ["gpu-node-7"]}
         assert set(doc["nodes"]) == {f"gpu-node-{i}" for i in range(6)}
@@ -348,3 +351,84 @@ def test_sweep_dry_run_prints_its_jobs_and_asks_no_cluster(tmp_path, capsys) -> 
     ]  # fmt: skip
     assert [len(a) for a in attached] == [2, 1]
     assert "nothing submitted" in err
+
+
+def test_verify_nccl_sweep_names_a_degraded_leaf_uplink_through_the_api(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Twelve GPU nodes under three leaves (read from their labels, the stack's leaf level);
+    every job leaving leaf-c is slow. The sweep names leaf-c's uplink and drains no node;
+    the plan (rounds, jobs, time) is printed before it starts."""
+    import json
+
+    import yaml
+    from fake_kube import FakeKube
+
+    from gpufabric.cli import main
+    from gpufabric.verify import nccl
+
+    leaf_label = "topology.gpufabric.io/leaf"
+    repo = Path(__file__).resolve().parents[2]
+    stack = yaml.safe_load((repo / "stacks/Pulumi.lab-roce.yaml").read_text(encoding="utf-8"))
+    stack["config"]["gpufabric:scheduling"]["topologyLevels"] = [
+        leaf_label,
+        "kubernetes.io/hostname",
+    ]
+    stack_file = tmp_path / "Pulumi.lab-leaves.yaml"
+    stack_file.write_text(yaml.safe_dump(stack), encoding="utf-8")
+    leaf = {f"gpu-node-{i:02d}": f"leaf-{'abc'[i // 4]}" for i in range(12)}
+    with FakeKube() as fake:
+        for name, switch in leaf.items():
+            labels = {"feature.node.kubernetes.io/pci-10de.present": "true", leaf_label: switch}
+            fake.add(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": labels},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+                }
+            )
+
+        def on_create(fake_: FakeKube, obj: dict) -> None:  # type: ignore[type-arg]
+            if obj["kind"] != "MPIJob":
+                return
+            worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+            term = worker["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ]
+            pair = tuple(term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+            ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+            pod = f"{name}-launcher"
+            labels = {nccl.JOB_LABEL: name, nccl.ROLE_LABEL: "launcher"}
+            fake_.add(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": pod, "namespace": ns, "labels": labels},
+                }
+            )
+            leaves = {leaf[n] for n in pair}
+            busbw = 40.0 if len(leaves) == 2 and "leaf-c" in leaves else 95.0
+            fake_.logs[f"/api/v1/namespaces/{ns}/pods/{pod}"] = "".join(
+                nccl.MARKER.format(test=t)
+                + "\n"
+                + text(Log(test=t, hosts=pair, busbw=busbw, layer="RoCE", hcas=2))
+                for t in nccl.TESTS
+            )
+
+        fake.on_create.append(on_create)
+        code = main(
+            ["verify", "nccl", "--stack", str(stack_file), "--tenant", "team-vision", "--sweep",
+             "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--context", "fake",
+             "--poll", "0.01", "--json"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        doc = json.loads(out)
+        assert not [p for p in fake.objects if "/mpijobs/" in p]  # every job deleted
+    assert code == 4, err
+    assert doc["drain"] == []
+    assert doc["notLocalized"] == []  # leaf-c's nodes proven among themselves
+    assert doc["topologyLevels"] == [leaf_label]
+    assert [(f["level"], f["switch"]) for f in doc["pathFaults"]] == [(leaf_label, "leaf-c")]
+    assert set(doc["pathFaults"][0]["nodes"]) <= {n for n, s in leaf.items() if s == "leaf-c"}
+    assert "no node drained" in doc["pathFaults"][0]["words"]
+    assert "sweep over 12 GPU nodes: 3 screening rounds, 18 two-node jobs" in err

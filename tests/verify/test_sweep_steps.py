@@ -65,6 +65,11 @@ def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
         "skipped",
         "nodes",
         "stopped",
+        "flaky",
+        "pathFaults",
+        "topologyLevels",
+        "confirm",
+        "jobs",
     ]
     assert doc["stopped"] is None
     assert list(doc["nodes"]) == ["b", "g"]

@@ -1,0 +1,164 @@
+"""A simulated fleet for the bad-node sweep: nodes under leaves (and spines), faults of several
+classes, and a job runner that answers as the fleet would. Seeded: the same seed gives the same
+fleet and the same results. Shared by tests/verify/test_sweep_sim.py and benchmarks/sweep_sim.py.
+
+Fault classes (what a two-node job sees):
+- bad: every job with the node fails (a dead NIC, a slow GPU).
+- flaky: every job with the node fails with probability 1/3, independently (drawn from the
+  seed, the round and the pair).
+- partner: the node is slow with a fixed half of the fleet (chosen per pair by the seed).
+- uplink: a leaf's uplink is degraded: every job between one of its nodes and a node under
+  another leaf fails; jobs inside the leaf pass.
+- rail: one rail of the node is bad: every job with it fails (all rails run together), and a
+  one-rail job fails on that rail only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+LEAF_LABEL = "topology.gpufabric.io/leaf"
+SPINE_LABEL = "topology.gpufabric.io/spine"
+RAILS = [f"rail{i}" for i in range(8)]
+CLASSES = ("bad", "flaky", "partner", "uplink", "rail", "mixed")
+
+
+@dataclass
+class Fleet:
+    nodes: list[str]
+    topology: dict[str, tuple[str, ...]]
+    levels: tuple[str, ...]
+    bad: set[str] = field(default_factory=set)
+    flaky: set[str] = field(default_factory=set)
+    partner: set[str] = field(default_factory=set)
+    uplinks: set[str] = field(default_factory=set)
+    """Leaves (their names) whose uplink is degraded."""
+    rail: dict[str, str] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def faulty(self) -> set[str]:
+        """Nodes that should be drained."""
+        return self.bad | self.partner | set(self.rail)
+
+    def leaf(self, node: str) -> str:
+        return self.topology[node][-1]
+
+    def _partner_slow(self, a: str, b: str) -> bool:
+        x, y = sorted((a, b))
+        return hashlib.sha256(f"{self.seed}:{x}:{y}".encode()).digest()[0] & 1 == 1
+
+    def across_uplink(self, pair: tuple[str, str]) -> bool:
+        a, b = pair
+        return self.leaf(a) != self.leaf(b) and bool({self.leaf(a), self.leaf(b)} & self.uplinks)
+
+    def _draw(self, *key: object) -> float:
+        digest = hashlib.sha256(":".join(map(str, (self.seed, *key))).encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    def fails(self, pair: tuple[str, str], round_: int = 0) -> bool:
+        """Whether the pair's job in ``round_`` fails; a flaky member's draw depends only on
+        the seed, the round and the pair, so a fleet answers the same whatever order its
+        jobs run in."""
+        a, b = pair
+        if {a, b} & (self.bad | set(self.rail)):
+            return True
+        if self.across_uplink(pair):
+            return True
+        if any(n in self.partner and self._partner_slow(a, b) for n in pair):
+            return True
+        return any(self._draw(round_, *sorted(pair), n) < 1 / 3 for n in pair if n in self.flaky)
+
+    def run_pair(self, pair: tuple[str, str], round_: int, index: int) -> Any:
+        return SimpleNamespace(verdict="FAIL" if self.fails(pair, round_) else "PASS", runs=[])
+
+    def run_rail_pair(self, pair: tuple[str, str], rail: str, round_: int, index: int) -> Any:
+        failing = any(self.rail.get(n) == rail for n in pair)
+        return SimpleNamespace(verdict="FAIL" if failing else "PASS", runs=[])
+
+
+def build(n: int, kind: str, k: int, seed: int) -> Fleet:
+    """``n`` nodes, 16 to a leaf (fewer on small fleets), 4 leaves to a spine from 256 nodes;
+    ``k`` faults of ``kind`` (uplink: ``k`` leaves, at most a quarter of them)."""
+    rng = random.Random(seed)
+    per_leaf = max(4, min(16, n // 4))
+    nodes = [f"gpu-{i:05d}" for i in range(n)]
+    spines = n >= 256
+    topology = {
+        node: ((f"spine-{i // per_leaf // 4:03d}",) if spines else ())
+        + (f"leaf-{i // per_leaf:03d}",)
+        for i, node in enumerate(nodes)
+    }
+    levels = (SPINE_LABEL, LEAF_LABEL) if spines else (LEAF_LABEL,)
+    fleet = Fleet(nodes, topology, levels, seed=seed)
+    leaves = sorted({t[-1] for t in topology.values()})
+    picked = rng.sample(nodes, min(n, k * 4))
+    if kind in ("bad", "mixed"):
+        fleet.bad = set(picked[:k])
+    if kind in ("flaky", "mixed"):
+        fleet.flaky = set(picked[k : 2 * k])
+    if kind in ("partner", "mixed"):
+        fleet.partner = set(picked[2 * k : 3 * k])
+    if kind == "rail":
+        fleet.rail = {node: rng.choice(RAILS) for node in picked[:k]}
+    if kind in ("uplink", "mixed"):
+        fleet.uplinks = set(rng.sample(leaves, max(1, min(k, len(leaves) // 4))))
+    return fleet
+
+
+@dataclass
+class Score:
+    false_drains: int
+    """Healthy (or only flaky) nodes named to drain."""
+    misses: int
+    """Nodes to drain that were not named (bad, partner-dependent, bad rail) and degraded
+    uplinks not named as path faults."""
+    flaky_reported: int
+    flaky_good_after_failure: int
+    """Flaky nodes reported GOOD although a job with a healthy partner failed."""
+    false_paths: int
+    unknown: int
+    rounds: int
+    jobs: int
+    waves: dict[int, int]
+    """Concurrency -> waves of jobs (rounds of ``concurrency`` jobs at a time)."""
+
+
+def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) -> Score:
+    drained = set(report.bad)
+    found_leaves = {p.switch for p in report.paths if p.level == LEAF_LABEL}
+    healthy = set(fleet.nodes) - fleet.faulty - fleet.flaky
+    failed_with_healthy = {
+        n
+        for job in report.jobs
+        if job.verdict == "FAIL"
+        for n in job.pair
+        if n in fleet.flaky
+        and (set(job.pair) - {n}) <= healthy
+        and not fleet.across_uplink(job.pair)
+    }
+    per_round: dict[int, int] = {}
+    for job in report.jobs:
+        per_round[job.round] = per_round.get(job.round, 0) + 1
+    waves = {c: sum(-(-j // c) for j in per_round.values()) for c in concurrencies}
+    rail_jobs = sum(len(report.nodes[n].rails) for n in report.bad)
+    for c in concurrencies:  # one-rail jobs: each node one at a time (rail_rounds at 8)
+        waves[c] += rail_jobs if c == 1 else report.rail_rounds
+    return Score(
+        false_drains=len(drained - fleet.faulty - fleet.flaky),
+        misses=len(fleet.faulty - drained) + len(fleet.uplinks - found_leaves),
+        flaky_reported=sum(1 for n in fleet.flaky if report.nodes[n].verdict == "FLAKY"),
+        flaky_good_after_failure=sum(
+            1 for n in failed_with_healthy if report.nodes[n].verdict == "GOOD"
+        ),
+        false_paths=len(found_leaves - fleet.uplinks)
+        + sum(1 for p in report.paths if p.level != LEAF_LABEL),
+        unknown=len(report.unknown),
+        rounds=report.rounds + report.rail_rounds,
+        jobs=len(report.jobs),
+        waves=waves,
+    )
