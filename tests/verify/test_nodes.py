@@ -505,18 +505,15 @@ def _fleet(tmp_path: Path, exp: expect.Expectation, count: int) -> dict[str, Pat
 
 
 def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Path) -> None:
-    from fleetfake import LatencyProbe
+    from fleetfake import LatencyTransport
 
     from gpufabric.verify import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 20)
-
-    def factory(spec: str) -> LatencyProbe:
-        return LatencyProbe(spec, roots[spec], dead=spec == "gpu-0007")
-
-    serial = fleet.run_fleet(list(roots), exp, factory, parallel=1)
-    wide = fleet.run_fleet(list(roots), exp, factory, parallel=16)
+    transport = LatencyTransport(roots, dead=frozenset({"gpu-0007"}))
+    serial = fleet.run_fleet(list(roots), exp, transport, parallel=1)
+    wide = fleet.run_fleet(list(roots), exp, transport, parallel=16)
     assert wide == serial
     assert [c.target for c in serial][:1] == ["gpu-0000"]
     summary = fleet.group_failures(serial)
@@ -526,20 +523,19 @@ def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Pa
     unreachable = [c for c in serial if c.target == "gpu-0007"]
     assert unreachable
     assert {c.status for c in unreachable} == {"ERROR"}
+    assert "cannot reach the host" in unreachable[0].message
 
 
 def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    from fleetfake import LatencyProbe
+    from fleetfake import LatencyTransport
 
     from gpufabric.verify import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 2)
-
-    def factory(spec: str) -> LatencyProbe:
-        return LatencyProbe(spec, roots[spec], latency=0.2 if spec == "gpu-0001" else 0.0)
-
-    results = fleet.run_fleet(list(roots), exp, factory, parallel=2, host_timeout=1.0)
+    transport = LatencyTransport(roots, slow={"gpu-0001": 3.0})
+    fleet.run_fleet(["gpu-0000"], exp, transport)  # its tree's answer is ready: no sh time
+    results = fleet.run_fleet(list(roots), exp, transport, parallel=2, host_timeout=1.0)
     late = [c for c in results if c.target == "gpu-0001"]
     assert [c.status for c in late] == ["ERROR"]
     assert "no answer within 1 s" in late[0].message
@@ -549,17 +545,15 @@ def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> No
 def test_hung_hosts_do_not_starve_the_others(tmp_path: Path) -> None:
     """Two workers, both stuck on hosts that never answer in time: the third host is still
     checked (a fresh worker takes each stuck one's place)."""
-    from fleetfake import LatencyProbe
+    from fleetfake import LatencyTransport
 
     from gpufabric.verify import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 3)
-
-    def factory(spec: str) -> LatencyProbe:
-        return LatencyProbe(spec, roots[spec], latency=0.5 if spec != "gpu-0002" else 0.0)
-
-    results = fleet.run_fleet(list(roots), exp, factory, parallel=2, host_timeout=1.0)
+    transport = LatencyTransport(roots, slow={"gpu-0000": 3.0, "gpu-0001": 3.0})
+    fleet.run_fleet(["gpu-0002"], exp, transport)  # its tree's answer is ready: no sh time
+    results = fleet.run_fleet(list(roots), exp, transport, parallel=2, host_timeout=1.0)
     checked = [c for c in results if c.target == "gpu-0002"]
     assert len(checked) > 10  # every check ran on it
     assert any(c.status == "PASS" for c in checked)
