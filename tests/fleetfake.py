@@ -17,7 +17,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from gpufabric.verify import nodes_gather
+from gpufabric.verify.expect import Expectation
 from gpufabric.verify.probe import Unreachable
+from gpufabric.verify.results import Check
 
 _BOUNDARY = re.compile(r"^B='?(@gf-[0-9a-f]{32})'?$", re.MULTILINE)
 
@@ -77,3 +80,19 @@ class LatencyTransport:
                 self._cache[key] = cached
         ran_with, output = cached
         return output.replace(ran_with.encode(), boundary.encode())
+
+
+def gather_checks(
+    exp: Expectation, root: Path | str, shell: str = "/bin/sh"
+) -> tuple[list[Check], int]:
+    """A node's checks as ``verify nodes`` judges them: the gather script run for real over
+    the tree, then request scripts for whatever it missed; (checks, round trips)."""
+    script = nodes_gather.gather_script(exp, str(root))
+    rounds: list[tuple[str, bytes]] = []
+    for n in range(1, nodes_gather.MAX_ROUNDS + 1):
+        rounds.append((script.boundary, run_script(script.text, root, shell)))
+        judged = nodes_gather.judge("node", str(root), exp, rounds, n == nodes_gather.MAX_ROUNDS)
+        if judged.checks is not None:
+            return list(judged.checks), n
+        script = nodes_gather.request_script(judged.needs, str(root))
+    raise AssertionError("the last round always judges")

@@ -20,7 +20,7 @@ the answer ends with the record count. Output that is truncated, malformed or th
 about its framing is an ERROR for every check of the host (:class:`GatherError`).
 
 The script reads the same way :class:`gpufabric.verify.probe.HostProbe` does (``od`` in
-place of ``cat``, ``ls -1 -A``, ``test -e``, ``readlink -f``, commands through ``sh -c``),
+place of ``cat``, ``ls -1 -A``, ``test -e``, ``readlink -f``, commands by ``eval`` in a subshell),
 so a snapshot answers exactly what the probe would have; it writes nothing on the host.
 """
 
@@ -42,6 +42,8 @@ Key = tuple[str, str]
 """(operation, what): ``f`` read a file, ``l`` list a directory, ``e`` test existence,
 ``r`` resolve symlinks, ``x`` run a command; paths are the node's own (``/sys/...``)."""
 OPS = frozenset("flerx")
+HOST_TOOLS = ("od", "ls", "readlink", "tr")
+"""What the script needs on the host besides sh: without one, nothing it says is trusted."""
 
 _LIBRARY = r"""LC_ALL=C
 export LC_ALL
@@ -78,7 +80,7 @@ cap() {
 }
 l() { cap l "$1" ls -1 -A -- "$R$1"; }
 r() { cap r "$1" readlink -f -- "$R$1"; }
-x() { cap x "$1" sh -c "$1"; }
+x() { cap x "$1" eval "$1"; }
 e() {
     hd e "$1"
     if [ -e "$R$1" ]; then C=0; else C=1; fi
@@ -231,7 +233,12 @@ def _script(body: Iterable[str], root: str, boundary: str, prefetch: bool) -> Sc
     if prefetch:
         head.append(_PREFETCH.rstrip("\n"))
     tail = ['printf \'%s END %s\\n\' "$B" "$n"', "exit 0"]
-    start = [f"printf '%s BEGIN {FORMAT}\\n' \"$B\""]
+    start = [
+        f"for t in {' '.join(HOST_TOOLS)}; do",
+        '    command -v "$t" >/dev/null 2>&1 || { printf \'%s NOTOOL %s\\n\' "$B" "$t"; exit 0; }',
+        "done",
+        f"printf '%s BEGIN {FORMAT}\\n' \"$B\"",
+    ]
     return Script("\n".join([*head, *start, *body, *tail]) + "\n", boundary)
 
 
@@ -361,6 +368,9 @@ def parse(output: bytes, boundary: str) -> dict[Key, Answer]:
     begin = mark + b" BEGIN " + FORMAT.encode() + b"\n"
     at = output.find(begin)
     if at < 0 or (at > 0 and output[at - 1 : at] != b"\n"):
+        tool = output.rpartition(mark + b" NOTOOL ")[2].split(b"\n", 1)[0]
+        if tool.decode("latin-1") in HOST_TOOLS:
+            raise GatherError(f"the host has no {tool.decode()} (the script needs it)")
         raise GatherError("no answer from the gather script (its start line is missing)")
     pos, answers, records = at + len(begin), {}, 0
     end = mark + b" END "

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import nodefs
 import pytest
+from fleetfake import gather_checks
 import testinfra
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import expect, nodes
+from gpufabric.verify import expect, nodes, nodes_gather
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.results import Check
 from gpufabric.verify.suite_runner import run_suite
@@ -52,9 +53,13 @@ def node_for(exp: expect.Expectation, **overrides: object) -> nodefs.Node:
 
 
 def check(tmp_path: Path, exp: expect.Expectation, node: nodefs.Node) -> dict[str, Check]:
+    """The node's checks as ``verify nodes`` runs them: the gather script executed by /bin/sh
+    over the tree, judged locally; they must be what the probe reading file by file says."""
     root = nodefs.build(tmp_path / "node", node)
-    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
-    return {c.check: c for c in nodes.run_checks(probe, exp)}
+    gathered, round_trips = gather_checks(exp, root)
+    assert gathered == list(nodes.run_checks(TreeProbe(root), exp))
+    assert round_trips == 1
+    return {c.check: c for c in gathered}
 
 
 @pytest.fixture
@@ -376,9 +381,30 @@ def test_roce_gid_mtu_pfc_failures(tmp_path: Path, mlnx_qos_on_path: None) -> No
 
 def test_pfc_without_any_tool_is_undecided(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = expectation("lab-roce")
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    base = tmp_path / "base-bin"  # a host's base tools, no mlnx_qos and no dcb
+    base.mkdir()
+    for tool in nodes_gather.HOST_TOOLS + ("grep",):
+        (base / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    monkeypatch.setenv("PATH", str(base))
     results = check(tmp_path, exp, node_for(exp, pfc_priority=None))
     assert results["rail.rail0.pfc"].status == "ERROR"
+    assert results["gpu.count"].status == "PASS"
+
+
+def test_a_host_without_the_gather_tools_is_inconclusive_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No od on the host: nothing could be read, so no check may PASS or FAIL ("0 GPUs")."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    base = tmp_path / "base-bin"
+    base.mkdir()
+    for tool in ("ls", "readlink", "tr", "grep"):
+        (base / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    monkeypatch.setenv("PATH", str(base))
+    results, _ = gather_checks(exp, root)
+    assert {c.status for c in results} == {"ERROR"}
+    assert "the host has no od" in results[0].message
 
 
 def test_parse_pfc_formats() -> None:
