@@ -20,8 +20,8 @@ from pathlib import Path
 
 import nodefs
 import pytest
-from fleetfake import gather_checks
 import testinfra
+from fleetfake import gather_checks
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
@@ -383,7 +383,7 @@ def test_pfc_without_any_tool_is_undecided(tmp_path: Path, monkeypatch: pytest.M
     exp = expectation("lab-roce")
     base = tmp_path / "base-bin"  # a host's base tools, no mlnx_qos and no dcb
     base.mkdir()
-    for tool in nodes_gather.HOST_TOOLS + ("grep",):
+    for tool in (*nodes_gather.HOST_TOOLS, "grep"):
         (base / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
     monkeypatch.setenv("PATH", str(base))
     results = check(tmp_path, exp, node_for(exp, pfc_priority=None))
