@@ -26,6 +26,7 @@ so a snapshot answers exactly what the probe would have; it writes nothing on th
 
 from __future__ import annotations
 
+import re
 import secrets
 import shlex
 from collections.abc import Iterable, Sequence
@@ -35,6 +36,7 @@ from gpufabric.verify import nodes
 from gpufabric.verify.expect import Expectation, RailExpectation
 from gpufabric.verify.results import Check, error
 
+_OFFSET = re.compile(r"^[0-9]+", re.MULTILINE)
 MAX_ROUNDS = 4
 """Round trips per host at most: the prefetch, then requests for what it did not gather."""
 FORMAT = "1"
@@ -59,7 +61,7 @@ tl() {
 }
 f() {
     hd f "$1"
-    od -An -v -tx1 "$R$1" 2>/dev/null
+    od -Ad -tx1 "$R$1" 2>/dev/null
     C=$?
     tl "$C"
     return "$C"
@@ -70,7 +72,7 @@ cap() {
     O=$("$@" 2>/dev/null </dev/null; echo "x$?")
     C=${O##*x}
     O=${O%x*}
-    printf '%s' "$O" | od -An -v -tx1
+    printf '%s' "$O" | od -Ad -tx1
     tl "$C"
     return "$C"
 }
@@ -328,46 +330,69 @@ def gather_script(exp: Expectation, root: str = "/", boundary: str | None = None
 # ----------------------------------------------------------------------------- parsing
 
 
-def _header(output: bytes, pos: int, mark: bytes) -> tuple[Key, int]:
-    """(key, position after the header) of the record header ``B op size key`` at ``pos``."""
-    if pos >= len(output):
-        raise GatherError("the answer is truncated: it has no end line")
-    if not output.startswith(mark + b" ", pos):
-        raise GatherError(f"a record does not start with this run's boundary (byte {pos})")
-    at = pos + len(mark) + 1
-    op = output[at : at + 1].decode("latin-1")
-    space = output.find(b" ", at + 2, at + 14)
-    if op not in OPS or output[at + 1 : at + 2] != b" " or space < 0:
-        raise GatherError(f"malformed record header at byte {pos}")
-    size = nodes.ascii_int(output[at + 2 : space].decode("latin-1"))
-    if size is None:
-        raise GatherError(f"malformed key length at byte {pos}")
-    end = space + 1 + size
-    if output[end : end + 1] != b"\n":
-        raise GatherError(f"a key overruns its stated length at byte {pos}")
-    return (op, output[space + 1 : end].decode("utf-8", "surrogateescape")), end + 1
+def _repeats(text: str) -> bytes:
+    """``od -Ad -tx1`` output with ``*`` lines (a line repeated up to the next offset)."""
+    data, line = bytearray(), b""
+    lines = [ln for ln in text.split("\n") if ln]
+    for i, raw in enumerate(lines):
+        if raw == "*":
+            if i + 1 >= len(lines) or not line:
+                raise ValueError("a repeat mark without a line to repeat or an end")
+            end = nodes.ascii_int(lines[i + 1].split(" ", 1)[0])
+            while end is not None and len(data) + len(line) <= end:
+                data += line
+            continue
+        offset, _, hexes = raw.partition(" ")
+        if nodes.ascii_int(offset) != len(data):
+            raise ValueError(f"offset {offset} where {len(data)} bytes were read")
+        line = bytes.fromhex(hexes)
+        data += line
+    return bytes(data)
 
 
-def _body(output: bytes, pos: int, mark: bytes) -> tuple[Answer, int]:
-    """The hex content from ``pos`` up to its trailer, and the position after the trailer."""
-    trailer = output.find(mark + b" = ", pos)
-    if trailer < 0:
-        raise GatherError("the answer is truncated: a record has no end")
-    try:
-        data = bytes.fromhex(output[pos:trailer].decode("ascii"))
+def unod(chunk: bytes) -> bytes:
+    """The bytes ``od -Ad -tx1`` printed: lines of a decimal offset and hex bytes, ``*``
+    for repeated lines, the total length last. The length must add up."""
+    text = chunk.decode("ascii")
+    body, _, length = text.rstrip("\n").rpartition("\n")
+    if not body:  # an empty file: its length only
+        data = b""
+    elif "\n" not in body:  # most files: one line and the length
+        offset, _, hexes = body.partition(" ")
+        data = bytes.fromhex(hexes) if nodes.ascii_int(offset) == 0 else b"?"
+    elif "*" in body:
+        data = _repeats(text)
+    else:
+        data = bytes.fromhex(_OFFSET.sub("", body))
+    if nodes.ascii_int(length) != len(data):
+        raise ValueError("its length does not add up")
+    return data
+
+
+def _record(head: bytes, trail: bytes, n: int) -> tuple[Key, Answer]:
+    """One record from its header-and-content part (``op size key\\nHEX``) and its trailer
+    part (``= rc``), the boundary already split off both."""
+    op, _, rest = head.partition(b" ")
+    size_text, _, rest = rest.partition(b" ")
+    size = nodes.ascii_int(size_text.decode("latin-1"))
+    if op.decode("latin-1") not in OPS or size is None:
+        raise GatherError(f"malformed record header (record {n})")
+    if len(rest) < size or rest[size : size + 1] not in (b"\n", b""):
+        raise GatherError(f"a key overruns its stated length (record {n})")
+    rc = nodes.ascii_int(trail[2:].decode("latin-1")) if trail.startswith(b"= ") else None
+    if rc is None:
+        raise GatherError(f"malformed record trailer (record {n})")
+    chunk = rest[size + 1 :]
+    try:  # what a failed read printed is not used; an existence test prints nothing
+        data = unod(chunk) if rc == 0 and chunk else b""
     except (UnicodeDecodeError, ValueError) as exc:
-        raise GatherError(f"a record's content is not od hexadecimal (byte {pos})") from exc
-    eol = output.find(b"\n", trailer)
-    rc = nodes.ascii_int(output[trailer + len(mark) + 3 : eol].decode("ascii", "replace"))
-    if eol < 0 or rc is None:
-        raise GatherError(f"malformed record trailer at byte {trailer}")
-    return Answer(rc, data), eol + 1
+        raise GatherError(f"a record's content is not od's output ({exc}; record {n})") from exc
+    key = rest[:size].decode("utf-8", "surrogateescape")
+    return (op.decode("ascii"), key), Answer(rc, data)
 
 
-def parse(output: bytes, boundary: str) -> dict[Key, Answer]:
-    """Every record of a gather script's answer. Anything before the first line that starts
-    with the boundary is ignored (a login shell's greeting); after the last, nothing may be."""
-    mark = boundary.encode("ascii")
+def _start(output: bytes, mark: bytes) -> int:
+    """Where the records begin: after this run's start line."""
     begin = mark + b" BEGIN " + FORMAT.encode() + b"\n"
     at = output.find(begin)
     if at < 0 or (at > 0 and output[at - 1 : at] != b"\n"):
@@ -375,18 +400,24 @@ def parse(output: bytes, boundary: str) -> dict[Key, Answer]:
         if tool.decode("latin-1") in HOST_TOOLS:
             raise GatherError(f"the host has no {tool.decode()} (the script needs it)")
         raise GatherError("no answer from the gather script (its start line is missing)")
-    pos, answers, records = at + len(begin), {}, 0
-    end = mark + b" END "
-    while not output.startswith(end, pos):
-        key, pos = _header(output, pos, mark)
-        answers[key], pos = _body(output, pos, mark)
-        records += 1
-    count = output[pos + len(end) :]
-    if count != f"{records}\n".encode():
+    return at + len(begin)
+
+
+def parse(output: bytes, boundary: str) -> dict[Key, Answer]:
+    """Every record of a gather script's answer. Anything before the line that starts it
+    is ignored (a login shell's greeting); after its end line, nothing may be. Records are
+    split at the boundary, which no record content (hexadecimal) can hold."""
+    mark = boundary.encode("ascii")
+    parts = (b"\n" + output[_start(output, mark) :]).split(b"\n" + mark + b" ")
+    records, last = parts[1:-1], parts[-1]
+    if parts[0] or len(parts) < 2 or not last.startswith(b"END "):
+        raise GatherError("the answer is truncated: it has no end line")
+    if len(records) % 2 or last != f"END {len(records) // 2}\n".encode():
         raise GatherError(
-            f"the answer's end line does not match its {records} records (truncated or forged)"
+            f"the answer's end line does not match its {len(records) // 2} records "
+            "(truncated or forged)"
         )
-    return answers
+    return dict(_record(records[i], records[i + 1], i // 2) for i in range(0, len(records), 2))
 
 
 # ----------------------------------------------------------------------------- judging

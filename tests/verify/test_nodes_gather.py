@@ -161,7 +161,7 @@ def test_a_truncated_answer_is_an_error_for_every_check_wherever_it_stops(
         (lambda o: o.replace(b" END ", b" END 1"), "end line does not match"),
         (lambda o: o.replace(b" f 27 /proc/driver/nvidia/version", b" f 99 /proc/x"), "overruns"),
         (lambda o: o.replace(b" = 0\n", b" = zero\n", 1), "malformed record trailer"),
-        (lambda o: o.replace(b" 0a\n", b" 0a zz\n", 1), "not od hexadecimal"),
+        (lambda o: o.replace(b" 0a\n", b" 0a zz\n", 1), "not od's output"),
         (lambda o: o.replace(b" f ", b" q ", 1), "malformed record header"),
     ],
 )
@@ -214,3 +214,25 @@ def test_one_round_trip_per_host_and_judging_in_processes(tmp_path: Path) -> Non
     assert pooled == inline
     failing = {c.target for c in inline if c.status == "FAIL"}
     assert failing == {s for s, r in roots.items() if r == bad}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        *(b"", b"ab", b"\n\n\n", b"x" * 16, b"x" * 17, bytes(100), bytes(range(256)) * 3),
+        *(bytes(4096) + b"\x01" + bytes(40), b"\xff" * 4096),
+    ],
+)
+def test_od_output_decodes_to_the_file_bytes(data: bytes) -> None:
+    """What the host's od prints (repeated lines as '*', offsets, the length last) comes back
+    as the exact bytes; a lost line or a wrong length is refused."""
+    if shutil.which("od") is None:
+        pytest.skip("od is not installed")
+    out = subprocess.run(["od", "-Ad", "-tx1"], input=data, capture_output=True, check=True)
+    assert nodes_gather.unod(out.stdout) == data
+    lines = out.stdout.splitlines(keepends=True)
+    if len(lines) > 2:
+        with pytest.raises(ValueError, match=r"offset|length|repeat"):
+            nodes_gather.unod(b"".join(lines[:1] + lines[2:]))
+    with pytest.raises(ValueError, match=r"offset|length|repeat"):
+        nodes_gather.unod(b"".join(lines[:-1]) + b"9999999\n")
