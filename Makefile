@@ -47,7 +47,7 @@ conformance: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_stress.py
-	$(BIN)/python benchmarks/verify_fleet.py --hosts 64,256
+	$(BIN)/python benchmarks/verify_fleet.py --hosts 1024,10000
 
 clean:
 	rm -rf out .mypy_cache .ruff_cache .pytest_cache

@@ -35,6 +35,10 @@ from gpufabric.verify.results import Check, error
 POOL_MIN_HOSTS = 64
 """Below this many hosts the judging runs in the network threads (a pool costs more to
 start than it saves)."""
+POOL_MIN_CPUS = 8
+"""Below this many CPUs too: each answer (~230 KB for an 8-rail InfiniBand node) is copied
+to a worker and its verdicts back, which on 2 busy CPUs cost more than it saved (1,024
+simulated hosts: 95 s pooled, 37 s in the threads; benchmarks/verify_fleet.py)."""
 
 
 class Transport(Protocol):
@@ -201,7 +205,7 @@ def _judges(hosts: int, judges: int | None) -> int:
     if judges is not None:
         return judges
     cpus = os.cpu_count() or 1
-    return cpus if hosts >= POOL_MIN_HOSTS and cpus > 1 else 0
+    return cpus if hosts >= POOL_MIN_HOSTS and cpus >= POOL_MIN_CPUS else 0
 
 
 def run_fleet(
@@ -225,10 +229,14 @@ def run_fleet(
         _check_host, exp=exp, transport=transport, judge=judge, first=_first_scripts(exp)
     )
     try:
-        return _fan_out(hosts, check, parallel, host_timeout, progress)
-    finally:
-        if pool is not None:
+        results = _fan_out(hosts, check, parallel, host_timeout, progress)
+    except BaseException:
+        if pool is not None:  # interrupted: leave the workers, never wait for them
             pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
 
 
 def _fan_out(
