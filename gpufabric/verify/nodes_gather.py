@@ -44,6 +44,7 @@ Key = tuple[str, str]
 """(operation, what): ``f`` read a file, ``l`` list a directory, ``e`` test existence,
 ``r`` resolve symlinks, ``x`` run a command; paths are the node's own (``/sys/...``)."""
 OPS = frozenset("flerx")
+_OPS = {op.encode(): op for op in OPS}
 HOST_TOOLS = ("od", "ls", "readlink", "tr")
 """What the script needs on the host besides sh: without one, nothing it says is trusted."""
 
@@ -350,21 +351,25 @@ def _repeats(text: str) -> bytes:
     return bytes(data)
 
 
+def _num(text: bytes) -> int | None:
+    """A decimal number in ASCII digits (``bytes.isdigit`` takes no other script's)."""
+    return int(text) if text.isdigit() else None
+
+
 def unod(chunk: bytes) -> bytes:
     """The bytes ``od -Ad -tx1`` printed: lines of a decimal offset and hex bytes, ``*``
     for repeated lines, the total length last. The length must add up."""
-    text = chunk.decode("ascii")
-    body, _, length = text.rstrip("\n").rpartition("\n")
+    body, _, length = chunk.rstrip(b"\n").rpartition(b"\n")
     if not body:  # an empty file: its length only
         data = b""
-    elif "\n" not in body:  # most files: one line and the length
-        offset, _, hexes = body.partition(" ")
-        data = bytes.fromhex(hexes) if nodes.ascii_int(offset) == 0 else b"?"
-    elif "*" in body:
-        data = _repeats(text)
+    elif b"\n" not in body:  # most files: one line and the length
+        offset, _, hexes = body.partition(b" ")
+        data = bytes.fromhex(hexes.decode("ascii")) if _num(offset) == 0 else b"?"
+    elif b"*" in body:
+        data = _repeats(chunk.decode("ascii"))
     else:
-        data = bytes.fromhex(_OFFSET.sub("", body))
-    if nodes.ascii_int(length) != len(data):
+        data = bytes.fromhex(_OFFSET.sub("", body.decode("ascii")))
+    if _num(length) != len(data):
         raise ValueError("its length does not add up")
     return data
 
@@ -374,12 +379,12 @@ def _record(head: bytes, trail: bytes, n: int) -> tuple[Key, Answer]:
     part (``= rc``), the boundary already split off both."""
     op, _, rest = head.partition(b" ")
     size_text, _, rest = rest.partition(b" ")
-    size = nodes.ascii_int(size_text.decode("latin-1"))
-    if op.decode("latin-1") not in OPS or size is None:
+    size = _num(size_text)
+    if op not in _OPS or size is None:
         raise GatherError(f"malformed record header (record {n})")
     if len(rest) < size or rest[size : size + 1] not in (b"\n", b""):
         raise GatherError(f"a key overruns its stated length (record {n})")
-    rc = nodes.ascii_int(trail[2:].decode("latin-1")) if trail.startswith(b"= ") else None
+    rc = _num(trail[2:]) if trail.startswith(b"= ") else None
     if rc is None:
         raise GatherError(f"malformed record trailer (record {n})")
     chunk = rest[size + 1 :]
@@ -388,7 +393,7 @@ def _record(head: bytes, trail: bytes, n: int) -> tuple[Key, Answer]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise GatherError(f"a record's content is not od's output ({exc}; record {n})") from exc
     key = rest[:size].decode("utf-8", "surrogateescape")
-    return (op.decode("ascii"), key), Answer(rc, data)
+    return (_OPS[op], key), Answer(rc, data)
 
 
 def _start(output: bytes, mark: bytes) -> int:
