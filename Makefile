@@ -47,7 +47,7 @@ conformance: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_stress.py
-	$(BIN)/python benchmarks/verify_fleet.py --hosts 64,256
+	$(BIN)/python benchmarks/verify_fleet.py --hosts 1024,10000
 	$(BIN)/python benchmarks/sweep_sim.py --sizes 16,64,256,1024 --fleets 2
 
 clean:

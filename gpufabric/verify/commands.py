@@ -138,7 +138,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         return fleet.run_fleet(
             hosts,
             exp,
-            fleet.testinfra_probe(root),
+            fleet.testinfra_transport(root),
             parallel=args.parallel,
             host_timeout=args.host_timeout,
             progress=progress,

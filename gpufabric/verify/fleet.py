@@ -1,57 +1,160 @@
 """Node checks over a fleet: many hosts at once, a bounded number in flight.
 
-Each host gets one testinfra backend (ssh multiplexes its commands over one connection) and
-runs the same checks as the shipped pytest suite (:func:`gpufabric.verify.nodes.run_checks`);
-``parallel`` hosts are checked at a time, each within ``host_timeout`` seconds, so a fleet of
-1,024 nodes takes minutes, not hours. Results come back in the order the hosts were given,
-exactly as a serial run lists them, and identical failures are grouped for the summary
-("rail3.port FAIL on 12 nodes: ...").
+Each host's facts are gathered in one round trip (:mod:`gpufabric.verify.nodes_gather`: one
+generated ``sh`` script run through the host's transport, ``ssh://``, ``kubectl://``,
+``local://`` ...), then judged locally by the shipped node checks; a fact the script did not
+gather costs one more round trip, a handful at most. ``parallel`` hosts are in flight at a
+time (threads: they wait on the network), each within ``host_timeout`` seconds, and the
+judging runs in a pool of worker processes when the fleet is large enough for it to pay, so
+it never holds the interpreter lock against the network work. Results come back in the
+order the hosts were given, exactly as a serial run lists them, and identical failures are
+grouped for the summary ("rail3.port FAIL on 12 nodes: ...").
 """
 
 from __future__ import annotations
 
 import functools
+import multiprocessing
+import os
 import queue
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any, Protocol, TextIO
 
-from gpufabric.verify import nodes
+from gpufabric.verify import nodes_gather
 from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.expect import Expectation
-from gpufabric.verify.probe import HostProbe, Probe
+from gpufabric.verify.nodes_gather import Judged, Script
+from gpufabric.verify.probe import Unreachable
 from gpufabric.verify.results import Check, error
 
-ProbeFactory = Callable[[str], Probe]
+POOL_MIN_HOSTS = 64
+"""Below this many hosts the judging runs in the network threads (a pool costs more to
+start than it saves)."""
+POOL_MIN_CPUS = 8
+"""Below this many CPUs too: each answer (~230 KB for an 8-rail InfiniBand node) is copied
+to a worker and its verdicts back, which on 2 busy CPUs cost more than it saved (1,024
+simulated hosts: 95 s pooled, 37 s in the threads; benchmarks/verify_fleet.py)."""
 
 
-def testinfra_probe(root: str) -> ProbeFactory:
-    """Probes over testinfra backends (ssh://, kubectl://, local://, ...)."""
+class Transport(Protocol):
+    """Runs a gather script on a host and returns its standard output."""
 
-    def make(spec: str) -> Probe:
+    def root(self, spec: str) -> str:
+        """Where the host's root file system is seen by the script (``/``, ``/host``)."""
+
+    def run(self, spec: str, script: str) -> bytes:
+        """The script's standard output; :class:`Unreachable` when it could not run."""
+
+
+class TestinfraTransport:
+    """The script as one ``sh -c`` command over a testinfra backend (ssh multiplexes over
+    one connection; ``kubectl://pod`` runs it in the probe pod)."""
+
+    def __init__(self, root: str = "/") -> None:
+        self._root = root
+        self._hosts: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def root(self, spec: str) -> str:
+        return self._root
+
+    def _host(self, spec: str) -> Any:
         import testinfra
 
-        return HostProbe(testinfra.get_host(spec), root=root, name=spec)
+        with self._lock:
+            if spec not in self._hosts:
+                try:
+                    self._hosts[spec] = testinfra.get_host(spec)
+                except Exception as exc:  # a spec no backend takes is this host's error
+                    raise Unreachable(f"cannot set up the connection: {exc}") from exc
+            return self._hosts[spec]
 
-    return make
+    def run(self, spec: str, script: str) -> bytes:
+        try:
+            out = self._host(spec).run("sh -c %s gpufabric-gather", script)
+        except RuntimeError as exc:  # testinfra: the transport itself failed (ssh 255)
+            result = exc.args[0] if exc.args else None
+            raise Unreachable(_first_line(getattr(result, "stderr", "") or str(exc))) from exc
+        stdout = bytes(out.stdout_bytes)
+        if out.rc != 0 and not stdout:
+            raise Unreachable(_first_line(str(out.stderr or "")) or f"exit {out.rc}")
+        return stdout
 
 
-def _check_host(spec: str, exp: Expectation, factory: ProbeFactory) -> list[Check]:
-    try:
-        probe = factory(spec)
-    except Exception as exc:  # a backend that cannot even be set up is this host's error
-        return [error("host", spec, f"cannot set up the connection: {exc}")]
-    return list(nodes.run_checks(probe, exp))
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+
+
+def testinfra_transport(root: str) -> TestinfraTransport:
+    """Gather over testinfra backends (ssh://, kubectl://, local://, ...)."""
+    return TestinfraTransport(root)
+
+
+class Judge(Protocol):
+    def __call__(
+        self, name: str, root: str, exp: Expectation, rounds: list[tuple[str, bytes]], last: bool
+    ) -> Judged: ...
+
+
+def _ignore_interrupts() -> None:
+    """Pool workers leave Ctrl-C to the command (no traceback from a worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def judge_pool(workers: int) -> ProcessPoolExecutor:
+    """Worker processes for judging, started from a clean server process (never forked
+    from a process that runs network threads)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["gpufabric.verify.nodes_gather"])
+    return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_interrupts)
+
+
+def _pooled(pool: Executor) -> Judge:
+    def run(
+        name: str, root: str, exp: Expectation, rounds: list[tuple[str, bytes]], last: bool
+    ) -> Judged:
+        return pool.submit(nodes_gather.judge, name, root, exp, rounds, last).result()
+
+    return run
+
+
+def _unreachable(spec: str, exp: Expectation, exc: Exception) -> list[Check]:
+    return nodes_gather.unusable(
+        spec,
+        exp,
+        f"cannot reach the host: {exc}; nothing was checked",
+        "check the --hosts spec (pod name, namespace, container, ssh access)",
+    )
+
+
+def _check_host(
+    spec: str, exp: Expectation, transport: Transport, judge: Judge, first: Callable[[str], Script]
+) -> list[Check]:
+    """One host: the gather script, then a request script per round for what is missing."""
+    root = transport.root(spec)
+    script, rounds = first(root), []
+    for n in range(1, nodes_gather.MAX_ROUNDS + 1):
+        try:
+            rounds.append((script.boundary, transport.run(spec, script.text)))
+        except Unreachable as exc:
+            return _unreachable(spec, exp, exc)
+        judged = judge(spec, root, exp, rounds, n == nodes_gather.MAX_ROUNDS)
+        if judged.checks is not None:
+            return list(judged.checks)
+        script = nodes_gather.request_script(judged.needs, root, script.boundary)
+    raise AssertionError("the last round always judges")  # pragma: no cover
 
 
 def _work(
     todo: queue.Queue[str],
     started: dict[str, float],
     finished: queue.Queue[tuple[str, list[Check]]],
-    exp: Expectation,
-    factory: ProbeFactory,
+    check: Callable[[str], list[Check]],
 ) -> None:
     """One worker: check hosts from ``todo`` until it is empty; a crash is the host's ERROR."""
     while True:
@@ -61,7 +164,7 @@ def _work(
             return
         started[spec] = time.monotonic()
         try:
-            checks = _check_host(spec, exp, factory)
+            checks = check(spec)
         except Exception as exc:
             checks = [error("host", spec, f"checks crashed: {exc}")]
         finished.put((spec, checks))
@@ -89,24 +192,67 @@ def _no_answer(spec: str, host_timeout: float) -> list[Check]:
     ]
 
 
+def _first_scripts(exp: Expectation) -> Callable[[str], Script]:
+    """The gather script per root, made once per run (one random boundary per run)."""
+    boundary = nodes_gather.new_boundary()
+    return functools.lru_cache(maxsize=None)(
+        lambda root: nodes_gather.gather_script(exp, root, boundary)
+    )
+
+
+def _judges(hosts: int, judges: int | None) -> int:
+    """Worker processes to judge in: 0 judges in the network threads."""
+    if judges is not None:
+        return judges
+    cpus = os.cpu_count() or 1
+    return cpus if hosts >= POOL_MIN_HOSTS and cpus >= POOL_MIN_CPUS else 0
+
+
 def run_fleet(
     hosts: Sequence[str],
     exp: Expectation,
-    factory: ProbeFactory,
+    transport: Transport,
     parallel: int = DEFAULT_PARALLEL,
     host_timeout: float = DEFAULT_HOST_TIMEOUT,
     progress: Callable[[int, int], None] = lambda _done, _total: None,
+    judges: int | None = None,
 ) -> list[Check]:
-    """Every host's checks, ``parallel`` hosts at a time, in the given host order. A host
-    whose checks run longer than ``host_timeout`` is an ERROR and is no longer waited for:
-    its worker is a daemon thread, so a hung connection never holds the command open."""
+    """Every host's checks, ``parallel`` hosts at a time, in the given host order, judged
+    in ``judges`` worker processes (default: one per CPU for large fleets, none for small
+    ones). A host whose checks run longer than ``host_timeout`` is an ERROR and is no longer
+    waited for: its worker is a daemon thread, so a hung connection never holds the command
+    open."""
+    workers = _judges(len(hosts), judges)
+    pool = judge_pool(workers) if workers else None
+    judge: Judge = _pooled(pool) if pool is not None else nodes_gather.judge
+    check = functools.partial(
+        _check_host, exp=exp, transport=transport, judge=judge, first=_first_scripts(exp)
+    )
+    try:
+        results = _fan_out(hosts, check, parallel, host_timeout, progress)
+    except BaseException:
+        if pool is not None:  # interrupted: leave the workers, never wait for them
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def _fan_out(
+    hosts: Sequence[str],
+    check: Callable[[str], list[Check]],
+    parallel: int,
+    host_timeout: float,
+    progress: Callable[[int, int], None],
+) -> list[Check]:
     results: dict[str, list[Check]] = {}
     started: dict[str, float] = {}
     finished: queue.Queue[tuple[str, list[Check]]] = queue.Queue()
     todo: queue.Queue[str] = queue.Queue()
     for spec in hosts:
         todo.put(spec)
-    worker = functools.partial(_work, todo, started, finished, exp, factory)
+    worker = functools.partial(_work, todo, started, finished, check)
     workers = [
         threading.Thread(target=worker, name=f"verify-{i}", daemon=True)
         for i in range(max(1, min(parallel, len(hosts))))
@@ -168,5 +314,5 @@ __all__ = [
     "group_failures",
     "run_fleet",
     "terminal_progress",
-    "testinfra_probe",
+    "testinfra_transport",
 ]

@@ -43,6 +43,8 @@ DMABUF_MIN_KERNEL = (5, 12)
 ACS_CAP_ID = 0x000D
 ACS_SRC_VALID, ACS_REQ_REDIR, ACS_CMPLT_REDIR = 0x1, 0x4, 0x8
 RUNTIMES = ("containerd", "crio", "dockerd")
+PFC_COMMANDS = ("mlnx_qos -i %s", "dcb pfc show dev %s")
+"""What reads a netdev's PFC state, in the order tried (``%s``: the netdev)."""
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -412,7 +414,7 @@ def check_rail_pfc(rail: RailExpectation) -> Callable[[Probe, Expectation], Chec
         cid = f"rail.{rail.name}.pfc"
         prio = exp.pfc_priority
         states = None
-        for cmd in ("mlnx_qos -i %s", "dcb pfc show dev %s"):
+        for cmd in PFC_COMMANDS:
             rc, out = probe.run(cmd, rail.netdev)
             if rc == 0 and (states := parse_pfc(out)) is not None:
                 break
@@ -708,11 +710,17 @@ cri-dockerd's containers are dockerd's, /var/run/crio/crio.sock is CRI-O's, cont
 socket (also k3s' /run/k3s/containerd/containerd.sock) is containerd's."""
 
 
+def process_command(root: str) -> str:
+    """The command that lists ``/proc/PID/comm`` files whose name is one of ``%s``
+    (an extended regular expression of names), under the probe's root."""
+    proc = shlex.quote(root.rstrip("/") + "/proc")
+    return f"grep -l -x -E %s {proc}/[0-9]*/comm 2>/dev/null"
+
+
 def processes(probe: Probe, names: Sequence[str]) -> list[str]:
     """``/proc/PID`` (as on the node) of every process whose comm is one of ``names``,
     by ascending PID."""
-    proc = shlex.quote(probe.root.rstrip("/") + "/proc")
-    rc, out = probe.run(f"grep -l -x -E %s {proc}/[0-9]*/comm 2>/dev/null", "|".join(names))
+    rc, out = probe.run(process_command(probe.root), "|".join(names))
     found = [probe.unroot(line.strip()) for line in out.splitlines() if line.strip()]
     dirs = [f[: -len("/comm")] for f in found if f and f.endswith("/comm")]
     return sorted(dirs, key=lambda d: ascii_int(d.rsplit("/", 1)[-1]) or 0) if rc == 0 else []

@@ -21,11 +21,12 @@ from pathlib import Path
 import nodefs
 import pytest
 import testinfra
+from fleetfake import gather_checks
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import expect, nodes
+from gpufabric.verify import expect, nodes, nodes_gather
 from gpufabric.verify.probe import HostProbe
 from gpufabric.verify.results import Check
 from gpufabric.verify.suite_runner import run_suite
@@ -52,9 +53,13 @@ def node_for(exp: expect.Expectation, **overrides: object) -> nodefs.Node:
 
 
 def check(tmp_path: Path, exp: expect.Expectation, node: nodefs.Node) -> dict[str, Check]:
+    """The node's checks as ``verify nodes`` runs them: the gather script executed by /bin/sh
+    over the tree, judged locally; they must be what the probe reading file by file says."""
     root = nodefs.build(tmp_path / "node", node)
-    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
-    return {c.check: c for c in nodes.run_checks(probe, exp)}
+    gathered, round_trips = gather_checks(exp, root)
+    assert gathered == list(nodes.run_checks(TreeProbe(root), exp))
+    assert round_trips == 1
+    return {c.check: c for c in gathered}
 
 
 @pytest.fixture
@@ -376,9 +381,30 @@ def test_roce_gid_mtu_pfc_failures(tmp_path: Path, mlnx_qos_on_path: None) -> No
 
 def test_pfc_without_any_tool_is_undecided(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = expectation("lab-roce")
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    base = tmp_path / "base-bin"  # a host's base tools, no mlnx_qos and no dcb
+    base.mkdir()
+    for tool in (*nodes_gather.HOST_TOOLS, "grep"):
+        (base / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    monkeypatch.setenv("PATH", str(base))
     results = check(tmp_path, exp, node_for(exp, pfc_priority=None))
     assert results["rail.rail0.pfc"].status == "ERROR"
+    assert results["gpu.count"].status == "PASS"
+
+
+def test_a_host_without_the_gather_tools_is_inconclusive_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No od on the host: nothing could be read, so no check may PASS or FAIL ("0 GPUs")."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    base = tmp_path / "base-bin"
+    base.mkdir()
+    for tool in ("ls", "readlink", "tr", "grep"):
+        (base / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    monkeypatch.setenv("PATH", str(base))
+    results, _ = gather_checks(exp, root)
+    assert {c.status for c in results} == {"ERROR"}
+    assert "the host has no od" in results[0].message
 
 
 def test_parse_pfc_formats() -> None:
@@ -505,18 +531,15 @@ def _fleet(tmp_path: Path, exp: expect.Expectation, count: int) -> dict[str, Pat
 
 
 def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Path) -> None:
-    from fleetfake import LatencyProbe
+    from fleetfake import LatencyTransport
 
     from gpufabric.verify import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 20)
-
-    def factory(spec: str) -> LatencyProbe:
-        return LatencyProbe(spec, roots[spec], dead=spec == "gpu-0007")
-
-    serial = fleet.run_fleet(list(roots), exp, factory, parallel=1)
-    wide = fleet.run_fleet(list(roots), exp, factory, parallel=16)
+    transport = LatencyTransport(roots, dead=frozenset({"gpu-0007"}))
+    serial = fleet.run_fleet(list(roots), exp, transport, parallel=1)
+    wide = fleet.run_fleet(list(roots), exp, transport, parallel=16)
     assert wide == serial
     assert [c.target for c in serial][:1] == ["gpu-0000"]
     summary = fleet.group_failures(serial)
@@ -526,20 +549,19 @@ def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Pa
     unreachable = [c for c in serial if c.target == "gpu-0007"]
     assert unreachable
     assert {c.status for c in unreachable} == {"ERROR"}
+    assert "cannot reach the host" in unreachable[0].message
 
 
 def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    from fleetfake import LatencyProbe
+    from fleetfake import LatencyTransport
 
     from gpufabric.verify import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 2)
-
-    def factory(spec: str) -> LatencyProbe:
-        return LatencyProbe(spec, roots[spec], latency=0.2 if spec == "gpu-0001" else 0.0)
-
-    results = fleet.run_fleet(list(roots), exp, factory, parallel=2, host_timeout=1.0)
+    transport = LatencyTransport(roots, slow={"gpu-0001": 3.0})
+    fleet.run_fleet(["gpu-0000"], exp, transport)  # its tree's answer is ready: no sh time
+    results = fleet.run_fleet(list(roots), exp, transport, parallel=2, host_timeout=1.0)
     late = [c for c in results if c.target == "gpu-0001"]
     assert [c.status for c in late] == ["ERROR"]
     assert "no answer within 1 s" in late[0].message
@@ -549,17 +571,15 @@ def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> No
 def test_hung_hosts_do_not_starve_the_others(tmp_path: Path) -> None:
     """Two workers, both stuck on hosts that never answer in time: the third host is still
     checked (a fresh worker takes each stuck one's place)."""
-    from fleetfake import LatencyProbe
+    from fleetfake import LatencyTransport
 
     from gpufabric.verify import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 3)
-
-    def factory(spec: str) -> LatencyProbe:
-        return LatencyProbe(spec, roots[spec], latency=0.5 if spec != "gpu-0002" else 0.0)
-
-    results = fleet.run_fleet(list(roots), exp, factory, parallel=2, host_timeout=1.0)
+    transport = LatencyTransport(roots, slow={"gpu-0000": 3.0, "gpu-0001": 3.0})
+    fleet.run_fleet(["gpu-0002"], exp, transport)  # its tree's answer is ready: no sh time
+    results = fleet.run_fleet(list(roots), exp, transport, parallel=2, host_timeout=1.0)
     checked = [c for c in results if c.target == "gpu-0002"]
     assert len(checked) > 10  # every check ran on it
     assert any(c.status == "PASS" for c in checked)
