@@ -166,7 +166,11 @@ def prometheus_values(ctx: PlanContext) -> dict[str, Any]:
             ],
             "prometheus": {"monitor": {"relabelings": [ctx.facts.monitoring.node_relabeling]}},
         },
-        "grafana": {"sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard"}}},
+        "grafana": {
+            "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard"}},
+            # Its `helm test` pod pulls an image no install needs (and a mirror would lack).
+            "testFramework": {"enabled": False},
+        },
     }
 
 
