@@ -104,6 +104,11 @@ def _gpu(f: Facts) -> list[AlertClass]:
             "A row remap waits for a GPU reset on {{ $labels.node }} GPU {{ $labels.gpu }}",
             "reset the GPU at the next idle window (drain, reset, re-certify)",
         ),
+    ]
+
+
+def _gpu_links(f: Facts) -> list[AlertClass]:
+    return [
         AlertClass(
             "GpuNvlinkErrorsRising",
             "gpufabric-gpu",
@@ -219,7 +224,7 @@ def _fleet(f: Facts) -> list[AlertClass]:
 
 def classes(f: Facts) -> list[AlertClass]:
     """Every alert class of the stack, in triage order."""
-    return [*_gpu(f), *_fabric(f), *_fleet(f)]
+    return [*_gpu(f), *_gpu_links(f), *_fabric(f), *_fleet(f)]
 
 
 def groups(f: Facts) -> list[dict[str, Any]]:

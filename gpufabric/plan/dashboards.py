@@ -104,35 +104,45 @@ def _fleet(f: Facts) -> dict[str, Any]:
                 ],
                 "timeseries",
             ),
-            (
-                "NVLink and PCIe errors (per second)",
-                [
-                    (
-                        "sum by (node) (rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[10m]))",
-                        "{{node}} CRC",
-                    ),
-                    (
-                        "sum by (node) (rate(DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL[10m]))",
-                        "{{node}} replay",
-                    ),
-                    (
-                        "sum by (node) (rate(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m]))",
-                        "{{node}} recovery",
-                    ),
-                    (
-                        "sum by (node) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[10m]))",
-                        "{{node}} PCIe replay",
-                    ),
-                ],
-                "timeseries",
-            ),
-            (
-                "GPUs with clock events (throttling)",
-                [("count by (node) (DCGM_FI_DEV_CLOCKS_EVENT_REASONS > 1)", "{{node}}")],
-                "timeseries",
-            ),
+            *_error_panels(),
         ],
     )
+
+
+Panel = tuple[str, list[tuple[str, str]], str]
+"""A panel: its title, its queries (expression, legend) and its Grafana type."""
+
+
+def _error_panels() -> list[Panel]:
+    return [
+        (
+            "NVLink and PCIe errors (per second)",
+            [
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[10m]))",
+                    "{{node}} CRC",
+                ),
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL[10m]))",
+                    "{{node}} replay",
+                ),
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m]))",
+                    "{{node}} recovery",
+                ),
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[10m]))",
+                    "{{node}} PCIe replay",
+                ),
+            ],
+            "timeseries",
+        ),
+        (
+            "GPUs with clock events (throttling)",
+            [("count by (node) (DCGM_FI_DEV_CLOCKS_EVENT_REASONS > 1)", "{{node}}")],
+            "timeseries",
+        ),
+    ]
 
 
 def _rail_panels(f: Facts, label: str, sel: str) -> list[tuple[str, list[tuple[str, str]], str]]:
@@ -178,36 +188,38 @@ def _rail_panels(f: Facts, label: str, sel: str) -> list[tuple[str, list[tuple[s
         ),
     ]
     if f.fabric.pfc_priority is not None:
-        p = f.fabric.pfc_priority
-        panels.append(
-            (
-                f"{label}: RoCE congestion control",
-                [
-                    (
-                        f"rate(node_infiniband_np_ecn_marked_roce_packets_received_total{sel}[5m])",
-                        f"{legend} ECN marked/s",
-                    ),
-                    (
-                        f"rate(node_infiniband_np_cnp_packets_sent_total{sel}[5m])",
-                        f"{legend} CNP sent/s",
-                    ),
-                    (
-                        f"rate(node_infiniband_rp_cnp_packets_handled_total{sel}[5m])",
-                        f"{legend} CNP handled/s",
-                    ),
-                    (
-                        f"rate(node_ethtool_received_prio{p}_pause[5m])",
-                        "{{node}} {{device}} PFC pauses in/s",
-                    ),
-                    (
-                        f"rate(node_ethtool_transmitted_prio{p}_pause[5m])",
-                        "{{node}} {{device}} PFC pauses out/s",
-                    ),
-                ],
-                "timeseries",
-            )
-        )
+        panels.append(_roce_panel(f.fabric.pfc_priority, label, sel))
     return panels
+
+
+def _roce_panel(p: int, label: str, sel: str) -> tuple[str, list[tuple[str, str]], str]:
+    legend = "{{node}} {{device}}/{{port}}"
+    return (
+        f"{label}: RoCE congestion control",
+        [
+            (
+                f"rate(node_infiniband_np_ecn_marked_roce_packets_received_total{sel}[5m])",
+                f"{legend} ECN marked/s",
+            ),
+            (
+                f"rate(node_infiniband_np_cnp_packets_sent_total{sel}[5m])",
+                f"{legend} CNP sent/s",
+            ),
+            (
+                f"rate(node_infiniband_rp_cnp_packets_handled_total{sel}[5m])",
+                f"{legend} CNP handled/s",
+            ),
+            (
+                f"rate(node_ethtool_received_prio{p}_pause[5m])",
+                "{{node}} {{device}} PFC pauses in/s",
+            ),
+            (
+                f"rate(node_ethtool_transmitted_prio{p}_pause[5m])",
+                "{{node}} {{device}} PFC pauses out/s",
+            ),
+        ],
+        "timeseries",
+    )
 
 
 def _fabric(f: Facts) -> dict[str, Any]:

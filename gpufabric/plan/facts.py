@@ -37,6 +37,7 @@ from gpufabric.plan.vocabulary import (
     RdmaMode,
     TrainerRuntime,
     TrainingScheme,
+    XidAction,
 )
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -359,7 +360,7 @@ class DcgmCounter:
 class XidClass:
     """Xid codes that call for one action (NVIDIA's Xid catalogue)."""
 
-    name: str
+    name: XidAction
     codes: tuple[int, ...]
     quarantine: bool
     """The node leaves service until a reset/reboot and re-certification."""

@@ -40,7 +40,7 @@ def _chart(plan: Plan, item_id: str) -> HelmChart:
     return payload
 
 
-@pytest.mark.parametrize("stack", ["lab-roce", "prod-ib"])
+@pytest.mark.parametrize("stack", ["roce-sriov-volcano", "prod-ib"])
 def test_rules_and_dashboards_validate_against_the_prometheus_operator_crds(stack: str) -> None:
     plan = _plan(stack)
     objects = [
@@ -59,7 +59,7 @@ def _rendered(plan: Plan, item_id: str) -> list[dict[str, Any]]:
 
 
 def test_gpu_operator_runs_the_dcgm_exporter_with_gpufabrics_counters() -> None:
-    plan = _plan("lab-roce")
+    plan = _plan("roce-sriov-volcano")
     objects = _rendered(plan, ids.GPU_OPERATOR)
     cm = next(
         o
@@ -77,7 +77,7 @@ def test_gpu_operator_runs_the_dcgm_exporter_with_gpufabrics_counters() -> None:
 
 
 def test_kube_prometheus_stack_runs_node_exporter_with_the_port_counter_collectors() -> None:
-    plan = _plan("lab-roce")
+    plan = _plan("roce-sriov-volcano")
     objects = _rendered(plan, ids.PROMETHEUS)
     ds = next(
         o for o in objects if o["kind"] == "DaemonSet" and "node-exporter" in o["metadata"]["name"]
@@ -110,7 +110,7 @@ def test_kube_prometheus_stack_runs_node_exporter_with_the_port_counter_collecto
 
 
 def test_node_problem_detector_runs_gpufabrics_kernel_monitor() -> None:
-    plan = _plan("lab-roce")
+    plan = _plan("roce-sriov-volcano")
     overlay = plan.item(ids.NODE_PROBLEM_DETECTOR).payload
     assert isinstance(overlay, KustomizeOverlay)
     objects = kustomize(overlay)

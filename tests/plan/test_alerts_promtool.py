@@ -280,7 +280,7 @@ def _acceptance_cases(plan: Plan) -> list[dict[str, Any]]:
 def test_rendered_rules_pass_promtool_check(tmp_path: Path) -> None:
     """What Prometheus loads: ``promtool check rules`` over the rendered groups, for an
     installed and an existing Prometheus stack."""
-    for name in ("lab-roce", "prod-ib"):
+    for name in ("roce-sriov-volcano", "prod-ib"):
         rules = _rules_file(plan_of(example_config(name), name), tmp_path)
         assert PROMTOOL is not None
         out = subprocess.run(

@@ -23,7 +23,7 @@ def _monitored(**monitoring: Any) -> dict[str, Any]:
 def test_the_dcgm_exporter_emits_the_health_counters_through_its_own_configmap() -> None:
     """Upstream's default list keeps only the last Xid; the stack's CSV carries Xid counts,
     ECC, row remap, NVLink, PCIe and clock-event counters, and the chart creates it."""
-    plan = plan_of(example_config("lab-roce"), "lab-roce")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     dcgm = chart(plan, ids.GPU_OPERATOR).values["dcgmExporter"]
     assert dcgm["enabled"] is True
     assert dcgm["config"]["create"] is True
@@ -53,7 +53,7 @@ def test_the_dcgm_exporter_emits_the_health_counters_through_its_own_configmap()
 
 
 def test_installed_prometheus_selects_rules_by_the_release_label() -> None:
-    plan = plan_of(example_config("lab-roce"), "lab-roce")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     kps = chart(plan, ids.PROMETHEUS)
     assert (kps.chart, kps.version, kps.namespace) == (
         "kube-prometheus-stack",
@@ -99,7 +99,7 @@ def test_gpus_missing_is_judged_against_the_stacks_gpus_per_node() -> None:
 
 
 def test_application_xids_never_quarantine_and_fatal_ones_do() -> None:
-    plan = plan_of(example_config("lab-roce"), "lab-roce")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     by = {c.alert: c for c in alerts.classes(plan.facts)}
     assert by["GpuFatalXid"].quarantine
     assert not by["GpuApplicationXid"].quarantine
@@ -109,7 +109,7 @@ def test_application_xids_never_quarantine_and_fatal_ones_do() -> None:
 
 
 def test_dashboards_load_through_the_grafana_sidecar() -> None:
-    plan = plan_of(example_config("lab-roce"), "lab-roce")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     names = [it.id for it in plan.items if it.id.startswith("monitoring/dashboard/")]
     assert names == [ids.dashboard(n) for n in ("fleet", "fabric", "tenants", "acceptance")]
     fabric = body(plan, ids.dashboard("fabric"))
@@ -125,7 +125,7 @@ def test_dashboards_load_through_the_grafana_sidecar() -> None:
 
 
 def test_node_problem_detector_sets_conditions_for_fatal_xids_only() -> None:
-    plan = plan_of(example_config("lab-roce"), "lab-roce")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     overlay = plan.item(ids.NODE_PROBLEM_DETECTOR).payload
     assert isinstance(overlay, KustomizeOverlay)
     config = json.loads(overlay.parameters["monitor"])

@@ -24,7 +24,7 @@ from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from tests.builders import REPO, body, chart, example_config, plan_of
 
-STACKS = ("lab-roce", "prod-ib")
+STACKS = ("roce-sriov-volcano", "prod-ib")
 _FUNCS = {
     "sum",
     "max",
@@ -126,7 +126,7 @@ def test_every_node_exporter_metric_queried_is_one_its_collectors_emit() -> None
     src = _node_exporter_src()
     if src is None or not (src / "collector" / "infiniband_linux.go").is_file():
         pytest.skip("node-exporter's collector source is not present")
-    plan = plan_of(example_config("lab-roce"), "lab-roce")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     args = chart(plan, ids.PROMETHEUS).values["prometheus-node-exporter"]["extraArgs"]
     include = next(
         a.split("=", 1)[1] for a in args if a.startswith("--collector.ethtool.metrics-include")
