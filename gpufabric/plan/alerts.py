@@ -125,7 +125,7 @@ def _gpu_links(f: Facts) -> list[AlertClass]:
             False,
             "NVLink CRC/replay/recovery errors keep rising on {{ $labels.node }} "
             "GPU {{ $labels.gpu }}",
-            "run `gpufabric verify nodes` and an NCCL all-reduce on the node; reseat or "
+            "run gpufabric verify nodes and an NCCL all-reduce on the node; reseat or "
             "replace the NVLink/NVSwitch path when busbw drops",
         ),
         AlertClass(
@@ -217,7 +217,7 @@ def _fleet(f: Facts) -> list[AlertClass]:
             "warning",
             False,
             f"No NCCL acceptance run succeeded in the last {age // 3600} hours",
-            "run `gpufabric verify nccl` (the runbook's acceptance phase)",
+            "run gpufabric verify nccl (the runbook's acceptance phase)",
         )
     ]
 
