@@ -59,7 +59,20 @@ TOOLS = {
     "make": "this project's Makefile",
 }
 PULUMI = {"up", "preview", "stack", "config", "state", "destroy"}
-KUBECTL = {"get", "describe", "logs", "rollout", "apply", "delete", "label", "kustomize"}
+KUBECTL = {
+    "get",
+    "describe",
+    "logs",
+    "rollout",
+    "apply",
+    "delete",
+    "label",
+    "kustomize",
+    "cordon",
+    "uncordon",
+    "taint",
+    "annotate",
+}
 
 
 def runbook(name: str) -> str:
@@ -172,7 +185,14 @@ def test_runbook_commands_come_from_the_project_or_named_tools(name: str) -> Non
 def test_pulumi_phases_follow_the_plan_and_pull_volcano_forward() -> None:
     text = runbook("roce-sriov-volcano")
     phases = re.findall(r"^### Phase (\d): (.+) \(`(\w+)`\)$", text, re.M)
-    assert [p[2] for p in phases] == ["gpu", "network", "training", "scheduling", "tenants"]
+    assert [p[2] for p in phases] == [
+        "gpu",
+        "network",
+        "training",
+        "scheduling",
+        "tenants",
+        "monitoring",
+    ]
     training = text.split("### Phase 3")[1].split("### Phase 4")[0]
     # the job operators run with Volcano's gang flags: Volcano is applied with them
     assert "`scheduling/volcano`: Helm chart `volcano` 1.15.1" in training

@@ -34,6 +34,7 @@ from gpufabric.outputs.runbook import render
 from gpufabric.plan.build import Plan, build_plan
 from gpufabric.plan.items import K8sObject
 from gpufabric.plan.pulls import collect
+from gpufabric.support import yamlcodec
 
 KUBECTL = SHARED / "upstream" / "bin" / "kubectl"
 STACKS = {name: cfg for name, cfg in variants().items() if name != "stress"}
@@ -105,9 +106,9 @@ def test_every_runbook_command_passes_shellcheck(name: str, tmp_path: Path) -> N
 @functools.cache
 def _crds() -> list[dict[str, Any]]:
     out = []
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    for path in sorted((SHARED / "crds").glob("*/*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=loader):
+    pending = sorted((SHARED / "upstream" / "crds-pending").glob("*/*.yaml"))
+    for path in [*sorted((SHARED / "crds").glob("*/*.yaml")), *pending]:
+        for doc in yamlcodec.load_all_simple(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 out.append(doc)
     # One CRD per name, as on a healthy cluster: the MPI Operator's mpijobs (v2beta1), not
@@ -129,6 +130,47 @@ def _ready_deployment(name: str, namespace: str) -> dict[str, Any]:
             "availableReplicas": 1,
         },
     }
+
+
+def _monitoring(plan: Plan) -> list[dict[str, Any]]:
+    """What the GPU Operator chart and the node-problem-detector overlay create."""
+    m, comps = plan.facts.monitoring, plan.components
+    if not m.enabled:
+        return []
+    objs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": m.dcgm_config, "namespace": comps["gpu-operator"].namespace},
+            "data": {"dcgm-metrics.csv": m.dcgm_counters_csv},
+        }
+    ]
+    if m.node_problem_detector:
+        n = plan.facts.nodes.count
+        objs.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {
+                    "name": "node-problem-detector",
+                    "namespace": comps["node-problem-detector"].namespace,
+                    "generation": 1,
+                },
+                "spec": {
+                    "selector": {"matchLabels": {"app": "node-problem-detector"}},
+                    "updateStrategy": {"type": "RollingUpdate"},  # the API server's default
+                },
+                "status": {
+                    "observedGeneration": 1,
+                    "desiredNumberScheduled": n,
+                    "currentNumberScheduled": n,
+                    "updatedNumberScheduled": n,
+                    "numberAvailable": n,
+                    "numberReady": n,
+                },
+            }
+        )
+    return objs
 
 
 def _with_status(body: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +240,7 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
                 "data": {"controller_manager_config.yaml": "integrations: {}"},
             }
         )
+    objs += _monitoring(plan)
     for runtime in facts.operators.trainer_runtimes:
         objs.append(
             {

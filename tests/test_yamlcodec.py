@@ -145,6 +145,17 @@ def test_load_simple_refuses_what_safe_load_refuses() -> None:
         yamlcodec.load_simple("a: 1\n---\nb: 2\n")
 
 
+def test_upstream_crds_with_a_bare_equals_enum_value_load() -> None:
+    """The Prometheus Operator CRDs list ``=`` among relabel actions; it is the string."""
+    text = "enum:\n- replace\n- =\n- keep\n"
+    assert yamlcodec.load(text) == {"enum": ["replace", "=", "keep"]}
+    assert yamlcodec.load_all_simple(text + "---\na: 1\n") == [
+        {"enum": ["replace", "=", "keep"]},
+        {"a": 1},
+    ]
+    assert yamlcodec.load(yamlcodec.dump({"enum": ["="]})) == {"enum": ["="]}
+
+
 def test_dump_refuses_what_is_not_plain_data() -> None:
     with pytest.raises(TypeError, match="cannot write set"):
         yamlcodec.dump({"a": {1, 2}})

@@ -25,9 +25,17 @@ from pydantic_core import PydanticCustomError
 
 from gpufabric import authorities
 from gpufabric.authorities.settings import AuthoritySettings
-from gpufabric.model.fields import DnsLabel, DurationSeconds, Model, show_value
+from gpufabric.model.fields import (
+    DnsLabel,
+    DurationSeconds,
+    LabelKey,
+    LabelValue,
+    Model,
+    show_value,
+)
 from gpufabric.model.fields import matching as _matching
 from gpufabric.model.fields import show_value as _show_value
+from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.sources import Mirrors
 
 # ---------------------------------------------------------------------------- value types
@@ -37,9 +45,6 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,14}$")
 _HCA = re.compile(r"^[A-Za-z0-9_]+(:[0-9]+)?$")
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
@@ -99,21 +104,8 @@ HcaName = Annotated[
         )
     ),
 ]
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _GPU_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()+-]*$")
 _VERSION = re.compile(r"^v?\d+(\.\d+){1,3}(-[0-9A-Za-z]+([.-][0-9A-Za-z]+)*)?$")
-LabelValue = Annotated[
-    str,
-    AfterValidator(
-        _matching(
-            "label_value",
-            _LABEL_VALUE,
-            63,
-            "a valid Kubernetes label value; expected at most 63 letters, digits, '-', '_' or "
-            "'.', starting and ending with a letter or digit (or empty)",
-        )
-    ),
-]
 GpuModelName = Annotated[
     str,
     AfterValidator(
@@ -147,17 +139,6 @@ NodeName = Annotated[
             _DNS_SUBDOMAIN,
             253,
             "a Kubernetes node name; expected lowercase letters, digits, '-' and '.'",
-        )
-    ),
-]
-LabelKey = Annotated[
-    str,
-    AfterValidator(
-        _matching(
-            "label_key",
-            _LABEL_KEY,
-            317,
-            "a valid Kubernetes label key; expected [prefix/]name, e.g. topology.kubernetes.io/zone",
         )
     ),
 ]
@@ -865,6 +846,7 @@ class StackModel(Model):
     versions: dict[str, VersionPin] = Field(default_factory=dict)
     """Overrides of the pins in manifests/versions.yaml, by component name."""
     sources: Sources = Field(default_factory=Sources)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
 
 
 SECTIONS: tuple[str, ...] = tuple(StackModel.model_fields)

@@ -64,6 +64,34 @@ DnsLabel = Annotated[
     ),
 ]
 
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LabelKey = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            "label_key",
+            _LABEL_KEY,
+            317,
+            "a valid Kubernetes label key; expected [prefix/]name, e.g. topology.kubernetes.io/zone",
+        )
+    ),
+]
+LabelValue = Annotated[
+    str,
+    AfterValidator(
+        matching(
+            "label_value",
+            _LABEL_VALUE,
+            63,
+            "a valid Kubernetes label value; expected at most 63 letters, digits, '-', '_' or "
+            "'.', starting and ending with a letter or digit (or empty)",
+        )
+    ),
+]
+
 
 def duration(value: Any) -> int:
     """Accept '5m', '1h30m', '90s' or a number of seconds; return seconds."""
@@ -118,6 +146,8 @@ __all__ = [
     "MAX_DURATION_S",
     "DnsLabel",
     "DurationSeconds",
+    "LabelKey",
+    "LabelValue",
     "Model",
     "duration",
     "matching",

@@ -29,6 +29,7 @@ from gpufabric.model.config import (
     TrainerRuntime,
     Training,
 )
+from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.problems import Problem, suggest
 from gpufabric.model.versions import (
     check_versions,
@@ -55,6 +56,7 @@ class Parts:
     tenants: list[Tenant] | None
     versions: dict[str, str] | None
     sources: Sources | None
+    monitoring: Monitoring | None
 
     @classmethod
     def of(cls, model: StackModel) -> Parts:
@@ -376,6 +378,26 @@ def _gpu_operator(p: Parts) -> Iterator[Problem]:
         yield Problem(
             "gpuOperator.driver.usePrecompiled",
             "set it per NVIDIADriver resource when useNvidiaDriverCRD is true, not here",
+        )
+
+
+@check
+def _monitoring(p: Parts) -> Iterator[Problem]:
+    m = p.monitoring
+    if m is None or not m.enabled:
+        return
+    if p.gpuOperator is not None and not p.gpuOperator.dcgmExporter.enabled:
+        yield Problem(
+            "monitoring.enabled",
+            "true, but gpuOperator.dcgmExporter.enabled is false: the GPU alerts and dashboards "
+            "read the DCGM exporter's counters; enable the exporter or leave monitoring off",
+        )
+    if not m.prometheus.install and not m.prometheus.selectorLabels:
+        yield Problem(
+            "monitoring.prometheus.selectorLabels",
+            "empty, but monitoring.prometheus.install is false: name the labels your "
+            "Prometheus selects ServiceMonitors and PrometheusRules by (e.g. release: "
+            "kube-prometheus-stack), or set install: true",
         )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpufabric import nics
 from gpufabric.outputs.jobs import first_worker_pod, inspection_kind
-from gpufabric.plan import ids
+from gpufabric.plan import alerts, ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, K8sObject, KustomizeOverlay, Layer
@@ -31,6 +31,7 @@ LAYER_TITLES = {
     Layer.TRAINING: "Training operators",
     Layer.SCHEDULING: "Gang scheduling and queues",
     Layer.TENANTS: "Tenants",
+    Layer.MONITORING: "Fleet health monitoring",
 }
 
 
@@ -160,6 +161,9 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "leaf_arg": (_leaf_scopes(facts, facts_first) or [{"arg": ""}])[0]["arg"],
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
+        "monitoring": facts.monitoring,
+        "alert_classes": alerts.classes(facts) if facts.monitoring.enabled else [],
+        "rule_name": _object_name(plan, ids.MONITORING_RULES) if facts.monitoring.enabled else "",
     }
 
 

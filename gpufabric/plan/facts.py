@@ -37,6 +37,7 @@ from gpufabric.plan.vocabulary import (
     RdmaMode,
     TrainerRuntime,
     TrainingScheme,
+    XidAction,
 )
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -353,6 +354,69 @@ class GpuOperatorFacts:
     dcgm_service_monitor: bool
 
 
+@dataclass(frozen=True)
+class DcgmCounter:
+    """One line of the DCGM exporter's counters CSV: a DCGM field (or an exporter field)
+    and the Prometheus type it is exported as."""
+
+    field: str
+    type: Literal["gauge", "counter", "label"]
+    help: str
+
+
+@dataclass(frozen=True)
+class XidClass:
+    """Xid codes that call for one action (NVIDIA's Xid catalogue)."""
+
+    name: XidAction
+    codes: tuple[int, ...]
+    quarantine: bool
+    """The node leaves service until a reset/reboot and re-certification."""
+    action: str
+
+
+@dataclass(frozen=True)
+class MonitoringFacts:
+    """The monitoring layer as resolved: where rules and dashboards go, which counters the
+    DCGM exporter emits, the alert thresholds and the quarantine taint."""
+
+    enabled: bool
+    install_prometheus: bool
+    """kube-prometheus-stack is installed by gpufabric (else an existing Prometheus)."""
+    namespace: str
+    """Namespace of the PrometheusRules and dashboards (the Prometheus's own)."""
+    selector_labels: Mapping[str, str]
+    """Labels on every ServiceMonitor and PrometheusRule so that the Prometheus selects them."""
+    dcgm_config: str
+    """The ConfigMap the GPU Operator creates with the counters CSV (dcgm-metrics.csv)."""
+    dcgm_counters: tuple[DcgmCounter, ...]
+    xid_classes: tuple[XidClass, ...]
+    dashboards: bool
+    node_problem_detector: bool
+    symbol_errors_per_hour: int
+    pfc_pauses_per_second: int
+    acceptance_max_age_s: int
+    quarantine_taint: str
+    """Taint key a quarantined node carries (effect NoSchedule)."""
+    node_label: str = "node"
+    """The label every series gpufabric's rules and dashboards read names its node by."""
+
+    @property
+    def node_relabeling(self) -> dict[str, Any]:
+        """The ServiceMonitor relabeling that names each series' node in ``node_label``."""
+        return {
+            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+            "targetLabel": self.node_label,
+            "action": "replace",
+        }
+
+    @property
+    def dcgm_counters_csv(self) -> str:
+        lines = ["# DCGM FIELD, Prometheus metric type, help message (written by gpufabric)"]
+        lines += [f"{c.field}, {c.type}, {c.help}" for c in self.dcgm_counters]
+        return "\n".join(lines) + "\n"
+
+
 AcceptanceKind = Literal["mpijob", "trainjob"]
 """The job kinds the NCCL acceptance test runs as."""
 
@@ -401,6 +465,7 @@ class Facts:
     acceptance: Acceptance
     operators: OperatorFacts
     gpu_operator: GpuOperatorFacts
+    monitoring: MonitoringFacts
 
 
 @dataclass(frozen=True)
@@ -416,12 +481,14 @@ class PlanContext:
 __all__ = [
     "Acceptance",
     "AcceptanceKind",
+    "DcgmCounter",
     "DiscoveredTopology",
     "FabricFacts",
     "Facts",
     "GangPolicy",
     "GpuOperatorFacts",
     "InfinibandFacts",
+    "MonitoringFacts",
     "NodeFacts",
     "OperatorFacts",
     "Partition",
@@ -430,4 +497,5 @@ __all__ = [
     "RequeuePolicy",
     "RoceFacts",
     "TenantContract",
+    "XidClass",
 ]

@@ -49,9 +49,27 @@ def values(ctx: PlanContext) -> dict[str, Any]:
         "gdrcopy": {"enabled": gpu.gdrcopy},
         "gds": {"enabled": gpu.gds},
         "mig": {"strategy": gpu.mig_strategy},
-        "dcgmExporter": {
+        "dcgmExporter": dcgm_exporter(ctx),
+    }
+
+
+def dcgm_exporter(ctx: PlanContext) -> dict[str, Any]:
+    """The DCGM exporter: with monitoring, gpufabric's counters CSV (the chart creates the
+    ConfigMap) and a ServiceMonitor the Prometheus selects, labelling series by node."""
+    gpu = ctx.facts.gpu_operator
+    m = ctx.facts.monitoring
+    if not m.enabled:
+        return {
             "enabled": gpu.dcgm_exporter,
             "serviceMonitor": {"enabled": gpu.dcgm_service_monitor},
+        }
+    return {
+        "enabled": True,
+        "config": {"name": m.dcgm_config, "create": True, "data": m.dcgm_counters_csv},
+        "serviceMonitor": {
+            "enabled": True,
+            "additionalLabels": dict(m.selector_labels),
+            "relabelings": [m.node_relabeling],
         },
     }
 

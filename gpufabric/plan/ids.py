@@ -37,6 +37,18 @@ def nad(rail: str, tenant: str | None = None) -> str:
     return f"network/nad/{rail}" if tenant is None else f"network/nad/{tenant}/{rail}"
 
 
+# ----------------------------------------------------------------------- monitoring
+
+MONITORING_NAMESPACE = "monitoring/namespace"
+PROMETHEUS = "monitoring/kube-prometheus-stack"
+MONITORING_RULES = "monitoring/rules"
+NODE_PROBLEM_DETECTOR = "monitoring/node-problem-detector"
+
+
+def dashboard(name: str) -> str:
+    return f"monitoring/dashboard/{name}"
+
+
 # ------------------------------------------------------------------------- training
 
 MPI_OPERATOR = "training/mpi-operator"

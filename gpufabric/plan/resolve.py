@@ -30,6 +30,7 @@ from gpufabric.model.config import (
     Tenant,
     default_tenant_group,
 )
+from gpufabric.plan import monitoring
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
     Acceptance,
@@ -410,6 +411,7 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
         acceptance=acceptance(fabric),
         operators=operators,
         gpu_operator=gpu_operator_facts(model),
+        monitoring=monitoring.facts(model),
     )
 
 

@@ -50,6 +50,8 @@ DeviceLinkType = Literal["infiniband", "ether"]
 NfdOwner = Literal["gpu-operator", "network-operator"]
 """The component that runs Node Feature Discovery."""
 JobKind = Literal["mpijob", "trainjob"] | TrainingScheme
+XidAction = Literal["fatal", "application"]
+"""Xid classes: fatal ones need a GPU reset or reboot (quarantine); application ones never."""
 """A job kind the cluster serves: MPIJob, a Training Operator v1 scheme, or TrainJob."""
 
 __all__ = [
@@ -71,4 +73,5 @@ __all__ = [
     "RdmaMode",
     "TrainerRuntime",
     "TrainingScheme",
+    "XidAction",
 ]

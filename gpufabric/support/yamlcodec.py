@@ -60,6 +60,14 @@ class Loader(_MemoResolver, _BaseLoader):  # type: ignore[misc,valid-type]
     """The safe loader (libyaml's parser when available)."""
 
 
+# A bare `=` resolves to YAML 1.1's "value" type, which PyYAML's safe loader cannot construct;
+# upstream CRDs use it as an enum value (the Prometheus Operator's relabel actions, `- =`).
+Loader.add_constructor(
+    "tag:yaml.org,2002:value",
+    lambda loader, node: loader.construct_scalar(node),
+)
+
+
 class _Dumper(_MemoResolver, _BaseDumper):  # type: ignore[misc,valid-type]
     pass
 

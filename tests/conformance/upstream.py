@@ -32,6 +32,7 @@ LOCAL_BASES = {
     # component -> (path under upstream/src, the remote manifest it stands for)
     "mpi-operator": "mpi-operator-v0.8.0/deploy/v2beta1/mpi-operator.yaml",
     "multus": "multus-v4.3.0/deployments/multus-daemonset-thick.yml",
+    "node-problem-detector": "node-problem-detector-v1.36.0/deployment",
     "training-operator": "training-operator-v1.9.4/manifests/overlays/standalone",
 }
 

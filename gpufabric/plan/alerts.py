@@ -1,0 +1,285 @@
+"""The fleet-health alerts (PrometheusRule groups) and node-problem-detector's kernel-log
+rules, one class per failure, computed from the Plan's facts.
+
+Every alert carries ``class`` (its row in the runbook's triage table), ``severity`` and
+``quarantine`` ("true": the node must leave service until it is repaired and re-certified;
+"false": never quarantine for it). Series are grouped by ``node`` (the ServiceMonitors
+label every series with its node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpufabric.plan.facts import Facts, XidClass
+
+ACCEPTANCE_JOB = "gpufabric-nccl"
+"""Name prefix of the NCCL acceptance job ``gpufabric verify nccl`` runs."""
+
+
+@dataclass(frozen=True)
+class AlertClass:
+    """One failure class: the alert, what it means and where it leads."""
+
+    alert: str
+    group: str
+    expr: str
+    for_: str
+    severity: str
+    quarantine: bool
+    summary: str
+    action: str
+
+    def rule(self) -> dict[str, Any]:
+        return {
+            "alert": self.alert,
+            "expr": self.expr,
+            "for": self.for_,
+            "labels": {
+                "class": self.alert,
+                "severity": self.severity,
+                "quarantine": "true" if self.quarantine else "false",
+            },
+            "annotations": {"summary": self.summary, "action": self.action},
+        }
+
+
+def _codes(xids: XidClass) -> str:
+    return "|".join(str(c) for c in xids.codes)
+
+
+def _xid_alert(xids: XidClass) -> AlertClass:
+    name = "GpuFatalXid" if xids.quarantine else "GpuApplicationXid"
+    # The exporter's count is a gauge of records per code in its sliding window: take the
+    # window's maximum, never increase().
+    return AlertClass(
+        alert=name,
+        group="gpufabric-gpu",
+        expr=(
+            "max by (node, gpu, xid) (max_over_time("
+            f'DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{_codes(xids)}"}}[5m])) > 0'
+        ),
+        for_="0m",
+        severity="critical" if xids.quarantine else "info",
+        quarantine=xids.quarantine,
+        summary=f"Xid {{{{ $labels.xid }}}} ({xids.name}) on {{{{ $labels.node }}}} "
+        "GPU {{ $labels.gpu }}",
+        action=xids.action,
+    )
+
+
+def _gpu(f: Facts) -> list[AlertClass]:
+    m = f.monitoring
+    by = "max by (node, gpu)"
+    return [
+        *(_xid_alert(x) for x in m.xid_classes),
+        AlertClass(
+            "GpuEccDoubleBit",
+            "gpufabric-gpu",
+            f"{by} (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0",
+            "0m",
+            "critical",
+            True,
+            "Uncorrectable (double-bit) ECC errors on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            "drain the node and reset the GPU; replace it when the errors return",
+        ),
+        AlertClass(
+            "GpuRowRemapFailure",
+            "gpufabric-gpu",
+            f"{by} (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
+            "0m",
+            "critical",
+            True,
+            "Row remapping failed on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            "the GPU is out of spare rows: drain the node and file an RMA",
+        ),
+        AlertClass(
+            "GpuRowRemapPending",
+            "gpufabric-gpu",
+            f"{by} (DCGM_FI_DEV_ROW_REMAP_PENDING) > 0",
+            "15m",
+            "warning",
+            False,
+            "A row remap waits for a GPU reset on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            "reset the GPU at the next idle window (drain, reset, re-certify)",
+        ),
+    ]
+
+
+def _gpu_links(f: Facts) -> list[AlertClass]:
+    return [
+        AlertClass(
+            "GpuNvlinkErrorsRising",
+            "gpufabric-gpu",
+            " or ".join(
+                f"sum by (node, gpu) (increase({metric}[15m])) > 0"
+                for metric in (
+                    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+                    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+                )
+            ),
+            "15m",
+            "warning",
+            False,
+            "NVLink CRC/replay/recovery errors keep rising on {{ $labels.node }} "
+            "GPU {{ $labels.gpu }}",
+            "run gpufabric verify nodes and an NCCL all-reduce on the node; reseat or "
+            "replace the NVLink/NVSwitch path when busbw drops",
+        ),
+        AlertClass(
+            "GpusMissing",
+            "gpufabric-gpu",
+            f"count by (node) (DCGM_FI_DEV_GPU_TEMP) < {f.nodes.gpus_per_node}",
+            "10m",
+            "critical",
+            True,
+            f"{{{{ $labels.node }}}} reports {{{{ $value }}}} GPUs, the stack expects "
+            f"{f.nodes.gpus_per_node}",
+            "a GPU fell off the bus or its driver failed: drain, reboot, re-certify",
+        ),
+    ]
+
+
+def _fabric(f: Facts) -> list[AlertClass]:
+    m = f.monitoring
+    devices = sorted({r.hca.split(":")[0] for r in f.fabric.rails if r.hca})
+    sel = f'{{device=~"{"|".join(devices)}"}}' if devices else ""
+    out = [
+        AlertClass(
+            "RailDown",
+            "gpufabric-fabric",
+            # Port state 4 is ACTIVE (ib_verbs); anything else carries no traffic.
+            f"node_infiniband_state_id{sel} != 4",
+            "2m",
+            "critical",
+            True,
+            "Rail port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} is not ACTIVE",
+            "check cable, transceiver and switch port; the node cannot run rail-aligned "
+            "all-reduce until the port is ACTIVE again",
+        ),
+        AlertClass(
+            "RailFlapping",
+            "gpufabric-fabric",
+            f"increase(node_infiniband_link_downed_total{sel}[1h]) > 2",
+            "0m",
+            "warning",
+            False,
+            "Rail port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} went "
+            "down {{ $value }} times in an hour",
+            "replace the cable or transceiver; watch RailDown",
+        ),
+        AlertClass(
+            "RailSymbolErrors",
+            "gpufabric-fabric",
+            f"rate(node_infiniband_symbol_error_total{sel}[1h]) * 3600 > "
+            f"{m.symbol_errors_per_hour}",
+            "15m",
+            "warning",
+            False,
+            f"Symbol errors above {m.symbol_errors_per_hour} per hour on "
+            "{{ $labels.node }} {{ $labels.device }}/{{ $labels.port }}",
+            "the link's physical layer degrades: clean or replace the optics",
+        ),
+    ]
+    if f.fabric.pfc_priority is not None:
+        p = f.fabric.pfc_priority
+        out.append(
+            AlertClass(
+                "PfcStorm",
+                "gpufabric-fabric",
+                f"rate(node_ethtool_received_prio{p}_pause[5m]) > {m.pfc_pauses_per_second}",
+                "5m",
+                "critical",
+                False,
+                f"{{{{ $labels.node }}}} {{{{ $labels.device }}}} receives more than "
+                f"{m.pfc_pauses_per_second} PFC pauses/s on priority {p}",
+                "find the port that sends them (a stuck receiver): the switch's PFC watchdog "
+                "and counters; quarantine the node whose NIC pauses",
+            )
+        )
+    return out
+
+
+def _fleet(f: Facts) -> list[AlertClass]:
+    age = f.monitoring.acceptance_max_age_s
+    # status.completionTime is set only when a Job succeeds; the launcher Job (MPIJob) or
+    # the JobSet's Jobs (TrainJob) of the acceptance run carry its name.
+    done = f'kube_job_status_completion_time{{job_name=~"{ACCEPTANCE_JOB}.*"}}'
+    return [
+        AlertClass(
+            "AcceptanceStale",
+            "gpufabric-fleet",
+            f"(time() - max(max_over_time({done}[{age}s]))) > {age} "
+            f"or absent(max_over_time({done}[{age}s]))",
+            "1h",
+            "warning",
+            False,
+            f"No NCCL acceptance run succeeded in the last {age // 3600} hours",
+            "run gpufabric verify nccl (the runbook's acceptance phase)",
+        )
+    ]
+
+
+def classes(f: Facts) -> list[AlertClass]:
+    """Every alert class of the stack, in triage order."""
+    return [*_gpu(f), *_gpu_links(f), *_fabric(f), *_fleet(f)]
+
+
+def groups(f: Facts) -> list[dict[str, Any]]:
+    """PrometheusRule ``spec.groups``."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in classes(f):
+        out.setdefault(c.group, []).append(c.rule())
+    return [{"name": name, "rules": rules} for name, rules in out.items()]
+
+
+# --------------------------------------------------------------- node-problem-detector
+
+XID_LINE = r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): ({codes}),.*"
+MLX5_LINK_DOWN = r"mlx5_core [0-9a-fA-F:.]+ \S+: Link down.*"
+MLX5_FATAL = r"mlx5_core [0-9a-fA-F:.]+:? .*(health compromised|internal error|fatal error).*"
+
+
+def kernel_monitor(f: Facts) -> dict[str, Any]:
+    """node-problem-detector's system-log monitor config: fatal Xids and mlx5 fatal errors
+    set a permanent node condition (cleared when the node reboots and the detector
+    restarts); application Xids and link-down lines are events only."""
+    fatal = next(x for x in f.monitoring.xid_classes if x.quarantine)
+    app = [x for x in f.monitoring.xid_classes if not x.quarantine]
+    rules: list[dict[str, Any]] = [
+        {
+            "type": "permanent",
+            "condition": "GpuFatalXid",
+            "reason": "FatalXid",
+            "pattern": XID_LINE.format(codes=_codes(fatal)),
+        },
+        {
+            "type": "permanent",
+            "condition": "NicFatalError",
+            "reason": "Mlx5FatalError",
+            "pattern": MLX5_FATAL,
+        },
+        {"type": "temporary", "reason": "RailLinkDown", "pattern": MLX5_LINK_DOWN},
+    ]
+    rules += [
+        {
+            "type": "temporary",
+            "reason": "ApplicationXid",
+            "pattern": XID_LINE.format(codes=_codes(x)),
+        }
+        for x in app
+    ]
+    return {
+        "plugin": "kmsg",
+        "logPath": "/dev/kmsg",
+        "lookback": "5m",
+        "bufferSize": 10,
+        "source": "gpufabric-monitor",
+        "conditions": [
+            {"type": "GpuFatalXid", "reason": "NoFatalXid", "message": "no fatal Xid seen"},
+            {"type": "NicFatalError", "reason": "NoNicFatalError", "message": "mlx5 healthy"},
+        ],
+        "rules": rules,
+    }

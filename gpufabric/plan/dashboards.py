@@ -1,0 +1,307 @@
+"""Grafana dashboards a person reads at a glance, computed from the Plan's facts: fleet
+health, the fabric per rail, tenants (GPU use against quota) and acceptance history.
+
+Each board is plain Grafana dashboard JSON over the Prometheus data source; the monitoring
+layer wraps each in a ConfigMap the Grafana sidecar loads. Every query reads a metric the
+configured exporters emit (tests/plan/test_monitoring_metrics.py checks it against the
+exporters' own lists).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.plan.alerts import ACCEPTANCE_JOB
+from gpufabric.plan.facts import GPU_RESOURCE, Facts
+
+_DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def _panel(
+    n: int, title: str, targets: list[tuple[str, str]], kind: str = "timeseries"
+) -> dict[str, Any]:
+    """Panel ``n`` (laid out two per row) with its queries (expression, legend)."""
+    return {
+        "id": n + 1,
+        "type": kind,
+        "title": title,
+        "datasource": _DS,
+        "gridPos": {"h": 8, "w": 12, "x": 12 * (n % 2), "y": 8 * (n // 2)},
+        "targets": [
+            {"datasource": _DS, "expr": expr, "legendFormat": legend, "refId": chr(65 + i)}
+            for i, (expr, legend) in enumerate(targets)
+        ],
+    }
+
+
+def _board(
+    uid: str, title: str, stack: str, panels: list[tuple[str, list[tuple[str, str]], str]]
+) -> dict[str, Any]:
+    return {
+        "uid": f"gpufabric-{uid}",
+        "title": f"gpufabric {stack}: {title}",
+        "tags": ["gpufabric"],
+        "schemaVersion": 39,
+        "editable": False,
+        "time": {"from": "now-24h", "to": "now"},
+        "refresh": "1m",
+        "templating": {
+            "list": [{"name": "datasource", "type": "datasource", "query": "prometheus"}]
+        },
+        "panels": [_panel(i, t, q, k) for i, (t, q, k) in enumerate(panels)],
+    }
+
+
+def _fleet(f: Facts) -> dict[str, Any]:
+    m = f.monitoring
+    fatal = "|".join(str(c) for x in m.xid_classes if x.quarantine for c in x.codes)
+    app = "|".join(str(c) for x in m.xid_classes if not x.quarantine for c in x.codes)
+    n = f.nodes.gpus_per_node
+    return _board(
+        "fleet",
+        "fleet health",
+        f.stack,
+        [
+            (
+                "GPU nodes by state",
+                [
+                    ("count(count by (node) (DCGM_FI_DEV_GPU_TEMP))", "reporting GPUs"),
+                    (
+                        f"count(count by (node) (DCGM_FI_DEV_GPU_TEMP) < {n})",
+                        f"fewer than {n} GPUs",
+                    ),
+                    (f'count(kube_node_spec_taint{{key="{m.quarantine_taint}"}})', "quarantined"),
+                    ("count(kube_node_spec_unschedulable > 0)", "cordoned"),
+                ],
+                "stat",
+            ),
+            (
+                "Firing alerts by class",
+                [('sum by (class) (ALERTS{alertstate="firing", class!=""})', "{{class}}")],
+                "timeseries",
+            ),
+            (
+                "Xids by class (per hour)",
+                [
+                    (
+                        f'sum(max_over_time(DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{fatal}"}}[1h]))',
+                        "fatal",
+                    ),
+                    (
+                        f'sum(max_over_time(DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{app}"}}[1h]))',
+                        "application",
+                    ),
+                ],
+                "timeseries",
+            ),
+            (
+                "Memory errors by node",
+                [
+                    ("sum by (node) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)", "{{node}} DBE"),
+                    ("sum by (node) (rate(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[1h]))", "{{node}} SBE/s"),
+                    ("sum by (node) (DCGM_FI_DEV_ROW_REMAP_PENDING)", "{{node}} remap pending"),
+                    ("sum by (node) (DCGM_FI_DEV_ROW_REMAP_FAILURE)", "{{node}} remap failed"),
+                ],
+                "timeseries",
+            ),
+            *_error_panels(),
+        ],
+    )
+
+
+Panel = tuple[str, list[tuple[str, str]], str]
+"""A panel: its title, its queries (expression, legend) and its Grafana type."""
+
+
+def _error_panels() -> list[Panel]:
+    return [
+        (
+            "NVLink and PCIe errors (per second)",
+            [
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[10m]))",
+                    "{{node}} CRC",
+                ),
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL[10m]))",
+                    "{{node}} replay",
+                ),
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m]))",
+                    "{{node}} recovery",
+                ),
+                (
+                    "sum by (node) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[10m]))",
+                    "{{node}} PCIe replay",
+                ),
+            ],
+            "timeseries",
+        ),
+        (
+            "GPUs with clock events (throttling)",
+            [("count by (node) (DCGM_FI_DEV_CLOCKS_EVENT_REASONS > 1)", "{{node}}")],
+            "timeseries",
+        ),
+    ]
+
+
+def _rail_panels(f: Facts, label: str, sel: str) -> list[tuple[str, list[tuple[str, str]], str]]:
+    legend = "{{node}} {{device}}/{{port}}"
+    panels: list[tuple[str, list[tuple[str, str]], str]] = [
+        (
+            f"{label}: ports not ACTIVE",
+            [(f"count by (node) (node_infiniband_state_id{sel} != 4)", "{{node}}")],
+            "timeseries",
+        ),
+        (
+            f"{label}: link errors (per hour)",
+            [
+                (
+                    f"rate(node_infiniband_link_downed_total{sel}[1h]) * 3600",
+                    f"{legend} link downed",
+                ),
+                (f"rate(node_infiniband_symbol_error_total{sel}[1h]) * 3600", f"{legend} symbol"),
+                (
+                    f"rate(node_infiniband_port_errors_received_total{sel}[1h]) * 3600",
+                    f"{legend} receive",
+                ),
+            ],
+            "timeseries",
+        ),
+        (
+            f"{label}: congestion",
+            [
+                (
+                    f"rate(node_infiniband_port_discards_transmitted_total{sel}[5m])",
+                    f"{legend} xmit discards/s",
+                ),
+                (
+                    f"rate(node_infiniband_port_transmit_wait_total{sel}[5m])",
+                    f"{legend} xmit wait ticks/s",
+                ),
+                (
+                    f"rate(node_infiniband_port_data_transmitted_bytes_total{sel}[5m])",
+                    f"{legend} bytes/s out",
+                ),
+            ],
+            "timeseries",
+        ),
+    ]
+    if f.fabric.pfc_priority is not None:
+        panels.append(_roce_panel(f.fabric.pfc_priority, label, sel))
+    return panels
+
+
+def _roce_panel(p: int, label: str, sel: str) -> tuple[str, list[tuple[str, str]], str]:
+    legend = "{{node}} {{device}}/{{port}}"
+    return (
+        f"{label}: RoCE congestion control",
+        [
+            (
+                f"rate(node_infiniband_np_ecn_marked_roce_packets_received_total{sel}[5m])",
+                f"{legend} ECN marked/s",
+            ),
+            (
+                f"rate(node_infiniband_np_cnp_packets_sent_total{sel}[5m])",
+                f"{legend} CNP sent/s",
+            ),
+            (
+                f"rate(node_infiniband_rp_cnp_packets_handled_total{sel}[5m])",
+                f"{legend} CNP handled/s",
+            ),
+            (
+                f"rate(node_ethtool_received_prio{p}_pause[5m])",
+                "{{node}} {{device}} PFC pauses in/s",
+            ),
+            (
+                f"rate(node_ethtool_transmitted_prio{p}_pause[5m])",
+                "{{node}} {{device}} PFC pauses out/s",
+            ),
+        ],
+        "timeseries",
+    )
+
+
+def _fabric(f: Facts) -> dict[str, Any]:
+    panels: list[tuple[str, list[tuple[str, str]], str]] = []
+    named = [r for r in f.fabric.rails if r.hca]
+    if named:
+        for rail in named:
+            device = str(rail.hca).split(":")[0]
+            panels += _rail_panels(f, f"rail {rail.name} ({device})", f'{{device="{device}"}}')
+    else:
+        # The stack names no RDMA devices: the rails are found from their netdevs on each
+        # node, so the board shows every RDMA port.
+        panels += _rail_panels(f, "all RDMA ports", "")
+    return _board("fabric", "fabric per rail", f.stack, panels)
+
+
+def _tenants(f: Facts) -> dict[str, Any]:
+    resource = f"requests.{GPU_RESOURCE}"
+    panels: list[tuple[str, list[tuple[str, str]], str]] = [
+        (
+            f"{ns}: GPUs in use against quota",
+            [
+                (
+                    f'kube_resourcequota{{namespace="{ns}", resource="{resource}", type="used"}}',
+                    "in use",
+                ),
+                (
+                    f'kube_resourcequota{{namespace="{ns}", resource="{resource}", type="hard"}}',
+                    "ceiling (quota + borrowing)",
+                ),
+                (
+                    f'sum(kube_pod_status_phase{{namespace="{ns}", phase="Pending"}})',
+                    "pods pending",
+                ),
+            ],
+            "timeseries",
+        )
+        for ns in sorted(f.tenants)
+    ]
+    return _board("tenants", "tenants", f.stack, panels)
+
+
+def _acceptance(f: Facts) -> dict[str, Any]:
+    job = f'job_name=~"{ACCEPTANCE_JOB}.*"'
+    return _board(
+        "acceptance",
+        "acceptance history",
+        f.stack,
+        [
+            (
+                "Hours since the last successful acceptance run",
+                [
+                    (
+                        f"(time() - max(max_over_time(kube_job_status_completion_time{{{job}}}[30d]))) / 3600",
+                        "hours",
+                    )
+                ],
+                "stat",
+            ),
+            (
+                "Acceptance runs by outcome",
+                [
+                    (
+                        f"sum by (namespace, job_name) (kube_job_status_succeeded{{{job}}})",
+                        "{{job_name}} succeeded",
+                    ),
+                    (
+                        f"sum by (namespace, job_name) (kube_job_status_failed{{{job}}})",
+                        "{{job_name}} failed",
+                    ),
+                ],
+                "timeseries",
+            ),
+        ],
+    )
+
+
+def boards(f: Facts) -> dict[str, dict[str, Any]]:
+    """Dashboard name -> Grafana dashboard JSON."""
+    return {
+        "fleet": _fleet(f),
+        "fabric": _fabric(f),
+        "tenants": _tenants(f),
+        "acceptance": _acceptance(f),
+    }

@@ -1,0 +1,326 @@
+"""The fleet-health alerts, run by Prometheus's own rule engine (``promtool``): for every
+failure class, series that must fire it and series that must not (an application Xid never
+quarantines, a port that is not a rail is not a rail down, a slow symbol-error trickle is
+not a degraded link). The rules are the ones the stack renders; the tests skip cleanly
+where promtool is not installed (Debian/Ubuntu: the ``prometheus`` package)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufabric.plan import alerts
+from gpufabric.plan.build import Plan
+from tests.builders import body, example_config, plan_of
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed")
+
+AGE_H = 168
+
+
+def _plan() -> Plan:
+    config = example_config("lab-roce")  # two RoCE rails on mlx5_0/mlx5_1, PFC priority 3
+    config["gpufabric:monitoring"] = {
+        "enabled": True,
+        "thresholds": {
+            "symbolErrorsPerHour": 10,
+            "pfcPausesPerSecond": 10_000,
+            "acceptanceMaxAgeHours": AGE_H,
+        },
+    }
+    return plan_of(config, "lab")
+
+
+def _rules_file(plan: Plan, tmp: Path) -> Path:
+    spec = body(plan, "monitoring/rules")["spec"]
+    path = tmp / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": spec["groups"]}))
+    return path
+
+
+def _annotations(cls: alerts.AlertClass, labels: dict[str, str]) -> dict[str, str]:
+    def fill(text: str) -> str:
+        return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
+
+    return {"summary": fill(cls.summary), "action": fill(cls.action)}
+
+
+def _fires(plan: Plan, alert: str, **labels: str) -> dict[str, Any]:
+    cls = next(c for c in alerts.classes(plan.facts) if c.alert == alert)
+    full = {
+        **labels,
+        "class": alert,
+        "severity": cls.severity,
+        "quarantine": "true" if cls.quarantine else "false",
+    }
+    return {"exp_labels": full, "exp_annotations": _annotations(cls, labels)}
+
+
+def _run(tmp: Path, rules: Path, tests: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    spec = tmp / "tests.yaml"
+    spec.write_text(
+        yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": tests})
+    )
+    assert PROMTOOL is not None
+    return subprocess.run(
+        [PROMTOOL, "test", "rules", spec.name],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _gpu_temps(node: str, gpus: int) -> list[dict[str, str]]:
+    return [
+        {"series": f'DCGM_FI_DEV_GPU_TEMP{{node="{node}", gpu="{g}"}}', "values": "40x40"}
+        for g in range(gpus)
+    ]
+
+
+def _missing(plan: Plan, node: str, seen: int) -> dict[str, Any]:
+    expected = _fires(plan, "GpusMissing", node=node)
+    expected["exp_annotations"]["summary"] = (
+        f"{node} reports {seen} GPUs, the stack expects {plan.facts.nodes.gpus_per_node}"
+    )
+    return expected
+
+
+def _gpu_cases(plan: Plan) -> dict[str, Any]:
+    series = [
+        {"series": 'DCGM_EXP_XID_ERRORS_COUNT{node="n1", gpu="0", xid="79"}', "values": "0 1 1 1"},
+        {"series": 'DCGM_EXP_XID_ERRORS_COUNT{node="n2", gpu="3", xid="13"}', "values": "0 2 2 2"},
+        {"series": 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{node="n1", gpu="0"}', "values": "0 1 1 1"},
+        {"series": 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{node="n2", gpu="0"}', "values": "0x3"},
+        {"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{node="n1", gpu="1"}', "values": "1x3"},
+        {"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{node="n2", gpu="1"}', "values": "0x3"},
+        # Pending for 40 minutes on n1; on n2 only for 10 minutes, then reset.
+        {"series": 'DCGM_FI_DEV_ROW_REMAP_PENDING{node="n1", gpu="2"}', "values": "1x40"},
+        {"series": 'DCGM_FI_DEV_ROW_REMAP_PENDING{node="n2", gpu="2"}', "values": "1x10 0x30"},
+        # NVLink CRC errors keep rising on n1; stuck at an old value on n2.
+        {
+            "series": 'DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{node="n1", gpu="4"}',
+            "values": "0+5x40",
+        },
+        {
+            "series": 'DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{node="n2", gpu="4"}',
+            "values": "7x40",
+        },
+        *_gpu_temps("n1", 8),
+        *_gpu_temps("n2", 7),
+    ]
+    at = "3m"
+    return {
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {
+                "eval_time": at,
+                "alertname": "GpuFatalXid",
+                "exp_alerts": [_fires(plan, "GpuFatalXid", node="n1", gpu="0", xid="79")],
+            },
+            {
+                "eval_time": at,
+                "alertname": "GpuApplicationXid",
+                "exp_alerts": [_fires(plan, "GpuApplicationXid", node="n2", gpu="3", xid="13")],
+            },
+            {
+                "eval_time": at,
+                "alertname": "GpuEccDoubleBit",
+                "exp_alerts": [_fires(plan, "GpuEccDoubleBit", node="n1", gpu="0")],
+            },
+            {
+                "eval_time": at,
+                "alertname": "GpuRowRemapFailure",
+                "exp_alerts": [_fires(plan, "GpuRowRemapFailure", node="n1", gpu="1")],
+            },
+            {
+                "eval_time": "30m",
+                "alertname": "GpuRowRemapPending",
+                "exp_alerts": [_fires(plan, "GpuRowRemapPending", node="n1", gpu="2")],
+            },
+            {
+                "eval_time": "35m",
+                "alertname": "GpuNvlinkErrorsRising",
+                "exp_alerts": [_fires(plan, "GpuNvlinkErrorsRising", node="n1", gpu="4")],
+            },
+            {"eval_time": "5m", "alertname": "GpusMissing", "exp_alerts": []},
+            {
+                "eval_time": "15m",
+                "alertname": "GpusMissing",
+                "exp_alerts": [_missing(plan, "n2", 7)],
+            },
+        ],
+    }
+
+
+def _fabric_cases(plan: Plan) -> dict[str, Any]:
+    series = [
+        {
+            "series": 'node_infiniband_state_id{node="n1", device="mlx5_0", port="1"}',
+            "values": "4x10",
+        },
+        {
+            "series": 'node_infiniband_state_id{node="n2", device="mlx5_1", port="1"}',
+            "values": "1x10",
+        },
+        # Not a rail of this stack (e.g. a storage or management NIC): never a rail alert.
+        {
+            "series": 'node_infiniband_state_id{node="n3", device="mlx5_9", port="1"}',
+            "values": "1x10",
+        },
+        {
+            "series": 'node_infiniband_link_downed_total{node="n1", device="mlx5_0", port="1"}',
+            "values": "0 1 2 3 3 3 3 3 3 3",
+        },
+        {
+            "series": 'node_infiniband_link_downed_total{node="n2", device="mlx5_0", port="1"}',
+            "values": "0 1 1 1 1 1 1 1 1 1",
+        },
+        # 60 symbol errors an hour on n1 (above 10); 6 an hour on n2 (below).
+        {
+            "series": 'node_infiniband_symbol_error_total{node="n1", device="mlx5_1", port="1"}',
+            "values": "0+1x80",
+        },
+        {
+            "series": 'node_infiniband_symbol_error_total{node="n2", device="mlx5_1", port="1"}',
+            "values": "0+0.1x80",
+        },
+        # 20,000 pauses/s on the lossless priority 3 on n1; 100/s on n2; a storm on another
+        # priority (4) on n3 is not the RDMA class's.
+        {
+            "series": 'node_ethtool_received_prio3_pause{node="n1", device="ens1f0np0"}',
+            "values": "0+1200000x20",
+        },
+        {
+            "series": 'node_ethtool_received_prio3_pause{node="n2", device="ens1f0np0"}',
+            "values": "0+6000x20",
+        },
+        {
+            "series": 'node_ethtool_received_prio4_pause{node="n3", device="ens1f0np0"}',
+            "values": "0+1200000x20",
+        },
+    ]
+    rail = {"device": "mlx5_1", "port": "1"}
+    return {
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {
+                "eval_time": "5m",
+                "alertname": "RailDown",
+                "exp_alerts": [_fires(plan, "RailDown", node="n2", **rail)],
+            },
+            {
+                "eval_time": "5m",
+                "alertname": "RailFlapping",
+                "exp_alerts": [
+                    {
+                        **_fires(plan, "RailFlapping", node="n1", device="mlx5_0", port="1"),
+                        "exp_annotations": {
+                            "summary": "Rail port mlx5_0/1 on n1 went down 3 times in an hour",
+                            "action": "replace the cable or transceiver; watch RailDown",
+                        },
+                    }
+                ],
+            },
+            {
+                "eval_time": "75m",
+                "alertname": "RailSymbolErrors",
+                "exp_alerts": [_fires(plan, "RailSymbolErrors", node="n1", **rail)],
+            },
+            {
+                "eval_time": "15m",
+                "alertname": "PfcStorm",
+                "exp_alerts": [_fires(plan, "PfcStorm", node="n1", device="ens1f0np0")],
+            },
+        ],
+    }
+
+
+def _acceptance_cases(plan: Plan) -> list[dict[str, Any]]:
+    done = 'kube_job_status_completion_time{namespace="team-vision", job_name="gpufabric-nccl-launcher"}'
+    return [
+        {  # A run completed an hour in: fresh two hours in.
+            "interval": "1m",
+            "input_series": [{"series": done, "values": "3600x180"}],
+            "alert_rule_test": [
+                {"eval_time": "2h", "alertname": "AcceptanceStale", "exp_alerts": []}
+            ],
+        },
+        {  # No acceptance run ever: stale once the rule's hour has passed.
+            "interval": "1m",
+            "input_series": [
+                {
+                    "series": 'kube_job_status_completion_time{namespace="x", job_name="train"}',
+                    "values": "60x180",
+                }
+            ],
+            "alert_rule_test": [
+                {"eval_time": "30m", "alertname": "AcceptanceStale", "exp_alerts": []},
+                {
+                    "eval_time": "2h",
+                    "alertname": "AcceptanceStale",
+                    "exp_alerts": [_fires(plan, "AcceptanceStale")],
+                },
+            ],
+        },
+    ]
+
+
+@needs_promtool
+def test_rendered_rules_pass_promtool_check(tmp_path: Path) -> None:
+    """What Prometheus loads: ``promtool check rules`` over the rendered groups, for an
+    installed and an existing Prometheus stack."""
+    for name in ("roce-sriov-volcano", "prod-ib"):
+        rules = _rules_file(plan_of(example_config(name), name), tmp_path)
+        assert PROMTOOL is not None
+        out = subprocess.run(
+            [PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, check=False
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_each_gpu_failure_class_fires_and_healthy_series_do_not(tmp_path: Path) -> None:
+    plan = _plan()
+    out = _run(tmp_path, _rules_file(plan, tmp_path), [_gpu_cases(plan)])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_each_fabric_failure_class_fires_and_healthy_ports_do_not(tmp_path: Path) -> None:
+    plan = _plan()
+    out = _run(tmp_path, _rules_file(plan, tmp_path), [_fabric_cases(plan)])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_acceptance_goes_stale_without_a_successful_run(tmp_path: Path) -> None:
+    plan = _plan()
+    out = _run(tmp_path, _rules_file(plan, tmp_path), _acceptance_cases(plan))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
+    """The harness can fail: an application Xid expected to quarantine is refused."""
+    plan = _plan()
+    case = _gpu_cases(plan)
+    case["alert_rule_test"] = [
+        {
+            "eval_time": "3m",
+            "alertname": "GpuFatalXid",
+            "exp_alerts": [_fires(plan, "GpuFatalXid", node="n2", gpu="3", xid="13")],
+        }
+    ]
+    out = _run(tmp_path, _rules_file(plan, tmp_path), [case])
+    assert out.returncode != 0

@@ -1,0 +1,174 @@
+"""The monitoring layer as a user relies on it: the DCGM exporter emits the health counters,
+the Prometheus (installed or the site's own) selects gpufabric's rules and monitors, the
+dashboards load, and node-problem-detector turns kernel lines into node conditions."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from gpufabric.plan import alerts, ids
+from gpufabric.plan.items import HelmChart, KustomizeOverlay, Layer
+from gpufabric.verify.arguments import NCCL_JOB_NAME
+from tests.builders import body, chart, example_config, plan_of, problems_of
+
+
+def _monitored(**monitoring: Any) -> dict[str, Any]:
+    config = example_config("kind-dev")
+    config["gpufabric:monitoring"] = {"enabled": True, **monitoring}
+    return config
+
+
+def test_the_dcgm_exporter_emits_the_health_counters_through_its_own_configmap() -> None:
+    """Upstream's default list keeps only the last Xid; the stack's CSV carries Xid counts,
+    ECC, row remap, NVLink, PCIe and clock-event counters, and the chart creates it."""
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    dcgm = chart(plan, ids.GPU_OPERATOR).values["dcgmExporter"]
+    assert dcgm["enabled"] is True
+    assert dcgm["config"]["create"] is True
+    assert dcgm["config"]["name"] == "gpufabric-dcgm-counters"
+    fields = {
+        line.split(",")[0]
+        for line in dcgm["config"]["data"].splitlines()
+        if not line.startswith("#")
+    }
+    for needed in (
+        "DCGM_EXP_XID_ERRORS_COUNT",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    ):
+        assert needed in fields
+    monitor = dcgm["serviceMonitor"]
+    assert monitor["enabled"] is True
+    assert monitor["additionalLabels"] == {"release": "kube-prometheus-stack"}
+    assert monitor["relabelings"][0]["targetLabel"] == "node"
+
+
+def test_installed_prometheus_selects_rules_by_the_release_label() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    kps = chart(plan, ids.PROMETHEUS)
+    assert (kps.chart, kps.version, kps.namespace) == (
+        "kube-prometheus-stack",
+        "88.5.3",
+        "monitoring",
+    )
+    rule = body(plan, ids.MONITORING_RULES)
+    assert rule["metadata"]["labels"]["release"] == kps.release
+    assert rule["metadata"]["namespace"] == kps.namespace
+    assert ids.PROMETHEUS in plan.item(ids.MONITORING_RULES).depends_on
+    args = kps.values["prometheus-node-exporter"]["extraArgs"]
+    # RoCE: the ethtool collector reads the PFC pause counters of the lossless priority.
+    assert "--collector.ethtool" in args
+    assert "--collector.infiniband" in args
+
+
+def test_an_existing_prometheus_gets_rules_with_its_selector_labels_and_no_chart() -> None:
+    plan = plan_of(example_config("prod-ib"), "prod-ib")
+    assert not any(
+        isinstance(it.payload, HelmChart) and it.id == ids.PROMETHEUS for it in plan.items
+    )
+    rule = body(plan, ids.MONITORING_RULES)
+    assert rule["metadata"]["labels"]["prometheus"] == "site"
+    assert "release" not in rule["metadata"]["labels"]
+    dcgm = chart(plan, ids.GPU_OPERATOR).values["dcgmExporter"]["serviceMonitor"]
+    assert dcgm["additionalLabels"] == {"prometheus": "site"}
+    # InfiniBand has no lossless Ethernet class: no PFC storm rule.
+    assert "PfcStorm" not in {c.alert for c in alerts.classes(plan.facts)}
+
+
+def test_monitoring_off_changes_nothing() -> None:
+    plan = plan_of(example_config("kind-dev"), "kind-dev")
+    assert plan.layer(Layer.MONITORING) == ()
+    assert "config" not in chart(plan, ids.GPU_OPERATOR).values["dcgmExporter"]
+
+
+def test_gpus_missing_is_judged_against_the_stacks_gpus_per_node() -> None:
+    config = _monitored()
+    config["gpufabric:gpuNodes"]["gpusPerNode"] = 4
+    plan = plan_of(config)
+    rule = next(c for c in alerts.classes(plan.facts) if c.alert == "GpusMissing")
+    assert rule.expr.endswith("< 4")
+
+
+def test_application_xids_never_quarantine_and_fatal_ones_do() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    by = {c.alert: c for c in alerts.classes(plan.facts)}
+    assert by["GpuFatalXid"].quarantine
+    assert not by["GpuApplicationXid"].quarantine
+    assert re.search(r'xid=~"[^"]*\b79\b', by["GpuFatalXid"].expr)
+    for code in ("13", "31", "43", "45"):
+        assert not re.search(rf"\b{code}\b", by["GpuFatalXid"].expr)
+
+
+def test_dashboards_load_through_the_grafana_sidecar() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    names = [it.id for it in plan.items if it.id.startswith("monitoring/dashboard/")]
+    assert names == [ids.dashboard(n) for n in ("fleet", "fabric", "tenants", "acceptance")]
+    fabric = body(plan, ids.dashboard("fabric"))
+    assert fabric["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(next(iter(fabric["data"].values())))
+    titles = [p["title"] for p in board["panels"]]
+    assert any(t.startswith("rail rail0 (mlx5_0)") for t in titles)
+    tenants = json.loads(next(iter(body(plan, ids.dashboard("tenants"))["data"].values())))
+    assert [p["title"] for p in tenants["panels"]] == [
+        f"{ns}: GPUs in use against quota" for ns in sorted(plan.facts.tenants)
+    ]
+    assert len(tenants["panels"]) == len(plan.facts.tenants) >= 2
+
+
+def test_node_problem_detector_sets_conditions_for_fatal_xids_only() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    overlay = plan.item(ids.NODE_PROBLEM_DETECTOR).payload
+    assert isinstance(overlay, KustomizeOverlay)
+    config = json.loads(overlay.parameters["monitor"])
+    permanent = [r for r in config["rules"] if r["type"] == "permanent"]
+    temporary = [r for r in config["rules"] if r["type"] == "temporary"]
+    fatal = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+    app = "NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, name=python, Graphics Exception: ESR 0x5"
+    mlx5 = "mlx5_core 0000:17:00.0 ens1f0np0: Link down"
+
+    def hits(rules: list[dict[str, Any]], line: str) -> list[str]:
+        # node-problem-detector matches a rule's pattern against the whole line.
+        return [r["reason"] for r in rules if re.fullmatch(r["pattern"], line)]
+
+    assert hits(permanent, fatal) == ["FatalXid"]
+    assert hits(permanent, app) == []
+    assert hits(temporary, app) == ["ApplicationXid"]
+    assert hits(permanent, mlx5) == []
+    assert hits(temporary, mlx5) == ["RailLinkDown"]
+    assert {c["type"] for c in config["conditions"]} == {"GpuFatalXid", "NicFatalError"}
+
+
+def test_acceptance_staleness_reads_the_job_verify_nccl_runs() -> None:
+    assert NCCL_JOB_NAME == alerts.ACCEPTANCE_JOB
+
+
+def test_an_existing_prometheus_needs_its_selector_labels() -> None:
+    problems = problems_of(_monitored(prometheus={"install": False}))
+    assert "monitoring.prometheus.selectorLabels" in problems
+    assert "install is false" in problems["monitoring.prometheus.selectorLabels"]
+
+
+def test_monitoring_needs_the_dcgm_exporter() -> None:
+    config = _monitored()
+    config["gpufabric:gpuOperator"] = {"dcgmExporter": {"enabled": False}}
+    problems = problems_of(config)
+    assert "gpuOperator.dcgmExporter.enabled" in problems["monitoring.enabled"]
+
+
+def test_bad_monitoring_values_are_named_by_path() -> None:
+    problems = problems_of(
+        _monitored(
+            prometheus={"selectorLabels": {"bad key!": "x"}}, thresholds={"symbolErrorsPerHour": 0}
+        )
+    )
+    assert any(p.startswith("monitoring.prometheus.selectorLabels") for p in problems)
+    assert "monitoring.thresholds.symbolErrorsPerHour" in problems

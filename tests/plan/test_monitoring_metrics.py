@@ -1,0 +1,137 @@
+"""Every metric an alert or a dashboard queries is one the configured exporters emit,
+checked against the exporters' own lists, not a list kept here:
+
+- DCGM_*: the counters CSV the stack hands the DCGM exporter (the Plan's GPU Operator
+  values), so no rule waits on a counter that is switched off;
+- node_infiniband_* / node_ethtool_*: node-exporter's collector source at the pinned
+  release (``collector/infiniband_linux.go``; the ethtool names derived from our
+  ``--collector.ethtool.metrics-include`` filter with the collector's own renaming rule),
+  found under ``../shared/upstream/src/node_exporter-*`` or ``$GPUFABRIC_NODE_EXPORTER_SRC``;
+  skipped where absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufabric.plan import ids
+from gpufabric.plan.build import Plan
+from tests.builders import REPO, body, chart, example_config, plan_of
+
+STACKS = ("roce-sriov-volcano", "prod-ib")
+_FUNCS = {
+    "sum",
+    "max",
+    "min",
+    "avg",
+    "count",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "and",
+    "or",
+    "unless",
+    "rate",
+    "increase",
+    "max_over_time",
+    "absent",
+    "time",
+    "bool",
+    "offset",
+}
+
+
+def _exprs(plan: Plan) -> Iterator[str]:
+    for group in body(plan, ids.MONITORING_RULES)["spec"]["groups"]:
+        for rule in group["rules"]:
+            yield rule["expr"]
+    for it in plan.items:
+        if it.id.startswith("monitoring/dashboard/"):
+            for text in body(plan, it.id)["data"].values():
+                for panel in json.loads(text)["panels"]:
+                    for target in panel["targets"]:
+                        yield target["expr"]
+
+
+def metrics(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads."""
+    text = re.sub(r'"[^"]*"', '""', expr)  # strings
+    text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
+    text = re.sub(r"\[[^\]]*\]", "", text)  # ranges
+    text = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", text)  # grouping labels
+    names = set(re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", text))
+    return {n for n in names if n not in _FUNCS and not re.fullmatch(r"e\d*", n)}
+
+
+def _queried(prefix: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for stack in STACKS:
+        plan = plan_of(example_config(stack), stack)
+        out[stack] = {m for e in _exprs(plan) for m in metrics(e) if m.startswith(prefix)}
+    return out
+
+
+def test_the_metric_parser_finds_the_metrics_of_an_expression() -> None:
+    expr = 'sum by (node) (rate(a_total{x="b{c}"}[5m])) > 2 or absent(b_gauge) and on (n) c'
+    assert metrics(expr) == {"a_total", "b_gauge", "c"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_dcgm_metric_queried_is_in_the_exporters_counters_csv(stack: str) -> None:
+    plan = plan_of(example_config(stack), stack)
+    csv = chart(plan, ids.GPU_OPERATOR).values["dcgmExporter"]["config"]["data"]
+    configured = {
+        line.split(",")[0].strip()
+        for line in csv.splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    queried = {m for e in _exprs(plan) for m in metrics(e) if m.startswith("DCGM_")}
+    assert queried, "no rule or dashboard reads a DCGM counter"
+    assert queried <= configured, sorted(queried - configured)
+
+
+def _node_exporter_src() -> Path | None:
+    env = os.environ.get("GPUFABRIC_NODE_EXPORTER_SRC")
+    if env:
+        return Path(env)
+    found = sorted((REPO.parent / "shared" / "upstream" / "src").glob("node_exporter-*"))
+    return found[-1] if found else None
+
+
+def _node_exporter_metrics(src: Path, ethtool_include: str) -> set[str]:
+    ib = (src / "collector" / "infiniband_linux.go").read_text()
+    # Every metric of the collector is "node_infiniband_" + a name it registers or pushes.
+    names = {f"node_infiniband_{n}" for n in re.findall(r'"([a-z0-9_]+)"', ib)}
+    eth = (src / "collector" / "ethtool_linux.go").read_text()
+    rx = re.search(r"ethtoolReceivedRegex\s*=\s*regexp.MustCompile\(`([^`]+)`\)", eth)
+    tx = re.search(r"ethtoolTransmitRegex\s*=\s*regexp.MustCompile\(`([^`]+)`\)", eth)
+    assert rx, "node-exporter's ethtool renaming rule moved"
+    assert tx, "node-exporter's ethtool renaming rule moved"
+    stats = [f"{d}_prio{p}_pause" for d in ("rx", "tx") for p in range(8)]
+    for stat in (s for s in stats if re.search(ethtool_include, s)):
+        name = re.sub(rx.group(1), r"\1received\2", stat)
+        name = re.sub(tx.group(1), r"\1transmitted\2", name)
+        names.add(f"node_ethtool_{name}")
+    return names
+
+
+def test_every_node_exporter_metric_queried_is_one_its_collectors_emit() -> None:
+    src = _node_exporter_src()
+    if src is None or not (src / "collector" / "infiniband_linux.go").is_file():
+        pytest.skip("node-exporter's collector source is not present")
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    args = chart(plan, ids.PROMETHEUS).values["prometheus-node-exporter"]["extraArgs"]
+    include = next(
+        a.split("=", 1)[1] for a in args if a.startswith("--collector.ethtool.metrics-include")
+    )
+    emitted = _node_exporter_metrics(src, include)
+    for stack, queried in _queried("node_").items():
+        assert queried, stack
+        assert queried <= emitted, (stack, sorted(queried - emitted))
