@@ -345,6 +345,59 @@ class GpuOperatorFacts:
     dcgm_service_monitor: bool
 
 
+StorageTransport = Literal["rdma", "tcp"]
+"""How a storage backend's mounts reach the server: NFS over RDMA or over TCP."""
+
+CHECKPOINT_DIR_ENV = "GPUFABRIC_CHECKPOINT_DIR"
+"""The variable every job ``gpufabric job`` writes sets to its checkpoint directory."""
+
+
+@dataclass(frozen=True)
+class ClaimFacts:
+    """One PersistentVolumeClaim a tenant gets, and where its training pods mount it.
+
+    This is the interface ``gpufabric verify storage`` reads: it mounts each claim at
+    ``mount_path`` in a short-lived pod of ``namespace`` and proves the transport."""
+
+    name: str
+    """The claim's (PersistentVolumeClaim's) name, e.g. ``checkpoints``."""
+    namespace: str
+    """The tenant namespace the claim lives in."""
+    mount_path: str
+    """Where training pods mount it (``/checkpoints``, ``/data``)."""
+    read_only: bool
+    """Training pods mount it read-only (datasets by default)."""
+    transport: StorageTransport | None
+    """What its mounts must use: ``rdma`` (mountstats ``xprt: rdma``), ``tcp``; None for a
+    bring-your-own StorageClass, whose transport gpufabric does not choose."""
+    storage_class: str
+    """The StorageClass the claim names."""
+    size: str
+    """The requested capacity (a Kubernetes quantity, e.g. ``10Ti``)."""
+    backend: str = ""
+    """The stack's name of the backend (``storage.backends[].name``) that serves it."""
+    checkpoints: bool = False
+    """Jobs write their checkpoints under it (``<mount_path>/<job name>``)."""
+
+
+@dataclass(frozen=True)
+class TenantStorage:
+    """A tenant's shared storage: its claims and the quota that bounds them."""
+
+    namespace: str
+    claims: tuple[ClaimFacts, ...]
+    """In the stack's order; names unique within the tenant."""
+    quota_storage: str
+    """ResourceQuota ``requests.storage``: the sum the tenant's claims may request."""
+    quota_claims: int
+    """ResourceQuota ``persistentvolumeclaims``: how many claims the tenant may hold."""
+
+    @property
+    def checkpoint_claim(self) -> ClaimFacts | None:
+        """The claim jobs checkpoint to, if the tenant has one."""
+        return next((c for c in self.claims if c.checkpoints), None)
+
+
 AcceptanceKind = Literal["mpijob", "trainjob"]
 """The job kinds the NCCL acceptance test runs as."""
 
@@ -393,6 +446,14 @@ class Facts:
     acceptance: Acceptance
     operators: OperatorFacts
     gpu_operator: GpuOperatorFacts
+    storage: tuple[TenantStorage, ...] = ()
+    """Per tenant with claims, sorted by namespace: a tuple of :class:`TenantStorage`
+    (``storage_of(namespace)`` finds one). Empty when the stack has no ``storage`` section;
+    tenants without claims are absent."""
+
+    def storage_of(self, namespace: str) -> TenantStorage | None:
+        """The storage of one tenant namespace (None: it has no claims)."""
+        return next((t for t in self.storage if t.namespace == namespace), None)
 
 
 @dataclass(frozen=True)
@@ -406,8 +467,10 @@ class PlanContext:
 
 
 __all__ = [
+    "CHECKPOINT_DIR_ENV",
     "Acceptance",
     "AcceptanceKind",
+    "ClaimFacts",
     "DiscoveredTopology",
     "FabricFacts",
     "Facts",
@@ -421,5 +484,7 @@ __all__ = [
     "RailFacts",
     "RequeuePolicy",
     "RoceFacts",
+    "StorageTransport",
     "TenantContract",
+    "TenantStorage",
 ]
