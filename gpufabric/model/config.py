@@ -29,6 +29,7 @@ from gpufabric.model.fields import DnsLabel, DurationSeconds, Model, show_value
 from gpufabric.model.fields import matching as _matching
 from gpufabric.model.fields import show_value as _show_value
 from gpufabric.model.sources import Mirrors
+from gpufabric.model.storage import ClaimSpec, Storage
 
 # ---------------------------------------------------------------------------- value types
 
@@ -725,6 +726,8 @@ class Tenant(Model):
     groups: list[TenantGroup] | None = Field(default=None, max_length=32)
     """Groups whose users work in the namespace (tenant RBAC); None: the one group
     ``gpufabric:tenant:<namespace>``; []: nobody through gpufabric."""
+    claims: list[ClaimSpec] | None = Field(default=None, max_length=16)
+    """The tenant's own shared-storage claims; None: ``storage.claims``; []: none."""
 
     @field_validator("groups")
     @classmethod
@@ -865,6 +868,8 @@ class StackModel(Model):
     versions: dict[str, VersionPin] = Field(default_factory=dict)
     """Overrides of the pins in manifests/versions.yaml, by component name."""
     sources: Sources = Field(default_factory=Sources)
+    storage: Storage | None = None
+    """Shared storage for checkpoints and datasets (gpufabric.model.storage)."""
 
 
 SECTIONS: tuple[str, ...] = tuple(StackModel.model_fields)

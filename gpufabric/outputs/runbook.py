@@ -30,6 +30,7 @@ LAYER_TITLES = {
     Layer.TRAINING: "Training operators",
     Layer.SCHEDULING: "Gang scheduling and queues",
     Layer.TENANTS: "Tenants",
+    Layer.STORAGE: "Shared storage",
 }
 
 

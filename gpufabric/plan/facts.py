@@ -12,7 +12,7 @@ cannot disagree with what ``pulumi up`` applies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpufabric.model.config import Ufm
@@ -353,6 +353,38 @@ CHECKPOINT_DIR_ENV = "GPUFABRIC_CHECKPOINT_DIR"
 
 
 @dataclass(frozen=True)
+class BackendFacts:
+    """One storage backend as every output sees it (computed by its kind in
+    :mod:`gpufabric.storage`)."""
+
+    name: str
+    """The stack's name of it (``storage.backends[].name``)."""
+    title: str
+    """What it is, for people (``NFS over RDMA from 10.0.0.5:/export``)."""
+    storage_class: str
+    """The StorageClass its claims name."""
+    provisioner: str | None
+    """The CSI driver that provisions its volumes (None: the stack does not say)."""
+    transport: StorageTransport | None
+    """What its mounts must use; None: not gpufabric's choice (a bring-your-own class)."""
+    gds: bool
+    """GPUDirect Storage can read through it (NFS over RDMA, or a class the stack marks)."""
+    class_parameters: Mapping[str, str] | None = None
+    """The StorageClass gpufabric writes: its parameters (None: the class exists already)."""
+    mount_options: tuple[str, ...] = ()
+    reclaim_policy: str = "Retain"
+    driver: str | None = None
+    """The pinned component (versions.yaml) gpufabric installs to serve it, if any."""
+    driver_values: Mapping[str, Any] = field(default_factory=dict)
+    """That chart's values."""
+    runbook: str | None = None
+    """Its runbook fragment (manifests/runbooks/), if it has server prerequisites."""
+    server: str | None = None
+    share: str | None = None
+    nfs_version: str | None = None
+
+
+@dataclass(frozen=True)
 class ClaimFacts:
     """One PersistentVolumeClaim a tenant gets, and where its training pods mount it.
 
@@ -446,6 +478,8 @@ class Facts:
     acceptance: Acceptance
     operators: OperatorFacts
     gpu_operator: GpuOperatorFacts
+    storage_backends: tuple[BackendFacts, ...] = ()
+    """The stack's storage backends, in its order (empty: no ``storage`` section)."""
     storage: tuple[TenantStorage, ...] = ()
     """Per tenant with claims, sorted by namespace: a tuple of :class:`TenantStorage`
     (``storage_of(namespace)`` finds one). Empty when the stack has no ``storage`` section;
@@ -470,6 +504,7 @@ __all__ = [
     "CHECKPOINT_DIR_ENV",
     "Acceptance",
     "AcceptanceKind",
+    "BackendFacts",
     "ClaimFacts",
     "DiscoveredTopology",
     "FabricFacts",

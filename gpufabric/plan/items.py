@@ -26,6 +26,7 @@ class Layer(StrEnum):
     TRAINING = "training"
     SCHEDULING = "scheduling"
     TENANTS = "tenants"
+    STORAGE = "storage"
 
 
 LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)

@@ -45,6 +45,7 @@ from gpufabric.plan.facts import (
     RequeuePolicy,
     TenantContract,
 )
+from gpufabric.plan.storage import resolve as storage_facts
 from gpufabric.plan.vocabulary import JobKind
 
 SHM_PER_GPU_GIB = 8
@@ -339,6 +340,7 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
     env = nccl_env(model.fabric, fabric)
     operators = operator_facts(model, authority)
     nodes = model.gpuNodes
+    storage_backends, storage = storage_facts(stack, model)
     return Facts(
         stack=stack,
         cluster=model.cluster.name,
@@ -362,6 +364,8 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
         acceptance=acceptance(fabric),
         operators=operators,
         gpu_operator=gpu_operator_facts(model),
+        storage_backends=storage_backends,
+        storage=storage,
     )
 
 
