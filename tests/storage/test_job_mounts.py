@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from conftest import example_config, sections
 
+from gpufabric.cli import main
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.plan.build import Plan, build_plan
@@ -89,3 +90,17 @@ def test_the_nccl_acceptance_job_mounts_no_claims() -> None:
     job = acceptance_job(plan, "research")
     for pod in gpu_pods(job):
         assert [v["name"] for v in pod["spec"]["volumes"]] == ["dshm"]
+
+
+def test_plan_prints_the_claims_in_each_tenants_pod_contract(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "--stack", "prod-ib"]) == 0
+    contract = capsys.readouterr().out.split("pod contract")[1]
+    research = contract.split("tenants: research")[1].split("tenants:")[0]
+    assert (
+        "volume    /data <- claim datasets (100Ti, class gpufabric-nfsordma, read-only, "
+        "transport rdma)" in research
+    )
+    assert "/scratch <- claim scratch" in research
+    assert "/scratch" not in contract.split("tenants: research")[0]
