@@ -49,6 +49,9 @@ EVERYTHING = {
         "oci://registry.k8s.io/kueue/charts": f"oci://{MIRROR}/charts/kueue",
         "oci://ghcr.io/kubeflow/charts": f"https://{MIRROR}/helm/kubeflow",
         "https://volcano-sh.github.io/helm-charts": f"oci://{MIRROR}/charts/volcano",
+        "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts": (
+            f"oci://{MIRROR}/charts/csi-driver-nfs"
+        ),
     },
     "manifests": f"https://{MIRROR}/upstream",
     "airGapped": True,
