@@ -29,12 +29,15 @@ from gpufabric.plan.vocabulary import (
     NadScope,
     NcclLinkLayer,
     NfdOwner,
+    NfsVersion,
     NicDriverSource,
     PartitionMembership,
     PkeyManagement,
     PoolKind,
     RailCni,
     RdmaMode,
+    ReclaimPolicy,
+    StorageTransport,
     TrainerRuntime,
     TrainingScheme,
 )
@@ -345,9 +348,6 @@ class GpuOperatorFacts:
     dcgm_service_monitor: bool
 
 
-StorageTransport = Literal["rdma", "tcp"]
-"""How a storage backend's mounts reach the server: NFS over RDMA or over TCP."""
-
 CHECKPOINT_DIR_ENV = "GPUFABRIC_CHECKPOINT_DIR"
 """The variable every job ``gpufabric job`` writes sets to its checkpoint directory."""
 
@@ -372,7 +372,8 @@ class BackendFacts:
     class_parameters: Mapping[str, str] | None = None
     """The StorageClass gpufabric writes: its parameters (None: the class exists already)."""
     mount_options: tuple[str, ...] = ()
-    reclaim_policy: str = "Retain"
+    reclaim_policy: ReclaimPolicy | None = "Retain"
+    """None: the class exists already (its own policy)."""
     driver: str | None = None
     """The pinned component (versions.yaml) gpufabric installs to serve it, if any."""
     driver_values: Mapping[str, Any] = field(default_factory=dict)
@@ -381,7 +382,7 @@ class BackendFacts:
     """Its runbook fragment (manifests/runbooks/), if it has server prerequisites."""
     server: str | None = None
     share: str | None = None
-    nfs_version: str | None = None
+    nfs_version: NfsVersion | None = None
 
 
 @dataclass(frozen=True)

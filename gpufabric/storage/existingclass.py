@@ -70,7 +70,7 @@ class ExistingClassKind:
             provisioner=cls.provisioner,
             transport=None,
             gds=cls.gds,
-            reclaim_policy="",
+            reclaim_policy=None,
         )
 
 
