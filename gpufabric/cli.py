@@ -372,14 +372,23 @@ def _print_pod_contract(plan: Plan) -> None:
         return
     print()
     print("pod contract (pod annotation k8s.v1.cni.cncf.io/networks, resources, nccl-env):")
-    groups: dict[tuple[str, str, str], list[str]] = {}
+    groups: dict[tuple[str, ...], list[str]] = {}
+    mounts: dict[str, list[str]] = {}
     for namespace, w in plan.wiring.items():
+        storage = plan.facts.storage_of(namespace)
+        mounts[namespace] = [
+            f"    volume    {c.mount_path} <- claim {c.name} ({c.size}, class {c.storage_class}, "
+            f"{'read-only' if c.read_only else 'read-write'}, transport {c.transport or 'the class'})"
+            for c in (storage.claims if storage else ())
+        ]
         nets = json.dumps(dict(w.leaf_networks)) if w.leaf_networks else w.networks
         key = (nets, json.dumps(dict(w.rdma_resources)), json.dumps(dict(w.nccl_env)))
-        groups.setdefault(key, []).append(namespace)
+        groups.setdefault((*key, *mounts[namespace]), []).append(namespace)
     for namespaces in groups.values():
         wiring = plan.wiring[namespaces[0]]
         print(f"  tenants: {', '.join(namespaces)}")
+        for line in mounts[namespaces[0]]:
+            print(line)
         by_leaf = wiring.leaf_networks or {"": wiring.networks}
         for leaf, networks in by_leaf.items():
             under = f" (under {wiring.leaf_label}={leaf}: gpufabric job --leaf {leaf})"

@@ -34,6 +34,8 @@ BUILTIN = (
     ("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     ("", "v1", "ResourceQuota", "resourcequotas", True, ("quota",)),
     ("", "v1", "Event", "events", True, ("ev",)),
+    ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",)),
+    ("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
     ("apps", "v1", "Deployment", "deployments", True, ("deploy",)),
     ("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",)),
     ("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",)),

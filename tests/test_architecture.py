@@ -61,6 +61,16 @@ AUTHORITIES = Room(
     frozenset({"kueue", "volcano"}),
 )
 
+STORAGE = Room(
+    PACKAGE / "storage",
+    ("runbooks/storage-*.j2", "templates/storage/*.j2"),
+    frozenset({"nfs", "existingClass", "existingclass"}),
+    frozenset(),
+    frozenset({"nfs", "existingClass"}),
+)
+ROOMS = [NICS, AUTHORITIES, STORAGE]
+ROOM_IDS = ["nics", "authorities", "storage"]
+
 
 def _strings(node: ast.AST) -> Iterator[str]:
     """String constants a comparison or membership test compares against."""
@@ -187,12 +197,12 @@ def _template_branches(room: Room) -> list[str]:
     return sorted(set(found))
 
 
-@pytest.mark.parametrize("room", [NICS, AUTHORITIES], ids=["nics", "authorities"])
+@pytest.mark.parametrize("room", ROOMS, ids=ROOM_IDS)
 def test_no_code_outside_a_room_branches_on_its_members(room: Room) -> None:
     assert _python_branches(room) == []
 
 
-@pytest.mark.parametrize("room", [NICS, AUTHORITIES], ids=["nics", "authorities"])
+@pytest.mark.parametrize("room", ROOMS, ids=ROOM_IDS)
 def test_no_template_outside_a_room_branches_on_its_members(room: Room) -> None:
     assert _template_branches(room) == []
 

@@ -15,6 +15,8 @@ from gpufabric.outputs.diff import (
     ChangedPair,
     FieldChange,
     chart_identity_change,
+    claim_change,
+    claim_removed,
     classify,
     declared_disruptive,
     gpu_driver_change,
@@ -25,6 +27,7 @@ from gpufabric.outputs.diff import (
     nic_driver_change,
     operator_removed,
     rail_removed,
+    storage_class_change,
     subnet_change,
 )
 
@@ -216,7 +219,7 @@ def test_immutable_configmap_data_fires_only_on_an_immutable_configmaps_data() -
 
 
 def test_every_rule_is_walked() -> None:
-    assert (declared_disruptive, operator_removed, rail_removed) == ITEM_RULES
+    assert (declared_disruptive, operator_removed, rail_removed, claim_removed) == ITEM_RULES
     assert (
         gpu_driver_change,
         nic_driver_change,
@@ -226,6 +229,8 @@ def test_every_rule_is_walked() -> None:
         immutable_field,
         chart_identity_change,
         immutable_configmap_data,
+        storage_class_change,
+        claim_change,
     ) == FIELD_RULES
 
 

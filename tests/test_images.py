@@ -51,6 +51,9 @@ EVERYTHING = {
         "oci://ghcr.io/kubeflow/charts": f"https://{MIRROR}/helm/kubeflow",
         "https://volcano-sh.github.io/helm-charts": f"oci://{MIRROR}/charts/volcano",
         "https://prometheus-community.github.io/helm-charts": f"oci://{MIRROR}/charts/prom",
+        "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts": (
+            f"oci://{MIRROR}/charts/csi-driver-nfs"
+        ),
     },
     "manifests": f"https://{MIRROR}/upstream",
     "airGapped": True,

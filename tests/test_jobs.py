@@ -129,11 +129,20 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
             "nvidia.com/gpu": gpus,
             **wiring.rdma_resources,
         }
-        assert {e["name"] for e in trainer["env"]} == set(wiring.nccl_env)
-        assert all(e["valueFrom"]["configMapKeyRef"]["name"] == "nccl-env" for e in trainer["env"])
+        from_config = [e for e in trainer["env"] if "valueFrom" in e]
+        assert {e["name"] for e in from_config} == set(wiring.nccl_env)
+        assert all(e["valueFrom"]["configMapKeyRef"]["name"] == "nccl-env" for e in from_config)
+        own = {e["name"]: e["value"] for e in trainer["env"] if "valueFrom" not in e}
+        assert own == _checkpoint_env(plan, tenant, job["metadata"]["name"])
         if gang == "volcano":
             patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
             assert patch["metadata"]["annotations"] == {volcano.QUEUE_ANNOTATION: tenant}
+
+
+def _checkpoint_env(plan: Plan, tenant: str, job: str) -> dict[str, str]:
+    storage = plan.facts.storage_of(tenant)
+    claim = storage.checkpoint_claim if storage else None
+    return {} if claim is None else {"GPUFABRIC_CHECKPOINT_DIR": f"{claim.mount_path}/{job}"}
 
 
 @pytest.mark.parametrize(("name", "gang", "kind"), CASES)

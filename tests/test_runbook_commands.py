@@ -173,6 +173,26 @@ def _monitoring(plan: Plan) -> list[dict[str, Any]]:
     return objs
 
 
+def _ready_daemonset(name: str, namespace: str, nodes: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "updateStrategy": {"type": "RollingUpdate"},
+        },
+        "status": {
+            "observedGeneration": 1,
+            "desiredNumberScheduled": nodes,
+            "currentNumberScheduled": nodes,
+            "updatedNumberScheduled": nodes,
+            "numberReady": nodes,
+            "numberAvailable": nodes,
+        },
+    }
+
+
 def _with_status(body: dict[str, Any]) -> dict[str, Any]:
     """What the operators report for a healthy object of the stack."""
     obj = dict(body)
@@ -241,6 +261,28 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
             }
         )
     objs += _monitoring(plan)
+    for claim in (c for t in facts.storage for c in t.claims):
+        for obj in objs:
+            meta = obj.get("metadata", {})
+            if obj["kind"] == "PersistentVolumeClaim" and (
+                meta.get("namespace"),
+                meta.get("name"),
+            ) == (claim.namespace, claim.name):
+                obj["status"] = {"phase": "Bound"}
+    for backend in facts.storage_backends:
+        if backend.class_parameters is None:  # the site's own class, as the site made it
+            objs.append(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "StorageClass",
+                    "metadata": {"name": backend.storage_class},
+                    "provisioner": backend.provisioner or "example.csi.vendor.io",
+                }
+            )
+        if backend.driver is not None:
+            ns = comps[backend.driver].namespace
+            objs.append(_ready_deployment("csi-nfs-controller", ns))
+            objs.append(_ready_daemonset("csi-nfs-node", ns, facts.nodes.count))
     for runtime in facts.operators.trainer_runtimes:
         objs.append(
             {

@@ -37,6 +37,7 @@ from gpufabric.model.fields import matching as _matching
 from gpufabric.model.fields import show_value as _show_value
 from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.sources import Mirrors
+from gpufabric.model.storage import ClaimSpec, Storage
 
 # ---------------------------------------------------------------------------- value types
 
@@ -706,6 +707,8 @@ class Tenant(Model):
     groups: list[TenantGroup] | None = Field(default=None, max_length=32)
     """Groups whose users work in the namespace (tenant RBAC); None: the one group
     ``gpufabric:tenant:<namespace>``; []: nobody through gpufabric."""
+    claims: list[ClaimSpec] | None = Field(default=None, max_length=16)
+    """The tenant's own shared-storage claims; None: ``storage.claims``; []: none."""
 
     @field_validator("groups")
     @classmethod
@@ -847,6 +850,8 @@ class StackModel(Model):
     """Overrides of the pins in manifests/versions.yaml, by component name."""
     sources: Sources = Field(default_factory=Sources)
     monitoring: Monitoring = Field(default_factory=Monitoring)
+    storage: Storage | None = None
+    """Shared storage for checkpoints and datasets (gpufabric.model.storage)."""
 
 
 SECTIONS: tuple[str, ...] = tuple(StackModel.model_fields)

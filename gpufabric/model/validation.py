@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import get_args
 
 from gpufabric import nics
-from gpufabric.model import railblocks
+from gpufabric.model import railblocks, storagechecks
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
@@ -31,6 +31,7 @@ from gpufabric.model.config import (
 )
 from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.problems import Problem, suggest
+from gpufabric.model.storage import Storage
 from gpufabric.model.versions import (
     check_versions,
     effective_components,
@@ -57,6 +58,7 @@ class Parts:
     versions: dict[str, str] | None
     sources: Sources | None
     monitoring: Monitoring | None
+    storage: Storage | None
 
     @classmethod
     def of(cls, model: StackModel) -> Parts:
@@ -616,6 +618,15 @@ def _tenant_isolation(p: Parts) -> Iterator[Problem]:
                     f"a per-tenant {attr} is carried by {carrier.name} SR-IOV VFs, but the fabric is "
                     f"{f.type} with rdma: {f.rdma}",
                 )
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+@check
+def _storage(p: Parts) -> Iterator[Problem]:
+    yield from storagechecks.storage_problems(p.storage, p.tenants)
+    yield from storagechecks.gds_problems(p.gpuOperator, p.fabric, p.storage)
 
 
 # ---------------------------------------------------------------------------- versions

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import yaml
 
+from gpufabric.model.storage import size_bytes
 from gpufabric.support.yamlcodec import Loader as YamlLoader
 
 DISRUPTIVE_ANNOTATION = "gpufabric.io/disruptive"
@@ -47,6 +48,11 @@ MTU = re.compile(r"(^|\.)mtu$")
 SUBNET = re.compile(r"^spec\.(subnet|cidr|perNodeNetworkPrefix|gatewayIndex|perNodeBlockSize)$")
 PLAN_FIELDS = ("dependsOn", "protect", "retainOnDelete")
 """Plan metadata that changes what Pulumi does with an item (order, protection)."""
+STORAGE_CLASS_FIELDS = re.compile(
+    r"^(parameters|mountOptions|reclaimPolicy|provisioner|volumeBindingMode)(\.|$)"
+)
+"""StorageClass fields the API server refuses to update: a change replaces the class."""
+CLAIM_SIZE = "spec.resources.requests.storage"
 IMMUTABLE = {
     # x-kubernetes-validations "self == oldSelf" in the pinned CRDs
     "Topology": ("spec.levels",),
@@ -373,6 +379,19 @@ def rail_removed(pair: ChangedPair) -> Verdict | None:
     return None
 
 
+def claim_removed(pair: ChangedPair) -> Verdict | None:
+    """A tenant's shared-storage claim left the stack."""
+    item = pair.item
+    if pair.change == "removed" and item.get("kind") == "PersistentVolumeClaim":
+        return (
+            "disruptive",
+            f"claim {item.get('namespace')}/{item.get('name')} removed: jobs that mount it no "
+            "longer start; the claim and its data stay in the cluster (retained) until "
+            "deleted by hand",
+        )
+    return None
+
+
 # Field rules: each looks at one changed field.
 
 
@@ -449,6 +468,47 @@ def chart_identity_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
     return None
 
 
+def storage_class_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """A StorageClass's parameters, mount options, reclaim policy or provisioner."""
+    if pair.item.get("kind") == "StorageClass" and STORAGE_CLASS_FIELDS.match(_body_path(f)):
+        return (
+            "replacing",
+            f"StorageClass {pair.item.get('name')}: {_body_path(f)} cannot be updated: Pulumi "
+            "replaces the class; volumes already provisioned keep their old mount options, "
+            "only new claims get the new ones",
+        )
+    return None
+
+
+def _size(value: Any) -> int | None:
+    try:
+        return size_bytes(str(value))
+    except ValueError:
+        return None
+
+
+def claim_change(pair: ChangedPair, f: FieldChange) -> Verdict | None:
+    """A claim that shrinks, or moves to another StorageClass."""
+    if pair.item.get("kind") != "PersistentVolumeClaim":
+        return None
+    claim = f"{pair.item.get('namespace')}/{pair.item.get('name')}"
+    body = _body_path(f)
+    old, new = _size(f.old), _size(f.new)
+    if body == CLAIM_SIZE and old is not None and new is not None and new < old:
+        return (
+            "disruptive",
+            f"claim {claim} shrinks ({f.old} -> {f.new}): Kubernetes refuses to shrink a "
+            "claim, so the update fails; keep the size or move the data to a new claim",
+        )
+    if body == "spec.storageClassName":
+        return (
+            "disruptive",
+            f"claim {claim} moves to StorageClass {f.new}: Pulumi replaces it with a new, empty "
+            "volume; its data stays on the old one and jobs see an empty mount",
+        )
+    return None
+
+
 def immutable_configmap_data(pair: ChangedPair, f: FieldChange) -> Verdict | None:
     """The data of a ConfigMap marked immutable."""
     if (
@@ -460,7 +520,12 @@ def immutable_configmap_data(pair: ChangedPair, f: FieldChange) -> Verdict | Non
     return None
 
 
-ITEM_RULES: tuple[ItemRule, ...] = (declared_disruptive, operator_removed, rail_removed)
+ITEM_RULES: tuple[ItemRule, ...] = (
+    declared_disruptive,
+    operator_removed,
+    rail_removed,
+    claim_removed,
+)
 """Rules over the whole item, in the order their reasons are listed."""
 FIELD_RULES: tuple[FieldRule, ...] = (
     gpu_driver_change,
@@ -471,6 +536,8 @@ FIELD_RULES: tuple[FieldRule, ...] = (
     immutable_field,
     chart_identity_change,
     immutable_configmap_data,
+    storage_class_change,
+    claim_change,
 )
 """Rules over each changed field, in order; per field, the first rule of each class that
 fires gives that class's reason (a field is one disruption and one replacement at most)."""

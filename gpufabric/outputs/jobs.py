@@ -6,6 +6,8 @@ Multus annotation for all rails, the RDMA resources and GPUs per pod, the tenant
 ``nccl-env`` as environment, ``IPC_LOCK``, a memory-backed ``/dev/shm`` sized for the GPUs,
 and the topology hint for Kueue's topology-aware scheduling. MPIJobs set ``slotsPerWorker``
 to the GPUs per node, an explicit ``cleanPodPolicy`` and a launcher that waits for workers.
+Where the tenant has shared storage, every GPU pod mounts its claims (datasets read-only)
+and learns where to checkpoint: ``GPUFABRIC_CHECKPOINT_DIR=<checkpoints mount>/<job name>``.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ import copy
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan.build import Plan
-from gpufabric.plan.facts import Facts, TenantContract
+from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
 from gpufabric.plan.resolve import on_one_leaf
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
@@ -160,6 +162,10 @@ class Wiring:
     facts: Facts
     contract: TenantContract
     authority: Authority
+    storage: TenantStorage | None = None
+    """The tenant's claims, mounted in every GPU pod (None: none, e.g. the NCCL test)."""
+    job_name: str = ""
+    """The job's name: its checkpoint directory is ``<checkpoints mount>/<job_name>``."""
 
     @property
     def gpus(self) -> int:
@@ -187,6 +193,37 @@ class Wiring:
     def env_from(self) -> list[dict[str, Any]]:
         return [{"configMapRef": {"name": "nccl-env"}}]
 
+    def job_env(self) -> dict[str, str]:
+        """Variables of this job beyond nccl-env: where to checkpoint, with a checkpoints
+        claim."""
+        claim = self.storage.checkpoint_claim if self.storage else None
+        if claim is None or not self.job_name:
+            return {}
+        return {CHECKPOINT_DIR_ENV: f"{claim.mount_path}/{self.job_name}"}
+
+    def env(self) -> list[dict[str, Any]]:
+        return [{"name": k, "value": v} for k, v in sorted(self.job_env().items())]
+
+    def claim_mounts(self) -> list[dict[str, Any]]:
+        claims = self.storage.claims if self.storage else ()
+        return [
+            {"name": f"claim-{c.name}", "mountPath": c.mount_path, "readOnly": c.read_only}
+            for c in claims
+        ]
+
+    def claim_volumes(self) -> list[dict[str, Any]]:
+        claims = self.storage.claims if self.storage else ()
+        return [
+            {
+                "name": f"claim-{c.name}",
+                "persistentVolumeClaim": {"claimName": c.name, "readOnly": c.read_only},
+            }
+            for c in claims
+        ]
+
+    def volume_mounts(self) -> list[dict[str, Any]]:
+        return [self.shm_mount(), *self.claim_mounts()]
+
     def placement(self) -> dict[str, Any]:
         """Node selector and tolerations of the GPU nodes (Kueue's flavor would add them on
         admission; set here so the job reads the same under either authority)."""
@@ -200,17 +237,19 @@ class Wiring:
         c: dict[str, Any] = {"name": name, "image": image}
         if command:
             c["command"] = command
+        if self.job_env():
+            c["env"] = self.env()
         c.update(
             envFrom=self.env_from(),
             resources={"limits": self.limits()},
             securityContext=self.security_context(),
-            volumeMounts=[self.shm_mount()],
+            volumeMounts=self.volume_mounts(),
         )
         return c
 
     def gpu_pod(self, container: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [container], **self.placement()}
-        spec["volumes"] = [self.shm_volume()]
+        spec["volumes"] = [self.shm_volume(), *self.claim_volumes()]
         if self.authority.pod_scheduler_name is not None:
             spec["schedulerName"] = self.authority.pod_scheduler_name
         metadata: dict[str, Any] = {"annotations": self.pod_annotations()}
@@ -289,7 +328,7 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
     launcher = {
         "name": "launcher",
         "image": image,
-        "command": mpirun_command(w, nodes, program),
+        "command": mpirun_command(w, nodes, program, w.job_env()),
         "envFrom": w.env_from(),
     }
     worker = w.gpu_container("worker", image, ["/usr/sbin/sshd", "-De"])
@@ -358,7 +397,7 @@ def trainjob(
     env = [
         {"name": var, "valueFrom": {"configMapKeyRef": {"name": "nccl-env", "key": var}}}
         for var in sorted(w.contract.nccl_env)
-    ]
+    ] + w.env()
     trainer: dict[str, Any] = {
         "numNodes": nodes,
         "image": image,
@@ -369,7 +408,7 @@ def trainjob(
     trainer["numProcPerNode"] = w.gpus
     # runtimePatches may set a container's env, securityContext and volumeMounts only.
     node_pod = w.gpu_pod(
-        {"name": "node", "securityContext": w.security_context(), "volumeMounts": [w.shm_mount()]}
+        {"name": "node", "securityContext": w.security_context(), "volumeMounts": w.volume_mounts()}
     )
     template: dict[str, Any] = {
         "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": node_pod}}}]}
@@ -414,9 +453,9 @@ def mpi_trainjob(
 def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     """The manifest of one job; StackError (naming the option) when the request does not fit
     the stack."""
-    w = wiring_for(plan, req)
-    image = req.image or plan.components["training-image"].image_ref or ""
     name = req.name or default_name(req)
+    w = replace(wiring_for(plan, req), storage=plan.facts.storage_of(req.tenant), job_name=name)
+    image = req.image or plan.components["training-image"].image_ref or ""
     default = DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
     try:
         program = shlex.split(req.command or default)

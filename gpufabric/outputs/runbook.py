@@ -32,6 +32,7 @@ LAYER_TITLES = {
     Layer.SCHEDULING: "Gang scheduling and queues",
     Layer.TENANTS: "Tenants",
     Layer.MONITORING: "Fleet health monitoring",
+    Layer.STORAGE: "Shared storage",
 }
 
 

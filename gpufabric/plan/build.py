@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import Component, effective_components
 from gpufabric.plan import authority as registry
-from gpufabric.plan import gpu, monitoring, network, scheduling, tenants, training
+from gpufabric.plan import gpu, monitoring, network, scheduling, storage, tenants, training
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.context import LayerContext
 from gpufabric.plan.facts import Facts, TenantContract
@@ -24,6 +24,7 @@ LAYER_BUILDERS: Mapping[Layer, Builder] = {
     Layer.SCHEDULING: scheduling.build,
     Layer.TENANTS: tenants.build,
     Layer.MONITORING: monitoring.build,
+    Layer.STORAGE: storage.build,
 }
 """One builder per layer, in layer order; builders never import each other."""
 

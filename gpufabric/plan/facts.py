@@ -29,12 +29,15 @@ from gpufabric.plan.vocabulary import (
     NadScope,
     NcclLinkLayer,
     NfdOwner,
+    NfsVersion,
     NicDriverSource,
     PartitionMembership,
     PkeyManagement,
     PoolKind,
     RailCni,
     RdmaMode,
+    ReclaimPolicy,
+    StorageTransport,
     TrainerRuntime,
     TrainingScheme,
     XidAction,
@@ -417,6 +420,89 @@ class MonitoringFacts:
         return "\n".join(lines) + "\n"
 
 
+CHECKPOINT_DIR_ENV = "GPUFABRIC_CHECKPOINT_DIR"
+"""The variable every job ``gpufabric job`` writes sets to its checkpoint directory."""
+
+
+@dataclass(frozen=True)
+class BackendFacts:
+    """One storage backend as every output sees it (computed by its kind in
+    :mod:`gpufabric.storage`)."""
+
+    name: str
+    """The stack's name of it (``storage.backends[].name``)."""
+    title: str
+    """What it is, for people (``NFS over RDMA from 10.0.0.5:/export``)."""
+    storage_class: str
+    """The StorageClass its claims name."""
+    provisioner: str | None
+    """The CSI driver that provisions its volumes (None: the stack does not say)."""
+    transport: StorageTransport | None
+    """What its mounts must use; None: not gpufabric's choice (a bring-your-own class)."""
+    gds: bool
+    """GPUDirect Storage can read through it (NFS over RDMA, or a class the stack marks)."""
+    class_parameters: Mapping[str, str] | None = None
+    """The StorageClass gpufabric writes: its parameters (None: the class exists already)."""
+    mount_options: tuple[str, ...] = ()
+    reclaim_policy: ReclaimPolicy | None = "Retain"
+    """None: the class exists already (its own policy)."""
+    driver: str | None = None
+    """The pinned component (versions.yaml) gpufabric installs to serve it, if any."""
+    driver_values: Mapping[str, Any] = field(default_factory=dict)
+    """That chart's values."""
+    runbook: str | None = None
+    """Its runbook fragment (manifests/runbooks/), if it has server prerequisites."""
+    server: str | None = None
+    share: str | None = None
+    nfs_version: NfsVersion | None = None
+
+
+@dataclass(frozen=True)
+class ClaimFacts:
+    """One PersistentVolumeClaim a tenant gets, and where its training pods mount it.
+
+    This is the interface ``gpufabric verify storage`` reads: it mounts each claim at
+    ``mount_path`` in a short-lived pod of ``namespace`` and proves the transport."""
+
+    name: str
+    """The claim's (PersistentVolumeClaim's) name, e.g. ``checkpoints``."""
+    namespace: str
+    """The tenant namespace the claim lives in."""
+    mount_path: str
+    """Where training pods mount it (``/checkpoints``, ``/data``)."""
+    read_only: bool
+    """Training pods mount it read-only (datasets by default)."""
+    transport: StorageTransport | None
+    """What its mounts must use: ``rdma`` (mountstats ``xprt: rdma``), ``tcp``; None for a
+    bring-your-own StorageClass, whose transport gpufabric does not choose."""
+    storage_class: str
+    """The StorageClass the claim names."""
+    size: str
+    """The requested capacity (a Kubernetes quantity, e.g. ``10Ti``)."""
+    backend: str = ""
+    """The stack's name of the backend (``storage.backends[].name``) that serves it."""
+    checkpoints: bool = False
+    """Jobs write their checkpoints under it (``<mount_path>/<job name>``)."""
+
+
+@dataclass(frozen=True)
+class TenantStorage:
+    """A tenant's shared storage: its claims and the quota that bounds them."""
+
+    namespace: str
+    claims: tuple[ClaimFacts, ...]
+    """In the stack's order; names unique within the tenant."""
+    quota_storage: str
+    """ResourceQuota ``requests.storage``: the sum the tenant's claims may request."""
+    quota_claims: int
+    """ResourceQuota ``persistentvolumeclaims``: how many claims the tenant may hold."""
+
+    @property
+    def checkpoint_claim(self) -> ClaimFacts | None:
+        """The claim jobs checkpoint to, if the tenant has one."""
+        return next((c for c in self.claims if c.checkpoints), None)
+
+
 AcceptanceKind = Literal["mpijob", "trainjob"]
 """The job kinds the NCCL acceptance test runs as."""
 
@@ -466,6 +552,16 @@ class Facts:
     operators: OperatorFacts
     gpu_operator: GpuOperatorFacts
     monitoring: MonitoringFacts
+    storage_backends: tuple[BackendFacts, ...] = ()
+    """The stack's storage backends, in its order (empty: no ``storage`` section)."""
+    storage: tuple[TenantStorage, ...] = ()
+    """Per tenant with claims, sorted by namespace: a tuple of :class:`TenantStorage`
+    (``storage_of(namespace)`` finds one). Empty when the stack has no ``storage`` section;
+    tenants without claims are absent."""
+
+    def storage_of(self, namespace: str) -> TenantStorage | None:
+        """The storage of one tenant namespace (None: it has no claims)."""
+        return next((t for t in self.storage if t.namespace == namespace), None)
 
 
 @dataclass(frozen=True)
@@ -479,8 +575,11 @@ class PlanContext:
 
 
 __all__ = [
+    "CHECKPOINT_DIR_ENV",
     "Acceptance",
     "AcceptanceKind",
+    "BackendFacts",
+    "ClaimFacts",
     "DcgmCounter",
     "DiscoveredTopology",
     "FabricFacts",
@@ -496,6 +595,8 @@ __all__ = [
     "RailFacts",
     "RequeuePolicy",
     "RoceFacts",
+    "StorageTransport",
     "TenantContract",
+    "TenantStorage",
     "XidClass",
 ]

@@ -29,9 +29,10 @@ def values(ctx: PlanContext) -> dict[str, Any]:
     )
     driver: dict[str, Any] = {
         "enabled": gpu.driver,
-        # DMA-BUF and GDS need the open kernel modules; pin them rather than rely on "auto",
-        # which only picks open modules from the R570 driver containers on.
-        "kernelModuleType": "open" if fabric.gpudirect == "dmabuf" or gpu.gds else "auto",
+        # DMA-BUF (and GDS, which the model allows only with it) needs the open kernel
+        # modules; pin them rather than rely on "auto", which only picks open modules from
+        # the R570 driver containers on.
+        "kernelModuleType": "open" if fabric.gpudirect == "dmabuf" else "auto",
         "rdma": {
             "enabled": peermem,
             # Read only on the peermem path (the driver container's MOFED wait): set it

@@ -145,3 +145,26 @@ def child_name(cluster: str, layer: str, item_id: str) -> str:
 def urn(stack: str, type_chain: str, name: str) -> str:
     """A URN (or a ``--target`` glob when ``type_chain`` or ``name`` hold wildcards)."""
     return f"urn:pulumi:{stack}::{PROJECT}::{type_chain}::{name}"
+
+
+# -------------------------------------------------------------------------- storage
+
+
+def storage_driver(component: str) -> str:
+    return f"storage/{component}"
+
+
+def storage_driver_namespace(component: str) -> str:
+    return f"storage/{component}-namespace"
+
+
+def storage_class(backend: str) -> str:
+    return f"storage/class/{backend}"
+
+
+def tenant_storage_quota(tenant: str) -> str:
+    return f"storage/quota/{tenant}"
+
+
+def tenant_claim(tenant: str, claim: str) -> str:
+    return f"storage/claim/{tenant}/{claim}"

@@ -27,6 +27,7 @@ class Layer(StrEnum):
     SCHEDULING = "scheduling"
     TENANTS = "tenants"
     MONITORING = "monitoring"
+    STORAGE = "storage"
 
 
 LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)

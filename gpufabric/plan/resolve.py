@@ -46,6 +46,7 @@ from gpufabric.plan.facts import (
     RequeuePolicy,
     TenantContract,
 )
+from gpufabric.plan.storage import resolve as storage_facts
 from gpufabric.plan.vocabulary import JobKind
 
 SHM_PER_GPU_GIB = 8
@@ -388,6 +389,7 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
     env = nccl_env(model.fabric, fabric)
     operators = operator_facts(model, authority)
     nodes = model.gpuNodes
+    storage_backends, storage = storage_facts(stack, model)
     return Facts(
         stack=stack,
         cluster=model.cluster.name,
@@ -412,6 +414,8 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
         operators=operators,
         gpu_operator=gpu_operator_facts(model),
         monitoring=monitoring.facts(model),
+        storage_backends=storage_backends,
+        storage=storage,
     )
 
 

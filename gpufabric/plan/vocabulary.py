@@ -49,6 +49,12 @@ DeviceLinkType = Literal["infiniband", "ether"]
 """The device plugin selectors' ``linkTypes``."""
 NfdOwner = Literal["gpu-operator", "network-operator"]
 """The component that runs Node Feature Discovery."""
+StorageTransport = Literal["rdma", "tcp"]
+"""How a storage backend's mounts reach the server (``storage.backends[].nfs.transport``)."""
+NfsVersion = Literal["4.1", "4.2"]
+"""The NFS protocol version mounts use (``storage.backends[].nfs.nfsVersion``)."""
+ReclaimPolicy = Literal["Retain", "Delete"]
+"""What happens to a volume when its claim is deleted (``storage.backends[].nfs.reclaimPolicy``)."""
 JobKind = Literal["mpijob", "trainjob"] | TrainingScheme
 XidAction = Literal["fatal", "application"]
 """Xid classes: fatal ones need a GPU reset or reboot (quarantine); application ones never."""
@@ -65,12 +71,15 @@ __all__ = [
     "NadScope",
     "NcclLinkLayer",
     "NfdOwner",
+    "NfsVersion",
     "NicDriverSource",
     "PartitionMembership",
     "PkeyManagement",
     "PoolKind",
     "RailCni",
     "RdmaMode",
+    "ReclaimPolicy",
+    "StorageTransport",
     "TrainerRuntime",
     "TrainingScheme",
     "XidAction",

@@ -66,6 +66,10 @@ def test_options_pass_through(lab: dict[str, Any]) -> None:
         "dcgmExporter": {"serviceMonitor": True},
         "migStrategy": "mixed",
     }
+    # GDS needs storage it can read through: NFS over RDMA.
+    lab["gpufabric:storage"] = {
+        "backends": [{"name": "fs", "nfs": {"server": "10.0.0.5", "share": "/export"}}]
+    }
     values = chart_of(lab).values
     assert values["driver"]["version"] == "595.91.07"
     assert values["driver"]["usePrecompiled"] is True

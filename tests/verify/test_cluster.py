@@ -40,6 +40,7 @@ WORKLOADS = {
         ("DaemonSet", "nv-ipam-node"),
     ],
     "kube-system": [("DaemonSet", "kube-multus-ds"), ("Deployment", "coredns")],
+    "csi-nfs": [("Deployment", "csi-nfs-controller"), ("DaemonSet", "csi-nfs-node")],
     "mpi-operator": [("Deployment", "mpi-operator")],
     "kubeflow": [("Deployment", "training-operator")],
     "kubeflow-system": [
