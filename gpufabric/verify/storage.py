@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufabric.plan.build import Plan
+from gpufabric.plan.facts import ClaimFacts
 from gpufabric.verify import mountstats
 from gpufabric.verify.arguments import STORAGE_MIB
 from gpufabric.verify.results import Check, error, failed, passed, skipped
@@ -77,40 +79,25 @@ class StorageTarget:
         return tuple(c for c in self.claims if not c.read_only)
 
 
-def _claim(tenant: str, namespace: str, raw: Any) -> ClaimTarget:
-    transport = getattr(raw, "transport", None)
+def _claim(claim: ClaimFacts) -> ClaimTarget:
     return ClaimTarget(
-        name=str(getattr(raw, "name", "")),
-        namespace=str(getattr(raw, "namespace", None) or namespace),
-        mount_path=str(getattr(raw, "mount_path", "")),
-        read_only=bool(getattr(raw, "read_only", False)),
-        transport=None if transport is None else str(transport),
-        storage_class=str(getattr(raw, "storage_class", "") or ""),
-        size=str(getattr(raw, "size", "") or ""),
+        name=claim.name,
+        namespace=claim.namespace,
+        mount_path=claim.mount_path,
+        read_only=claim.read_only,
+        transport=claim.transport,
+        storage_class=claim.storage_class,
+        size=claim.size,
     )
 
 
-def targets_from_plan(plan: Any) -> tuple[StorageTarget, ...]:
-    """The tenants' claims from the Plan's storage fact (``facts.storage``), read
-    defensively: () when the stack has no storage. The fact is expected to hold a
-    ``tenants`` mapping (tenant namespace -> claims, or -> an object with ``claims``) or a
-    flat ``claims`` sequence whose claims name their namespace; each claim has ``name``,
-    ``namespace``, ``mount_path``, ``read_only``, ``transport``, ``storage_class``, ``size``."""
-    storage = getattr(getattr(plan, "facts", None), "storage", None)
-    if storage is None:
-        return ()
-    grouped: dict[str, list[Any]] = {}
-    tenants = getattr(storage, "tenants", None)
-    if isinstance(tenants, Mapping):
-        for ns, entry in tenants.items():
-            claims = getattr(entry, "claims", entry)
-            grouped.setdefault(str(ns), []).extend(claims or ())
-    for raw in getattr(storage, "claims", None) or ():
-        grouped.setdefault(str(getattr(raw, "namespace", "")), []).append(raw)
+def targets_from_plan(plan: Plan) -> tuple[StorageTarget, ...]:
+    """The tenants' claims from the Plan's storage fact (``facts.storage``, one
+    TenantStorage per tenant with claims, sorted by namespace); () without storage."""
     return tuple(
-        StorageTarget(ns, ns, tuple(_claim(ns, ns, raw) for raw in claims))
-        for ns, claims in sorted(grouped.items())
-        if ns and claims
+        StorageTarget(t.namespace, t.namespace, tuple(_claim(c) for c in t.claims))
+        for t in plan.facts.storage
+        if t.claims
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from builders import REPO, example_config, plan_of
@@ -303,23 +302,20 @@ def test_the_default_threshold_is_a_fraction_of_one_rails_line_rate() -> None:
 # ------------------------------------------------------------------------- the pods
 
 
-def test_targets_from_a_plan_without_storage_are_none() -> None:
-    assert storage.targets_from_plan(SimpleNamespace(facts=SimpleNamespace())) == ()
-    claim = SimpleNamespace(
-        name="checkpoints",
-        namespace="team-a",
-        mount_path="/checkpoints",
-        read_only=False,
-        transport="rdma",
-        storage_class="gpufabric-nfs-rdma",
-        size="1Ti",
+def test_targets_are_the_plans_claims() -> None:
+    """verify storage proves exactly the claims the Plan gives each tenant (prod-ib: NFS
+    over RDMA); a stack without storage has nothing to prove."""
+    assert storage.targets_from_plan(plan_of(example_config("kind-dev"), "kind-dev")) == ()
+    targets = storage.targets_from_plan(plan_of(example_config("prod-ib"), "prod-ib"))
+    eval_ = next(t for t in targets if t.namespace == "eval")
+    assert eval_.claims == (
+        ClaimTarget(
+            "checkpoints", "eval", "/checkpoints", False, "rdma", "gpufabric-nfsordma", "50Ti"
+        ),
+        ClaimTarget("datasets", "eval", "/data", True, "rdma", "gpufabric-nfsordma", "200Ti"),
     )
-    plan = SimpleNamespace(facts=SimpleNamespace(storage=SimpleNamespace(claims=[claim])))
-    (got,) = storage.targets_from_plan(plan)
-    assert got.namespace == "team-a"
-    assert got.claims[0] == ClaimTarget(
-        "checkpoints", "team-a", "/checkpoints", False, "rdma", "gpufabric-nfs-rdma", "1Ti"
-    )
+    byo = storage.targets_from_plan(plan_of(example_config("lab-roce"), "lab-roce"))
+    assert {c.transport for t in byo for c in t.claims} == {None}  # the site's own class
 
 
 def test_the_pod_passes_the_tenant_admission_policy() -> None:

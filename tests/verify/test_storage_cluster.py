@@ -306,7 +306,7 @@ def test_an_unreachable_api_is_not_a_failure(
 def test_a_stack_without_storage_and_an_unknown_tenant_are_input_errors(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert main(["verify", "storage", "--stack", "lab-roce"]) == 2
+    assert main(["verify", "storage", "--stack", "kind-dev"]) == 2
     assert "storage: the stack gives its tenants no storage claims" in capsys.readouterr().err
     monkeypatch.setattr(storage, "targets_from_plan", lambda _plan: targets())
     assert main(["verify", "storage", "--stack", "lab-roce", "--tenant", "team-x"]) == 2
