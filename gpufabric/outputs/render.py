@@ -47,7 +47,7 @@ CLUSTER_SCOPE_DIR = "_cluster"
 def to_yaml(data: Any) -> str:
     """A body as the YAML text render writes: block style, keys sorted, secrets as
     placeholders, multi-line strings as literal blocks."""
-    return yamlcodec.dump(plain(data))
+    return yamlcodec.dump(data, convert=plain)
 
 
 def plain(data: Any) -> Any:
