@@ -45,7 +45,10 @@ test: lint typecheck unit
 conformance: $(STAMP)
 	$(BIN)/pytest -m conformance tests/conformance
 
+# Figures printed, never asserted: render against `helm template` of the same charts (paired
+# runs; skipped without helm and the charts), the render's phases, the benchmarks below.
 bench: $(STAMP)
+	$(BIN)/python benchmarks/render_vs_helm.py
 	$(BIN)/python benchmarks/render_stress.py
 	$(BIN)/python benchmarks/verify_fleet.py --hosts 1024,10000
 	$(BIN)/python benchmarks/sweep_sim.py --sizes 16,64,256,1024 --fleets 2

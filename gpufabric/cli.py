@@ -423,12 +423,19 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     if not _crd_dir_ok(crd_dir):
         return ExitCode.BAD_INPUT
     check_output_dir(out)  # refuse before any work: the user's files are never at risk
-    # Schemas are checked on a second core while the files are formatted; nothing is
-    # written unless every object passed.
+    # Schemas are checked on a second core while the files are formatted and staged beside
+    # the output; the staged tree replaces the output only if every object passed.
+    reports: list[Report] = []
+
+    def passed() -> bool:
+        reports.append(validation.result())
+        return reports[0].ok
+
     with Background(lambda: _validate(plan, crd_dir)) as validation:
         files = render_files(plan)
-        report = validation.result()
-    if not report.ok:
+        written = write_tree(files, out, stack.name, approve=passed)
+    report = reports[0]
+    if not written:
         print(
             f"{stack.name}: {len(report.errors)} schema errors in rendered objects", file=sys.stderr
         )
@@ -436,7 +443,6 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
             print(f"  - {err}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return ExitCode.INVALID_OBJECTS
-    write_tree(files, out, stack.name)
     _print_summary(plan, out, len(files), report)
     return ExitCode.OK
 

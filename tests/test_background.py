@@ -119,14 +119,20 @@ def test_invalid_objects_write_nothing_either_way(
         )
         return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
 
-    monkeypatch.setattr("gpufabric.model.stackfile.build_plan", broken)
     out = tmp_path / "out"
-    code = main(["render", "--stack", "prod-ib", "--out", str(out)])
-    err = capsys.readouterr().err
-    assert code == 6, err
-    assert "ResourceQuota/x" in err
-    assert "nothing was written" in err
-    assert not out.exists()
+    assert main(["render", "--stack", "prod-ib", "--out", str(out / "earlier")]) == 0
+    earlier = _tree(out / "earlier")
+    monkeypatch.setattr("gpufabric.model.stackfile.build_plan", broken)
+    for target in (out / "new", out / "earlier"):
+        capsys.readouterr()
+        code = main(["render", "--stack", "prod-ib", "--out", str(target)])
+        err = capsys.readouterr().err
+        assert code == 6, err
+        assert "ResourceQuota/x" in err
+        assert "nothing was written" in err
+    # the tree staged while validation ran is gone; an earlier render is as it was
+    assert sorted(p.name for p in out.iterdir()) == ["earlier"]
+    assert _tree(out / "earlier") == earlier
 
 
 @pytest.mark.usefixtures("forking")

@@ -4,6 +4,7 @@ result, and a cache that is damaged, shared or unwritable is ignored, never an e
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,14 +211,88 @@ def test_a_planted_crd_schema_entry_changes_no_verdict(cache_home: Path, tmp_pat
         "spec.size"
     ]
     directory = cache_home.parent / "crd-schemas"
-    (entry,) = directory.iterdir()
+    # the file's converted schemas, and the directory's index of which file defines what
+    index, entry = sorted(directory.iterdir(), key=lambda p: not p.name.startswith("dir-"))
+    assert index.name.startswith("dir-")
+    assert not entry.name.startswith("dir-")
     forged = tmp_path / "accepts-anything.json"
     forged.write_text('[["example.com/v1", "Widget", {"type": "object"}]]')
     entry.unlink()
     entry.symlink_to(forged)
+    hidden = tmp_path / "defines-nothing.json"
+    hidden.write_text(json.dumps([[entry.stem, []]]))
+    index.unlink()
+    index.symlink_to(hidden)
     schema.load_crds.cache_clear()
     try:
         bad = schema.validate_objects([widget("big")], "1.33", crds)
         assert [e.path for e in bad.errors] == ["spec.size"]
+    finally:
+        schema.load_crds.cache_clear()
+
+
+def test_a_warm_render_reads_only_the_crds_of_the_kinds_it_validates(
+    cache_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory's index (which file defines which kinds) lets a render read the
+    converted schemas of the files it needs only, and a file later in order that defines
+    the same kind still wins, as a full read gives."""
+    from gpufabric.outputs import schema
+    from gpufabric.support import cache, yamlcodec
+
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    (crds / "a-widget.yaml").write_text(CRD)
+    gadget = CRD.replace("Widget", "Gadget").replace("widgets", "gadgets")
+    (crds / "b-gadget.yaml").write_text(gadget)
+    (crds / "c-widget-v2.yaml").write_text(
+        CRD.replace("size: {type: integer}", "size: {type: string}")
+    )
+    schema.load_crds.cache_clear()
+    assert schema.validate_objects([widget("big")], "1.33", crds).ok  # c- wins over a-
+    full = schema.load_crds(crds.resolve())
+    assert full.sources[("example.com/v1", "Widget")].endswith("c-widget-v2.yaml")
+
+    read: list[str] = []
+    real_read = cache.read_json
+
+    def counting(name: str, key: str) -> object:
+        read.append(key)
+        return real_read(name, key)
+
+    def no_parse(text: str) -> list[object]:
+        raise AssertionError("parsed again although cached")
+
+    monkeypatch.setattr(schema, "read_json", counting)
+    monkeypatch.setattr(yamlcodec, "load_all_simple", no_parse)
+    schema.load_crds.cache_clear()
+    try:
+        assert schema.validate_objects([widget("big")], "1.33", crds).ok
+        gadget_key = schema._file_key(gadget.encode())
+        assert gadget_key not in read  # the Gadget file's schemas were never read
+        assert len(read) == 3  # the index, then the two files that define a Widget
+        wanted = frozenset({("example.com/v1", "Widget")})
+        assert schema.load_crds(crds.resolve(), wanted).schemas == {
+            k: v for k, v in full.schemas.items() if k in wanted
+        }
+    finally:
+        schema.load_crds.cache_clear()
+
+
+def test_the_index_gives_what_a_full_read_gives_for_the_upstream_crds(
+    cache_home: Path, crd_dir: Path
+) -> None:
+    from gpufabric.outputs import schema
+
+    schema.load_crds.cache_clear()
+    try:
+        full = schema.load_crds(crd_dir.resolve())
+        for pair in sorted(full.schemas)[::7]:
+            wanted = frozenset({pair})
+            for _ in range(2):  # building the index, then reading it
+                schema.load_crds.cache_clear()
+                part = schema.load_crds(crd_dir.resolve(), wanted)
+                assert part.schemas == {pair: full.schemas[pair]}
+                assert part.sources == {pair: full.sources[pair]}
     finally:
         schema.load_crds.cache_clear()

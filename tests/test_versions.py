@@ -123,3 +123,21 @@ def test_fresh_render_of_an_example_stack_prints_no_warning(
     assert main(["render", "--stack", name, "--out", str(tmp_path / name)]) == 0
     err = capsys.readouterr().err
     assert "warning" not in err.lower(), err
+
+
+def test_the_catalog_is_read_as_pyyaml_reads_it() -> None:
+    """versions.yaml goes through libyaml (yamlcodec) for speed: the values, and their types
+    (1 is not True, "1.0" not 1.0), are exactly what PyYAML's safe_load gives."""
+    import json
+
+    import yaml
+
+    from gpufabric.support import yamlcodec
+    from gpufabric.support.templates import MANIFESTS_DIR
+
+    text = (MANIFESTS_DIR / "versions.yaml").read_text()
+
+    def typed(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, default=lambda v: f"{type(v).__name__}:{v}")
+
+    assert typed(yamlcodec.load_simple(text)) == typed(yaml.safe_load(text))

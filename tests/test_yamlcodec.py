@@ -166,3 +166,26 @@ def test_indented_json_is_json_dumps_indent_2(seed: int) -> None:
     rng = random.Random(seed)
     value = random_value(rng)
     assert indented_json(value) == json.dumps(value, indent=2, sort_keys=True)
+
+
+def test_values_that_are_not_plain_are_converted_where_they_sit() -> None:
+    """to_yaml converts secrets, tuples, other mappings and non-string keys where they
+    occur, without copying the plain data around them: same text as dumping a plain copy."""
+    from types import MappingProxyType
+
+    from gpufabric.model.config import SecretValue
+    from gpufabric.outputs.render import to_yaml
+    from gpufabric.plan.items import SecretRef
+
+    secret = SecretRef("sources.token", SecretValue(plaintext="hunter2"))
+    body = {
+        "b": {"token": secret, "list": ("x", secret, {"n": 1})},
+        "a": MappingProxyType({"z": [1, 2.5, None, True], "y": "multi\nline"}),
+        "c": {3: "three", 1: "one"},
+        "d": [{"k": "v\n"}],
+    }
+    assert to_yaml(body) == yamlcodec.dump(plain(body))
+    assert "<secret:sources.token>" in to_yaml(body)
+    assert "hunter2" not in to_yaml(body)
+    with pytest.raises(TypeError):
+        yamlcodec.dump({"a": object()})

@@ -33,7 +33,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ CLUSTER_SCOPE_DIR = "_cluster"
 def to_yaml(data: Any) -> str:
     """A body as the YAML text render writes: block style, keys sorted, secrets as
     placeholders, multi-line strings as literal blocks."""
-    return yamlcodec.dump(plain(data))
+    return yamlcodec.dump(data, convert=plain)
 
 
 def plain(data: Any) -> Any:
@@ -425,10 +425,19 @@ def _swap(parent: int, staging: Path, out: Path) -> None:
     shutil.rmtree(retired)
 
 
-def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
+def write_tree(
+    files: Mapping[str, str],
+    out: Path,
+    stack: str = "",
+    approve: Callable[[], bool] | None = None,
+) -> bool:
     """Replace ``out`` with exactly ``files`` (and the marker), all or nothing: the new
     tree is written beside it and swapped in, under a lock that makes concurrent renders
     take turns, so a reader sees the previous tree or the new one, never a part.
+
+    ``approve``, when given, is asked once the new tree is staged (so that a check still
+    running elsewhere, such as schema validation, overlaps the writing); when it says no,
+    the staged tree is removed, ``out`` is left as it was and the result is False.
 
     ``out`` must be new, empty or an earlier render (:func:`check_output_dir`)."""
     check_output_dir(out)
@@ -440,12 +449,16 @@ def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
         try:
             _stage(files, out, stack, staging)
+            if approve is not None and not approve():
+                shutil.rmtree(staging)
+                return False
             _swap(fd, staging, out)
         except BaseException as exc:
             shutil.rmtree(staging, ignore_errors=True)
             if isinstance(exc, OSError) and exc.errno in (errno.EBUSY, errno.EXDEV):
                 raise _mount_point(out) from None
             raise
+    return True
 
 
 def write_file(path: Path, text: str) -> None:

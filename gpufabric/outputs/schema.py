@@ -161,24 +161,43 @@ class CrdIndex:
 
     schemas: Mapping[tuple[str, str], dict[str, Any]]
     sources: Mapping[tuple[str, str], str]
-    validators: Mapping[tuple[str, str], jsonschema.Validator]
+    _validators: dict[tuple[str, str], jsonschema.Validator] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def validator(self, api_version: str, kind: str) -> jsonschema.Validator | None:
-        return self.validators.get((api_version, kind))
+        """Built when first asked for: a render uses a handful of the hundreds of kinds."""
+        key = (api_version, kind)
+        schema = self.schemas.get(key)
+        if schema is None:
+            return None
+        if key not in self._validators:
+            import jsonschema
+
+            self._validators[key] = jsonschema.Draft202012Validator(schema)
+        return self._validators[key]
 
 
-def _crd_schemas(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """(apiVersion, kind, JSON Schema) of every served version of every CRD in a file. Parsing
-    megabytes of CRDs is most of a render with --crd-dir, so the result is cached, keyed by
-    the file's bytes and this module's own (a change to the conversion is a new key)."""
-    data = path.read_bytes()
-    key = hashlib.sha256(_CONVERSION_KEY + data).hexdigest()
+Crd = tuple[str, str, dict[str, Any]]
+"""apiVersion, kind and converted JSON Schema of one served version of one CRD."""
+
+
+def _file_key(data: bytes) -> str:
+    """A CRD file's cache key: its bytes and this module's own (a change to the conversion
+    is a new key)."""
+    return hashlib.sha256(_CONVERSION_KEY + data).hexdigest()
+
+
+def _crd_schemas(data: bytes, key: str) -> list[Crd]:
+    """(apiVersion, kind, JSON Schema) of every served version of every CRD in a file's
+    bytes. Parsing megabytes of CRDs is most of a render with --crd-dir, so the result is
+    cached under ``key`` (:func:`_file_key`)."""
     cached = read_json("crd-schemas", key)
     if isinstance(cached, list) and all(
         isinstance(e, list) and len(e) == 3 and isinstance(e[2], dict) for e in cached
     ):
         return [(str(a), str(k), s) for a, k, s in cached]
-    found: list[tuple[str, str, dict[str, Any]]] = []
+    found: list[Crd] = []
     converted: set[int] = set()
     for doc in yamlcodec.load_all_simple(data.decode("utf-8")):
         if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
@@ -202,19 +221,74 @@ def _crd_schemas(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
 _CONVERSION_KEY = hashlib.sha256(Path(__file__).read_bytes()).digest()
 
 
-@functools.cache
-def load_crds(directory: Path) -> CrdIndex:
-    """Every CustomResourceDefinition in YAML files under ``directory``."""
-    import jsonschema
+CrdFile = tuple[Path, bytes, str]
+"""A YAML file under a CRD directory: its path, bytes and cache key."""
 
+
+def _crd_files(directory: Path) -> list[CrdFile]:
+    """Every YAML file under ``directory``, in the order in which later files win."""
+    paths = sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")])
+    files = []
+    for path in paths:
+        data = path.read_bytes()
+        files.append((path, data, _file_key(data)))
+    return files
+
+
+def _kinds_by_file(files: list[CrdFile]) -> list[list[tuple[str, str]]]:
+    """The (apiVersion, kind) pairs each file defines, from the directory's cached index
+    (one small entry keyed by every file's key) or, when it is absent or not what these
+    files give, from each file's schemas (cached per file), then stored."""
+    digest = hashlib.sha256(_CONVERSION_KEY)
+    for _, _, key in files:
+        digest.update(key.encode())
+    index_key = "dir-" + digest.hexdigest()
+    cached = read_json("crd-schemas", index_key)
+    if (
+        isinstance(cached, list)
+        and len(cached) == len(files)
+        and all(_index_row(row, key) for row, (_, _, key) in zip(cached, files, strict=True))
+    ):
+        return [[(str(a), str(k)) for a, k in row[1]] for row in cached]
+    kinds = [[(a, k) for a, k, _ in _crd_schemas(data, key)] for _, data, key in files]
+    rows = [
+        [key, [list(p) for p in pairs]] for (_, _, key), pairs in zip(files, kinds, strict=True)
+    ]
+    write_json("crd-schemas", index_key, rows)
+    return kinds
+
+
+def _index_row(row: Any, key: str) -> bool:
+    """A well-formed row of the directory index for the file whose key is ``key``."""
+    return (
+        isinstance(row, list)
+        and len(row) == 2
+        and row[0] == key
+        and isinstance(row[1], list)
+        and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+            for p in row[1]
+        )
+    )
+
+
+@functools.cache
+def load_crds(directory: Path, kinds: frozenset[tuple[str, str]] | None = None) -> CrdIndex:
+    """Every CustomResourceDefinition in YAML files under ``directory``; with ``kinds``,
+    those of these (apiVersion, kind) pairs only, reading the schemas of just the files
+    that define them (a directory's index of which file defines what is cached)."""
+    files = _crd_files(directory)
+    if kinds is not None:
+        defined = _kinds_by_file(files)
+        files = [f for f, pairs in zip(files, defined, strict=True) if kinds.intersection(pairs)]
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     sources: dict[tuple[str, str], str] = {}
-    for path in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
-        for api_version, kind, converted in _crd_schemas(path):
-            schemas[(api_version, kind)] = converted
-            sources[(api_version, kind)] = str(path)
-    validators = {key: jsonschema.Draft202012Validator(s) for key, s in schemas.items()}
-    return CrdIndex(schemas=schemas, sources=sources, validators=validators)
+    for path, data, key in files:
+        for api_version, kind, converted in _crd_schemas(data, key):
+            if kinds is None or (api_version, kind) in kinds:
+                schemas[(api_version, kind)] = converted
+                sources[(api_version, kind)] = str(path)
+    return CrdIndex(schemas=schemas, sources=sources)
 
 
 # ------------------------------------------------------------------------------ driver
@@ -238,10 +312,11 @@ def validate_objects(
 ) -> Report:
     """Validate objects: built-in kinds always, custom resources when ``crd_dir`` is given."""
     report = Report()
-    crds = load_crds(crd_dir.resolve()) if crd_dir is not None else None
-    for raw in objects:
+    todo = [(raw, str(raw.get("apiVersion", "")), str(raw.get("kind", ""))) for raw in objects]
+    custom_kinds = frozenset((a, k) for _, a, k in todo if _core_validator(k8s_minor, a, k) is None)
+    crds = load_crds(crd_dir.resolve(), custom_kinds) if crd_dir is not None else None
+    for raw, api_version, kind in todo:
         where = _where(raw)
-        api_version, kind = str(raw.get("apiVersion", "")), str(raw.get("kind", ""))
         core = _core_validator(k8s_minor, api_version, kind)
         if core is not None:
             report.checked_core += 1

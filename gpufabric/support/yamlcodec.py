@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -157,29 +158,38 @@ def load_all_simple(text: str) -> list[Any]:
     return docs
 
 
-def _node(data: Any, dumper: _Dumper) -> Node:
+def _node(data: Any, dumper: _Dumper, convert: Callable[[Any], Any] | None) -> Node:
     kind = type(data)
     if kind is str:
         return ScalarNode(_STR, data, style="|" if "\n" in data else None)
-    if kind is dict:
+    if kind is dict and all(type(k) is str for k in data):
         return MappingNode(
             _MAP,
-            [(_node(k, dumper), _node(v, dumper)) for k, v in sorted(data.items())],
+            [
+                (ScalarNode(_STR, k, style="|" if "\n" in k else None), _node(v, dumper, convert))
+                for k, v in sorted(data.items())
+            ],
             flow_style=False,
         )
     if kind is list:
-        return SequenceNode(_SEQ, [_node(v, dumper) for v in data], flow_style=False)
+        return SequenceNode(_SEQ, [_node(v, dumper, convert) for v in data], flow_style=False)
     if kind in (int, float, bool) or data is None:
         node: Node = dumper.represent_data(data)
         return node
+    if convert is not None:
+        return _node(convert(data), dumper, None)
     raise TypeError(f"cannot write {kind.__name__} as YAML: {data!r}")
 
 
-def dump(data: Any) -> str:
-    """YAML text of plain data (str keys; dict, list, str, int, float, bool, None)."""
+def dump(data: Any, convert: Callable[[Any], Any] | None = None) -> str:
+    """YAML text of plain data (str keys; dict, list, str, int, float, bool, None).
+
+    ``convert`` turns anything else (a value of another type, a mapping with other keys)
+    into plain data, once per such value: the caller's objects are written without first
+    copying every plain dict and list around them."""
     stream = io.StringIO()
     dumper = _Dumper(stream, default_flow_style=False, width=WIDTH, sort_keys=True)
     dumper.open()
-    dumper.serialize(_node(data, dumper))
+    dumper.serialize(_node(data, dumper, convert))
     dumper.close()
     return stream.getvalue()

@@ -1,0 +1,257 @@
+"""`gpufabric render` of the stress stack against `helm template` of the charts it configures.
+
+    .venv/bin/python benchmarks/render_vs_helm.py [--tenants 200] [--repeat 7] [--workdir DIR]
+
+Issue 25 asks that rendering the stress stack (8 rails, 1,024 nodes, 200 tenants) take no
+longer than `helm template` of the same charts with the values gpufabric rendered for them:
+the review step of a pull request should not wait on gpufabric more than on Helm. Measured
+as a user runs each, in fresh processes:
+
+- render: `gpufabric render --stack S --out NEW_DIR` (every object schema-validated, one file
+  per object written);
+- helm: `helm template RELEASE CHART.tgz -n NS -f values.yaml --kube-version V --include-crds`
+  of every chart the render wrote (charts/<release>/), one after the other, output to a file.
+
+The two are run in pairs, interleaved (the order alternates), so neighbours' load hits both
+alike; the ratio reported is the median of the pairs' ratios. Also printed: the interpreter
+start and the import of the command (the fixed cost of every render), and with the upstream
+CRDs present (--crd-dir) a render with a cold CRD cache against one with a warm cache.
+
+helm and the pinned charts are looked for in $GPUFABRIC_SHARED/upstream (default: ../shared
+beside the checkout), else helm on PATH and charts in $GPUFABRIC_CHARTS; when either is
+missing the helm part is skipped with a line saying so. Times are wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from render_stress import file_system, stress_config, write_stack
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))
+UPSTREAM = SHARED / "upstream"
+
+
+def find_helm() -> str | None:
+    local = UPSTREAM / "bin" / "helm"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which("helm")
+
+
+def chart_archive(chart: str, version: str) -> Path | None:
+    charts = Path(os.environ.get("GPUFABRIC_CHARTS", UPSTREAM / "charts"))
+    bare = version.lstrip("v")
+    for name in (f"{chart}-{version}.tgz", f"{chart}-v{bare}.tgz", f"{chart}-{bare}.tgz"):
+        if (charts / name).is_file():
+            return charts / name
+    return None
+
+
+# Python's own modules are compiled once and kept (__pycache__), as in a user's install,
+# even where the environment says not to write bytecode.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+class Time(NamedTuple):
+    """Wall-clock seconds, and CPU seconds (user + system, the command's processes)."""
+
+    wall: float
+    cpu: float
+
+    def __add__(self, other: object) -> Time:
+        assert isinstance(other, Time)
+        return Time(self.wall + other.wall, self.cpu + other.cpu)
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None, stdout: Path | None = None) -> Time:
+    cpu, start = _cpu(), time.perf_counter()
+    if stdout is None:
+        subprocess.run(argv, check=True, capture_output=True, env=env or ENV)
+    else:
+        with stdout.open("wb") as f:
+            subprocess.run(argv, check=True, stdout=f, stderr=subprocess.PIPE, env=env or ENV)
+    return Time(time.perf_counter() - start, _cpu() - cpu)
+
+
+def render_argv(stack: Path, out: Path, crd_dir: Path | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "gpufabric.cli", "render", "--stack", str(stack)]
+    argv += ["--out", str(out)]
+    return argv + (["--crd-dir", str(crd_dir)] if crd_dir else [])
+
+
+def helm_commands(helm: str, rendered: Path, kube: str) -> tuple[list[list[str]], list[str]]:
+    """`helm template` of every chart the render wrote, and the charts not found."""
+    commands, missing = [], []
+    for meta_file in sorted((rendered / "charts").glob("*/chart.yaml")):
+        meta = yaml.safe_load(meta_file.read_text())
+        archive = chart_archive(meta["chart"], str(meta["version"]))
+        if archive is None:
+            missing.append(f"{meta['chart']} {meta['version']}")
+            continue
+        values = meta_file.parent / "values.yaml"
+        release, namespace = meta["release"], meta["namespace"]
+        command = [helm, "template", release, str(archive), "-n", namespace, "-f", str(values)]
+        commands.append([*command, "--kube-version", f"{kube}.0", "--include-crds"])
+    return commands, missing
+
+
+def paired(
+    repeat: int, first: Callable[[int], Time], second: Callable[[int], Time]
+) -> list[tuple[Time, Time]]:
+    """``repeat`` pairs of runs, the order alternating so that load hits both alike."""
+    pairs = []
+    for i in range(repeat):
+        if i % 2 == 0:
+            a = first(i)
+            b = second(i)
+        else:
+            b = second(i)
+            a = first(i)
+        pairs.append((a, b))
+        print(
+            f"  pair {i + 1}: wall {a.wall:7.3f} {b.wall:7.3f} ratio {a.wall / b.wall:5.2f}"
+            f"   cpu {a.cpu:7.3f} {b.cpu:7.3f} ratio {a.cpu / b.cpu:5.2f}   {load()}",
+            flush=True,
+        )
+    return pairs
+
+
+def summary(label_a: str, label_b: str, pairs: list[tuple[Time, Time]]) -> float:
+    """Print medians and the median of the pairs' ratios; return the wall-clock one."""
+    ratios: dict[str, float] = {}
+    for kind in ("wall", "cpu"):
+        a = statistics.median(getattr(p[0], kind) for p in pairs)
+        b = statistics.median(getattr(p[1], kind) for p in pairs)
+        ratios[kind] = statistics.median(getattr(p[0], kind) / getattr(p[1], kind) for p in pairs)
+        print(
+            f"  median {kind:>4}: {label_a} {a:.3f} s, {label_b} {b:.3f} s; "
+            f"median ratio {ratios[kind]:.2f}"
+        )
+    return ratios["wall"]
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f}/{five:.2f} (1/5 min)"
+
+
+def import_cost(repeat: int) -> None:
+    """The fixed cost of a render: interpreter start, then the command's imports."""
+    pairs = paired(
+        repeat,
+        lambda _: timed([sys.executable, "-c", "import gpufabric.cli"]),
+        lambda _: timed([sys.executable, "-c", "pass"]),
+    )
+    for kind in ("wall", "cpu"):
+        full = statistics.median(getattr(p[0], kind) for p in pairs)
+        start = statistics.median(getattr(p[1], kind) for p in pairs)
+        print(
+            f"  median {kind:>4}: interpreter start {start:.3f} s, "
+            f"+ `import gpufabric.cli` {full - start:.3f} s"
+        )
+
+
+def helm_part(args: argparse.Namespace, stack: Path, work: Path, rendered: Path) -> None:
+    helm = find_helm()
+    if helm is None:
+        print("helm: SKIPPED, no helm (neither ../shared/upstream/bin nor PATH)")
+        return
+    kube = stress_config(args.tenants)["cluster"]["kubernetesVersion"]
+    commands, missing = helm_commands(helm, rendered, kube)
+    if missing or not commands:
+        print(f"helm: SKIPPED, charts not found: {', '.join(missing) or 'none rendered'}")
+        return
+    charts = ", ".join(c[2] for c in commands)
+    print(f"render vs helm template of {len(commands)} charts ({charts}); render | helm")
+
+    def render(i: int) -> Time:
+        return timed(render_argv(stack, work / f"render-{i}"))
+
+    def templates(i: int) -> Time:
+        total = Time(0.0, 0.0)
+        for c in commands:
+            total = total + timed(c, stdout=work / f"helm-{i}-{c[2]}.yaml")
+        return total
+
+    ratio = summary("render", "helm", paired(args.repeat, render, templates))
+    verdict = "meets" if ratio <= 1.0 else "MISSES"
+    print(f"  render/helm median ratio {ratio:.2f}: {verdict} the target (<= 1.0)")
+
+
+def crd_part(args: argparse.Namespace, stack: Path, work: Path) -> None:
+    crd_dir = SHARED / "crds"
+    if not crd_dir.is_dir():
+        print(f"CRD cache: SKIPPED, no CRD directory at {crd_dir}")
+        return
+    warm_home = work / "cache-warm"
+    env = {**ENV, "XDG_CACHE_HOME": str(warm_home)}
+    timed(render_argv(stack, work / "crd-prime", crd_dir), env=env)  # fills the warm cache
+    print(f"render --crd-dir, cold CRD cache | warm CRD cache ({crd_dir.name}/)")
+
+    def cold(i: int) -> Time:
+        fresh = {**ENV, "XDG_CACHE_HOME": str(work / f"cache-cold-{i}")}
+        return timed(render_argv(stack, work / f"crd-cold-{i}", crd_dir), env=fresh)
+
+    def warm(i: int) -> Time:
+        return timed(render_argv(stack, work / f"crd-warm-{i}", crd_dir), env=env)
+
+    ratio = summary("cold", "warm", paired(args.repeat, cold, warm))
+    print(f"  a cold CRD cache costs {ratio:.2f}x a warm one")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--tenants", type=int, default=200)
+    ap.add_argument("--workdir", type=Path, help="where stacks and outputs go (default: temp)")
+    ap.add_argument("--no-crds", action="store_true", help="skip the cold/warm CRD cache part")
+    args = ap.parse_args()
+    base = args.workdir or Path(tempfile.mkdtemp(prefix="gpufabric-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="render-vs-helm-", dir=base))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"stress stack: 8 rails, 1,024 nodes, {args.tenants} tenants; {cpus} CPUs; {load()}")
+    print(
+        f"output on {file_system(work)}; {args.repeat} pairs each, the order alternating; "
+        "seconds of wall clock and of CPU (user + system)"
+    )
+    try:
+        stack = write_stack(args.tenants, work)
+        rendered = work / "rendered"
+        timed(render_argv(stack, rendered))  # also compiles and keeps gpufabric's bytecode
+        print("imports: `python -c 'import gpufabric.cli'` | `python -c pass`")
+        import_cost(args.repeat)
+        helm_part(args, stack, work, rendered)
+        if not args.no_crds:
+            crd_part(args, stack, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if args.workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    print(f"after: {load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
