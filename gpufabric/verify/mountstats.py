@@ -49,7 +49,7 @@ class Mount:
 
     @property
     def is_nfs(self) -> bool:
-        return self.fstype in ("nfs", "nfs4")
+        return self.fstype.startswith("nfs")  # nfs (v2/v3) and nfs4
 
     def option(self, name: str) -> str | None:
         """The value of ``name=value`` among the options (None when absent)."""

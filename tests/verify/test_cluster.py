@@ -41,6 +41,14 @@ WORKLOADS = {
     ],
     "kube-system": [("DaemonSet", "kube-multus-ds"), ("Deployment", "coredns")],
     "csi-nfs": [("Deployment", "csi-nfs-controller"), ("DaemonSet", "csi-nfs-node")],
+    # kube-prometheus-stack 88.5.3 as release kube-prometheus-stack (the operator's own
+    # StatefulSets for Prometheus and Alertmanager come later)
+    "monitoring": [
+        ("Deployment", "kube-prometheus-stack-operator"),
+        ("Deployment", "kube-prometheus-stack-kube-state-metrics"),
+        ("Deployment", "kube-prometheus-stack-grafana"),
+        ("DaemonSet", "kube-prometheus-stack-prometheus-node-exporter"),
+    ],
     "mpi-operator": [("Deployment", "mpi-operator")],
     "kubeflow": [("Deployment", "training-operator")],
     "kubeflow-system": [
