@@ -95,6 +95,15 @@ FIRES: dict[str, Case] = {
         EXP,
         fail("7 out-of-bounds values"),
     ),
+    "nccl-tests' own NCCL_TESTS_MIN_BW check failed": (
+        nr.rule_own_bandwidth_check,
+        lambda r: (setattr(r, "avg_failed", True), setattr(r, "avg_busbw", 41.5)),
+        EXP,
+        fail(
+            "nccl-tests' own check failed: average bus bandwidth 41.5 GB/s is below its "
+            "NCCL_TESTS_MIN_BW floor (the binary exits with failure)"
+        ),
+    ),
     "wrong elements, summed": (
         nr.rule_wrong_elements,
         lambda r: [setattr(row, "wrong", 3) for row in r.rows],
