@@ -31,6 +31,7 @@ from gpufabric.model.fields import (
     LabelKey,
     LabelValue,
     Model,
+    canonical_host,
     show_value,
 )
 from gpufabric.model.fields import matching as _matching
@@ -92,7 +93,6 @@ IfName = Annotated[
 _KUBE_CONTEXT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@/+=,-]*$")
 _NCCL_VALUE = re.compile(r"^[A-Za-z0-9 _.,:=^%/+@~-]*$")
 _USERNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")
-_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 HcaName = Annotated[
     str,
     AfterValidator(
@@ -354,18 +354,15 @@ UfmUser = Annotated[
 
 
 def _ufm_host(value: str) -> str:
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        pass
-    if len(value) > 253 or not _HOST.match(value):
+    host = canonical_host(value)
+    if host is None:
         raise PydanticCustomError(
             "host",
             "{value} is not a host; expected a host name or IP address without scheme or port "
             "(e.g. ufm.example.com, 10.0.0.5; the port is ufm.port)",
             {"value": _show_value(value)},
         )
-    return value
+    return host
 
 
 class Cluster(Model):

@@ -7,6 +7,7 @@ rules without importing the stack model they are part of.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -26,6 +27,19 @@ from gpufabric.model.redaction import redact
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 MAX_DURATION_S = 7 * 24 * 3600
+
+
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+
+
+def canonical_host(value: str) -> str | None:
+    """An IP address in its canonical form, or a host name as given; None when ``value`` is
+    neither (a scheme, port, path or stray character)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    return value if len(value) <= 253 and _HOST.match(value) else None
 
 
 def show_value(value: str) -> str:
@@ -149,6 +163,7 @@ __all__ = [
     "LabelKey",
     "LabelValue",
     "Model",
+    "canonical_host",
     "duration",
     "matching",
     "show_value",

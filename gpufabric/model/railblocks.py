@@ -148,20 +148,21 @@ def _block_subnet(path: str, rail: Rail, j: int, fabric: Fabric) -> Iterator[Pro
                 )
 
 
-def _block_gateway(path: str, block: RailBlock) -> Iterator[Problem]:
-    if block.gateway not in block.subnet:
-        yield Problem(
-            f"{path}.gateway",
-            f"{block.gateway} is outside the block subnet {block.subnet}",
-        )
-    elif block.subnet.num_addresses > 2 and block.gateway in (
-        block.subnet.network_address,
-        block.subnet.broadcast_address,
+def gateway_problems(
+    path: str, gateway: ipaddress.IPv4Address | ipaddress.IPv6Address, subnet: Network, what: str
+) -> Iterator[Problem]:
+    """A gateway must be a usable address of its subnet (``what``: "rail", "block")."""
+    if gateway not in subnet:
+        yield Problem(path, f"{gateway} is outside the {what} subnet {subnet}")
+    elif subnet.num_addresses > 2 and gateway in (
+        subnet.network_address,
+        subnet.broadcast_address,
     ):
-        yield Problem(
-            f"{path}.gateway",
-            f"{block.gateway} is the network or broadcast address of {block.subnet}",
-        )
+        yield Problem(path, f"{gateway} is the network or broadcast address of {subnet}")
+
+
+def _block_gateway(path: str, block: RailBlock) -> Iterator[Problem]:
+    yield from gateway_problems(f"{path}.gateway", block.gateway, block.subnet, "block")
 
 
 def _block_capacity(path: str, block: RailBlock, nodes: int, fabric: Fabric) -> Iterator[Problem]:

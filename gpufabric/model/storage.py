@@ -10,7 +10,6 @@ a tenant may list its own (``tenants[].claims``). Rules that relate fields live 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
@@ -18,12 +17,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from gpufabric.model.fields import DnsLabel, Model, show_value
+from gpufabric.model.fields import DnsLabel, Model, canonical_host, show_value
 from gpufabric.model.fields import matching as _matching
 
 _SIZE = re.compile(r"^([1-9][0-9]{0,8})(Mi|Gi|Ti|Pi)$")
 _UNITS = {"Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
-_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 _EXPORT = re.compile(r"^/([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$")
 _MOUNT_PATH = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _MOUNT_OPTION = re.compile(r"^[A-Za-z0-9_]+(=[A-Za-z0-9_.:,-]+)?$")
@@ -70,18 +68,15 @@ StorageSize = Annotated[str, BeforeValidator(_size)]
 
 
 def _server(value: str) -> str:
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        pass
-    if len(value) > 253 or not _HOST.match(value):
+    host = canonical_host(value)
+    if host is None:
         raise PydanticCustomError(
             "nfs_server",
             "{value} is not an NFS server; expected a host name or IP address without "
             "scheme, port or path (e.g. nfs.example.com, 10.20.0.10)",
             {"value": show_value(value)},
         )
-    return value
+    return host
 
 
 ExportPath = Annotated[

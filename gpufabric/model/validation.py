@@ -196,19 +196,9 @@ def _subnets(p: Parts) -> Iterator[Problem]:
                         "routed into the cluster network",
                     )
         if rail.gateway is not None:
-            if rail.gateway not in rail.subnet:
-                yield Problem(
-                    f"fabric.rails[{i}].gateway",
-                    f"{rail.gateway} is outside the rail subnet {rail.subnet}",
-                )
-            elif rail.subnet.num_addresses > 2 and rail.gateway in (
-                rail.subnet.network_address,
-                rail.subnet.broadcast_address,
-            ):
-                yield Problem(
-                    f"fabric.rails[{i}].gateway",
-                    f"{rail.gateway} is the network or broadcast address of {rail.subnet}",
-                )
+            yield from railblocks.gateway_problems(
+                f"fabric.rails[{i}].gateway", rail.gateway, rail.subnet, "rail"
+            )
         for k, text in enumerate(rail.exclude):
             problem = _exclusion_problem(text, rail.subnet)
             if problem:

@@ -105,8 +105,7 @@ def _check_leaf_nodes(facts: Facts, contract: TenantContract, req: JobRequest) -
     """A job pinned under a leaf fits the nodes the node table puts there (when it has one)."""
     if req.leaf is None or contract.leaf_label is None or not facts.gang.node_topology:
         return
-    label = contract.leaf_label
-    under = sum(1 for ls in facts.gang.node_topology.values() if ls.get(label) == req.leaf)
+    under = facts.gang.nodes_under(contract.leaf_label, req.leaf)
     if req.nodes > under:
         raise _fail(
             "--nodes",

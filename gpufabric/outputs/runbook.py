@@ -127,6 +127,7 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
     facts = plan.facts
     job_kind = inspection_kind(facts)
     facts_first = next(iter(facts.tenants), None)
+    leaf_scopes = _leaf_scopes(facts, facts_first)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -158,8 +159,8 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "worker_pod": first_worker_pod(job_kind, f"{facts_first}-{job_kind}")
         if job_kind and facts_first
         else None,
-        "leaf_scopes": _leaf_scopes(facts, facts_first),
-        "leaf_arg": (_leaf_scopes(facts, facts_first) or [{"arg": ""}])[0]["arg"],
+        "leaf_scopes": leaf_scopes,
+        "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else "",
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
         "monitoring": facts.monitoring,
@@ -174,12 +175,12 @@ def _leaf_scopes(facts: Facts, tenant: str | None) -> list[dict[str, Any]]:
     contract = facts.tenants.get(tenant) if tenant else None
     if contract is None or not contract.leaf_networks or contract.leaf_label is None:
         return []
-    label, topology = contract.leaf_label, facts.gang.node_topology
+    label = contract.leaf_label
     return [
         {
             "arg": f" --leaf {shell_word(leaf)}",
             # without a node table the nodes under a leaf are unknown: two, the smallest test
-            "nodes": sum(1 for labels in topology.values() if labels.get(label) == leaf) or 2,
+            "nodes": facts.gang.nodes_under(label, leaf) or 2,
             "junit": shell_word(f"nccl-{leaf}.xml"),
         }
         for leaf in contract.leaf_networks

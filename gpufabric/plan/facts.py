@@ -263,6 +263,10 @@ class GangPolicy:
     """What ``verify cluster`` checks the topology's objects in (None: the authority places
     by the node labels alone)."""
 
+    def nodes_under(self, label: str, switch: str) -> int:
+        """GPU nodes the node table puts under ``switch`` at level ``label`` (0 without one)."""
+        return sum(1 for labels in self.node_topology.values() if labels.get(label) == switch)
+
 
 @dataclass(frozen=True)
 class TenantContract:

@@ -251,13 +251,6 @@ def _skip_reason(node: dict[str, Any]) -> str | None:
     return None
 
 
-def _leaf_of(node: Any, label: str) -> str | None:
-    meta = node.get("metadata") if isinstance(node, dict) else None
-    labels = meta.get("labels") if isinstance(meta, dict) else None
-    value = labels.get(label) if isinstance(labels, dict) else None
-    return value if isinstance(value, str) else None
-
-
 def _sweep_nodes(
     kube: Kube, plan: Plan, leaf: str | None = None, leaf_label: str | None = None
 ) -> tuple[list[str], dict[str, list[str]], dict[str, dict[str, str]]]:
@@ -267,14 +260,15 @@ def _sweep_nodes(
     labels: dict[str, dict[str, str]] = {}
     skipped: dict[str, list[str]] = {key: [] for key, _ in _SKIP_REASONS}
     for node in cluster.gpu_nodes(kube, plan.facts):
-        if leaf is not None and leaf_label is not None and _leaf_of(node, leaf_label) != leaf:
-            continue  # another leaf's nodes cannot attach this leaf's networks
         why = _skip_reason(node)
         try:
             name = name_of(node)
-            labels[name] = {str(k): str(v) for k, v in mapping(node, "metadata", "labels").items()}
+            own = {str(k): str(v) for k, v in mapping(node, "metadata", "labels").items()}
         except Malformed:
-            name, why = describe(node), "notReady"
+            name, why, own = describe(node), "notReady", {}
+        if leaf is not None and leaf_label is not None and own.get(leaf_label) != leaf:
+            continue  # another leaf's nodes cannot attach this leaf's networks
+        labels[name] = own
         (names if why is None else skipped[why]).append(name)
     for why, which in _skipped(skipped):
         _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
