@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 # they run: `render` and `--help` start quickly.
 from gpufabric import __version__, nics
 from gpufabric.exitcodes import ExitCode
+from gpufabric.health import arguments as health_arguments
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import (
     Stack,
@@ -250,10 +251,13 @@ def _stopped(exc: BaseException, args: argparse.Namespace) -> str:
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
     left = leftovers(clear=True)
     if left:
-        return f"gpufabric verify {args.verify_command}: {why}; NOT cleaned up, run: " + "; ".join(
-            left
-        )
-    return f"gpufabric verify {args.verify_command}: {why}; cleaned up"
+        return f"gpufabric {_check(args)}: {why}; NOT cleaned up, run: " + "; ".join(left)
+    return f"gpufabric {_check(args)}: {why}; cleaned up"
+
+
+def _check(args: argparse.Namespace) -> str:
+    """The running check's name: ``verify <check>``, or ``health``."""
+    return f"verify {args.verify_command}" if args.command == "verify" else str(args.command)
 
 
 def _stack_report(exc: BaseException, _args: argparse.Namespace) -> str:
@@ -265,7 +269,7 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         (KubeError, SuiteError),
         _exit(ExitCode.UNREACHABLE),
-        lambda exc, args: f"gpufabric verify {args.verify_command}: {exc}",
+        lambda exc, args: f"gpufabric {_check(args)}: {exc}",
         in_check=True,
     ),
     Failure((KeyboardInterrupt, Terminated), _signal_exit, _stopped, in_check=True),
@@ -334,6 +338,12 @@ def _verify(stack: Stack, args: argparse.Namespace) -> int:
     from gpufabric.verify import commands as verify_commands
 
     return verify_commands.run(stack, args)
+
+
+def _health(stack: Stack, args: argparse.Namespace) -> int:
+    from gpufabric.health import command as health_command
+
+    return health_command.run(stack, args)
 
 
 def cmd_validate(stack: Stack, _args: argparse.Namespace) -> int:
@@ -635,6 +645,7 @@ COMMANDS: dict[str, Command] = {
         _no_args,
         _with_stack(_verify),
     ),
+    "health": Command(health_arguments.HELP, health_arguments.add_arguments, _with_stack(_health)),
 }
 """Every ``gpufabric`` subcommand, in the order ``--help`` lists them."""
 

@@ -350,6 +350,17 @@ class FakeKube:
                 for hook in self.on_create:
                     hook(self, obj)
                 return 201, obj
+            if method == "PUT":  # update: optimistic concurrency on resourceVersion
+                if path not in self.objects:
+                    return 404, _status(404, "NotFound", f"{path} not found")
+                obj = json.loads(body)
+                have = self.objects[path].get("metadata", {}).get("resourceVersion")
+                sent = obj.get("metadata", {}).get("resourceVersion")
+                if have is not None and sent != have:
+                    return 409, _status(409, "Conflict", f"{path}: the object has been modified")
+                obj.setdefault("metadata", {})["resourceVersion"] = str(int(have or 0) + 1)
+                self.objects[path] = obj
+                return 200, obj
             if method == "PATCH":
                 if path not in self.objects:
                     return 404, _status(404, "NotFound", f"{path} not found")
@@ -481,7 +492,7 @@ class FakeKube:
                 except OSError:
                     pass  # the client gave up
 
-            do_GET = do_POST = do_PATCH = do_DELETE = _serve
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
             def log_message(self, *args: object) -> None:
                 pass

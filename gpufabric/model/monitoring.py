@@ -38,6 +38,20 @@ class Thresholds(Model):
     """Hours after which the last successful NCCL acceptance run is stale."""
 
 
+class Health(Model):
+    """What ``gpufabric health`` may do on its own: the circuit breaker and the bar a
+    quarantined node clears before it returns."""
+
+    maxQuarantined: int = Field(default=2, ge=0, le=100_000)
+    """At most this many GPU nodes quarantined at once (those already quarantined count);
+    0: quarantine none, only report."""
+    maxQuarantinedFraction: float = Field(default=0.1, gt=0, le=1)
+    """And at most this fraction of the GPU nodes (rounded down); both limits hold."""
+    medianFraction: float = Field(default=0.8, gt=0, le=1)
+    """A re-certified node returns only when its bus bandwidth is at least this fraction of
+    the median of the nodes it was swept with (and at the acceptance threshold)."""
+
+
 class Monitoring(Model):
     """Fleet health: DCGM and port counters, alerts, dashboards, node-problem-detector."""
 
@@ -49,6 +63,7 @@ class Monitoring(Model):
     """node-problem-detector on the GPU nodes with gpufabric's kernel-log rules (NVRM Xid,
     mlx5 link errors) setting node conditions."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    health: Health = Field(default_factory=Health)
 
 
-__all__ = ["Monitoring", "Prometheus", "Thresholds"]
+__all__ = ["Health", "Monitoring", "Prometheus", "Thresholds"]

@@ -237,6 +237,12 @@ def groups(f: Facts) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------- node-problem-detector
 
+GPU_FATAL_CONDITION = "GpuFatalXid"
+NIC_FATAL_CONDITION = "NicFatalError"
+FATAL_CONDITIONS = (GPU_FATAL_CONDITION, NIC_FATAL_CONDITION)
+"""The node conditions node-problem-detector sets True on a fault that quarantines the
+node (``gpufabric health`` reads them); permanent until the node reboots."""
+
 XID_LINE = r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): ({codes}),.*"
 MLX5_LINK_DOWN = r"mlx5_core [0-9a-fA-F:.]+ \S+: Link down.*"
 MLX5_FATAL = r"mlx5_core [0-9a-fA-F:.]+:? .*(health compromised|internal error|fatal error).*"
@@ -251,13 +257,13 @@ def kernel_monitor(f: Facts) -> dict[str, Any]:
     rules: list[dict[str, Any]] = [
         {
             "type": "permanent",
-            "condition": "GpuFatalXid",
+            "condition": GPU_FATAL_CONDITION,
             "reason": "FatalXid",
             "pattern": XID_LINE.format(codes=_codes(fatal)),
         },
         {
             "type": "permanent",
-            "condition": "NicFatalError",
+            "condition": NIC_FATAL_CONDITION,
             "reason": "Mlx5FatalError",
             "pattern": MLX5_FATAL,
         },
@@ -278,8 +284,8 @@ def kernel_monitor(f: Facts) -> dict[str, Any]:
         "bufferSize": 10,
         "source": "gpufabric-monitor",
         "conditions": [
-            {"type": "GpuFatalXid", "reason": "NoFatalXid", "message": "no fatal Xid seen"},
-            {"type": "NicFatalError", "reason": "NoNicFatalError", "message": "mlx5 healthy"},
+            {"type": GPU_FATAL_CONDITION, "reason": "NoFatalXid", "message": "no fatal Xid seen"},
+            {"type": NIC_FATAL_CONDITION, "reason": "NoNicFatalError", "message": "mlx5 healthy"},
         ],
         "rules": rules,
     }

@@ -383,6 +383,19 @@ class XidClass:
 
 
 @dataclass(frozen=True)
+class HealthFacts:
+    """What ``gpufabric health`` reads: the node conditions that quarantine, the breaker,
+    the bar for returning a node."""
+
+    fatal_conditions: tuple[str, ...]
+    """Node condition types (set by node-problem-detector's rules) whose status True
+    quarantines the node."""
+    max_quarantined: int
+    max_quarantined_fraction: float
+    median_fraction: float
+
+
+@dataclass(frozen=True)
 class MonitoringFacts:
     """The monitoring layer as resolved: where rules and dashboards go, which counters the
     DCGM exporter emits, the alert thresholds and the quarantine taint."""
@@ -405,6 +418,7 @@ class MonitoringFacts:
     acceptance_max_age_s: int
     quarantine_taint: str
     """Taint key a quarantined node carries (effect NoSchedule)."""
+    health: HealthFacts
     node_label: str = "node"
     """The label every series gpufabric's rules and dashboards read names its node by."""
 
@@ -590,6 +604,7 @@ __all__ = [
     "Facts",
     "GangPolicy",
     "GpuOperatorFacts",
+    "HealthFacts",
     "InfinibandFacts",
     "MonitoringFacts",
     "NodeFacts",

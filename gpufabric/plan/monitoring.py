@@ -21,7 +21,7 @@ from typing import Any
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import effective_components
 from gpufabric.plan import alerts, dashboards, ids
-from gpufabric.plan.facts import DcgmCounter, MonitoringFacts, PlanContext, XidClass
+from gpufabric.plan.facts import DcgmCounter, HealthFacts, MonitoringFacts, PlanContext, XidClass
 from gpufabric.plan.items import (
     Item,
     K8sObject,
@@ -136,6 +136,12 @@ def facts(model: StackModel) -> MonitoringFacts:
         pfc_pauses_per_second=m.thresholds.pfcPausesPerSecond,
         acceptance_max_age_s=m.thresholds.acceptanceMaxAgeHours * 3600,
         quarantine_taint=QUARANTINE_TAINT,
+        health=HealthFacts(
+            fatal_conditions=alerts.FATAL_CONDITIONS,
+            max_quarantined=m.health.maxQuarantined,
+            max_quarantined_fraction=m.health.maxQuarantinedFraction,
+            median_fraction=m.health.medianFraction,
+        ),
     )
 
 

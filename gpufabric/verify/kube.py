@@ -456,6 +456,19 @@ class Kube:
             raise Malformed(f"POST {path}: the API returned no object")
         return out
 
+    def replace(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Write ``body`` back (PUT) under its ``metadata.resourceVersion``: None when the
+        object changed since it was read (409 Conflict), so the caller reads it again
+        instead of overwriting someone else's change."""
+        path = path_of(body)
+        status, data = self._exchange("PUT", path, dict(body))
+        if status == 409:
+            return None
+        out = self._call_result("PUT", path, status, data)
+        if not isinstance(out, dict):
+            raise Malformed(f"PUT {path}: the API returned no object")
+        return out
+
     def delete(self, path: str) -> bool:
         """Delete the object; False when there was none."""
         status, _data = self._exchange("DELETE", path, {"propagationPolicy": "Foreground"})

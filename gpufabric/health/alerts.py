@@ -1,0 +1,59 @@
+"""The firing alerts ``gpufabric health`` acts on, read from Prometheus's HTTP API: the
+``ALERTS`` series of gpufabric's rules, which carry ``quarantine="true"`` (fatal: quarantine
+the node) or ``quarantine="false"`` (the job's fault: no action) and the node's name."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from urllib.parse import urlencode, urlsplit
+
+from gpufabric.health.decide import Alert
+from gpufabric.model.problems import Problem, StackError
+
+QUERY = 'ALERTS{alertstate="firing",quarantine=~"true|false"}'
+
+
+class AlertsUnavailable(Exception):
+    """Prometheus could not be asked or did not answer with alerts."""
+
+
+def check_url(url: str) -> str:
+    """The --prometheus URL; StackError naming it when it is not http(s)://HOST[:PORT][/path]."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise StackError(
+            "gpufabric health",
+            [Problem("--prometheus", f"{url[:80]!r}: expected http(s)://HOST[:PORT][/PATH]")],
+        )
+    return url.rstrip("/")
+
+
+def firing(url: str, node_label: str, timeout: float) -> list[Alert]:
+    """The firing alerts with a quarantine label, one per node and alert name."""
+    query = f"{url}/api/v1/query?{urlencode({'query': QUERY})}"
+    try:
+        with urllib.request.urlopen(query, timeout=timeout) as resp:
+            data = json.loads(resp.read(8 * 1024 * 1024))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise AlertsUnavailable(f"{url}: {exc}") from exc
+    result = data.get("data", {}).get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list) or data.get("status") != "success":
+        raise AlertsUnavailable(f"{url}: not a Prometheus query answer")
+    alerts: set[Alert] = set()
+    for series in result:
+        metric = series.get("metric") if isinstance(series, dict) else None
+        if not isinstance(metric, dict) or not isinstance(metric.get(node_label), str):
+            continue  # an alert not about one node (e.g. acceptance stale) moves no node
+        alerts.add(
+            Alert(
+                str(metric.get("alertname", "")),
+                metric[node_label],
+                metric.get("quarantine") == "true",
+            )
+        )
+    return sorted(alerts, key=lambda a: (a.node, a.name))
+
+
+__all__ = ["QUERY", "AlertsUnavailable", "check_url", "firing"]

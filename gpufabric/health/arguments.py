@@ -1,0 +1,106 @@
+"""The arguments of ``gpufabric health`` (parsing them imports nothing that talks to a
+cluster)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpufabric.verify.arguments import (
+    _confirm,
+    _kube_args,
+    _seconds,
+    add_threshold_args,
+)
+
+NAME = "gpufabric-health"
+"""Prefix of the sweep jobs' names (``<name>-r<round>-<index>``)."""
+JOB_TIMEOUT = 1800.0
+RETRY_AFTER = 3600.0
+INTERVAL = 300.0
+
+HELP = (
+    "quarantine GPU nodes with a fatal fault (within a circuit breaker), re-certify them "
+    "once the cause is cleared, return those that pass"
+)
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a whole number >= 0")
+    return int(text)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a fraction") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a fraction > 0 and <= 1")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tenant", required=True, help="tenant namespace the re-certification sweep jobs run in"
+    )
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="Prometheus (or Thanos) base URL: also act on gpufabric's firing alerts "
+        '(quarantine="true": quarantine; "false": no action); without it, node conditions only',
+    )
+    p.add_argument(
+        "--max-quarantined",
+        type=_count,
+        metavar="N",
+        help="circuit breaker: at most N GPU nodes quarantined at once, those already "
+        "quarantined included (default: monitoring.health.maxQuarantined)",
+    )
+    p.add_argument(
+        "--max-fraction",
+        type=_fraction,
+        metavar="F",
+        help="circuit breaker: and at most F x the GPU nodes (default: "
+        "monitoring.health.maxQuarantinedFraction); both limits hold",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the actions it would take; change nothing"
+    )
+    p.add_argument("--watch", action="store_true", help="run a pass every --interval until stopped")
+    p.add_argument(
+        "--interval", type=_seconds, default=INTERVAL, help=f"seconds between passes ({INTERVAL:g})"
+    )
+    p.add_argument(
+        "--retry-after",
+        type=_seconds,
+        default=RETRY_AFTER,
+        help=f"seconds before a node that failed re-certification is tried again ({RETRY_AFTER:g})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=120.0,
+        help="seconds reading the nodes and alerts may take (120)",
+    )
+    p.add_argument(
+        "--job-timeout",
+        type=_seconds,
+        default=JOB_TIMEOUT,
+        help=f"seconds each re-certification job may take ({JOB_TIMEOUT:g})",
+    )
+    p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
+    p.add_argument("--name", default=NAME, help=f"prefix of the sweep jobs' names ({NAME})")
+    p.add_argument(
+        "--confirm",
+        type=_confirm,
+        metavar="C",
+        help="distinct GOOD partners a re-certified node must pass with (default 3)",
+    )
+    p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
+    add_threshold_args(p)
+    _kube_args(p)
+    p.add_argument("--json", action="store_true", help="print the JSON document instead")
+
+
+__all__ = ["HELP", "NAME", "add_arguments"]

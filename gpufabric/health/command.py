@@ -1,0 +1,297 @@
+"""``gpufabric health``: one pass (or one every --interval with --watch) of quarantine,
+re-certify and return over the stack's GPU nodes.
+
+Exit codes (:mod:`gpufabric.exitcodes`): 0 every fault acted on; 4 the circuit breaker held
+a node with a fatal fault (reported by name and fault); 5 the alerts could not be read (what
+the node conditions say was still acted on; no node re-certified); 2 bad input; 3 the
+cluster could not be asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufabric.authorities.base import GPU_RESOURCE
+from gpufabric.exitcodes import ExitCode
+from gpufabric.health import actions, decide, recertify
+from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
+from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.stackfile import Stack
+from gpufabric.plan.build import Plan
+from gpufabric.verify import cluster, nccl, nccl_report, sweep, sweep_plan
+from gpufabric.verify.commands import _delete_jobs as delete_jobs
+from gpufabric.verify.commands import _sweep_concurrency as sweep_concurrency
+from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
+from gpufabric.verify.kube import Kube
+
+RunPair = sweep.RunPair
+Clock = Callable[[], dt.datetime]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def _stamp(at: dt.datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class PassReport:
+    """What one pass found and did (or, with --dry-run, would do)."""
+
+    stack: str
+    dry_run: bool
+    gpu_nodes: int = 0
+    limit: int = 0
+    quarantined: int = 0
+    alerts: str = "not asked (no --prometheus)"
+    rows: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, action: str, node: str, words: str) -> None:
+        self.rows.append({"action": action, "node": node, "reason": words})
+
+    @property
+    def held(self) -> list[str]:
+        return [r["node"] for r in self.rows if r["action"] == "held"]
+
+    @property
+    def exit_code(self) -> int:
+        if self.held:
+            return ExitCode.FAIL
+        if self.alerts.startswith("unavailable"):
+            return ExitCode.INCONCLUSIVE
+        return ExitCode.OK
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "dryRun": self.dry_run,
+            "gpuNodes": self.gpu_nodes,
+            "maxQuarantined": self.limit,
+            "quarantined": self.quarantined,
+            "alerts": self.alerts,
+            "actions": self.rows,
+            "held": self.held,
+        }
+
+    def table(self) -> str:
+        verb = "would take" if self.dry_run else "took"
+        lines = [
+            f"gpufabric health ({self.stack}): {self.gpu_nodes} GPU nodes, {self.quarantined} "
+            f"quarantined, at most {self.limit} (circuit breaker); alerts {self.alerts}"
+        ]
+        if not self.rows:
+            lines.append("  nothing to do")
+        lines += [f"  {r['action']:<12} {r['node']:<24} {r['reason']}" for r in self.rows]
+        if self.held:
+            lines.append(
+                f"held by the circuit breaker (not quarantined; fix or raise --max-quarantined "
+                f"knowingly): {', '.join(self.held)}"
+            )
+        lines.append(f"({verb} the actions above)")
+        return "\n".join(lines) + "\n"
+
+
+def _alerts(plan: Plan, args: argparse.Namespace, report: PassReport) -> tuple[list[decide.Alert], bool]:  # fmt: skip
+    if not args.prometheus:
+        return [], True
+    try:
+        alerts = firing(args.prometheus, plan.facts.monitoring.node_label, min(30.0, args.timeout))
+    except AlertsUnavailable as exc:
+        report.alerts = f"unavailable ({exc})"
+        return [], False
+    report.alerts = f"read ({len(alerts)} firing with a quarantine label)"
+    return alerts, True
+
+
+def _due(state: decide.NodeState, now: dt.datetime, retry_after: float) -> bool:
+    """Whether a node that failed re-certification may be tried again."""
+    rec = state.record
+    if rec is None or not rec.check or not rec.checked:
+        return True
+    try:
+        checked = dt.datetime.strptime(rec.checked, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return True
+    return (now - checked).total_seconds() >= retry_after
+
+
+def observe_fleet(plan: Plan, args: argparse.Namespace, kube: Kube, report: PassReport) -> tuple[list[decide.NodeState], bool]:  # fmt: skip
+    """Every GPU node's state, and whether the alerts were read."""
+    m = plan.facts.monitoring
+    with kube.limit(args.timeout):
+        nodes = cluster.gpu_nodes(kube, plan.facts)
+    alerts, alerts_read = _alerts(plan, args, report)
+    states = [
+        decide.observe(n, m.quarantine_taint, m.health.fatal_conditions, alerts, GPU_RESOURCE)
+        for n in nodes
+    ]
+    return states, alerts_read
+
+
+def one_pass(
+    plan: Plan,
+    args: argparse.Namespace,
+    kube: Kube,
+    run_pair: RunPair | None = None,
+    clock: Clock = utc_now,
+) -> PassReport:
+    """Read, decide, act. ``run_pair`` runs one two-node acceptance job (default: the
+    tenant's job, pinned to the pair and tolerating the quarantine taint)."""
+    m = plan.facts.monitoring
+    report = PassReport(plan.stack, args.dry_run)
+    states, alerts_read = observe_fleet(plan, args, kube, report)
+    now = clock()
+    limit = decide.breaker(m.health, len(states), args.max_quarantined, args.max_fraction)
+    due = {s.name: _due(s, now, args.retry_after) for s in states if s.ours}
+    d = decide.decide(states, limit, alerts_read, due)
+    report.gpu_nodes, report.limit, report.quarantined = d.gpu_nodes, d.limit, d.quarantined
+    for node, fault in d.quarantine:
+        if not args.dry_run:
+            actions.quarantine(kube, node, fault, m.quarantine_taint, _stamp(now))
+        report.add("quarantine", node, fault.words)
+    for node, fault in d.held:
+        report.add("held", node, f"{fault.words} (breaker: {d.quarantined} of {limit} quarantined)")
+    for node, why in d.waiting:
+        report.add("wait", node, why)
+    for node, why in d.ignored:
+        report.add("no action", node, f"{why} (the job's fault, not the node's)")
+    if d.recertify:
+        _recertify(plan, args, kube, states, d.recertify, report, run_pair, clock)
+    return report
+
+
+def _recertify(
+    plan: Plan, args: argparse.Namespace, kube: Kube, states: Sequence[decide.NodeState],
+    names: Sequence[str], report: PassReport, run_pair: RunPair | None, clock: Clock,
+) -> None:  # fmt: skip
+    """Node checks, then one sweep of the nodes that pass them with proven-good partners;
+    return those the sweep proves, keep the others with the failing check named."""
+    m, by_name = plan.facts.monitoring, {s.name: s for s in states}
+    confirm = args.confirm or sweep_plan.CONFIRM
+    partners = recertify.partners(states, confirm + 1)
+    checked: list[str] = []
+    for name in names:
+        failing = recertify.node_checks(by_name[name], plan.facts.nodes.gpus_per_node)
+        if not failing and len(partners) < confirm + 1:
+            failing = f"sweep: {len(partners)} proven-good partners, {confirm + 1} needed"
+        if failing:
+            _keep(kube, args, name, failing, report, clock)
+        else:
+            checked.append(name)
+    if not checked:
+        return
+    if args.dry_run:
+        for name in checked:
+            report.add("re-certify", name, f"node checks pass; sweep with {', '.join(partners)}")
+        return
+    outcomes = _sweep(plan, args, kube, checked, partners, run_pair)
+    for name in checked:
+        outcome = outcomes[name]
+        if outcome.passed:
+            actions.release(kube, name, outcome.words, m.quarantine_taint, _stamp(clock()))
+            report.add("return", name, outcome.words)
+        else:
+            _keep(kube, args, name, outcome.words, report, clock)
+
+
+def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: PassReport, clock: Clock) -> None:  # fmt: skip
+    if not args.dry_run:
+        actions.keep(kube, name, check, _stamp(clock()))
+    report.add("keep", name, check)
+
+
+def tolerating(job: dict[str, Any], taint: str) -> dict[str, Any]:
+    """``job`` with every pod template tolerating the quarantine taint."""
+    toleration = {"key": taint, "operator": "Exists", "effect": "NoSchedule"}
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            if "containers" in obj:
+                obj["tolerations"] = [*obj.get("tolerations", []), toleration]
+            for value in obj.values():
+                walk(value)
+        elif isinstance(obj, list):
+            for value in obj:
+                walk(value)
+
+    walk(job)
+    return job
+
+
+def _sweep(
+    plan: Plan, args: argparse.Namespace, kube: Kube, candidates: list[str], partners: list[str],
+    run_pair: RunPair | None,
+) -> dict[str, recertify.Outcome]:  # fmt: skip
+    m = plan.facts.monitoring
+    created: list[dict[str, Any]] = []
+    stop = threading.Event()
+    wait = sweep.waiting(stop)
+    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+
+    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        name = f"{args.name}-r{round_}-{index}"
+        job = nccl.acceptance_job(plan, args.tenant, 2, args.image, name, pin_nodes=pair)
+        created.append(tolerating(job, m.quarantine_taint))
+        outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)
+        return nccl.judge(outcome, exp)
+
+    try:
+        return recertify.run_sweep(
+            candidates, partners, run_pair or run_job, sweep_concurrency(plan, args.tenant),
+            args.confirm or sweep_plan.CONFIRM, m.health.median_fraction, stop=stop,
+        )  # fmt: skip
+    finally:
+        delete_jobs(kube, created)
+
+
+def _check(plan: Plan, args: argparse.Namespace) -> None:
+    """Refuse what cannot run before anything is asked of the cluster (exit 2)."""
+    problems = []
+    if not plan.facts.monitoring.enabled:
+        problems.append(
+            Problem(
+                "monitoring.enabled",
+                "false: gpufabric health acts on the node conditions and alerts of the "
+                "monitoring layer; set monitoring.enabled: true",
+            )
+        )
+    if args.tenant not in plan.facts.tenants:
+        known = ", ".join(sorted(plan.facts.tenants)) or "none"
+        problems.append(Problem("--tenant", f"{args.tenant[:60]!r} is no tenant of the stack; accepted: {known}"))  # fmt: skip
+    if problems:
+        raise StackError("gpufabric health", problems)
+    if args.prometheus:
+        args.prometheus = check_url(args.prometheus)
+    nccl.acceptance_job(plan, args.tenant, 2, args.image, args.name)  # exit 2 when it cannot run
+
+
+def run(stack: Stack, args: argparse.Namespace) -> int:
+    """``gpufabric health``: once, or every --interval until interrupted (--watch)."""
+    plan = stack.plan
+    _check(plan, args)
+    leftovers(clear=True)
+    with check_running(), terminating_signals():
+        kube = Kube(args.kubeconfig, args.context or plan.facts.kube_context)
+        stop = threading.Event()
+        while True:
+            report = one_pass(plan, args, kube)
+            if args.json:
+                sys.stdout.write(json.dumps(report.document(), indent=2) + "\n")
+            else:
+                sys.stdout.write(report.table())
+            sys.stdout.flush()
+            if not args.watch:
+                return report.exit_code
+            stop.wait(args.interval)  # Ctrl-C / SIGTERM end the wait (and the command)
+
+
+__all__ = ["PassReport", "observe_fleet", "one_pass", "run", "tolerating"]

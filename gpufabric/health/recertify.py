@@ -1,0 +1,102 @@
+"""Re-certify quarantined nodes: node checks first, then the bad-node sweep with
+proven-good partners, judged by the sweep's own confidence rule.
+
+A node passes only when the sweep calls it GOOD (it passed with C distinct partners that
+are GOOD themselves; a FLAKY node never is) and its bus bandwidth is at least a fraction of
+the median of the GOOD nodes in the same sweep; the jobs themselves are judged at the
+acceptance threshold. Anything else (BAD, FLAKY, not localized, too slow, a check that
+could not run) keeps the node quarantined with the failing check named.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpufabric.health.decide import NodeState
+from gpufabric.verify import sweep
+from gpufabric.verify.sweep import RunPair, SweepReport
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A quarantined node's re-certification."""
+
+    node: str
+    passed: bool
+    words: str
+    """The evidence when it passed; the failing check when it did not."""
+
+
+def node_checks(state: NodeState, gpus_per_node: int) -> str:
+    """The first failing node check in words, or "" when they pass."""
+    if not state.ready:
+        return "node checks: the node is not Ready"
+    if state.gpus < gpus_per_node:
+        return f"node checks: {state.gpus} of {gpus_per_node} GPUs allocatable"
+    return ""
+
+
+def partners(states: Sequence[NodeState], wanted: int) -> list[str]:
+    """Proven-good partners: Ready, schedulable, untainted, without any fault, in name
+    order (the same on every run)."""
+    healthy = [
+        s.name for s in states if s.ready and not s.unschedulable and not s.tainted and not s.faults
+    ]
+    return sorted(healthy)[:wanted]
+
+
+def judge(report: SweepReport, candidates: Sequence[str], median_fraction: float) -> dict[str, Outcome]:  # fmt: skip
+    """Each candidate's outcome from the sweep it ran in."""
+    good_bw = [r.busbw for r in report.nodes.values() if r.verdict == "GOOD" and r.busbw]
+    median = statistics.median(good_bw) if good_bw else None
+    out: dict[str, Outcome] = {}
+    for node in candidates:
+        r = report.nodes.get(node)
+        if r is None or r.verdict != "GOOD":
+            verdict = r.verdict if r is not None else "not run"
+            note = f" ({r.note})" if r is not None and r.note else ""
+            stopped = f"; sweep stopped: {report.stopped}" if report.stopped else ""
+            out[node] = Outcome(node, False, f"sweep: {verdict}{note}{stopped}")
+            continue
+        if r.busbw is None or median is None:
+            out[node] = Outcome(node, False, "sweep: GOOD but no bus bandwidth to compare")
+        elif r.busbw < median_fraction * median:
+            out[node] = Outcome(
+                node,
+                False,
+                f"sweep: busbw {r.busbw:g} GB/s below {median_fraction:g} x the median "
+                f"{median:g} GB/s of the GOOD nodes",
+            )
+        else:
+            partners_ = sorted({p for _, p, v in r.pairs if v == "PASS"})
+            out[node] = Outcome(
+                node,
+                True,
+                f"sweep: GOOD with {', '.join(partners_)}; busbw {r.busbw:g} GB/s "
+                f"(median {median:g})",
+            )
+    return out
+
+
+def run_sweep(
+    candidates: Sequence[str],
+    partner_nodes: Sequence[str],
+    run_pair: RunPair,
+    concurrency: int,
+    confirm: int,
+    median_fraction: float,
+    stop: threading.Event | None = None,
+    into: SweepReport | None = None,
+) -> dict[str, Outcome]:
+    """Sweep the candidates with the partners (no topology: the partners are chosen for
+    being healthy, not for their place); each candidate's outcome. An interruption
+    propagates; what it proved until then stays in ``into``."""
+    report = into if into is not None else SweepReport({}, 0)
+    sweep.sweep([*candidates, *partner_nodes], run_pair, concurrency, stop=stop, into=report, confirm=confirm)  # fmt: skip
+    return judge(report, candidates, median_fraction)
+
+
+__all__ = ["Outcome", "judge", "node_checks", "partners", "run_sweep"]

@@ -1,0 +1,458 @@
+"""``gpufabric health`` against the fake API server: the "Must show" of issue 28 item 5.
+
+Sixteen GPU nodes of the prod-ib stack; node-problem-detector's conditions and gpufabric's
+alerts (a fake Prometheus answering ALERTS) mark faults; the re-certification sweep's jobs
+are answered by a fake fleet whose slow nodes halve the bus bandwidth (nccl-tests' own log
+format, judged by the analyzer)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_kube import FakeKube
+from nccllogs import IB_8X400, Log, text
+
+from gpufabric.cli import main, parser
+from gpufabric.health import command, record
+from gpufabric.model.stackfile import load_stack
+from gpufabric.plan.build import Plan
+from gpufabric.verify import nccl_report
+from gpufabric.verify.kube import Kube
+
+STACK = "prod-ib"
+TENANT = "llm-pretrain"
+TAINT = "gpufabric.io/quarantine"
+NODES = [f"gpu-{i:02d}" for i in range(16)]
+NOW = dt.datetime(2026, 11, 24, 22, 0, tzinfo=dt.UTC)
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "labels": {"nvidia.com/gpu.present": "true", "kubernetes.io/hostname": name},
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8"},
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "GpuFatalXid", "status": "False", "reason": "NoFatalXid"},
+                {"type": "NicFatalError", "status": "False", "reason": "NoNicFatalError"},
+            ],
+        },
+    }
+
+
+def set_condition(fake: FakeKube, name: str, ctype: str, status: str, message: str = "") -> None:
+    obj = fake.objects[f"/api/v1/nodes/{name}"]
+    for cond in obj["status"]["conditions"]:
+        if cond["type"] == ctype:
+            cond["status"], cond["message"] = status, message
+
+
+def xid79(fake: FakeKube, name: str) -> None:
+    set_condition(fake, name, "GpuFatalXid", "True", "NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus")  # fmt: skip
+
+
+def live(fake: FakeKube, name: str) -> dict[str, Any]:
+    return fake.objects[f"/api/v1/nodes/{name}"]
+
+
+def tainted(fake: FakeKube, name: str) -> bool:
+    return any(t["key"] == TAINT for t in live(fake, name)["spec"].get("taints", []))
+
+
+def rec(fake: FakeKube, name: str) -> record.Record | None:
+    return record.read(live(fake, name)["metadata"].get("annotations"))
+
+
+def events(fake: FakeKube) -> list[dict[str, Any]]:
+    return [o for o in fake.objects.values() if o.get("kind") == "Event"]
+
+
+def writes(fake: FakeKube) -> list[tuple[str, str]]:
+    return [(m, p) for m, p in fake.requests if m in ("PUT", "POST", "PATCH", "DELETE")]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    with FakeKube() as f:
+        f.add(*(node(n) for n in NODES))
+        yield f
+
+
+@pytest.fixture(scope="module")
+def plan() -> Plan:
+    return load_stack(STACK, None).plan
+
+
+class Fleet:
+    """The sweep's two-node jobs as the fleet answers them: a slow node halves the pair's
+    bus bandwidth; ``answer`` overrides (e.g. no log: INCONCLUSIVE)."""
+
+    def __init__(self, slow: set[str] = frozenset(), answer: str | None = None) -> None:  # type: ignore[assignment]
+        self.slow, self.answer = set(slow), answer
+        self.jobs: list[tuple[tuple[str, str], str]] = []
+
+    def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        if self.answer == "interrupt":
+            raise KeyboardInterrupt
+        busbw = 180.0 if set(pair) & self.slow else 370.0
+        logs = {} if self.answer == "nolog" else {f"{pair[0]}+{pair[1]}": text(Log(hosts=pair, busbw=busbw))}  # fmt: skip
+        doc = nccl_report.report(logs, IB_8X400) if logs else _inconclusive()
+        self.jobs.append((pair, doc.verdict))
+        return doc
+
+
+def _inconclusive() -> nccl_report.Report:
+    return nccl_report.Report(
+        verdict=nccl_report.Verdict.INCONCLUSIVE, reasons=("no launcher log to judge",),
+        threshold_gbps=360.0, threshold_source="test", runs=(),
+    )  # fmt: skip
+
+
+def args_for(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
+    cfg = str(fake.kubeconfig(tmp_path))
+    return ["health", "--stack", STACK, "--tenant", TENANT, "--kubeconfig", cfg, "--context", "fake", *extra]  # fmt: skip
+
+
+def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, *extra: str, fleet: Fleet | None = None, at: dt.datetime = NOW) -> command.PassReport:  # fmt: skip
+    args = parser().parse_args(args_for(fake, tmp_path, "--max-fraction", "0.5", *extra))
+    kube = Kube(args.kubeconfig, "fake")
+    return command.one_pass(plan, args, kube, run_pair=fleet or Fleet(), clock=lambda: at)
+
+
+def actions_of(report: command.PassReport) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for row in report.rows:
+        out.setdefault(row["action"], []).append(row["node"])
+    return out
+
+
+def test_fatal_xid_on_two_of_sixteen_nodes_quarantines_both(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    xid79(fake, "gpu-11")
+    report = one_pass(fake, tmp_path, plan)
+    assert actions_of(report) == {"quarantine": ["gpu-03", "gpu-11"]}
+    for name in ("gpu-03", "gpu-11"):
+        obj = live(fake, name)
+        assert obj["spec"]["unschedulable"] is True
+        assert {"key": TAINT, "value": "GpuFatalXid", "effect": "NoSchedule"} in obj["spec"][
+            "taints"
+        ]
+        r = rec(fake, name)
+        assert r is not None
+        assert r.state == "quarantined"
+        assert r.source == "condition"
+        assert "Xid" in r.reason
+        assert "79" in r.reason
+        assert r.since == "2026-11-24T22:00:00Z"
+    assert not any(tainted(fake, n) for n in NODES if n not in ("gpu-03", "gpu-11"))
+    got = sorted((e["involvedObject"]["name"], e["reason"], e["type"]) for e in events(fake))
+    assert got == [("gpu-03", "Quarantined", "Warning"), ("gpu-11", "Quarantined", "Warning")]
+
+
+def test_a_third_and_fourth_fault_with_a_breaker_of_two_are_held_and_reported(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    xid79(fake, "gpu-11")
+    one_pass(fake, tmp_path, plan, "--max-quarantined", "2")
+    set_condition(fake, "gpu-05", "NicFatalError", "True", "mlx5_core 0000:3b:00.0: health compromised")  # fmt: skip
+    xid79(fake, "gpu-07")
+    before = writes(fake)
+    code = main(args_for(fake, tmp_path, "--max-quarantined", "2", "--max-fraction", "0.5"))
+    out = capsys.readouterr().out
+    assert code == 4
+    assert writes(fake) == before  # nothing quarantined beyond the breaker
+    assert not tainted(fake, "gpu-05")
+    assert not tainted(fake, "gpu-07")
+    assert "held by the circuit breaker" in out
+    assert "gpu-05, gpu-07" in out
+    assert "condition NicFatalError" in out
+    assert "2 of 2 quarantined" in out
+
+
+def test_the_fraction_limit_holds_as_well_as_the_count(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    for name in ("gpu-01", "gpu-02", "gpu-03"):
+        xid79(fake, name)
+    args = parser().parse_args(args_for(fake, tmp_path, "--max-quarantined", "10"))
+    report = command.one_pass(plan, args, Kube(args.kubeconfig, "fake"), clock=lambda: NOW)
+    # prod-ib's default fraction 0.1 of 16 nodes: one node
+    assert actions_of(report) == {"quarantine": ["gpu-01"], "held": ["gpu-02", "gpu-03"]}
+    assert report.exit_code == 4
+
+
+def test_one_node_recertified_and_returned_one_kept_with_its_reason(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    xid79(fake, "gpu-11")
+    live(fake, "gpu-11")["spec"]["unschedulable"] = True  # a person cordoned it before
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-03", "GpuFatalXid", "False")  # rebooted: cleared
+    set_condition(fake, "gpu-11", "GpuFatalXid", "False")
+    fleet = Fleet(slow={"gpu-11"})
+    report = one_pass(fake, tmp_path, plan, fleet=fleet, at=NOW + dt.timedelta(hours=1))
+    assert actions_of(report) == {"return": ["gpu-03"], "keep": ["gpu-11"]}
+    back = live(fake, "gpu-03")
+    assert not tainted(fake, "gpu-03")
+    assert not back["spec"].get("unschedulable")
+    r = rec(fake, "gpu-03")
+    assert r is not None
+    assert r.state == "returned"
+    assert "sweep: GOOD with" in r.returned
+    kept = rec(fake, "gpu-11")
+    assert kept is not None
+    assert kept.state == "quarantined"
+    assert kept.check.startswith("sweep: BAD")
+    assert tainted(fake, "gpu-11")
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events(fake)}
+    assert {("gpu-03", "Returned"), ("gpu-11", "RecertificationFailed")} <= reasons
+    # the returned node passed with C distinct partners, every job pinned to a pair with it
+    passed = {b if a == "gpu-03" else a for (a, b), v in fleet.jobs if "gpu-03" in (a, b) and v == "PASS"}  # fmt: skip
+    assert len(passed) >= 3
+
+
+def test_a_returned_node_someone_else_cordoned_stays_cordoned(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-04")
+    live(fake, "gpu-04")["spec"]["unschedulable"] = True
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-04", "GpuFatalXid", "False")
+    report = one_pass(fake, tmp_path, plan, at=NOW + dt.timedelta(hours=1))
+    assert actions_of(report) == {"return": ["gpu-04"]}
+    assert not tainted(fake, "gpu-04")
+    assert live(fake, "gpu-04")["spec"]["unschedulable"] is True
+
+
+@pytest.mark.parametrize("answer", ["nolog", "slow", "interrupt"])
+def test_no_node_returns_without_a_passing_sweep(fake: FakeKube, tmp_path: Path, plan: Plan, answer: str) -> None:  # fmt: skip
+    xid79(fake, "gpu-06")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-06", "GpuFatalXid", "False")
+    fleet = Fleet(slow={"gpu-06"} if answer == "slow" else set(), answer=None if answer == "slow" else answer)  # fmt: skip
+    if answer == "interrupt":
+        with pytest.raises(KeyboardInterrupt):
+            one_pass(fake, tmp_path, plan, fleet=fleet)
+    else:
+        report = one_pass(fake, tmp_path, plan, fleet=fleet)
+        assert actions_of(report) == {"keep": ["gpu-06"]}
+    assert tainted(fake, "gpu-06")
+    assert live(fake, "gpu-06")["spec"]["unschedulable"] is True
+    r = rec(fake, "gpu-06")
+    assert r is not None
+    assert r.state == "quarantined"
+
+
+def test_an_interrupted_recertification_resumes_on_the_next_pass(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-06")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-06", "GpuFatalXid", "False")
+    with pytest.raises(KeyboardInterrupt):
+        one_pass(fake, tmp_path, plan, fleet=Fleet(answer="interrupt"))
+    report = one_pass(fake, tmp_path, plan)
+    assert actions_of(report) == {"return": ["gpu-06"]}
+
+
+def test_a_flaky_node_stays_quarantined(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-06")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-06", "GpuFatalXid", "False")
+
+    class Flaky(Fleet):
+        def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+            self.slow = {"gpu-06"} if round_ % 2 else set()  # fails every other round
+            return super().__call__(pair, round_, index)
+
+    report = one_pass(fake, tmp_path, plan, fleet=Flaky())
+    assert actions_of(report) == {"keep": ["gpu-06"]}
+    r = rec(fake, "gpu-06")
+    assert r is not None
+    assert r.check.startswith(("sweep: FLAKY", "sweep: BAD"))
+    assert tainted(fake, "gpu-06")
+
+
+def test_node_checks_fail_before_any_sweep_job(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-08")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-08", "GpuFatalXid", "False")
+    live(fake, "gpu-08")["status"]["allocatable"]["nvidia.com/gpu"] = "7"  # a GPU lost
+    fleet = Fleet()
+    report = one_pass(fake, tmp_path, plan, fleet=fleet)
+    assert actions_of(report) == {"keep": ["gpu-08"]}
+    assert fleet.jobs == []
+    r = rec(fake, "gpu-08")
+    assert r is not None
+    assert r.check == "node checks: 7 of 8 GPUs allocatable"
+
+
+def test_a_kept_node_is_retried_only_after_the_interval(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-08")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-08", "GpuFatalXid", "False")
+    one_pass(fake, tmp_path, plan, fleet=Fleet(slow={"gpu-08"}))
+    fleet = Fleet()
+    report = one_pass(fake, tmp_path, plan, fleet=fleet, at=NOW + dt.timedelta(minutes=10))
+    assert actions_of(report) == {"wait": ["gpu-08"]}
+    assert fleet.jobs == []
+    report = one_pass(fake, tmp_path, plan, fleet=fleet, at=NOW + dt.timedelta(hours=2))
+    assert actions_of(report) == {"return": ["gpu-08"]}
+
+
+def test_a_cause_not_cleared_waits(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:
+    xid79(fake, "gpu-02")
+    one_pass(fake, tmp_path, plan)
+    fleet = Fleet()
+    report = one_pass(fake, tmp_path, plan, fleet=fleet)
+    assert actions_of(report) == {"wait": ["gpu-02"]}
+    assert fleet.jobs == []
+    assert "cause not cleared: condition GpuFatalXid" in report.rows[0]["reason"]
+
+
+def test_dry_run_changes_nothing(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    xid79(fake, "gpu-11")
+    before = json.dumps(fake.objects, sort_keys=True)
+    code = main(args_for(fake, tmp_path, "--dry-run", "--max-fraction", "0.5"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert writes(fake) == []
+    assert json.dumps(fake.objects, sort_keys=True) == before
+    assert "quarantine   gpu-03" in out
+    assert "quarantine   gpu-11" in out
+    assert "would take" in out
+    # and a quarantined node whose cause cleared: the re-certification it would run
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-03", "GpuFatalXid", "False")
+    before = json.dumps(fake.objects, sort_keys=True)
+    fleet = Fleet()
+    report = one_pass(fake, tmp_path, plan, "--dry-run", fleet=fleet)
+    assert actions_of(report)["re-certify"] == ["gpu-03"]
+    assert fleet.jobs == []
+    assert json.dumps(fake.objects, sort_keys=True) == before
+
+
+def test_a_second_run_is_a_no_op(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:
+    xid79(fake, "gpu-03")
+    xid79(fake, "gpu-11")
+    one_pass(fake, tmp_path, plan)
+    fake.requests.clear()
+    report = one_pass(fake, tmp_path, plan, fleet=Fleet())
+    assert writes(fake) == []
+    assert set(actions_of(report)) == {"wait"}
+
+
+def test_a_node_changed_under_the_update_is_read_again(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    fake.faults.append(("PUT", "/nodes/gpu-03", 409))
+    one_pass(fake, tmp_path, plan)
+    assert tainted(fake, "gpu-03")
+    assert [m for m, p in fake.requests if p.endswith("/nodes/gpu-03")].count("PUT") == 2
+
+
+class _Prometheus:
+    """Answers /api/v1/query with the given ALERTS series."""
+
+    def __init__(self, series: list[dict[str, str]]) -> None:
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [{"metric": m, "value": [0, "1"]} for m in series]}}).encode()  # fmt: skip
+        self.queries: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.queries.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def alert(name: str, node: str, quarantine: str) -> dict[str, str]:
+    return {"__name__": "ALERTS", "alertname": name, "alertstate": "firing", "node": node, "quarantine": quarantine}  # fmt: skip
+
+
+def test_an_application_xid_leads_to_no_action_a_fatal_alert_quarantines(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    prom = _Prometheus([alert("GpuApplicationXid", "gpu-05", "false"), alert("GpuFatalXid", "gpu-09", "true")])  # fmt: skip
+    try:
+        report = one_pass(fake, tmp_path, plan, "--prometheus", prom.url)
+    finally:
+        prom.close()
+    assert actions_of(report) == {"quarantine": ["gpu-09"], "no action": ["gpu-05"]}
+    assert not tainted(fake, "gpu-05")
+    assert "annotations" not in live(fake, "gpu-05")["metadata"]
+    r = rec(fake, "gpu-09")
+    assert r is not None
+    assert r.source == "alert"
+    assert r.reason == "alert GpuFatalXid"
+    assert "ALERTS" in prom.queries[0]
+    assert "quarantine" in prom.queries[0]
+
+
+def test_alerts_unreadable_acts_on_conditions_and_recertifies_nothing(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    xid79(fake, "gpu-02")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-02", "GpuFatalXid", "False")
+    xid79(fake, "gpu-04")
+    fleet = Fleet()
+    report = one_pass(fake, tmp_path, plan, "--prometheus", "http://127.0.0.1:9", fleet=fleet)
+    assert actions_of(report) == {"quarantine": ["gpu-04"], "wait": ["gpu-02"]}
+    assert fleet.jobs == []
+    assert report.exit_code == 5
+    assert report.alerts.startswith("unavailable")
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--prometheus", "file:///etc/passwd"], "--prometheus"),
+        (["--tenant", "nobody"], "--tenant"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag(fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], words: str) -> None:  # fmt: skip
+    assert main([*args_for(fake, tmp_path), *extra]) == 2
+    assert words in capsys.readouterr().err
+    assert fake.requests == []
+
+
+def test_a_stack_without_monitoring_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    assert main(["health", "--stack", "lab-roce", "--tenant", "team-vision"]) == 2
+    assert "monitoring.enabled" in capsys.readouterr().err
+
+
+def test_unreachable_cluster_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeKube() as f:
+        argv = args_for(f, tmp_path)
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("gpufabric health:")
+    assert "Traceback" not in err
+
+
+def test_json_document(fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    xid79(fake, "gpu-03")
+    assert main(args_for(fake, tmp_path, "--json", "--max-fraction", "0.5")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["actions"] == [{"action": "quarantine", "node": "gpu-03", "reason": doc["actions"][0]["reason"]}]  # fmt: skip
+    assert doc["gpuNodes"] == 16
+    assert doc["maxQuarantined"] == 2
+    assert doc["held"] == []
