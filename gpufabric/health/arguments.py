@@ -64,6 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="circuit breaker: and at most F x the GPU nodes (default: "
         "monitoring.health.maxQuarantinedFraction); both limits hold",
     )
+    _loop_args(p)
+    _sweep_args(p)
+    _kube_args(p)
+    p.add_argument("--json", action="store_true", help="print the JSON document instead")
+
+
+def _loop_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the actions it would take; change nothing"
     )
@@ -83,6 +90,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=120.0,
         help="seconds reading the nodes and alerts may take (120)",
     )
+
+
+def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--job-timeout",
         type=_seconds,
@@ -99,8 +109,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     add_threshold_args(p)
-    _kube_args(p)
-    p.add_argument("--json", action="store_true", help="print the JSON document instead")
 
 
 __all__ = ["HELP", "NAME", "add_arguments"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -456,3 +458,92 @@ def test_json_document(fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFix
     assert doc["gpuNodes"] == 16
     assert doc["maxQuarantined"] == 2
     assert doc["held"] == []
+
+
+# ------------------------------------------------- the real job path: MPIJobs through the fake
+
+
+def mpi_operator(fake: FakeKube, slow: set[str], interrupt: bool = False) -> list[dict[str, Any]]:
+    """The fake plays the MPI Operator: each MPIJob finishes at once with a launcher log of
+    nccl-tests between the two nodes it is pinned to (a slow node halves the bandwidth).
+    ``interrupt``: the first create sends this process SIGINT (Ctrl-C mid-sweep)."""
+    from gpufabric.verify import nccl
+
+    created: list[dict[str, Any]] = []
+
+    def on_create(f: FakeKube, obj: dict[str, Any]) -> None:
+        if obj["kind"] != "MPIJob":
+            return
+        created.append(json.loads(json.dumps(obj)))
+        if interrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        pair = tuple(terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+        busbw = 180.0 if set(pair) & slow else 370.0
+        log = "\n".join(
+            part
+            for test in nccl.TESTS
+            for part in (
+                nccl.MARKER.format(test=test),
+                text(Log(test=test, hosts=pair, busbw=busbw)),
+            )
+        )
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-launcher",
+                "namespace": ns,
+                "labels": {nccl.JOB_LABEL: name, nccl.ROLE_LABEL: "launcher"},
+            },
+            "status": {"phase": "Succeeded"},
+        }
+        f.objects[f"/api/v1/namespaces/{ns}/pods/{name}-launcher"] = pod
+        f.logs[f"/api/v1/namespaces/{ns}/pods/{name}-launcher"] = log
+        obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded", "message": "done"}]}  # fmt: skip
+
+    fake.on_create.append(on_create)
+    return created
+
+
+def test_recertification_jobs_are_pinned_tolerate_the_taint_and_are_deleted(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    xid79(fake, "gpu-11")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-03", "GpuFatalXid", "False")
+    set_condition(fake, "gpu-11", "GpuFatalXid", "False")
+    created = mpi_operator(fake, slow={"gpu-11"})
+    code = main(args_for(fake, tmp_path, "--max-fraction", "0.5", "--poll", "0.01"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "return       gpu-03" in out
+    assert "keep         gpu-11" in out
+    assert not tainted(fake, "gpu-03")
+    assert tainted(fake, "gpu-11")
+    assert created
+    assert not [p for p in fake.objects if "/mpijobs/" in p]  # every job deleted
+    for job in created:
+        assert job["metadata"]["namespace"] == TENANT
+        assert job["metadata"]["name"].startswith("gpufabric-health-r")
+        for role in ("Launcher", "Worker"):
+            spec = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
+            assert {"key": TAINT, "operator": "Exists", "effect": "NoSchedule"} in spec[
+                "tolerations"
+            ]
+
+
+def test_ctrl_c_mid_sweep_deletes_its_jobs_and_leaves_the_node_quarantined(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-03", "GpuFatalXid", "False")
+    created = mpi_operator(fake, slow=set(), interrupt=True)
+    code = main(args_for(fake, tmp_path, "--max-fraction", "0.5", "--poll", "0.05"))
+    err = capsys.readouterr().err
+    assert code == 130
+    assert created
+    assert not [p for p in fake.objects if "/mpijobs/" in p]
+    assert "gpufabric health: interrupted; cleaned up" in err
+    assert tainted(fake, "gpu-03")
