@@ -67,6 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _loop_args(p)
     _sweep_args(p)
     _kube_args(p)
+    p.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="use the pod's service account (the rendered CronJob/Deployment), not a "
+        "kubeconfig or the stack's cluster.kubeContext",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON document instead")
 
 

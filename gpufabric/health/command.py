@@ -280,7 +280,11 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
     _check(plan, args)
     leftovers(clear=True)
     with check_running(), terminating_signals():
-        kube = Kube(args.kubeconfig, args.context or plan.facts.kube_context)
+        kube = (
+            Kube(None, None)
+            if args.in_cluster
+            else Kube(args.kubeconfig, args.context or plan.facts.kube_context)
+        )
         stop = threading.Event()
         while True:
             report = one_pass(plan, args, kube)

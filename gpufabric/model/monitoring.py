@@ -8,9 +8,24 @@ dashboards by the labels the stack gives.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
 
-from gpufabric.model.fields import LabelKey, LabelValue, Model
+from pydantic import Field, StringConstraints
+
+from gpufabric.model.fields import DnsLabel, LabelKey, LabelValue, Model
+
+ImageRef = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^[a-z0-9][a-z0-9._-]*(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?$",
+        max_length=255,
+    ),
+]
+"""An image reference: registry/path[:tag][@sha256:digest] (no shell or YAML syntax)."""
+CronSchedule = Annotated[
+    str, StringConstraints(pattern=r"^[0-9*/,-]+( [0-9*/,A-Za-z-]+){4}$", max_length=100)
+]
+"""Five cron fields (minute hour day month weekday)."""
 
 
 class Prometheus(Model):
@@ -38,6 +53,32 @@ class Thresholds(Model):
     """Hours after which the last successful NCCL acceptance run is stale."""
 
 
+class InCluster(Model):
+    """``gpufabric health`` run by the cluster itself: a CronJob (one pass per schedule) or,
+    with ``watch``, a Deployment of one pod running ``--watch``."""
+
+    enabled: bool = False
+    image: ImageRef | None = None
+    """Your gpufabric project (this repository, its stacks/ included) built into an image
+    with the ``gpufabric`` command; required when enabled (gpufabric publishes none)."""
+    stacksDir: str = Field(
+        default="/gpufabric/stacks", pattern=r"^/[A-Za-z0-9._/-]*$", max_length=200
+    )
+    """Where the stack files are inside the image (``--stacks-dir``)."""
+    tenant: DnsLabel | None = None
+    """The tenant whose namespace runs the re-certification jobs; required when enabled."""
+    prometheusUrl: str | None = Field(
+        default=None, pattern=r"^https?://[A-Za-z0-9.:-]+(/[A-Za-z0-9._/-]*)?$", max_length=200
+    )
+    """Prometheus's in-cluster URL (``--prometheus``); none: node conditions only."""
+    watch: bool = False
+    """A Deployment running ``--watch`` instead of a CronJob."""
+    schedule: CronSchedule = "*/10 * * * *"
+    """The CronJob's schedule (one pass each time; a pass still running skips the next)."""
+    intervalSeconds: int = Field(default=300, ge=30, le=86_400)
+    """With ``watch``: seconds between passes."""
+
+
 class Health(Model):
     """What ``gpufabric health`` may do on its own: the circuit breaker and the bar a
     quarantined node clears before it returns."""
@@ -50,6 +91,7 @@ class Health(Model):
     medianFraction: float = Field(default=0.8, gt=0, le=1)
     """A re-certified node returns only when its bus bandwidth is at least this fraction of
     the median of the nodes it was swept with (and at the acceptance threshold)."""
+    inCluster: InCluster = Field(default_factory=InCluster)
 
 
 class Monitoring(Model):
@@ -66,4 +108,4 @@ class Monitoring(Model):
     health: Health = Field(default_factory=Health)
 
 
-__all__ = ["Health", "Monitoring", "Prometheus", "Thresholds"]
+__all__ = ["Health", "InCluster", "Monitoring", "Prometheus", "Thresholds"]

@@ -391,6 +391,24 @@ def _monitoring(p: Parts) -> Iterator[Problem]:
             "Prometheus selects ServiceMonitors and PrometheusRules by (e.g. release: "
             "kube-prometheus-stack), or set install: true",
         )
+    yield from _in_cluster_health(p)
+
+
+def _in_cluster_health(p: Parts) -> Iterator[Problem]:
+    assert p.monitoring is not None
+    ic = p.monitoring.health.inCluster
+    if not ic.enabled:
+        return
+    path = "monitoring.health.inCluster"
+    if ic.image is None:
+        yield Problem(f"{path}.image", "required when enabled: your gpufabric project built into an image")  # fmt: skip
+    tenants = [t.namespace for t in p.tenants or []]
+    if ic.tenant is None or ic.tenant not in tenants:
+        yield Problem(
+            f"{path}.tenant",
+            f"{ic.tenant or 'missing'}: the tenant whose namespace runs the re-certification "
+            f"jobs; accepted: {', '.join(tenants) or 'none (add a tenant)'}",
+        )
 
 
 # -------------------------------------------------------------------------- scheduling

@@ -383,6 +383,19 @@ class XidClass:
 
 
 @dataclass(frozen=True)
+class InClusterHealth:
+    """``gpufabric health`` run in the cluster (monitoring.health.inCluster)."""
+
+    image: str
+    stacks_dir: str
+    tenant: str
+    prometheus_url: str | None
+    watch: bool
+    schedule: str
+    interval_s: int
+
+
+@dataclass(frozen=True)
 class HealthFacts:
     """What ``gpufabric health`` reads: the node conditions that quarantine, the breaker,
     the bar for returning a node."""
@@ -393,6 +406,8 @@ class HealthFacts:
     max_quarantined: int
     max_quarantined_fraction: float
     median_fraction: float
+    in_cluster: InClusterHealth | None = None
+    """None: not rendered."""
 
 
 @dataclass(frozen=True)

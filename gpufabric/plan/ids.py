@@ -43,6 +43,12 @@ MONITORING_NAMESPACE = "monitoring/namespace"
 PROMETHEUS = "monitoring/kube-prometheus-stack"
 MONITORING_RULES = "monitoring/rules"
 NODE_PROBLEM_DETECTOR = "monitoring/node-problem-detector"
+HEALTH_ACCOUNT = "monitoring/health/service-account"
+HEALTH_CLUSTER_ROLE = "monitoring/health/cluster-role"
+HEALTH_CLUSTER_BINDING = "monitoring/health/cluster-role-binding"
+HEALTH_ROLE = "monitoring/health/role"
+HEALTH_BINDING = "monitoring/health/role-binding"
+HEALTH_RUNNER = "monitoring/health/runner"
 
 
 def dashboard(name: str) -> str:

@@ -19,9 +19,17 @@ import json
 from typing import Any
 
 from gpufabric.model.config import StackModel
+from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.versions import effective_components
-from gpufabric.plan import alerts, dashboards, ids
-from gpufabric.plan.facts import DcgmCounter, HealthFacts, MonitoringFacts, PlanContext, XidClass
+from gpufabric.plan import alerts, dashboards, health, ids
+from gpufabric.plan.facts import (
+    DcgmCounter,
+    HealthFacts,
+    InClusterHealth,
+    MonitoringFacts,
+    PlanContext,
+    XidClass,
+)
 from gpufabric.plan.items import (
     Item,
     K8sObject,
@@ -141,7 +149,23 @@ def facts(model: StackModel) -> MonitoringFacts:
             max_quarantined=m.health.maxQuarantined,
             max_quarantined_fraction=m.health.maxQuarantinedFraction,
             median_fraction=m.health.medianFraction,
+            in_cluster=_in_cluster(m),
         ),
+    )
+
+
+def _in_cluster(m: Monitoring) -> InClusterHealth | None:
+    ic = m.health.inCluster
+    if not (m.enabled and ic.enabled and ic.image and ic.tenant):
+        return None  # validation names what is missing
+    return InClusterHealth(
+        image=ic.image,
+        stacks_dir=ic.stacksDir,
+        tenant=ic.tenant,
+        prometheus_url=ic.prometheusUrl,
+        watch=ic.watch,
+        schedule=ic.schedule,
+        interval_s=ic.intervalSeconds,
     )
 
 
@@ -259,4 +283,4 @@ def build(ctx: PlanContext) -> list[Item]:
         items += _dashboards(ctx)
     if m.node_problem_detector:
         items.append(_node_problem_detector(ctx))
-    return items
+    return items + health.items(ctx)

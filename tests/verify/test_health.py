@@ -547,3 +547,53 @@ def test_ctrl_c_mid_sweep_deletes_its_jobs_and_leaves_the_node_quarantined(fake:
     assert not [p for p in fake.objects if "/mpijobs/" in p]
     assert "gpufabric health: interrupted; cleaned up" in err
     assert tainted(fake, "gpu-03")
+
+
+def _request_rule(method: str, path: str) -> tuple[str, str, str | None, str]:
+    """(API group, resource, namespace or None, verb) of one request."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    namespace = None
+    if rest[0] == "namespaces" and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    named = len(rest) > 1
+    verb = {"GET": "get" if named else "list", "PUT": "update", "POST": "create", "DELETE": "delete", "PATCH": "patch"}[method]  # fmt: skip
+    return group, resource, namespace, verb
+
+
+def test_the_rendered_rbac_allows_every_request_the_command_makes(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Run quarantine, re-certification (real MPIJob path) and return, then check every API
+    request against the in-cluster form's ClusterRole (cluster-wide) and Role (in the tenant
+    namespace): the least privilege is enough."""
+    text_ = Path("stacks/Pulumi.prod-ib.yaml").read_text()
+    marker = "  gpufabric:monitoring:\n    enabled: true\n"
+    stack = tmp_path / "Pulumi.hc.yaml"
+    stack.write_text(text_.replace(marker, f"{marker}    health:\n      inCluster: {{enabled: true, image: nvcr.io/x/gpufabric:1, tenant: {TENANT}}}\n"))  # fmt: skip
+    objs = {
+        it.id: it.payload.body
+        for it in load_stack(str(stack), None).plan.items
+        if it.id.startswith("monitoring/health/")
+    }  # type: ignore[union-attr]
+    cluster_rules = objs["monitoring/health/cluster-role"]["rules"]
+    role_rules = objs["monitoring/health/role"]["rules"]
+    xid79(fake, "gpu-03")
+    fake.requests.clear()
+    one_pass(fake, tmp_path, plan)
+    set_condition(fake, "gpu-03", "GpuFatalXid", "False")
+    mpi_operator(fake, slow=set())
+    assert main(args_for(fake, tmp_path, "--max-fraction", "0.5", "--poll", "0.01")) == 0
+    assert not tainted(fake, "gpu-03")
+
+    def grants(rules: Any, group: str, resource: str, verb: str) -> bool:
+        return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)  # fmt: skip
+
+    seen = {_request_rule(m, p) for m, p in fake.requests}
+    assert ("", "nodes", None, "update") in seen
+    assert ("kubeflow.org", "mpijobs", TENANT, "create") in seen
+    denied = [
+        (g, r, ns, v)
+        for g, r, ns, v in seen
+        if not grants(cluster_rules, g, r, v) and not (ns == TENANT and grants(role_rules, g, r, v))
+    ]
+    assert denied == []

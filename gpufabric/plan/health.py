@@ -1,0 +1,139 @@
+"""The in-cluster form of ``gpufabric health`` (monitoring.health.inCluster): a service
+account with least-privilege RBAC (nodes get/list/update and Events create cluster-wide;
+the acceptance job's kind get/create/delete, pods and their logs read in the tenant's
+namespace) and a CronJob, or a Deployment running ``--watch``, in the monitoring
+namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.plan import ids
+from gpufabric.plan.facts import InClusterHealth, PlanContext
+from gpufabric.plan.items import Item, Layer, object_item
+from gpufabric.plan.tenants import _job_resources as job_resources
+
+NAME = "gpufabric-health"
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpufabric"}
+
+
+def command(stack: str, ic: InClusterHealth) -> list[str]:
+    """What the pod runs: one pass (CronJob) or --watch (Deployment), as the pod's own
+    service account, printing the JSON document (the pod's log)."""
+    args = ["gpufabric", "--stacks-dir", ic.stacks_dir, "health", "--stack", stack]
+    args += ["--tenant", ic.tenant, "--in-cluster", "--json"]
+    if ic.prometheus_url:
+        args += ["--prometheus", ic.prometheus_url]
+    if ic.watch:
+        args += ["--watch", "--interval", str(ic.interval_s)]
+    return args
+
+
+def pod(stack: str, ic: InClusterHealth) -> dict[str, Any]:
+    return {
+        "serviceAccountName": NAME,
+        "restartPolicy": "Always" if ic.watch else "Never",
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "health",
+                "image": ic.image,
+                "command": command(stack, ic),
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "256Mi"},
+                    "limits": {"memory": "1Gi"},
+                },
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+            }
+        ],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+
+
+def items(ctx: PlanContext) -> list[Item]:
+    m = ctx.facts.monitoring
+    ic = m.health.in_cluster
+    kind = ctx.facts.operators.acceptance_kind
+    if ic is None or kind is None:
+        return []
+    runner = object_item(
+        ids.HEALTH_RUNNER,
+        Layer.MONITORING,
+        "monitoring/health-runner.yaml.j2",
+        (ids.HEALTH_CLUSTER_BINDING, ids.HEALTH_BINDING),
+        stack=ctx.stack,
+        name=NAME,
+        namespace=m.namespace,
+        labels=LABELS,
+        watch=ic.watch,
+        schedule=ic.schedule,
+        pod=pod(ctx.stack, ic),
+    )
+    return [*_access(ctx, ic, job_resources([kind])), runner]
+
+
+def _access(ctx: PlanContext, ic: InClusterHealth, jobs: dict[str, list[str]]) -> list[Item]:
+    """The service account, its ClusterRole and Role, and their bindings."""
+    m = ctx.facts.monitoring
+    common = {"stack": ctx.stack, "name": NAME}
+    ns_dep = (ids.MONITORING_NAMESPACE,) if m.install_prometheus else ()
+    monitoring = Layer.MONITORING
+    return [
+        object_item(
+            ids.HEALTH_ACCOUNT,
+            monitoring,
+            "monitoring/health-service-account.yaml.j2",
+            ns_dep,
+            namespace=m.namespace,
+            **common,
+        ),
+        object_item(
+            ids.HEALTH_CLUSTER_ROLE,
+            monitoring,
+            "monitoring/health-cluster-role.yaml.j2",
+            **common,
+        ),
+        object_item(
+            ids.HEALTH_CLUSTER_BINDING,
+            monitoring,
+            "monitoring/health-binding.yaml.j2",
+            (ids.HEALTH_ACCOUNT, ids.HEALTH_CLUSTER_ROLE),
+            kind="ClusterRoleBinding",
+            role_kind="ClusterRole",
+            namespace=None,
+            account_namespace=m.namespace,
+            **common,
+        ),
+        object_item(
+            ids.HEALTH_ROLE,
+            monitoring,
+            "monitoring/health-role.yaml.j2",
+            (ids.tenant_namespace(ic.tenant),),
+            namespace=ic.tenant,
+            job_resources=jobs,
+            **common,
+        ),
+        object_item(
+            ids.HEALTH_BINDING,
+            monitoring,
+            "monitoring/health-binding.yaml.j2",
+            (ids.HEALTH_ACCOUNT, ids.HEALTH_ROLE),
+            kind="RoleBinding",
+            role_kind="Role",
+            namespace=ic.tenant,
+            account_namespace=m.namespace,
+            **common,
+        ),
+    ]
+
+
+__all__ = ["NAME", "command", "items", "pod"]
