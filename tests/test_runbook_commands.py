@@ -342,6 +342,7 @@ def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
 
 RUNNABLE_GPUFABRIC = re.compile(
     r"^gpufabric (validate|plan|images|job|runbook) |^gpufabric verify nccl .*--dry-run"
+    r"|^gpufabric health .*--dry-run"
 )
 
 
@@ -358,7 +359,7 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
             fake.register_crd(crd)
             fake.add(crd)
         fake.add(*healthy_cluster(plan))
-        env["KUBECONFIG"] = str(fake.kubeconfig(tmp_path))
+        env["KUBECONFIG"] = str(_with_stack_context(fake.kubeconfig(tmp_path), plan))
         ran = 0
         expected = gates(text)
         for command in commands(text):
@@ -378,6 +379,17 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
         COUNTS[name] = ran
     assert ran >= 15, f"{name}: only {ran} commands ran"
     print(f"{name}: {ran} commands ran")
+
+
+def _with_stack_context(kubeconfig: Path, plan: Plan) -> Path:
+    """The kubeconfig a user of the stack has: also a context named as the stack's
+    cluster.kubeContext (which the gpufabric commands that ask the cluster use)."""
+    context = plan.facts.kube_context
+    if context:
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        cfg["contexts"].append({"name": context, "context": cfg["contexts"][0]["context"]})
+        kubeconfig.write_text(yaml.safe_dump(cfg))
+    return kubeconfig
 
 
 def _against_the_fake(line: str) -> str:
