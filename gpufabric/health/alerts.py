@@ -5,13 +5,16 @@ the node) or ``quarantine="false"`` (the job's fault: no action) and the node's 
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from gpufabric.health.decide import Alert
 from gpufabric.model.problems import Problem, StackError
 
+MAX_ANSWER = 8 * 1024 * 1024
 QUERY = 'ALERTS{alertstate="firing",quarantine=~"true|false"}'
 
 
@@ -30,14 +33,40 @@ def check_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def _fetch(query: str, timeout: float) -> bytes:
+    """The answer's body within ``timeout`` seconds of wall-clock time, whole body included
+    (a socket timeout alone never fires while bytes trickle in): the read runs in a daemon
+    thread that is left behind when the time is up."""
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            with urllib.request.urlopen(query, timeout=timeout) as resp:
+                box["body"] = resp.read(MAX_ANSWER)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="prometheus query", daemon=True).start()
+    if not done.wait(timeout):
+        raise AlertsUnavailable(f"no complete answer within {timeout:g}s")
+    if "error" in box:
+        raise AlertsUnavailable(str(box["error"]))
+    body: bytes = box["body"]
+    return body
+
+
 def firing(url: str, node_label: str, timeout: float) -> list[Alert]:
     """The firing alerts with a quarantine label, one per node and alert name."""
     query = f"{url}/api/v1/query?{urlencode({'query': QUERY})}"
     try:
-        with urllib.request.urlopen(query, timeout=timeout) as resp:
-            data = json.loads(resp.read(8 * 1024 * 1024))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        data = json.loads(_fetch(query, timeout))
+    except AlertsUnavailable as exc:
         raise AlertsUnavailable(f"{url}: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise AlertsUnavailable(f"{url}: not JSON") from exc
     result = data.get("data", {}).get("result") if isinstance(data, dict) else None
     if not isinstance(result, list) or data.get("status") != "success":
         raise AlertsUnavailable(f"{url}: not a Prometheus query answer")
@@ -46,13 +75,8 @@ def firing(url: str, node_label: str, timeout: float) -> list[Alert]:
         metric = series.get("metric") if isinstance(series, dict) else None
         if not isinstance(metric, dict) or not isinstance(metric.get(node_label), str):
             continue  # an alert not about one node (e.g. acceptance stale) moves no node
-        alerts.add(
-            Alert(
-                str(metric.get("alertname", "")),
-                metric[node_label],
-                metric.get("quarantine") == "true",
-            )
-        )
+        name = "".join(c for c in str(metric.get("alertname")) if c.isprintable())[:100]
+        alerts.add(Alert(name, metric[node_label], metric.get("quarantine") == "true"))
     return sorted(alerts, key=lambda a: (a.node, a.name))
 
 

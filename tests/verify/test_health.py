@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -361,10 +362,11 @@ def test_a_node_changed_under_the_update_is_read_again(fake: FakeKube, tmp_path:
 
 
 class _Prometheus:
-    """Answers /api/v1/query with the given ALERTS series."""
+    """Answers /api/v1/query with the given ALERTS series (or ``raw`` bytes), a byte every
+    ``trickle`` seconds when given."""
 
-    def __init__(self, series: list[dict[str, str]]) -> None:
-        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [{"metric": m, "value": [0, "1"]} for m in series]}}).encode()  # fmt: skip
+    def __init__(self, series: list[dict[str, str]], raw: bytes | None = None, trickle: float = 0.0) -> None:  # fmt: skip
+        body = raw if raw is not None else json.dumps({"status": "success", "data": {"resultType": "vector", "result": [{"metric": m, "value": [0, "1"]} for m in series]}}).encode()  # fmt: skip
         self.queries: list[str] = []
         outer = self
 
@@ -375,7 +377,13 @@ class _Prometheus:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    for i in range(0, len(body), 1 if trickle else len(body)):
+                        self.wfile.write(body[i : i + (1 if trickle else len(body))])
+                        self.wfile.flush()
+                        time.sleep(trickle)
+                except OSError:
+                    pass  # the client gave up
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -597,3 +605,41 @@ def test_the_rendered_rbac_allows_every_request_the_command_makes(fake: FakeKube
         if not grants(cluster_rules, g, r, v) and not (ns == TENANT and grants(role_rules, g, r, v))
     ]
     assert denied == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "trickle"),
+    [
+        (b"not json", 0.0),
+        (b'{"status": "error"}', 0.0),
+        (b'{"status": "success", "data": {"result": []}}' * 50, 0.05),
+    ],
+)
+def test_a_broken_or_trickling_prometheus_is_unavailable_within_the_timeout(fake: FakeKube, tmp_path: Path, plan: Plan, raw: bytes, trickle: float) -> None:  # fmt: skip
+    prom = _Prometheus([], raw=raw, trickle=trickle)
+    xid79(fake, "gpu-04")
+    start = time.monotonic()
+    try:
+        report = one_pass(fake, tmp_path, plan, "--prometheus", prom.url, "--timeout", "2")
+    finally:
+        prom.close()
+    assert time.monotonic() - start < 10
+    assert report.alerts.startswith("unavailable")
+    assert actions_of(report) == {"quarantine": ["gpu-04"]}  # the conditions still count
+    assert report.exit_code == 5
+
+
+def test_watch_runs_pass_after_pass_until_interrupted(fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    xid79(fake, "gpu-03")
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        code = main(args_for(fake, tmp_path, "--watch", "--interval", "0.5", "--max-fraction", "0.5"))  # fmt: skip
+    finally:
+        timer.cancel()
+    captured = capsys.readouterr()
+    assert code == 130
+    passes = captured.out.count("gpufabric health (prod-ib)")
+    assert passes >= 2
+    assert captured.out.count("quarantine   gpu-03") == 1  # the later passes change nothing
+    assert "gpufabric health: interrupted" in captured.err
