@@ -84,7 +84,7 @@ def items(ctx: PlanContext) -> list[Item]:
 def _access(ctx: PlanContext, ic: InClusterHealth, jobs: dict[str, list[str]]) -> list[Item]:
     """The service account, its ClusterRole and Role, and their bindings."""
     m = ctx.facts.monitoring
-    common = {"stack": ctx.stack, "name": NAME}
+    common: dict[str, Any] = {"stack": ctx.stack, "name": NAME}
     ns_dep = (ids.MONITORING_NAMESPACE,) if m.install_prometheus else ()
     monitoring = Layer.MONITORING
     return [
@@ -100,6 +100,7 @@ def _access(ctx: PlanContext, ic: InClusterHealth, jobs: dict[str, list[str]]) -
             ids.HEALTH_CLUSTER_ROLE,
             monitoring,
             "monitoring/health-cluster-role.yaml.j2",
+            (),
             **common,
         ),
         object_item(
