@@ -387,6 +387,8 @@ class InClusterHealth:
     """``gpufabric health`` run in the cluster (monitoring.health.inCluster)."""
 
     image: str
+    """As pulled (through the stack's mirrors)."""
+    pull_secrets: tuple[str, ...]
     stacks_dir: str
     tenant: str
     prometheus_url: str | None

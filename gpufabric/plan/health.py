@@ -56,6 +56,7 @@ def pod(stack: str, ic: InClusterHealth) -> dict[str, Any]:
             }
         ],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
+        **({"imagePullSecrets": [{"name": n} for n in ic.pull_secrets]} if ic.pull_secrets else {}),
     }
 
 

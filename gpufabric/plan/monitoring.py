@@ -19,7 +19,6 @@ import json
 from typing import Any
 
 from gpufabric.model.config import StackModel
-from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.versions import effective_components
 from gpufabric.plan import alerts, dashboards, health, ids
 from gpufabric.plan.facts import (
@@ -149,17 +148,19 @@ def facts(model: StackModel) -> MonitoringFacts:
             max_quarantined=m.health.maxQuarantined,
             max_quarantined_fraction=m.health.maxQuarantinedFraction,
             median_fraction=m.health.medianFraction,
-            in_cluster=_in_cluster(m),
+            in_cluster=_in_cluster(model),
         ),
     )
 
 
-def _in_cluster(m: Monitoring) -> InClusterHealth | None:
+def _in_cluster(model: StackModel) -> InClusterHealth | None:
+    m, mirrors = model.monitoring, model.sources.mirrors()
     ic = m.health.inCluster
     if not (m.enabled and ic.enabled and ic.image and ic.tenant):
         return None  # validation names what is missing
     return InClusterHealth(
-        image=ic.image,
+        image=mirrors.image(ic.image),
+        pull_secrets=tuple(mirrors.pull_secrets),
         stacks_dir=ic.stacksDir,
         tenant=ic.tenant,
         prometheus_url=ic.prometheusUrl,
