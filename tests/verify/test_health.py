@@ -484,7 +484,8 @@ def mpi_operator(fake: FakeKube, slow: set[str], interrupt: bool = False) -> lis
             return
         created.append(json.loads(json.dumps(obj)))
         if interrupt:
-            os.kill(os.getpid(), signal.SIGINT)
+            if len(created) == 1:  # one Ctrl-C, however many jobs were submitted at once
+                os.kill(os.getpid(), signal.SIGINT)
             return
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
