@@ -483,13 +483,14 @@ def _training(p: Parts) -> Iterator[Problem]:
             "training",
             "installs no job operator; enable mpiOperator, trainingOperator.schemes or trainer",
         )
-    elif not (t.mpiOperator or t.trainer.enabled):
+    elif not (t.mpiOperator or t.trainer.enabled or "pytorchjob" in t.trainingOperator.schemes):
         yield Problem(
             "training.mpiOperator",
-            "false and training.trainer.enabled false: `gpufabric verify nccl` has no job "
-            "to run its acceptance test as (multi-node nccl-tests needs an MPI launcher, "
-            "which a PyTorchJob lacks); accepted: training.mpiOperator: true (MPIJob) or "
-            "training.trainer.enabled: true (TrainJob)",
+            "false, training.trainer.enabled false and no 'pytorchjob' in "
+            "training.trainingOperator.schemes: `gpufabric verify nccl` has no job to run its "
+            "acceptance test as (multi-node nccl-tests is launched by mpirun); accepted: "
+            "training.mpiOperator: true (MPIJob), training.trainer.enabled: true (TrainJob) or "
+            "'pytorchjob' in training.trainingOperator.schemes (PyTorchJob)",
             warning=True,
         )
 

@@ -468,3 +468,118 @@ def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
         return pytorchjob(w, name, req.nodes, image, program)
     runtime = req.runtime or plan.facts.operators.trainer_runtimes[0]
     return trainjob(w, name, req.nodes, image, program, runtime)
+
+
+# ------------------------------------------------- the NCCL test as a PyTorchJob (mpirun)
+
+SSH_DIR = "/root/.ssh"
+HOSTFILE = "/tmp/gpufabric-hostfile"
+SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+SSH_WAIT_TRIES = 120
+SSH_WAIT_S = 5
+"""The Master tries each Worker's sshd this often, this far apart (10 minutes in all)."""
+
+
+def ssh_secret_name(job_name: str) -> str:
+    """The per-run Secret holding a PyTorchJob acceptance run's SSH keys."""
+    return f"{job_name}-ssh"
+
+
+def replica_hosts(name: str, nodes: int) -> list[str]:
+    """The hosts of a PyTorchJob: the Training Operator names each replica's pod and its
+    headless Service ``<job>-<type>-<index>``, so the Master is ``<job>-master-0`` (its own
+    hostname) and the Workers resolve by Service name in the namespace."""
+    return [f"{name}-master-0", *(f"{name}-worker-{i}" for i in range(nodes - 1))]
+
+
+def _mpi_launch_env(gpus: int) -> list[dict[str, str]]:
+    """What the MPI Operator's launcher gets and a PyTorchJob's Master lacks: mpirun reads
+    the hostfile from the environment (OpenMPI 4 and 5 spell it differently) and reaches
+    the Workers over ssh with keys verify minted, host keys unknown beforehand."""
+    rsh = f"-o ConnectionAttempts=10 {SSH_OPTIONS}"
+    env = {
+        "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_orte_set_default_slots": str(gpus),
+        "OMPI_MCA_plm_rsh_args": rsh,
+        "PRTE_MCA_prte_default_hostfile": HOSTFILE,
+        "PRTE_MCA_plm_ssh_args": rsh,
+    }
+    return [{"name": k, "value": v} for k, v in sorted(env.items())]
+
+
+def master_script(name: str, nodes: int, gpus: int, program: str) -> str:
+    """The Master's shell: its own sshd (mpirun may reach the local host over ssh), the
+    hostfile with one slot per GPU, then each Worker's sshd awaited before ``program``
+    (mpirun) runs; its exit status is the Master's, and so the job's."""
+    hosts = replica_hosts(name, nodes)
+    lines = [
+        "set -u",
+        "mkdir -p /run/sshd",
+        "/usr/sbin/sshd || { echo 'gpufabric: sshd did not start on the master' >&2; exit 1; }",
+        f": > {HOSTFILE}",
+        *(f"echo {shlex.quote(f'{h} slots={gpus}')} >> {HOSTFILE}" for h in hosts),
+    ]
+    for host in hosts[1:]:
+        h = shlex.quote(host)
+        lines.append(
+            f"n=0; until ssh {SSH_OPTIONS} -o ConnectTimeout=5 {h} true; do "
+            f"n=$((n+1)); if [ $n -ge {SSH_WAIT_TRIES} ]; then "
+            f"echo 'gpufabric: no sshd answered on '{h} >&2; exit 1; fi; sleep {SSH_WAIT_S}; done"
+        )
+    return "\n".join([*lines, program])
+
+
+def _ssh_volume(secret: str) -> dict[str, Any]:
+    """The per-run keys as the MPI Operator lays them out: the private key readable only
+    by root, the public key also as authorized_keys (for the Workers' sshd)."""
+    items = [
+        {"key": "ssh-privatekey", "path": "id_ed25519"},
+        {"key": "ssh-publickey", "path": "id_ed25519.pub"},
+        {"key": "ssh-publickey", "path": "authorized_keys"},
+    ]
+    return {
+        "name": "ssh-auth",
+        "secret": {"secretName": secret, "defaultMode": 0o600, "items": items},
+    }
+
+
+def _with_ssh(pod: dict[str, Any], secret: str) -> dict[str, Any]:
+    pod["spec"]["volumes"].append(_ssh_volume(secret))
+    container = pod["spec"]["containers"][0]
+    container["volumeMounts"].append({"name": "ssh-auth", "mountPath": SSH_DIR, "readOnly": True})
+    return pod
+
+
+def mpi_pytorchjob(w: Wiring, name: str, nodes: int, image: str, program: str) -> dict[str, Any]:
+    """A PyTorchJob that runs ``program`` (mpirun, a shell line) from its Master over sshd
+    Workers, for stacks whose only MPI-capable operator is the Training Operator. Every
+    replica is a GPU node and a rank host; keys come from the Secret
+    :func:`ssh_secret_name` names, created with the job. The Training Operator marks a job
+    with a Master Succeeded once the Master succeeds (and cleanPodPolicy removes the
+    Workers' sshd), Failed once any replica with restartPolicy Never fails."""
+    secret = ssh_secret_name(name)
+    script = master_script(name, nodes, w.gpus, program)
+    master = w.gpu_container("pytorch", image, ["/bin/bash", "-c", script])
+    master["env"] = [*master.get("env", []), *_mpi_launch_env(w.gpus)]
+    worker = w.gpu_container("pytorch", image, ["/usr/sbin/sshd", "-De"])
+    worker["readinessProbe"] = {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5}
+    specs: dict[str, Any] = {
+        "Master": {
+            "replicas": 1,
+            "restartPolicy": "Never",
+            "template": _with_ssh(w.gpu_pod(master), secret),
+        }
+    }
+    if nodes > 1:
+        specs["Worker"] = {
+            "replicas": nodes - 1,
+            "restartPolicy": "Never",
+            "template": _with_ssh(w.gpu_pod(worker), secret),
+        }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": w.job_metadata(name),
+        "spec": {"runPolicy": w.run_policy(nodes), "pytorchReplicaSpecs": specs},
+    }

@@ -507,7 +507,7 @@ class TenantStorage:
         return next((c for c in self.claims if c.checkpoints), None)
 
 
-AcceptanceKind = Literal["mpijob", "trainjob"]
+AcceptanceKind = Literal["mpijob", "trainjob", "pytorchjob"]
 """The job kinds the NCCL acceptance test runs as."""
 
 
@@ -534,8 +534,9 @@ class OperatorFacts:
     acceptance_kind: AcceptanceKind | None
     """The kind the NCCL acceptance test (verify nccl) runs as: mpijob with the MPI Operator,
     else trainjob (mpirun through gpufabric's nccl-tests ClusterTrainingRuntime) with the
-    Trainer; None otherwise: multi-node nccl-tests needs an MPI launcher, which a PyTorchJob
-    does not provide."""
+    Trainer, else pytorchjob (the Master runs mpirun over sshd Workers, with SSH keys verify
+    mints per run) with the Training Operator's PyTorchJob; None for a stack with none of
+    them."""
 
 
 @dataclass(frozen=True)

@@ -378,7 +378,9 @@ def acceptance_kind(model: StackModel) -> AcceptanceKind | None:
     t = model.training
     if t.mpiOperator:
         return "mpijob"
-    return "trainjob" if t.trainer.enabled else None
+    if t.trainer.enabled:
+        return "trainjob"
+    return "pytorchjob" if "pytorchjob" in t.trainingOperator.schemes else None
 
 
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
