@@ -517,8 +517,9 @@ def master_script(name: str, nodes: int, gpus: int, program: str) -> str:
         "set -u",
         "mkdir -p /run/sshd",
         "/usr/sbin/sshd || { echo 'gpufabric: sshd did not start on the master' >&2; exit 1; }",
-        f": > {HOSTFILE}",
-        *(f"echo {shlex.quote(f'{h} slots={gpus}')} >> {HOSTFILE}" for h in hosts),
+        "printf '%s\\n' "
+        + " ".join(shlex.quote(f"{h} slots={gpus}") for h in hosts)
+        + f" > {HOSTFILE}",
     ]
     for host in hosts[1:]:
         h = shlex.quote(host)
