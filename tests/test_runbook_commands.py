@@ -43,7 +43,7 @@ TRAINER_ONLY = {
     "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
 }
 STACKS["trainer-only"] = {**STACKS["lab-roce"], "gpufabric:training": TRAINER_ONLY}
-# Only the Training Operator (no acceptance job: the runbook says what accepts the stack),
+# Only the Training Operator (the acceptance test runs as a PyTorchJob),
 # its manifests from a plain file mirror (the kustomize git base rendered into one file).
 STACKS["pytorch-only-mirrored"] = {
     **STACKS["lab-roce"],
