@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conformance.upstream import LOCAL_BASES, UPSTREAM
 from conftest import REPO, SHARED, sections
-from fake_kube import FakeKube
+from fake_kube import FakeKube, PyTorchJobOperator
 from golden import variants
 from test_runbook import code_blocks, inline_commands
 
@@ -354,6 +354,7 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
     cwd, env = _workdir(tmp_path, name)
     with FakeKube() as fake:
         fake.anonymous = True
+        PyTorchJobOperator("").install(fake)  # a PyTorchJob the runbook applies gets pods
         for crd in _crds():
             fake.register_crd(crd)
             fake.add(crd)
