@@ -428,9 +428,15 @@ def _create_companions(
     The pods wait for the Secret to mount."""
     if not shape_of(job).ssh_keys:
         return
-    secret = sshkeys.secret(job, text(created, "metadata", "uid"))
-    made.append(sshkeys.secret_ref(job))
-    kube.create(secret)
+    secret, ref = sshkeys.secret(job, text(created, "metadata", "uid")), sshkeys.secret_ref(job)
+    made.append(ref)
+    try:
+        kube.create(secret)
+    except KubeError as exc:
+        if ": HTTP 409 " not in str(exc):
+            raise
+        made.remove(ref)  # created by someone else since the check: never touched
+        raise _already_exists(ref) from None
     meta = secret["metadata"]
     progress(f"created Secret {meta['namespace']}/{meta['name']} (this run's SSH keys)")
 

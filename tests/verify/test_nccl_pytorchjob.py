@@ -404,6 +404,25 @@ def test_an_existing_secret_is_not_overwritten(
     assert JOB not in fake.objects
 
 
+def test_a_secret_created_by_someone_else_during_the_run_is_not_deleted(
+    fake: FakeKube, tmp_path: Path, stack_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another hand creates the Secret between verify's check and its create (a tenant
+    racing it with keys of its own): the run stops, deletes its job, and leaves that
+    Secret alone."""
+    theirs = sshkeys.secret(nccl.acceptance_job(plan_of(config()), NS, 2), "")
+
+    def race(fake_: FakeKube, obj: dict[str, Any]) -> None:
+        if obj["kind"] == "PyTorchJob":
+            fake_.add(theirs)
+
+    fake.on_create.append(race)
+    assert main(argv(fake, tmp_path, stack_path)) == 3
+    assert "Secret team-vision/gpufabric-nccl-ssh already exists" in capsys.readouterr().err
+    assert fake.objects[SECRET] is theirs
+    assert JOB not in fake.objects
+
+
 def test_the_sweep_runs_pytorchjobs_and_leaves_no_secret(
     fake: FakeKube, tmp_path: Path, stack_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
