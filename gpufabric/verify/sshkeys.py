@@ -13,16 +13,17 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from gpufabric.outputs.jobs import ssh_secret_name
 
 COMMENT = "gpufabric-verify"
 
 
 def keypair() -> tuple[bytes, bytes]:
-    """(private key in OpenSSH format, ``ssh-ed25519 ... gpufabric-verify`` public line)."""
+    """(private key in OpenSSH format, ``ssh-ed25519 ... gpufabric-verify`` public line).
+    cryptography is imported here: only a run that makes keys pays for it (~75 ms)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
