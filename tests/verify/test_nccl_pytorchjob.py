@@ -156,6 +156,23 @@ def test_the_acceptance_job_is_a_pytorchjob_whose_master_runs_the_mpi_test() -> 
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
 
 
+def test_under_volcano_the_job_carries_the_gang_of_every_pytorchjob() -> None:
+    """The queue, priority and gang (minAvailable = every replica) a PyTorchJob gets from
+    gpufabric job under Volcano, and the same pod metadata."""
+    cfg = {**example_config("roce-sriov-volcano"), "gpufabric:training": PYTORCH_ONLY}
+    cfg.pop("gpufabric:storage", None)
+    plan = plan_of(cfg)
+    tenant = next(iter(plan.facts.tenants))
+    job = nccl.acceptance_job(plan, tenant, 3)
+    ref = job_manifest(plan, JobRequest(tenant, "pytorchjob", 3, name="gpufabric-nccl"))
+    assert job["spec"]["runPolicy"] == ref["spec"]["runPolicy"]
+    assert job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
+    ref_pod = ref["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        assert spec["template"]["metadata"] == ref_pod["metadata"]
+        assert spec["template"]["spec"].get("schedulerName") == ref_pod["spec"].get("schedulerName")
+
+
 def _ssh_mount() -> dict[str, Any]:
     return {"name": "ssh-auth", "mountPath": "/root/.ssh", "readOnly": True}
 
