@@ -337,6 +337,10 @@ def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
     env = dict(os.environ)
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    # kubectl caches discovery under $HOME/.kube: keep it in the test's directory, never in
+    # the checkout or the user's home.
+    env["HOME"] = str(tmp_path / "home")
+    env["KUBECACHEDIR"] = str(tmp_path / "home" / ".kube" / "cache")
     return tmp_path, env
 
 
