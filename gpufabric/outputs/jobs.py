@@ -437,7 +437,11 @@ def pytorchjob(
     restart = PYTORCH_RESTART_POLICY if w.failure is not None else "OnFailure"
     replica = {"restartPolicy": restart, "template": w.gpu_pod(container)}
     specs: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
-    if nodes > 1:
+    if elastic is not None:
+        # Elastic jobs are Workers only (the operator's webhook requires them; the c10d
+        # rendezvous endpoint is then worker-0).
+        specs = {"Worker": {"replicas": nodes, **replica}}
+    elif nodes > 1:
         specs["Worker"] = {"replicas": nodes - 1, **replica}
     spec: dict[str, Any] = {
         "nprocPerNode": str(w.gpus),
