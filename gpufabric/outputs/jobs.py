@@ -26,7 +26,7 @@ from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
-from gpufabric.plan.failure import PYTORCH_RESTART_POLICY, FailurePolicyFacts
+from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.resolve import on_one_leaf
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
@@ -432,9 +432,8 @@ def pytorchjob(
     """A PyTorchJob; ``elastic`` (min, max nodes) adds an elasticPolicy, the gang then being
     the minimum."""
     container = w.gpu_container("pytorch", image, ["torchrun", *_torchrun_args(program)])
-    # ExitCode: a failed pod is deleted and created again (scheduled anew, never restarted in
-    # place on the node that failed it) unless its exit code is the program's own error.
-    restart = PYTORCH_RESTART_POLICY if w.failure is not None else "OnFailure"
+    failure = w.failure
+    restart = failure.pytorch_restart_policy(elastic is not None) if failure else "OnFailure"
     replica = {"restartPolicy": restart, "template": w.gpu_pod(container)}
     specs: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
     if elastic is not None:
@@ -443,13 +442,16 @@ def pytorchjob(
         specs = {"Worker": {"replicas": nodes, **replica}}
     elif nodes > 1:
         specs["Worker"] = {"replicas": nodes - 1, **replica}
+    run_policy = w.run_policy(elastic[0] if elastic else nodes)
+    if failure is not None and elastic is None:
+        run_policy.update(failure.run_policy_counting_restarts(nodes))
     spec: dict[str, Any] = {
         "nprocPerNode": str(w.gpus),
-        "runPolicy": w.run_policy(elastic[0] if elastic else nodes),
+        "runPolicy": run_policy,
         "pytorchReplicaSpecs": specs,
     }
-    if elastic is not None and w.failure is not None:
-        spec["elasticPolicy"] = w.failure.elastic_policy(*elastic)
+    if elastic is not None and failure is not None:
+        spec["elasticPolicy"] = failure.elastic_policy(*elastic)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",

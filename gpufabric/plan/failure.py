@@ -1,23 +1,22 @@
 """How training jobs survive failures: the stack's ``training.failurePolicy``, resolved once
-and translated here for every job kind, so that an MPIJob, a PyTorchJob and a TrainJob of the
-same stack restart, fail and stop alike.
-
-One rule for every kind, the Training Operator's own (``IsRetryableExitCode``: exit code
->= 128 restarts, kubeflow/trainer v1.9.4 pkg/util/train/train_util.go:24):
+and translated here for every job kind, as far as each operator's restart rules allow
+(tests/failsim.py replays those rules, taken from the controllers' source):
 
 - a failure of the cluster restarts the whole gang from its last checkpoint, at most
   ``max_restarts`` times: a node lost, a pod evicted, drained or preempted (the
-  ``DisruptionTarget`` condition), a process killed by a signal (OOM kill 137, SIGTERM 143,
-  the NCCL watchdog's abort 134);
-- the program's own error, exit code 1-127, fails the job at once (no restart could fix it);
-- no job runs longer than ``active_deadline_s`` (restarts and requeues included).
+  ``DisruptionTarget`` condition), a process killed by a signal (OOM kill, the NCCL
+  watchdog's abort);
+- where the operator can tell, the program's own deliberate error fails the job at once:
+  exit codes 2-127 (a usage error, ``sys.exit(n)``, 126/127 command not runnable or not
+  found). Exit code 1 is ambiguous: Python's uncaught exception and torchrun's report of any
+  failed worker (ChildFailedError), an NCCL timeout included, so it restarts, bounded;
+- no job runs longer than ``active_deadline_s`` (restarts included).
 
-Where an operator cannot tell exit codes apart (the MPI Operator: ``ExitCode`` becomes
-``Never`` and the launcher Job counts every failure), the program's error is retried until
-the bound; tests/failsim.py replays each kind's rules from the controllers' source.
-
-Restarted pods are new pods: they are scheduled again and never land on a node carrying the
-quarantine taint (no toleration gpufabric writes matches it).
+The MPI Operator and a fixed-size PyTorchJob cannot tell exit codes apart (the MPI
+Operator's ``ExitCode`` becomes ``Never``; a PyTorchJob's ``ExitCode`` would fail on
+torchrun's 1): they retry every failure until the bound. Restarted pods that are created
+anew are scheduled again and never land on a node carrying the quarantine taint (no
+toleration gpufabric writes matches it).
 """
 
 from __future__ import annotations
@@ -25,12 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-USER_ERROR_EXIT_CODES: tuple[int, ...] = tuple(range(1, 128))
-"""Exit codes that are the program's own error: fail at once. 128 and above mean the process
-was killed by a signal (128 + signal): the cluster's doing, restart."""
-PYTORCH_RESTART_POLICY = "ExitCode"
-"""PyTorchJob replicas: a pod failed with 1-127 fails the job, >= 128 is deleted and created
-again (a new pod, scheduled anew), counted against backoffLimit."""
+USER_ERROR_EXIT_CODES: tuple[int, ...] = tuple(range(2, 128))
+"""Exit codes that are the program's own deliberate error: fail at once where the operator
+can tell (a TrainJob's podFailurePolicy). 1 is ambiguous (see above); 128 and above mean the
+process was killed by a signal (128 + signal): the cluster's doing."""
 RDZV_BACKEND = "c10d"
 
 
@@ -58,9 +55,25 @@ class FailurePolicyFacts:
     # ------------------------------------------------------------ Kubeflow v1 / MPI
 
     def run_policy(self) -> dict[str, Any]:
-        """runPolicy's failure keys (MPIJob, PyTorchJob): the launcher Job's or the job's
-        backoffLimit, and the deadline."""
+        """runPolicy's failure keys where one failed pod is one failure (an MPIJob's launcher
+        Job, an elastic PyTorchJob): backoffLimit and the deadline."""
         return {"backoffLimit": self.max_restarts, "activeDeadlineSeconds": self.active_deadline_s}
+
+    def run_policy_counting_restarts(self, pods: int) -> dict[str, Any]:
+        """runPolicy of a job whose pods restart in place (OnFailure): the Training Operator
+        sums the restart counts of all its pods against backoffLimit (``result >=
+        backoffLimit``; 0: any restart fails), and a gang restart restarts every pod once:
+        max_restarts gang restarts survive, the next fails the job."""
+        limit = self.max_restarts * pods + 1 if self.max_restarts else 0
+        return {"backoffLimit": limit, "activeDeadlineSeconds": self.active_deadline_s}
+
+    @staticmethod
+    def pytorch_restart_policy(elastic: bool) -> str:
+        """An elastic PyTorchJob's torchrun restarts its workers itself; its pods are ExitCode:
+        killed by a signal (>= 128) the pod is created anew (scheduled again), torchrun's 1
+        after its restarts are spent fails the job. A fixed-size job is OnFailure: torchrun
+        exits 1 on any worker's failure, which ExitCode would take for the program's error."""
+        return "ExitCode" if elastic else "OnFailure"
 
     def elastic_policy(self, min_nodes: int, max_nodes: int) -> dict[str, Any]:
         """An elastic PyTorchJob's elasticPolicy: torchrun keeps training on min..max nodes
@@ -100,7 +113,7 @@ class FailurePolicyFacts:
     def child_job_failure(self) -> dict[str, Any]:
         """Each replicated Job's keys: one failed pod fails the Job (the gang restarts as a
         whole); a disrupted pod counts as a cluster failure even if its program then exits
-        1-127 on SIGTERM; an exit code 1-127 fails the Job with reason PodFailurePolicy."""
+        on SIGTERM; an exit code 2-127 fails the Job with reason PodFailurePolicy."""
         return {
             "backoffLimit": 0,
             "podFailurePolicy": {
@@ -119,7 +132,6 @@ class FailurePolicyFacts:
 
 
 __all__ = [
-    "PYTORCH_RESTART_POLICY",
     "RDZV_BACKEND",
     "USER_ERROR_EXIT_CODES",
     "FailurePolicyFacts",
