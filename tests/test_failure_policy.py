@@ -5,6 +5,7 @@ taint."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from gpufabric.plan.monitoring import QUARANTINE_TAINT
 from gpufabric.verify.nccl import acceptance_job
 
 RUNTIMES = ("torch-distributed", "deepspeed-distributed")
+JOBSET_RULE_NAME = r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?"
 
 
 def plan_with(policy: dict[str, Any] | None = None, gang: str = "kueue") -> Plan:
@@ -58,6 +60,9 @@ def test_stack_policy_reaches_every_kind_and_runtime() -> None:
             ("FailJobSet", ["PodFailurePolicy"]),
             ("RestartJobSet", ["BackoffLimitExceeded"]),
         ]
+        # JobSet's webhook admits only these rule names (jobset pkg/webhooks/
+        # jobset_webhook.go:418-422,465 @f22e565); the CRD schema does not check them.
+        assert all(re.fullmatch(JOBSET_RULE_NAME, r["name"]) for r in policy["rules"])
         assert "ttlSecondsAfterFinished" not in spec  # kubeflow/trainer#3779
         for replicated in spec["replicatedJobs"]:
             child = replicated["template"]["spec"]

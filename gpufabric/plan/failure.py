@@ -98,12 +98,12 @@ class FailurePolicyFacts:
             "restartStrategy": "BlockingRecreate",
             "rules": [
                 {
-                    "name": "program-error",
+                    "name": "ProgramError",
                     "action": "FailJobSet",
                     "onJobFailureReasons": ["PodFailurePolicy"],
                 },
                 {
-                    "name": "cluster-failure",
+                    "name": "ClusterFailure",
                     "action": "RestartJobSet",
                     "onJobFailureReasons": ["BackoffLimitExceeded"],
                 },
