@@ -143,6 +143,24 @@ def _job_args(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="directory of upstream CRDs to validate the job against before printing it",
     )
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        help="gang restarts before the job fails (default: training.failurePolicy.maxRestarts;"
+        " mpijob and pytorchjob only: a TrainJob restarts as its runtime says)",
+    )
+    p.add_argument(
+        "--active-deadline",
+        metavar="DURATION",
+        help="wall-clock backstop of the job, restarts included, e.g. 3d or 36h "
+        "(default: training.failurePolicy.activeDeadline)",
+    )
+    p.add_argument(
+        "--elastic",
+        metavar="MIN:MAX",
+        help="an elastic PyTorchJob: starts on MAX (= --nodes) nodes and keeps training down "
+        "to MIN, torchrun restarting its workers over a c10d rendezvous",
+    )
 
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
@@ -546,6 +564,9 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
         name=args.name,
         runtime=args.runtime,
         leaf=args.leaf,
+        max_restarts=args.max_restarts,
+        active_deadline=args.active_deadline,
+        elastic=args.elastic,
     )
     manifest = job_manifest(plan, request)
     if args.crd_dir is not None:

@@ -19,10 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from pydantic_core import PydanticCustomError
+
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
+from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
+from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.resolve import on_one_leaf
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
@@ -52,6 +56,12 @@ class JobRequest:
     runtime: str | None = None
     leaf: str | None = None
     """The leaf a job runs under, on a fabric whose rails are routed per leaf."""
+    max_restarts: int | None = None
+    """Gang restarts before the job fails (None: training.failurePolicy.maxRestarts)."""
+    active_deadline: str | None = None
+    """The job's wall-clock backstop, as the stack writes it (None: the stack's)."""
+    elastic: str | None = None
+    """``MIN:MAX`` nodes of an elastic PyTorchJob (None: a fixed-size job)."""
 
 
 def _fail(path: str, message: str) -> StackError:
@@ -98,7 +108,50 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
         raise _fail("--runtime", "applies to --kind trainjob only")
     contract = _leaf_contract(facts.tenants[req.tenant], req.leaf)
     _check_leaf_nodes(facts, contract, req)
+    job_failure_policy(facts, req)
     return contract
+
+
+def job_failure_policy(facts: Facts, req: JobRequest) -> FailurePolicyFacts:
+    """The stack's failure policy with the request's overrides; StackError naming the flag
+    when one is out of range or does not apply to the kind."""
+    if req.max_restarts is not None:
+        if req.kind == "trainjob":
+            raise _fail(
+                "--max-restarts",
+                "a TrainJob restarts as its ClusterTrainingRuntime's JobSet failurePolicy "
+                "says (training.failurePolicy.maxRestarts, cluster-wide): the Trainer lets a "
+                "TrainJob patch no failurePolicy; accepted with --kind mpijob or pytorchjob",
+            )
+        if not 0 <= req.max_restarts <= MAX_RESTARTS:
+            raise _fail("--max-restarts", f"{req.max_restarts} is not between 0 and {MAX_RESTARTS}")
+    deadline = None
+    if req.active_deadline is not None:
+        try:
+            deadline = deadline_seconds(req.active_deadline)
+        except PydanticCustomError as e:
+            raise _fail("--active-deadline", str(e)) from None
+    elastic_range(req)
+    return facts.failure.for_job(req.max_restarts, deadline)
+
+
+def elastic_range(req: JobRequest) -> tuple[int, int] | None:
+    """(min, max) nodes of an elastic request; StackError naming --elastic if malformed."""
+    if req.elastic is None:
+        return None
+    if req.kind != "pytorchjob":
+        raise _fail("--elastic", "applies to --kind pytorchjob only (torchrun's elastic agent)")
+    low, sep, high = req.elastic.partition(":")
+    if not (sep and low.isdigit() and high.isdigit()):
+        raise _fail("--elastic", f"{req.elastic!r} is not MIN:MAX nodes, e.g. 2:4")
+    lo, hi = int(low), int(high)
+    if not 1 <= lo <= hi or hi != req.nodes:
+        raise _fail(
+            "--elastic",
+            f"{req.elastic!r}: expected 1 <= MIN <= MAX with MAX equal to --nodes "
+            f"({req.nodes}): the job starts on MAX nodes and keeps training down to MIN",
+        )
+    return lo, hi
 
 
 def _check_leaf_nodes(facts: Facts, contract: TenantContract, req: JobRequest) -> None:
@@ -165,6 +218,9 @@ class Wiring:
     """The tenant's claims, mounted in every GPU pod (None: none, e.g. the NCCL test)."""
     job_name: str = ""
     """The job's name: its checkpoint directory is ``<checkpoints mount>/<job_name>``."""
+    failure: FailurePolicyFacts | None = None
+    """How the job survives failures (None: it never restarts, e.g. the NCCL test, whose
+    failure is its result)."""
 
     @property
     def gpus(self) -> int:
@@ -268,12 +324,15 @@ class Wiring:
         return meta
 
     def run_policy(self, gang_pods: int) -> dict[str, Any]:
-        """Kubeflow runPolicy: cleanup, TTL, no retries, and the authority's gang policy."""
+        """Kubeflow runPolicy: cleanup, TTL, the failure policy's restarts and deadline (no
+        retries without one), and the authority's gang policy."""
         policy: dict[str, Any] = {
             "cleanPodPolicy": CLEAN_POD_POLICY,
             "ttlSecondsAfterFinished": TTL_SECONDS,
             "backoffLimit": 0,
         }
+        if self.failure is not None:
+            policy.update(self.failure.run_policy())
         scheduling = self.authority.scheduling_policy(self.contract, gang_pods)
         if scheduling is not None:
             policy["schedulingPolicy"] = scheduling
@@ -362,21 +421,42 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
     }
 
 
-def pytorchjob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> dict[str, Any]:
+def pytorchjob(
+    w: Wiring,
+    name: str,
+    nodes: int,
+    image: str,
+    program: list[str],
+    elastic: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """A PyTorchJob; ``elastic`` (min, max nodes) adds an elasticPolicy, the gang then being
+    the minimum."""
     container = w.gpu_container("pytorch", image, ["torchrun", *_torchrun_args(program)])
-    replica = {"restartPolicy": "OnFailure", "template": w.gpu_pod(container)}
+    failure = w.failure
+    restart = failure.pytorch_restart_policy(elastic is not None) if failure else "OnFailure"
+    replica = {"restartPolicy": restart, "template": w.gpu_pod(container)}
     specs: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
-    if nodes > 1:
+    if elastic is not None:
+        # Elastic jobs are Workers only (the operator's webhook requires them; the c10d
+        # rendezvous endpoint is then worker-0).
+        specs = {"Worker": {"replicas": nodes, **replica}}
+    elif nodes > 1:
         specs["Worker"] = {"replicas": nodes - 1, **replica}
+    run_policy = w.run_policy(elastic[0] if elastic else nodes)
+    if failure is not None and elastic is None:
+        run_policy.update(failure.run_policy_counting_restarts(nodes))
+    spec: dict[str, Any] = {
+        "nprocPerNode": str(w.gpus),
+        "runPolicy": run_policy,
+        "pytorchReplicaSpecs": specs,
+    }
+    if elastic is not None and failure is not None:
+        spec["elasticPolicy"] = failure.elastic_policy(*elastic)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": w.job_metadata(name),
-        "spec": {
-            "nprocPerNode": str(w.gpus),
-            "runPolicy": w.run_policy(nodes),
-            "pytorchReplicaSpecs": specs,
-        },
+        "spec": spec,
     }
 
 
@@ -417,21 +497,24 @@ def trainjob(
         template["metadata"] = template_metadata
     metadata = w.job_metadata(name)
     metadata.pop("annotations", None)
+    spec: dict[str, Any] = {
+        "runtimeRef": {
+            "apiGroup": "trainer.kubeflow.org",
+            "kind": "ClusterTrainingRuntime",
+            "name": runtime,
+        },
+        "trainer": trainer,
+        "runtimePatches": [{"manager": JOB_MANAGER, "trainingRuntimeSpec": {"template": template}}],
+    }
+    if w.failure is not None:
+        # The TrainJob's own deadline: a Failed condition with reason DeadlineExceeded is the
+        # one the Trainer never clears, so no JobSet TTL can restart the job after it.
+        spec["activeDeadlineSeconds"] = w.failure.active_deadline_s
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": metadata,
-        "spec": {
-            "runtimeRef": {
-                "apiGroup": "trainer.kubeflow.org",
-                "kind": "ClusterTrainingRuntime",
-                "name": runtime,
-            },
-            "trainer": trainer,
-            "runtimePatches": [
-                {"manager": JOB_MANAGER, "trainingRuntimeSpec": {"template": template}}
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -453,7 +536,12 @@ def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     """The manifest of one job; StackError (naming the option) when the request does not fit
     the stack."""
     name = req.name or default_name(req)
-    w = replace(wiring_for(plan, req), storage=plan.facts.storage_of(req.tenant), job_name=name)
+    w = replace(
+        wiring_for(plan, req),
+        storage=plan.facts.storage_of(req.tenant),
+        job_name=name,
+        failure=job_failure_policy(plan.facts, req),
+    )
     image = req.image or plan.components["training-image"].image_ref or ""
     default = DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
     try:
@@ -465,7 +553,7 @@ def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     if req.kind == "mpijob":
         return mpijob(w, name, req.nodes, image, program)
     if req.kind == "pytorchjob":
-        return pytorchjob(w, name, req.nodes, image, program)
+        return pytorchjob(w, name, req.nodes, image, program, elastic_range(req))
     runtime = req.runtime or plan.facts.operators.trainer_runtimes[0]
     return trainjob(w, name, req.nodes, image, program, runtime)
 

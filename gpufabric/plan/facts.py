@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from gpufabric.model.config import Ufm
 from gpufabric.model.versions import Component
+from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.vocabulary import (
     DeviceLinkType,
     FabricType,
@@ -557,6 +558,8 @@ class Facts:
     operators: OperatorFacts
     gpu_operator: GpuOperatorFacts
     monitoring: MonitoringFacts
+    failure: FailurePolicyFacts
+    """How training jobs survive failures (training.failurePolicy), for every job kind."""
     storage_backends: tuple[BackendFacts, ...] = ()
     """The stack's storage backends, in its order (empty: no ``storage`` section)."""
     storage: tuple[TenantStorage, ...] = ()
