@@ -58,11 +58,22 @@ def _scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
     return tag
 
 
+_FIRST = frozenset(k for k in Resolver.yaml_implicit_resolvers if k)
+"""First characters of the texts an implicit type (int, bool, null, ...) can match."""
+_FAST = None not in Resolver.yaml_implicit_resolvers and not Resolver.yaml_path_resolvers
+"""No resolver that applies to every text (PyYAML's safe resolver has none)."""
+
+
 class _MemoResolver:
     """Scalar tags from the cache; no path resolvers (PyYAML's safe classes have none)."""
 
     def resolve(self, kind: type[Node], value: Any, implicit: Any) -> str:
         if kind is ScalarNode:
+            # As Resolver.resolve decides, without its regexes where none can apply: a
+            # quoted or block scalar, or a plain one whose first character starts no
+            # implicit type, is a string (most of a CRD's megabytes of descriptions).
+            if _FAST and (not implicit[0] or (value and value[0] not in _FIRST)):
+                return _STR
             # libyaml's parser passes a tuple: one dict lookup for a text seen before
             known = _TAGS.get((value, implicit)) if type(implicit) is tuple else None
             return known or _scalar_tag(value, tuple(implicit))
