@@ -45,8 +45,6 @@ from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOve
 from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
 from gpufabric.verify.interrupts import Terminated, leftovers, stopped_check
-from gpufabric.verify.kube import KubeError
-from gpufabric.verify.results import SuiteError
 
 if TYPE_CHECKING:
     from gpufabric.outputs.schema import Report
@@ -248,7 +246,9 @@ class Failure:
     """How ``gpufabric`` ends when an exception stops a command: the message on standard
     error and the exit code."""
 
-    types: tuple[type[BaseException], ...]
+    types: tuple[type[BaseException] | str, ...]
+    """Exception classes, or ``"module:Class"`` for one of a module the command may never
+    import (nothing of it can have been raised then): ``render`` does not load verify's."""
     code: Callable[[BaseException], int]
     message: Callable[[BaseException, argparse.Namespace], str]
     in_check: bool = False
@@ -281,7 +281,7 @@ def _stack_report(exc: BaseException, _args: argparse.Namespace) -> str:
 
 FAILURES: tuple[Failure, ...] = (
     Failure(
-        (KubeError, SuiteError),
+        ("gpufabric.verify.kube:KubeError", "gpufabric.verify.results:SuiteError"),
         _exit(ExitCode.UNREACHABLE),
         lambda exc, args: f"gpufabric verify {args.verify_command}: {exc}",
         in_check=True,
@@ -299,11 +299,27 @@ FAILURES: tuple[Failure, ...] = (
 first entry that matches wins. Anything else propagates (a bug shows its traceback)."""
 
 
+def _loaded(kind: type[BaseException] | str) -> type[BaseException]:
+    """An exception class of :data:`FAILURES`; for a module that was never imported, one
+    that nothing raises."""
+    if not isinstance(kind, str):
+        return kind
+    module, _, name = kind.partition(":")
+    loaded = sys.modules.get(module)
+    found: type[BaseException] = getattr(loaded, name) if loaded is not None else _NeverRaised
+    return found
+
+
+class _NeverRaised(Exception):
+    """Stands for the classes of a module that was not imported."""
+
+
 def failure_exit(exc: BaseException, args: argparse.Namespace) -> int | None:
     """Print the message of ``exc``'s entry in :data:`FAILURES` and give its exit code;
     None when no entry matches."""
     for failure in FAILURES:
-        if isinstance(exc, failure.types) and (not failure.in_check or stopped_check(exc)):
+        types = tuple(_loaded(t) for t in failure.types)
+        if isinstance(exc, types) and (not failure.in_check or stopped_check(exc)):
             print(failure.message(exc, args), file=sys.stderr)
             return failure.code(exc)
     return None
