@@ -35,10 +35,12 @@ from gpufabric.verify.results import Check, error
 POOL_MIN_HOSTS = 64
 """Below this many hosts the judging runs in the network threads (a pool costs more to
 start than it saves)."""
-POOL_MIN_CPUS = 8
-"""Below this many CPUs too: each answer (~230 KB for an 8-rail InfiniBand node) is copied
-to a worker and its verdicts back, which on 2 busy CPUs cost more than it saved (1,024
-simulated hosts: 95 s pooled, 37 s in the threads; benchmarks/verify_fleet.py)."""
+POOL_MIN_CPUS = 2
+"""Below this many CPUs too (one CPU: the worker only competes with the network threads).
+On 2 busy CPUs, 256 hosts at once, 50 ms a round trip (benchmarks/verify_fleet.py): 1,024
+hosts take as long either way (11.8 s pooled, 11.1 s in the threads) but 10,000 hosts take
+110 s pooled and 261 s in the threads, whose CPU per host grows from 11 to 31 ms as the
+judging fights the network threads for the interpreter lock (the pool's stays at 9-11 ms)."""
 
 
 class Transport(Protocol):

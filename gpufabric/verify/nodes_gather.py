@@ -454,24 +454,33 @@ def _one_line(chunk: bytes) -> bytes | None:
     return data if int(length) == len(data) else None
 
 
+_FAILED = {rc: Answer(rc, b"") for rc in range(1, 256)}
+"""What a failed read or command answers: its status (what it printed is not used)."""
+
+
 def _records(parts: list[bytes]) -> dict[Key, Answer]:
     """The records from their parts (header-and-content, trailer, ...). The common record (a
-    key without a newline, content of one ``od`` line, a plain exit status) is decoded here;
-    every other record, well formed or not, by :func:`_record`, which decodes it or names
-    what is wrong. A record taken here is one :func:`_record` decodes to the same answer."""
+    key without a newline, content of one ``od`` line, a plain exit status) is decoded here,
+    each distinct content once (a port's 128 P_Key entries are a few texts); every other
+    record, well formed or not, by :func:`_record`, which decodes it or names what is wrong.
+    A record taken here is one :func:`_record` decodes to the same answer."""
     answers: dict[Key, Answer] = {}
-    ops, rcs = _OPS, _RC
+    decoded: dict[bytes, Answer] = {b"": Answer(0, b"")}
+    ops, rcs, failed = _OPS, _RC, _FAILED
     for i in range(0, len(parts), 2):
         head, trail = parts[i], parts[i + 1]
         line, _, chunk = head.partition(b"\n")
         op, _, rest = line.partition(b" ")
         size, blank, key = rest.partition(b" ")
         operation, rc = ops.get(op), rcs.get(trail)
-        data = _one_line(chunk) if rc == 0 and chunk else b""
+        answer = failed.get(rc) if rc else decoded.get(chunk) if rc == 0 else None
+        if answer is None and rc == 0:
+            data = _one_line(chunk)
+            if data is not None:
+                answer = decoded[chunk] = Answer(0, data)
         if (
             operation is None
-            or rc is None
-            or data is None
+            or answer is None
             or not blank
             or not size.isdigit()
             or len(key) != int(size)
@@ -479,7 +488,7 @@ def _records(parts: list[bytes]) -> dict[Key, Answer]:
             found, answer = _record(head, trail, i // 2)
             answers[found] = answer
         else:
-            answers[(operation, key.decode("utf-8", "surrogateescape"))] = Answer(rc, data)
+            answers[(operation, key.decode("utf-8", "surrogateescape"))] = answer
     return answers
 
 

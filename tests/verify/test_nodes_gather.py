@@ -338,3 +338,19 @@ def test_looking_for_overdue_hosts_reads_only_the_hosts_in_flight(
     assert {c.status for c in checks} <= {"PASS", "SKIP"}
     assert seen, "the deadline was looked at"
     assert max(seen) <= 4
+
+
+def test_large_fleets_are_judged_in_processes_from_two_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The measured choice (benchmarks/verify_fleet.py, docs/decisions.md): a process per
+    CPU from 64 hosts on 2 or more CPUs; the threads for small fleets and a single CPU; an
+    explicit number always wins."""
+    monkeypatch.setattr(fleet.os, "cpu_count", lambda: 2)
+    assert fleet.judges_for(10_000, None) == 2
+    assert fleet.judges_for(64, None) == 2
+    assert fleet.judges_for(63, None) == 0
+    assert fleet.judges_for(10_000, 0) == 0
+    monkeypatch.setattr(fleet.os, "cpu_count", lambda: 1)
+    assert fleet.judges_for(10_000, None) == 0
+    assert fleet.judges_for(10_000, 3) == 3
