@@ -5,6 +5,8 @@ uninterrupted run ends in; without its directory or without PyTorch it says so a
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -154,3 +156,37 @@ def test_the_entrypoint_refuses_what_it_cannot_run(
     assert message in done.stderr
     assert "Traceback" not in done.stderr
     assert re.search(r"\S", done.stdout) is None
+
+
+def _runbook_check_line() -> str:
+    """The by-hand check as the runbook prints it (prod-ib's "Resume after failure")."""
+    from gpufabric.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["runbook", "--stack", "prod-ib"]) == 0
+    section = out.getvalue().split("## Resume after failure")[1].split("\n## ")[0]
+    (line,) = [ln for ln in section.splitlines() if ln.startswith("python3 checkpoint.py")]
+    return line
+
+
+def test_the_runbooks_by_hand_check_names_the_checkpoint_a_restart_takes(tmp_path: Path) -> None:
+    """The runbook's in-pod check, run in the example's directory (the pod's working
+    directory) with the job's variable: the newest complete step and each newer one it
+    skips; exit 1 with none."""
+    env = {**os.environ, "GPUFABRIC_CHECKPOINT_DIR": str(tmp_path / "job")}
+    line = _runbook_check_line()
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", line], cwd=TRAIN, env=env, capture_output=True, text=True
+        )
+
+    empty = check()
+    assert empty.returncode == 1
+    assert "no complete checkpoint in" in empty.stdout
+    assert drive(tmp_path / "job", 23).returncode == -9  # saved 5..20, killed at 23
+    (tmp_path / "job" / "step-000000000020.json").write_text("{")  # torn
+    done = check()
+    assert done.returncode == 0, done.stderr
+    assert "checkpoint: skipped step 20: " in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("latest complete checkpoint: step 15 (")

@@ -230,3 +230,23 @@ class CheckpointDir:
     def _unlink(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.path / name).unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 checkpoint.py [DIR]``: the newest complete checkpoint of DIR (default
+    ``$GPUFABRIC_CHECKPOINT_DIR``), each newer one it skips and why; exit 1 with none."""
+    args = sys.argv[1:] if argv is None else argv
+    where = args[0] if args else os.environ.get(ENV, "")
+    if not where:
+        print(f"usage: checkpoint.py DIR (or set {ENV})", file=sys.stderr)
+        return 2
+    found = CheckpointDir(where, log=print).latest()
+    if found is None:
+        print(f"no complete checkpoint in {where}: a job started now starts from step 0")
+        return 1
+    print(f"latest complete checkpoint: step {found.step} ({found.path})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -605,3 +605,57 @@ def _add_file(files: dict[str, str], p: Path) -> None:
         raise _fail("--entrypoint", f"{str(p)!r} is not UTF-8 text") from None
     except OSError as e:
         raise _fail("--entrypoint", f"{str(p)!r} cannot be read: {e.strerror}") from None
+
+
+# ----------------------------------------------------------------- resume, for the runbook
+
+POD_JOB_LABEL: dict[JobKind, str] = {
+    "mpijob": "training.kubeflow.org/job-name",
+    "pytorchjob": "training.kubeflow.org/job-name",
+    "trainjob": "jobset.sigs.k8s.io/jobset-name",
+}
+"""The label each operator puts on a job's pods, valued with the job's name (a TrainJob's
+JobSet has the TrainJob's name)."""
+RESUMED_LOG = "resumed from step"
+"""What the example entrypoint logs when it takes a checkpoint (examples/train/ddp_resume.py)."""
+
+
+@dataclass(frozen=True)
+class ResumeFacts:
+    """What the runbook's "Resume after failure" shows: one tenant's jobs of one kind."""
+
+    tenant: str
+    kind: JobKind
+    mount_path: str | None
+    """Where the tenant's checkpoints claim is mounted (None: no tenant has one)."""
+    claim: str | None
+    pod_label: str
+    program: str | None
+    """The example's --command (None: an MPIJob, whose ranks torchrun does not start)."""
+
+    @property
+    def resource(self) -> str:
+        """kubectl's plural of the kind."""
+        return f"{self.kind}s"
+
+
+def resume_facts(facts: Facts) -> ResumeFacts | None:
+    """The tenant and kind the runbook's resume section shows: the first tenant with a
+    checkpoints claim (else the first tenant), the torchrun kinds first (the example is DDP);
+    None without a job kind or a tenant."""
+    served = facts.operators.job_kinds
+    kind = next((k for k in ("pytorchjob", "trainjob", "mpijob") if k in served), None)
+    claims = [
+        (t, c) for t in facts.tenants if (s := facts.storage_of(t)) and (c := s.checkpoint_claim)
+    ]
+    if kind is None or not facts.tenants:
+        return None
+    tenant, claim = claims[0] if claims else (next(iter(facts.tenants)), None)
+    return ResumeFacts(
+        tenant=tenant,
+        kind=kind,
+        mount_path=claim.mount_path if claim else None,
+        claim=claim.name if claim else None,
+        pod_label=POD_JOB_LABEL[kind],
+        program=None if kind == "mpijob" else "torchrun ddp_resume.py --steps 2000",
+    )
