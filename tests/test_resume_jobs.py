@@ -236,3 +236,16 @@ def test_the_objects_in_apply_order() -> None:
     req = JobRequest(tenant="research", kind="pytorchjob", entrypoint=(("t.py", "x"),))
     assert [o["kind"] for o in job_objects(plan, req)] == ["ConfigMap", "PyTorchJob"]
     assert [o["kind"] for o in job_objects(plan, JobRequest("research", "mpijob"))] == ["MPIJob"]
+
+
+def test_a_file_named_like_a_parent_directory_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API server refuses ConfigMap keys that start with '..'; say so before it does."""
+    (tmp_path / "..x.py").write_text("print()\n")
+    code, out, err = run_job(
+        capsys, "--kind", "pytorchjob", "--entrypoint", str(tmp_path / "..x.py")
+    )
+    assert code == 2
+    assert "'..x.py' cannot be a ConfigMap key" in err
+    assert out == ""

@@ -592,7 +592,7 @@ def _shipped(p: Path) -> bool:
 
 
 def _add_file(files: dict[str, str], p: Path) -> None:
-    if not _KEY.match(p.name):
+    if not _KEY.match(p.name) or p.name.startswith(".."):
         raise _fail(
             "--entrypoint",
             f"{p.name!r} cannot be a ConfigMap key; expected letters, digits, '-', '_' and '.'",
