@@ -31,7 +31,7 @@ from gpufabric.model.stackfile import (
     stack_warnings,
     stacks_dir,
 )
-from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_objects, read_entrypoint
 from gpufabric.outputs.render import (
     OutputError,
     check_output_dir,
@@ -129,6 +129,15 @@ def _job_args(p: argparse.ArgumentParser) -> None:
         "MPIJobs run it under mpirun on every GPU",
     )
     p.add_argument("--name", help="job name (default: <tenant>-<kind>)")
+    p.add_argument(
+        "--entrypoint",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a file, or a directory's top-level files, shipped in the ConfigMap "
+        "<name>-entrypoint and mounted read-only as the GPU pods' working directory (repeat "
+        "for more); --command then names the program, e.g. 'torchrun ddp_resume.py'",
+    )
     p.add_argument("--runtime", help="TrainJob runtime (default: the stack's first)")
     p.add_argument(
         "--leaf",
@@ -583,14 +592,15 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
         max_restarts=args.max_restarts,
         active_deadline=args.active_deadline,
         elastic=args.elastic,
+        entrypoint=read_entrypoint(args.entrypoint or ()),
     )
-    manifest = job_manifest(plan, request)
+    objects = job_objects(plan, request)
     if args.crd_dir is not None:
         if not _crd_dir_ok(args.crd_dir):
             return ExitCode.BAD_INPUT
         from gpufabric.outputs.schema import validate_objects
 
-        report = validate_objects([manifest], plan.facts.kubernetes_minor, args.crd_dir)
+        report = validate_objects(objects, plan.facts.kubernetes_minor, args.crd_dir)
         if not report.ok or report.unchecked:
             print(f"gpufabric: the {args.kind} did not validate:", file=sys.stderr)
             for err in report.errors:
@@ -598,7 +608,7 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
             for reason in sorted(report.unchecked_reasons):
                 print(f"  - not checked: {reason}", file=sys.stderr)
             return ExitCode.INVALID_OBJECTS
-    print(to_yaml(manifest), end="")
+    print("---\n".join(to_yaml(o) for o in objects), end="")
     return ExitCode.OK
 
 

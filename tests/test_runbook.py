@@ -57,6 +57,8 @@ TOOLS = {
     "iblinkinfo": "infiniband-diags",
     "while": "shell",
     "make": "this project's Makefile",
+    "awk": "POSIX awk",
+    "python3": "Python (in the job's image)",
 }
 PULUMI = {"up", "preview", "stack", "config", "state", "destroy"}
 KUBECTL = {

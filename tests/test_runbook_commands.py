@@ -323,6 +323,7 @@ def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
 def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
     (tmp_path / "stacks").mkdir()
     (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    (tmp_path / "examples").symlink_to(REPO / "examples")  # what --entrypoint ships
     stack = tmp_path / "stacks" / f"Pulumi.{name}.yaml"
     stack.write_text(yaml.safe_dump({"config": STACKS[name]}, sort_keys=True))
     bindir = tmp_path / "bin"

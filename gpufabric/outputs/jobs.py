@@ -7,7 +7,10 @@ Multus annotation for all rails, the RDMA resources and GPUs per pod, the tenant
 and the topology hint for Kueue's topology-aware scheduling. MPIJobs set ``slotsPerWorker``
 to the GPUs per node, an explicit ``cleanPodPolicy`` and a launcher that waits for workers.
 Where the tenant has shared storage, every GPU pod mounts its claims (datasets read-only)
-and learns where to checkpoint: ``GPUFABRIC_CHECKPOINT_DIR=<checkpoints mount>/<job name>``.
+and learns where to checkpoint: ``GPUFABRIC_CHECKPOINT_DIR=<checkpoints mount>/<kind>/<job name>``
+(the resume contract: examples/train/checkpoint.py), also shown on the job as the
+``gpufabric.io/checkpoint-dir`` annotation. ``--entrypoint`` ships the program's files in a
+ConfigMap of the job, mounted read-only as every GPU pod's working directory.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic_core import PydanticCustomError
@@ -37,6 +41,11 @@ CLEAN_POD_POLICY = "Running"
 """Delete still-running pods when a job finishes (the MPI Operator would default to None)."""
 TTL_SECONDS = 24 * 3600
 JOB_MANAGER = "gpufabric.io/job"
+CHECKPOINT_DIR_ANNOTATION = "gpufabric.io/checkpoint-dir"
+ENTRYPOINT_DIR = "/opt/gpufabric/entrypoint"
+"""Where a job's ``--entrypoint`` files are mounted (read-only) and its programs start."""
+ENTRYPOINT_MAX_BYTES = 900 * 1024
+"""The files of one ``--entrypoint``, together (a ConfigMap holds at most 1 MiB)."""
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NOT_INSTALLED = {
     "mpijob": "training.mpiOperator is false",
@@ -62,6 +71,8 @@ class JobRequest:
     """The job's wall-clock backstop, as the stack writes it (None: the stack's)."""
     elastic: str | None = None
     """``MIN:MAX`` nodes of an elastic PyTorchJob (None: a fixed-size job)."""
+    entrypoint: tuple[tuple[str, str], ...] = ()
+    """Files shipped with the job (name, text), read by the CLI from ``--entrypoint``."""
 
 
 def _fail(path: str, message: str) -> StackError:
@@ -217,7 +228,12 @@ class Wiring:
     storage: TenantStorage | None = None
     """The tenant's claims, mounted in every GPU pod (None: none, e.g. the NCCL test)."""
     job_name: str = ""
-    """The job's name: its checkpoint directory is ``<checkpoints mount>/<job_name>``."""
+    job_kind: str = ""
+    """The job's name and kind: its checkpoint directory is ``<checkpoints mount>/<kind>/<name>``,
+    the same for every pod and every restart, and apart from any other job of the tenant
+    (an MPIJob and a PyTorchJob may share a name; another tenant has its own claim)."""
+    entrypoint: str | None = None
+    """The ConfigMap of the job's ``--entrypoint`` files (None: the image's own program)."""
     failure: FailurePolicyFacts | None = None
     """How the job survives failures (None: it never restarts, e.g. the NCCL test, whose
     failure is its result)."""
@@ -248,13 +264,18 @@ class Wiring:
     def env_from(self) -> list[dict[str, Any]]:
         return [{"configMapRef": {"name": "nccl-env"}}]
 
+    def checkpoint_dir(self) -> str | None:
+        """Where this job checkpoints (None: no checkpoints claim, or not a named job)."""
+        claim = self.storage.checkpoint_claim if self.storage else None
+        if claim is None or not self.job_name or not self.job_kind:
+            return None
+        return f"{claim.mount_path}/{self.job_kind}/{self.job_name}"
+
     def job_env(self) -> dict[str, str]:
         """Variables of this job beyond nccl-env: where to checkpoint, with a checkpoints
         claim."""
-        claim = self.storage.checkpoint_claim if self.storage else None
-        if claim is None or not self.job_name:
-            return {}
-        return {CHECKPOINT_DIR_ENV: f"{claim.mount_path}/{self.job_name}"}
+        where = self.checkpoint_dir()
+        return {} if where is None else {CHECKPOINT_DIR_ENV: where}
 
     def env(self) -> list[dict[str, Any]]:
         return [{"name": k, "value": v} for k, v in sorted(self.job_env().items())]
@@ -276,8 +297,18 @@ class Wiring:
             for c in claims
         ]
 
+    def entrypoint_mounts(self) -> list[dict[str, Any]]:
+        if self.entrypoint is None:
+            return []
+        return [{"name": "entrypoint", "mountPath": ENTRYPOINT_DIR, "readOnly": True}]
+
+    def entrypoint_volumes(self) -> list[dict[str, Any]]:
+        if self.entrypoint is None:
+            return []
+        return [{"name": "entrypoint", "configMap": {"name": self.entrypoint}}]
+
     def volume_mounts(self) -> list[dict[str, Any]]:
-        return [self.shm_mount(), *self.claim_mounts()]
+        return [self.shm_mount(), *self.claim_mounts(), *self.entrypoint_mounts()]
 
     def placement(self) -> dict[str, Any]:
         """Node selector and tolerations of the GPU nodes (Kueue's flavor would add them on
@@ -292,6 +323,8 @@ class Wiring:
         c: dict[str, Any] = {"name": name, "image": image}
         if command:
             c["command"] = command
+        if self.entrypoint is not None:
+            c["workingDir"] = ENTRYPOINT_DIR
         if self.job_env():
             c["env"] = self.env()
         c.update(
@@ -304,7 +337,7 @@ class Wiring:
 
     def gpu_pod(self, container: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [container], **self.placement()}
-        spec["volumes"] = [self.shm_volume(), *self.claim_volumes()]
+        spec["volumes"] = [self.shm_volume(), *self.claim_volumes(), *self.entrypoint_volumes()]
         if self.authority.pod_scheduler_name is not None:
             spec["schedulerName"] = self.authority.pod_scheduler_name
         metadata: dict[str, Any] = {"annotations": self.pod_annotations()}
@@ -313,9 +346,13 @@ class Wiring:
             metadata["labels"] = labels
         return {"metadata": metadata, "spec": spec}
 
-    def job_metadata(self, name: str) -> dict[str, Any]:
+    def job_metadata(self, name: str, queue_annotations: bool = True) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name, "namespace": self.contract.namespace}
-        annotations = self.authority.job_annotations(self.contract)
+        annotations: dict[str, str] = {}
+        if queue_annotations:
+            annotations.update(self.authority.job_annotations(self.contract))
+        if (where := self.checkpoint_dir()) is not None:
+            annotations[CHECKPOINT_DIR_ANNOTATION] = where
         if annotations:
             meta["annotations"] = annotations
         labels = self.authority.job_labels(self.contract)
@@ -383,12 +420,10 @@ DEFAULT_TORCH_PROGRAM = (
 
 
 def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> dict[str, Any]:
-    launcher = {
-        "name": "launcher",
-        "image": image,
-        "command": mpirun_command(w, nodes, program, w.job_env()),
-        "envFrom": w.env_from(),
-    }
+    command = mpirun_command(w, nodes, program, w.job_env())
+    if w.entrypoint is not None:  # ranks start in the entrypoint's directory on the workers
+        command[1:1] = ["-wdir", ENTRYPOINT_DIR]
+    launcher = {"name": "launcher", "image": image, "command": command, "envFrom": w.env_from()}
     worker = w.gpu_container("worker", image, ["/usr/sbin/sshd", "-De"])
     launcher_pod: dict[str, Any] = {"spec": {"containers": [launcher]}}
     hint = w.authority.pod_annotations(w.facts.gang)
@@ -462,10 +497,10 @@ def pytorchjob(
 
 def _torchrun_args(program: list[str]) -> list[str]:
     """torchrun reads PET_NNODES / PET_NODE_RANK / PET_NPROC_PER_NODE from the operator; a
-    python program is run as a module-less script."""
-    if program[:1] == ["python"] and program[1:2] == ["-c"]:
-        return ["--no-python", "python", *program[1:]]
-    if program[:1] == ["torchrun"]:
+    python program is run as a module-less script, ``python X.py`` as torchrun's script."""
+    if program[:1] in (["python"], ["python3"]) and program[1:2] == ["-c"]:
+        return ["--no-python", *program]
+    if program[:1] in (["torchrun"], ["python"], ["python3"]):
         return program[1:]
     return program
 
@@ -477,6 +512,8 @@ def trainjob(
         {"name": var, "valueFrom": {"configMapKeyRef": {"name": "nccl-env", "key": var}}}
         for var in sorted(w.contract.nccl_env)
     ] + w.env()
+    if w.entrypoint is not None:  # a TrainJob's trainer has no workingDir
+        program = ["sh", "-c", f'cd {ENTRYPOINT_DIR} && exec "$@"', "sh", *program]
     trainer: dict[str, Any] = {
         "numNodes": nodes,
         "image": image,
@@ -495,8 +532,8 @@ def trainjob(
     template_metadata = w.authority.trainjob_template_metadata(w.contract)
     if template_metadata is not None:
         template["metadata"] = template_metadata
-    metadata = w.job_metadata(name)
-    metadata.pop("annotations", None)
+    # the authority's annotations go on the JobSet's template (above), not on the TrainJob
+    metadata = w.job_metadata(name, queue_annotations=False)
     spec: dict[str, Any] = {
         "runtimeRef": {
             "apiGroup": "trainer.kubeflow.org",
@@ -532,20 +569,65 @@ def mpi_trainjob(
     return job
 
 
-def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
-    """The manifest of one job; StackError (naming the option) when the request does not fit
-    the stack."""
+def entrypoint_configmap(w: Wiring, files: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The ConfigMap that carries a job's ``--entrypoint`` files, in the tenant namespace."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": w.entrypoint,
+            "namespace": w.contract.namespace,
+            "labels": {JOB_MANAGER: w.job_name},
+        },
+        "data": dict(sorted(files)),
+    }
+
+
+def job_objects(plan: Plan, req: JobRequest) -> list[dict[str, Any]]:
+    """What ``gpufabric job`` prints, in the order to apply it: the entrypoint's ConfigMap
+    (with ``--entrypoint``), then the job."""
+    job = job_manifest(plan, req)
+    if not req.entrypoint:
+        return [job]
+    w = _named_wiring(plan, req)
+    return [entrypoint_configmap(w, req.entrypoint), job]
+
+
+def _named_wiring(plan: Plan, req: JobRequest) -> Wiring:
     name = req.name or default_name(req)
-    w = replace(
+    return replace(
         wiring_for(plan, req),
         storage=plan.facts.storage_of(req.tenant),
         job_name=name,
+        job_kind=req.kind,
+        entrypoint=f"{name}-entrypoint" if req.entrypoint else None,
         failure=job_failure_policy(plan.facts, req),
     )
+
+
+def _default_program(req: JobRequest) -> str:
+    """Without ``--command``: the NCCL test, or the one file ``--entrypoint`` ships."""
+    if not req.entrypoint:
+        return DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
+    if len(req.entrypoint) > 1:
+        names = ", ".join(n for n, _ in req.entrypoint)
+        raise _fail(
+            "--command",
+            f"required with more than one --entrypoint file ({names}): name the one to run, "
+            "e.g. 'torchrun ddp_resume.py --steps 1000'",
+        )
+    run = "python" if req.kind == "mpijob" else "torchrun"
+    return f"{run} {shlex.quote(req.entrypoint[0][0])}"
+
+
+def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
+    """The manifest of one job; StackError (naming the option) when the request does not fit
+    the stack."""
+    w = _named_wiring(plan, req)
+    name = w.job_name
     image = req.image or plan.components["training-image"].image_ref or ""
-    default = DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
     try:
-        program = shlex.split(req.command or default)
+        program = shlex.split(req.command or _default_program(req))
     except ValueError as exc:
         raise _fail("--command", f"cannot be split into words as a shell would: {exc}") from None
     if not program:
@@ -672,3 +754,108 @@ def mpi_pytorchjob(w: Wiring, name: str, nodes: int, image: str, program: str) -
         "metadata": w.job_metadata(name),
         "spec": {"runPolicy": w.run_policy(nodes), "pytorchReplicaSpecs": specs},
     }
+
+
+# ------------------------------------------------------------------------- entrypoint
+
+_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def read_entrypoint(paths: Iterable[Path]) -> tuple[tuple[str, str], ...]:
+    """The files ``--entrypoint`` ships (name, text): each path a file, or a directory whose
+    regular top-level files are taken (hidden files and symbolic links are not, so a stray
+    ``.env`` or a link out of the directory never reaches the cluster)."""
+    files: dict[str, str] = {}
+    for path in paths:
+        if path.is_dir():
+            found = [p for p in sorted(path.iterdir()) if _shipped(p)]
+            if not found:
+                raise _fail("--entrypoint", f"{str(path)!r} holds no file to ship")
+        elif path.is_file():
+            found = [path]
+        else:
+            raise _fail("--entrypoint", f"{str(path)!r} is not a file or a directory")
+        for p in found:
+            _add_file(files, p)
+    total = sum(len(t.encode()) for t in files.values())
+    if total > ENTRYPOINT_MAX_BYTES:
+        raise _fail(
+            "--entrypoint",
+            f"{total} bytes of files; a ConfigMap carries at most {ENTRYPOINT_MAX_BYTES}: "
+            "build larger programs into the image (--image)",
+        )
+    return tuple(files.items())
+
+
+def _shipped(p: Path) -> bool:
+    return not p.name.startswith(".") and not p.is_symlink() and p.is_file()
+
+
+def _add_file(files: dict[str, str], p: Path) -> None:
+    if not _KEY.match(p.name) or p.name.startswith(".."):
+        raise _fail(
+            "--entrypoint",
+            f"{p.name!r} cannot be a ConfigMap key; expected letters, digits, '-', '_' and '.'",
+        )
+    if p.name in files:
+        raise _fail("--entrypoint", f"two files are named {p.name!r}; names must differ")
+    try:
+        files[p.name] = p.read_bytes().decode()
+    except UnicodeDecodeError:
+        raise _fail("--entrypoint", f"{str(p)!r} is not UTF-8 text") from None
+    except OSError as e:
+        raise _fail("--entrypoint", f"{str(p)!r} cannot be read: {e.strerror}") from None
+
+
+# ----------------------------------------------------------------- resume, for the runbook
+
+POD_JOB_LABEL: dict[JobKind, str] = {
+    "mpijob": "training.kubeflow.org/job-name",
+    "pytorchjob": "training.kubeflow.org/job-name",
+    "trainjob": "jobset.sigs.k8s.io/jobset-name",
+}
+"""The label each operator puts on a job's pods, valued with the job's name (a TrainJob's
+JobSet has the TrainJob's name)."""
+RESUMED_LOG = "resumed from step"
+"""What the example entrypoint logs when it takes a checkpoint (examples/train/ddp_resume.py)."""
+
+
+@dataclass(frozen=True)
+class ResumeFacts:
+    """What the runbook's "Resume after failure" shows: one tenant's jobs of one kind."""
+
+    tenant: str
+    kind: JobKind
+    mount_path: str | None
+    """Where the tenant's checkpoints claim is mounted (None: no tenant has one)."""
+    claim: str | None
+    pod_label: str
+    program: str | None
+    """The example's --command (None: an MPIJob, whose ranks torchrun does not start)."""
+
+    @property
+    def resource(self) -> str:
+        """kubectl's plural of the kind."""
+        return f"{self.kind}s"
+
+
+def resume_facts(facts: Facts) -> ResumeFacts | None:
+    """The tenant and kind the runbook's resume section shows: the first tenant with a
+    checkpoints claim (else the first tenant), the torchrun kinds first (the example is DDP);
+    None without a job kind or a tenant."""
+    served = facts.operators.job_kinds
+    kind = next((k for k in ("pytorchjob", "trainjob", "mpijob") if k in served), None)
+    claims = [
+        (t, c) for t in facts.tenants if (s := facts.storage_of(t)) and (c := s.checkpoint_claim)
+    ]
+    if kind is None or not facts.tenants:
+        return None
+    tenant, claim = claims[0] if claims else (next(iter(facts.tenants)), None)
+    return ResumeFacts(
+        tenant=tenant,
+        kind=kind,
+        mount_path=claim.mount_path if claim else None,
+        claim=claim.name if claim else None,
+        pod_label=POD_JOB_LABEL[kind],
+        program=None if kind == "mpijob" else "torchrun ddp_resume.py --steps 2000",
+    )
