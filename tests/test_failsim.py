@@ -75,7 +75,8 @@ def test_failure_script_ends_as_the_policy_says(
     )
     storage = plan.facts.storage_of(job["metadata"]["namespace"])
     claim = storage.checkpoint_claim if storage else None
-    want = None if claim is None else f"{claim.mount_path}/{job['metadata']['name']}"
+    # <checkpoints mount>/<kind>/<name>: the job's own directory, the same on every attempt
+    want = None if claim is None else f"{claim.mount_path}/{kind}/{job['metadata']['name']}"
     assert result.checkpoint_dirs == {want}, "every attempt resumes from the same directory"
     assert set(result.rules) <= set(RULES)
 
