@@ -32,7 +32,7 @@ from gpufabric.model.stackfile import (
     stack_warnings,
     stacks_dir,
 )
-from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
+from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_objects, read_entrypoint
 from gpufabric.outputs.render import (
     OutputError,
     check_output_dir,
@@ -46,8 +46,6 @@ from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOve
 from gpufabric.support.background import Background
 from gpufabric.verify import arguments as verify_arguments
 from gpufabric.verify.interrupts import Terminated, leftovers, stopped_check
-from gpufabric.verify.kube import KubeError
-from gpufabric.verify.results import SuiteError
 
 if TYPE_CHECKING:
     from gpufabric.outputs.schema import Report
@@ -132,6 +130,15 @@ def _job_args(p: argparse.ArgumentParser) -> None:
         "MPIJobs run it under mpirun on every GPU",
     )
     p.add_argument("--name", help="job name (default: <tenant>-<kind>)")
+    p.add_argument(
+        "--entrypoint",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a file, or a directory's top-level files, shipped in the ConfigMap "
+        "<name>-entrypoint and mounted read-only as the GPU pods' working directory (repeat "
+        "for more); --command then names the program, e.g. 'torchrun ddp_resume.py'",
+    )
     p.add_argument("--runtime", help="TrainJob runtime (default: the stack's first)")
     p.add_argument(
         "--leaf",
@@ -143,6 +150,24 @@ def _job_args(p: argparse.ArgumentParser) -> None:
         "--crd-dir",
         type=Path,
         help="directory of upstream CRDs to validate the job against before printing it",
+    )
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        help="gang restarts before the job fails (default: training.failurePolicy.maxRestarts;"
+        " mpijob and pytorchjob only: a TrainJob restarts as its runtime says)",
+    )
+    p.add_argument(
+        "--active-deadline",
+        metavar="DURATION",
+        help="wall-clock backstop of the job, restarts included, e.g. 3d or 36h "
+        "(default: training.failurePolicy.activeDeadline)",
+    )
+    p.add_argument(
+        "--elastic",
+        metavar="MIN:MAX",
+        help="an elastic PyTorchJob: starts on MAX (= --nodes) nodes and keeps training down "
+        "to MIN, torchrun restarting its workers over a c10d rendezvous",
     )
 
 
@@ -231,7 +256,9 @@ class Failure:
     """How ``gpufabric`` ends when an exception stops a command: the message on standard
     error and the exit code."""
 
-    types: tuple[type[BaseException], ...]
+    types: tuple[type[BaseException] | str, ...]
+    """Exception classes, or ``"module:Class"`` for one of a module the command may never
+    import (nothing of it can have been raised then): ``render`` does not load verify's."""
     code: Callable[[BaseException], int]
     message: Callable[[BaseException, argparse.Namespace], str]
     in_check: bool = False
@@ -267,7 +294,7 @@ def _stack_report(exc: BaseException, _args: argparse.Namespace) -> str:
 
 FAILURES: tuple[Failure, ...] = (
     Failure(
-        (KubeError, SuiteError),
+        ("gpufabric.verify.kube:KubeError", "gpufabric.verify.results:SuiteError"),
         _exit(ExitCode.UNREACHABLE),
         lambda exc, args: f"gpufabric {_check(args)}: {exc}",
         in_check=True,
@@ -285,11 +312,27 @@ FAILURES: tuple[Failure, ...] = (
 first entry that matches wins. Anything else propagates (a bug shows its traceback)."""
 
 
+def _loaded(kind: type[BaseException] | str) -> type[BaseException]:
+    """An exception class of :data:`FAILURES`; for a module that was never imported, one
+    that nothing raises."""
+    if not isinstance(kind, str):
+        return kind
+    module, _, name = kind.partition(":")
+    loaded = sys.modules.get(module)
+    found: type[BaseException] = getattr(loaded, name) if loaded is not None else _NeverRaised
+    return found
+
+
+class _NeverRaised(Exception):
+    """Stands for the classes of a module that was not imported."""
+
+
 def failure_exit(exc: BaseException, args: argparse.Namespace) -> int | None:
     """Print the message of ``exc``'s entry in :data:`FAILURES` and give its exit code;
     None when no entry matches."""
     for failure in FAILURES:
-        if isinstance(exc, failure.types) and (not failure.in_check or stopped_check(exc)):
+        types = tuple(_loaded(t) for t in failure.types)
+        if isinstance(exc, types) and (not failure.in_check or stopped_check(exc)):
             print(failure.message(exc, args), file=sys.stderr)
             return failure.code(exc)
     return None
@@ -556,14 +599,18 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
         name=args.name,
         runtime=args.runtime,
         leaf=args.leaf,
+        max_restarts=args.max_restarts,
+        active_deadline=args.active_deadline,
+        elastic=args.elastic,
+        entrypoint=read_entrypoint(args.entrypoint or ()),
     )
-    manifest = job_manifest(plan, request)
+    objects = job_objects(plan, request)
     if args.crd_dir is not None:
         if not _crd_dir_ok(args.crd_dir):
             return ExitCode.BAD_INPUT
         from gpufabric.outputs.schema import validate_objects
 
-        report = validate_objects([manifest], plan.facts.kubernetes_minor, args.crd_dir)
+        report = validate_objects(objects, plan.facts.kubernetes_minor, args.crd_dir)
         if not report.ok or report.unchecked:
             print(f"gpufabric: the {args.kind} did not validate:", file=sys.stderr)
             for err in report.errors:
@@ -571,7 +618,7 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
             for reason in sorted(report.unchecked_reasons):
                 print(f"  - not checked: {reason}", file=sys.stderr)
             return ExitCode.INVALID_OBJECTS
-    print(to_yaml(manifest), end="")
+    print("---\n".join(to_yaml(o) for o in objects), end="")
     return ExitCode.OK
 
 

@@ -498,3 +498,139 @@ class FakeKube:
                 pass
 
         return Handler
+
+
+class PyTorchJobOperator:
+    """Plays the Kubeflow Training Operator v1.9 for PyTorchJobs in a :class:`FakeKube`, as
+    its controller does (pkg/controller.v1/pytorch, common/pod.go and service.go): per
+    replica type and index a pod and a headless Service named ``<job>-<type>-<index>``,
+    labelled with the job name, the lower-case replica type and index (and ``job-role:
+    master`` on the Master). Pods that mount a Secret stay Pending (ContainerCreating) while
+    it is missing, as the kubelet keeps them. Once they run, after ``after_polls`` GETs of
+    the job it ends as the controller's UpdateJobStatus decides: ``Succeeded`` when the
+    Master succeeds, ``Failed`` when a restartPolicy Never replica (``failing``) fails;
+    ``never`` leaves it running. The Master's log is ``master_log``, a Worker's sshd's."""
+
+    def __init__(
+        self,
+        master_log: str,
+        outcome: str = "Succeeded",
+        after_polls: int = 2,
+        failing: str = "Worker",
+    ) -> None:
+        self.master_log = master_log
+        self.outcome = outcome
+        self.after_polls = after_polls
+        self.failing = failing
+        self.jobs: dict[str, dict[str, Any]] = {}
+        """Path of each PyTorchJob created -> its state (polls, pods, secrets it mounts)."""
+        self.secrets_seen: list[dict[str, Any]] = []
+        """Each Secret its pods mounted, as it was when they started."""
+
+    def install(self, fake: FakeKube) -> PyTorchJobOperator:
+        fake.on_create.append(self.on_create)
+        fake.on_get.append(self.on_get)
+        return self
+
+    def on_create(self, fake: FakeKube, obj: dict[str, Any]) -> None:
+        if obj.get("kind") != "PyTorchJob":
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        obj["status"] = {"conditions": [_condition("Created", f"PyTorchJob {name} is created.")]}
+        pods, secrets = [], set()
+        for rtype, spec in obj["spec"]["pytorchReplicaSpecs"].items():
+            for index in range(int(spec.get("replicas", 1))):
+                pod, service = self._replica(ns, name, rtype, index, spec["template"])
+                fake.add(pod, service)
+                pods.append(path_of(pod))
+                for volume in pod["spec"].get("volumes", []):
+                    if "secret" in volume:
+                        secrets.add(
+                            f"/api/v1/namespaces/{ns}/secrets/{volume['secret']['secretName']}"
+                        )
+                log = (
+                    self.master_log
+                    if rtype == "Master"
+                    else "Server listening on 0.0.0.0 port 22.\n"
+                )
+                fake.logs[path_of(pod)] = log
+        self.jobs[path_of(obj)] = {"polls": 0, "pods": pods, "secrets": sorted(secrets)}
+
+    @staticmethod
+    def _replica(
+        ns: str, name: str, rtype: str, index: int, template: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        labels = {
+            "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/job-name": name,
+            "training.kubeflow.org/replica-type": rtype.lower(),
+            "training.kubeflow.org/replica-index": str(index),
+        }
+        if rtype == "Master":
+            labels["training.kubeflow.org/job-role"] = "master"
+        pod_name = f"{name}-{rtype.lower()}-{index}"
+        meta = template.get("metadata", {})
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod_name,
+                "namespace": ns,
+                "creationTimestamp": "2026-11-24T10:00:00Z",
+                "labels": {**meta.get("labels", {}), **labels},
+                "annotations": dict(meta.get("annotations", {})),
+            },
+            "spec": template["spec"],
+            "status": {"phase": "Pending"},
+        }
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": pod_name, "namespace": ns, "labels": dict(labels)},
+            "spec": {"clusterIP": "None", "selector": dict(labels)},
+        }
+        return pod, service
+
+    def on_get(self, fake: FakeKube, path: str) -> None:
+        state = self.jobs.get(path)
+        job = fake.objects.get(path)
+        if state is None or job is None or _finished(job):
+            return
+        missing = [s for s in state["secrets"] if s not in fake.objects]
+        if missing:
+            return  # the kubelet cannot mount the Secret: pods stay ContainerCreating
+        if state["polls"] == 0:
+            self.secrets_seen += [json.loads(json.dumps(fake.objects[s])) for s in state["secrets"]]
+            for pod in state["pods"]:
+                if pod in fake.objects:
+                    fake.objects[pod]["status"] = {"phase": "Running"}
+            name = job["metadata"]["name"]
+            job["status"]["conditions"].append(
+                _condition("Running", f"PyTorchJob {name} is running.")
+            )
+        state["polls"] += 1
+        if state["polls"] >= self.after_polls and self.outcome != "never":
+            self._finish(fake, job, state)
+
+    def _finish(self, fake: FakeKube, job: dict[str, Any], state: dict[str, Any]) -> None:
+        name = job["metadata"]["name"]
+        if self.outcome == "Succeeded":
+            phase, rtype = "Succeeded", "master"
+            message = f"PyTorchJob {name} is successfully completed."
+        else:
+            phase, rtype = "Failed", self.failing.lower()
+            message = f"PyTorchJob {name} is failed because 1 {self.failing} replica(s) failed."
+        for pod in state["pods"]:
+            if pod.endswith(f"-{rtype}-0") and pod in fake.objects:
+                fake.objects[pod]["status"] = {"phase": phase}
+        job["status"]["conditions"].append(_condition(self.outcome, message))
+
+
+def _condition(kind: str, message: str) -> dict[str, str]:
+    reason = f"PyTorchJob{kind}"
+    return {"type": kind, "status": "True", "reason": reason, "message": message}
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    conditions = job.get("status", {}).get("conditions", [])
+    return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True" for c in conditions)

@@ -219,3 +219,61 @@ def test_plan_layer_does_not_reach_outputs_or_pulumi() -> None:
                 OUTPUT_LAYER | {m for m in MODULES if m.startswith("components")}
             )
             assert not bad, f"{name} reaches {sorted(bad)}"
+
+
+RENDER_DRIVER = r"""
+import json, sys
+from gpufabric.support import background
+background.can_fork = lambda: False  # validate in this process, so its imports are seen
+from gpufabric import cli
+code = cli.main(["render", "--stack", sys.argv[1], "--out", sys.argv[2]])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+RENDER_NEVER_IMPORTS = (
+    "pulumi",  # the Pulumi program's, not render's
+    "pulumi_kubernetes",
+    "kubernetes",  # the cluster client: verify's
+    "jsonschema",  # only for an object that fails its compiled schema check
+    "referencing",
+    "kubernetes_validate.utils",  # imports jsonschema; render reads the schemas itself
+    "pytest",  # the node checks' runner
+    "testinfra",
+    "gpufabric.verify.kube",
+    "gpufabric.verify.results",
+    "gpufabric.verify.commands",
+    "gpufabric.outputs.runbook",
+    "gpufabric.outputs.diff",
+    "gpufabric.outputs.report",
+)
+"""What `gpufabric render` does not load: every import is paid by every render (the
+benchmark against `helm template` counts them), so a module render does not use stays out."""
+
+
+def test_render_imports_only_what_it_uses(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RENDER_DRIVER,
+            str(REPO / "stacks" / "Pulumi.prod-ib.yaml"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0
+    loaded = set(result["modules"])
+    assert "gpufabric.outputs.schema" in loaded  # the driver did validate in-process
+    bad = sorted(
+        m for m in loaded for top in RENDER_NEVER_IMPORTS if m == top or m.startswith(top + ".")
+    )
+    assert not bad, f"render imported {bad}"

@@ -133,7 +133,7 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         assert {e["name"] for e in from_config} == set(wiring.nccl_env)
         assert all(e["valueFrom"]["configMapKeyRef"]["name"] == "nccl-env" for e in from_config)
         own = {e["name"]: e["value"] for e in trainer["env"] if "valueFrom" not in e}
-        assert own == _checkpoint_env(plan, tenant, job["metadata"]["name"])
+        assert own == _checkpoint_env(plan, tenant, f"trainjob/{job['metadata']['name']}")
         if gang == "volcano":
             patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
             assert patch["metadata"]["annotations"] == {volcano.QUEUE_ANNOTATION: tenant}

@@ -57,6 +57,8 @@ TOOLS = {
     "iblinkinfo": "infiniband-diags",
     "while": "shell",
     "make": "this project's Makefile",
+    "awk": "POSIX awk",
+    "python3": "Python (in the job's image)",
 }
 PULUMI = {"up", "preview", "stack", "config", "state", "destroy"}
 KUBECTL = {
@@ -339,9 +341,12 @@ def test_trainer_only_stack_runbook_runs_only_kinds_it_installs(
             assert main(words[1:]) == 0, command
 
 
-def test_pytorchjob_only_stack_runbook_says_what_accepts_it() -> None:
-    """Only the Training Operator: no MPI launcher, so no verify nccl command (it would exit
-    2); the runbook names the options that give one."""
+def test_pytorchjob_only_stack_runbook_accepts_it_with_a_pytorchjob(
+    write_stack: Callable[..., Path],
+) -> None:
+    """Only the Training Operator: the runbook said the stack had no acceptance test; now
+    verify nccl runs it as a PyTorchJob, and the triage names that job's pods and Secret.
+    Every gpufabric command it prints for review runs."""
     config = example_config("lab-roce")
     config["gpufabric:training"] = {
         "mpiOperator": False,
@@ -349,6 +354,35 @@ def test_pytorchjob_only_stack_runbook_says_what_accepts_it() -> None:
     }
     text = _runbook_of(config, "lab-roce")
     acceptance = text.split("## Acceptance")[1].split("## Triage")[0]
-    assert "gpufabric verify nccl" not in acceptance
-    assert "`training.mpiOperator: true` or\n`training.trainer.enabled: true`" in acceptance
+    assert "gpufabric verify nccl --stack lab-roce --tenant team-vision --nodes 2" in acceptance
+    assert "the test runs as a PyTorchJob" in acceptance
     assert "--kind pytorchjob" in acceptance
+    assert "--kind mpijob" not in text
+    triage = text.split("## Triage")[1]
+    assert "training.kubeflow.org/replica-type=master" in triage
+    assert "gpufabric-nccl-ssh" in triage
+    for command in code_blocks(text) + inline_commands(text):
+        if command.startswith("gpufabric job") or (
+            command.startswith("gpufabric verify nccl") and "--dry-run" in command
+        ):
+            words = shlex.split(command.split(" > ")[0])
+            words[words.index("--stack") + 1] = str(write_stack(config, "lab-roce"))
+            assert main(words[1:]) == 0, command
+
+
+def test_a_stack_without_an_acceptance_kind_runbook_says_what_accepts_it() -> None:
+    """Only JAXJobs: no kind verify nccl runs as, so no verify nccl command (it would exit
+    2); the runbook names the options that give one (it said the stack installed no job
+    operator)."""
+    config = example_config("lab-roce")
+    config["gpufabric:training"] = {
+        "mpiOperator": False,
+        "trainingOperator": {"schemes": ["jaxjob"]},
+    }
+    text = _runbook_of(config, "lab-roce")
+    acceptance = text.split("## Acceptance")[1].split("## Triage")[0]
+    assert "gpufabric verify nccl" not in acceptance
+    assert "`training.mpiOperator: true` (MPIJob)" in acceptance
+    assert "`pytorchjob` to\n`training.trainingOperator.schemes` (PyTorchJob)" in acceptance
+    assert "(jaxjob only)" in acceptance
+    assert "installs no job operator" not in acceptance  # it said so, of the Training Operator

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conformance.upstream import LOCAL_BASES, UPSTREAM
 from conftest import REPO, SHARED, sections
-from fake_kube import FakeKube
+from fake_kube import FakeKube, PyTorchJobOperator
 from golden import variants
 from test_runbook import code_blocks, inline_commands
 
@@ -43,7 +43,7 @@ TRAINER_ONLY = {
     "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
 }
 STACKS["trainer-only"] = {**STACKS["lab-roce"], "gpufabric:training": TRAINER_ONLY}
-# Only the Training Operator (no acceptance job: the runbook says what accepts the stack),
+# Only the Training Operator (the acceptance test runs as a PyTorchJob),
 # its manifests from a plain file mirror (the kustomize git base rendered into one file).
 STACKS["pytorch-only-mirrored"] = {
     **STACKS["lab-roce"],
@@ -323,6 +323,7 @@ def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
 def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
     (tmp_path / "stacks").mkdir()
     (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    (tmp_path / "examples").symlink_to(REPO / "examples")  # what --entrypoint ships
     stack = tmp_path / "stacks" / f"Pulumi.{name}.yaml"
     stack.write_text(yaml.safe_dump({"config": STACKS[name]}, sort_keys=True))
     bindir = tmp_path / "bin"
@@ -337,6 +338,10 @@ def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
     env = dict(os.environ)
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    # kubectl caches discovery under $HOME/.kube: keep it in the test's directory, never in
+    # the checkout or the user's home.
+    env["HOME"] = str(tmp_path / "home")
+    env["KUBECACHEDIR"] = str(tmp_path / "home" / ".kube" / "cache")
     return tmp_path, env
 
 
@@ -355,6 +360,7 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
     cwd, env = _workdir(tmp_path, name)
     with FakeKube() as fake:
         fake.anonymous = True
+        PyTorchJobOperator("").install(fake)  # a PyTorchJob the runbook applies gets pods
         for crd in _crds():
             fake.register_crd(crd)
             fake.add(crd)

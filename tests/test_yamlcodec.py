@@ -161,6 +161,62 @@ def test_dump_refuses_what_is_not_plain_data() -> None:
         yamlcodec.dump({"a": {1, 2}})
 
 
+@pytest.mark.parametrize("implicit", [(True, False), (False, True), (True, True), (False, False)])
+def test_the_loaders_tag_of_every_scalar_is_pyyamls(implicit: tuple[bool, bool]) -> None:
+    """The resolver's shortcuts (quoted scalars, first characters no implicit type starts
+    with) answer as PyYAML's resolver does."""
+    from yaml.nodes import ScalarNode
+    from yaml.resolver import Resolver
+
+    texts = [
+        *TRICKY,
+        "",
+        "~",
+        "null",
+        "Null",
+        "true",
+        "yes",
+        "No",
+        "on",
+        "0x1F",
+        "0o17",
+        "1_000",
+        "1e3",
+        ".5",
+        "-.inf",
+        ".NaN",
+        "2001-12-14",
+        "<<",
+        "=",
+        "!x",
+        "&a",
+        "*a",
+        "desc: x",
+        "Äpfel",
+        "\u00e9",
+        " leading",
+        "a\nb",
+        "1:20",
+        "+1",
+        "abc",
+        "9000",
+    ]
+    ours = yamlcodec.Loader("")
+    for text in texts:
+        expected = Resolver().resolve(ScalarNode, text, implicit)
+        assert ours.resolve(ScalarNode, text, implicit) == expected, text
+
+
+def test_values_equal_in_python_keep_their_own_text() -> None:
+    """dump remembers the text of the scalars it wrote: 0.0 and -0.0, 1 and True and 1.0
+    are equal in Python but not in YAML."""
+    values = [0.0, -0.0, 1, True, 1.0, 0, False, None, "1", "true"]
+    for _ in range(2):  # the second time from what the first remembered
+        text = yamlcodec.dump({"v": values})
+        assert text == yaml.safe_dump({"v": values}, default_flow_style=False, width=100)
+        assert [repr(v) for v in yamlcodec.load(text)["v"]] == [repr(v) for v in values]
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_indented_json_is_json_dumps_indent_2(seed: int) -> None:
     rng = random.Random(seed)

@@ -93,6 +93,7 @@ class Kueue(Authority):
     holds: ClassVar[str] = "Workloads and queues (admitted jobs lose their admission)"
     job_operators_first: ClassVar[bool] = True
     runbook_fragment: ClassVar[str] = "authority-kueue.md.j2"
+    requeues_gangs: ClassVar[bool] = True
     readiness: ClassVar[dict[str, tuple[str, str]]] = {
         "ClusterQueue": ("condition", "Active"),
         "LocalQueue": ("condition", "Active"),
@@ -112,6 +113,21 @@ class Kueue(Authority):
                 "scheduling.topologyLevels",
                 f"Kueue topologies end with the node level; add {HOSTNAME_LABEL!r} as the last "
                 "level",
+            )
+
+    def failure_problems(self, scheduling: Scheduling, max_restarts: int) -> Iterator[Problem]:
+        """A restarted gang whose pods are not all ready within recoveryTimeout is evicted
+        and requeued; at backoffLimitCount requeues Kueue deactivates the workload, so fewer
+        requeues than restarts ends a job before its restart budget."""
+        count = scheduling.requeuing.backoffLimitCount
+        if count < max_restarts:
+            yield Problem(
+                "scheduling.requeuing.backoffLimitCount",
+                f"{count} is below training.failurePolicy.maxRestarts {max_restarts}: Kueue "
+                "deactivates a workload after that many requeues (a restarted gang whose pods "
+                "are not all ready within allOrNothingTimeout is requeued), so a job may stop "
+                f"before its restarts are spent; accepted: {max_restarts} or more",
+                warning=True,
             )
 
     def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 from gpufabric import authorities
 from gpufabric.authorities.settings import AuthoritySettings
 from gpufabric.model.fields import (
+    DURATION,
     DnsLabel,
     DurationSeconds,
     LabelKey,
@@ -642,12 +643,65 @@ class Trainer(Model):
     runtimes: list[TrainerRuntime] = Field(default_factory=_default_runtimes)
 
 
+MAX_RESTARTS = 20
+"""The most gang restarts a stack or job may ask: every restart loses the work since the last
+checkpoint, so a job failing more often than this is broken, not unlucky."""
+MAX_DEADLINE_S = 90 * 24 * 3600
+_LONG_DURATION = re.compile(r"^(\d+)d$")
+
+
+def deadline_seconds(value: Any) -> int:
+    """A deadline: '14d', or hours/minutes/seconds as ``duration`` reads them (36h, 90m,
+    seconds as a number), between 1h and 90d."""
+    days = _LONG_DURATION.match(value) if isinstance(value, str) else None
+    hms = DURATION.match(value) if isinstance(value, str) else None
+    if days is not None:
+        seconds = int(days.group(1)) * 24 * 3600
+    elif hms is not None and any(hms.groups()):
+        h, mi, sec = (int(g) if g else 0 for g in hms.groups())
+        seconds = h * 3600 + mi * 60 + sec
+    elif isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    else:
+        raise PydanticCustomError(
+            "duration",
+            "{value} is not a duration; expected e.g. 14d, 36h or 90m",
+            {"value": _show_value(value)},
+        )
+    if not 3600 <= seconds <= MAX_DEADLINE_S:
+        raise PydanticCustomError(
+            "duration",
+            "{value} is not between 1h and 90d; a deadline is the backstop of a run that "
+            "keeps failing, e.g. 14d",
+            {"value": _show_value(value)},
+        )
+    return seconds
+
+
+DeadlineSeconds = Annotated[int, BeforeValidator(deadline_seconds)]
+
+
+class FailurePolicy(Model):
+    """How a training job survives failures (``training.failurePolicy``): a failure of the
+    cluster (node lost, pod evicted or preempted, a process killed by a signal: OOM, NCCL
+    watchdog abort) restarts the whole gang from its last checkpoint, at most ``maxRestarts``
+    times; the program's own error (exit code 1-127) fails the job at once; and no job runs
+    longer than ``activeDeadline``. ``gpufabric job --max-restarts/--active-deadline``
+    override it per job."""
+
+    maxRestarts: int = Field(default=3, ge=0, le=MAX_RESTARTS)
+    """Gang restarts before the job fails (the reference architectures use 3-5)."""
+    activeDeadline: DeadlineSeconds = 14 * 24 * 3600
+    """Wall-clock backstop from the job's start, restarts included (e.g. 14d, 36h)."""
+
+
 class Training(Model):
-    """Which training operators the cluster runs."""
+    """Which training operators the cluster runs, and how their jobs survive failures."""
 
     mpiOperator: bool = True
     trainingOperator: TrainingOperator = Field(default_factory=TrainingOperator)
     trainer: Trainer = Field(default_factory=Trainer)
+    failurePolicy: FailurePolicy = Field(default_factory=FailurePolicy)
 
 
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$")

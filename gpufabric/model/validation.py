@@ -374,6 +374,32 @@ def _gpu_operator(p: Parts) -> Iterator[Problem]:
 
 
 @check
+def _quarantine_toleration(p: Parts) -> Iterator[Problem]:
+    """Jobs tolerate the GPU nodes' taints, never the quarantine taint: a restarted pod would
+    land on the node that failed it."""
+    from gpufabric.plan.monitoring import QUARANTINE_TAINT
+
+    nodes = p.gpuNodes
+    for i, t in enumerate(nodes.tolerations if nodes is not None else ()):
+        if t.key == QUARANTINE_TAINT:
+            yield Problem(
+                f"gpuNodes.tolerations[{i}].key",
+                f"{t.key!r} is the taint `gpufabric health` puts on a failed node: a job "
+                "tolerating it restarts on the node that failed it; accepted: the GPU nodes' "
+                "own taints (e.g. nvidia.com/gpu)",
+            )
+
+
+@check
+def _failure_policy(p: Parts) -> Iterator[Problem]:
+    """The authority's requeuing agrees with training.failurePolicy."""
+    if p.scheduling is None or p.training is None:
+        return
+    authority = registry.get(p.scheduling.gang)
+    yield from authority.failure_problems(p.scheduling, p.training.failurePolicy.maxRestarts)
+
+
+@check
 def _monitoring(p: Parts) -> Iterator[Problem]:
     m = p.monitoring
     if m is None or not m.enabled:
@@ -501,13 +527,14 @@ def _training(p: Parts) -> Iterator[Problem]:
             "training",
             "installs no job operator; enable mpiOperator, trainingOperator.schemes or trainer",
         )
-    elif not (t.mpiOperator or t.trainer.enabled):
+    elif not (t.mpiOperator or t.trainer.enabled or "pytorchjob" in t.trainingOperator.schemes):
         yield Problem(
             "training.mpiOperator",
-            "false and training.trainer.enabled false: `gpufabric verify nccl` has no job "
-            "to run its acceptance test as (multi-node nccl-tests needs an MPI launcher, "
-            "which a PyTorchJob lacks); accepted: training.mpiOperator: true (MPIJob) or "
-            "training.trainer.enabled: true (TrainJob)",
+            "false, training.trainer.enabled false and no 'pytorchjob' in "
+            "training.trainingOperator.schemes: `gpufabric verify nccl` has no job to run its "
+            "acceptance test as (multi-node nccl-tests is launched by mpirun); accepted: "
+            "training.mpiOperator: true (MPIJob), training.trainer.enabled: true (TrainJob) or "
+            "'pytorchjob' in training.trainingOperator.schemes (PyTorchJob)",
             warning=True,
         )
 

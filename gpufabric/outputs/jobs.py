@@ -7,7 +7,10 @@ Multus annotation for all rails, the RDMA resources and GPUs per pod, the tenant
 and the topology hint for Kueue's topology-aware scheduling. MPIJobs set ``slotsPerWorker``
 to the GPUs per node, an explicit ``cleanPodPolicy`` and a launcher that waits for workers.
 Where the tenant has shared storage, every GPU pod mounts its claims (datasets read-only)
-and learns where to checkpoint: ``GPUFABRIC_CHECKPOINT_DIR=<checkpoints mount>/<job name>``.
+and learns where to checkpoint: ``GPUFABRIC_CHECKPOINT_DIR=<checkpoints mount>/<kind>/<job name>``
+(the resume contract: examples/train/checkpoint.py), also shown on the job as the
+``gpufabric.io/checkpoint-dir`` annotation. ``--entrypoint`` ships the program's files in a
+ConfigMap of the job, mounted read-only as every GPU pod's working directory.
 """
 
 from __future__ import annotations
@@ -15,14 +18,19 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
+from pydantic_core import PydanticCustomError
+
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
+from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
+from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.resolve import on_one_leaf
 
 JobKind = Literal["mpijob", "pytorchjob", "trainjob"]
@@ -33,6 +41,11 @@ CLEAN_POD_POLICY = "Running"
 """Delete still-running pods when a job finishes (the MPI Operator would default to None)."""
 TTL_SECONDS = 24 * 3600
 JOB_MANAGER = "gpufabric.io/job"
+CHECKPOINT_DIR_ANNOTATION = "gpufabric.io/checkpoint-dir"
+ENTRYPOINT_DIR = "/opt/gpufabric/entrypoint"
+"""Where a job's ``--entrypoint`` files are mounted (read-only) and its programs start."""
+ENTRYPOINT_MAX_BYTES = 900 * 1024
+"""The files of one ``--entrypoint``, together (a ConfigMap holds at most 1 MiB)."""
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NOT_INSTALLED = {
     "mpijob": "training.mpiOperator is false",
@@ -52,6 +65,14 @@ class JobRequest:
     runtime: str | None = None
     leaf: str | None = None
     """The leaf a job runs under, on a fabric whose rails are routed per leaf."""
+    max_restarts: int | None = None
+    """Gang restarts before the job fails (None: training.failurePolicy.maxRestarts)."""
+    active_deadline: str | None = None
+    """The job's wall-clock backstop, as the stack writes it (None: the stack's)."""
+    elastic: str | None = None
+    """``MIN:MAX`` nodes of an elastic PyTorchJob (None: a fixed-size job)."""
+    entrypoint: tuple[tuple[str, str], ...] = ()
+    """Files shipped with the job (name, text), read by the CLI from ``--entrypoint``."""
 
 
 def _fail(path: str, message: str) -> StackError:
@@ -98,7 +119,50 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
         raise _fail("--runtime", "applies to --kind trainjob only")
     contract = _leaf_contract(facts.tenants[req.tenant], req.leaf)
     _check_leaf_nodes(facts, contract, req)
+    job_failure_policy(facts, req)
     return contract
+
+
+def job_failure_policy(facts: Facts, req: JobRequest) -> FailurePolicyFacts:
+    """The stack's failure policy with the request's overrides; StackError naming the flag
+    when one is out of range or does not apply to the kind."""
+    if req.max_restarts is not None:
+        if req.kind == "trainjob":
+            raise _fail(
+                "--max-restarts",
+                "a TrainJob restarts as its ClusterTrainingRuntime's JobSet failurePolicy "
+                "says (training.failurePolicy.maxRestarts, cluster-wide): the Trainer lets a "
+                "TrainJob patch no failurePolicy; accepted with --kind mpijob or pytorchjob",
+            )
+        if not 0 <= req.max_restarts <= MAX_RESTARTS:
+            raise _fail("--max-restarts", f"{req.max_restarts} is not between 0 and {MAX_RESTARTS}")
+    deadline = None
+    if req.active_deadline is not None:
+        try:
+            deadline = deadline_seconds(req.active_deadline)
+        except PydanticCustomError as e:
+            raise _fail("--active-deadline", str(e)) from None
+    elastic_range(req)
+    return facts.failure.for_job(req.max_restarts, deadline)
+
+
+def elastic_range(req: JobRequest) -> tuple[int, int] | None:
+    """(min, max) nodes of an elastic request; StackError naming --elastic if malformed."""
+    if req.elastic is None:
+        return None
+    if req.kind != "pytorchjob":
+        raise _fail("--elastic", "applies to --kind pytorchjob only (torchrun's elastic agent)")
+    low, sep, high = req.elastic.partition(":")
+    if not (sep and low.isdigit() and high.isdigit()):
+        raise _fail("--elastic", f"{req.elastic!r} is not MIN:MAX nodes, e.g. 2:4")
+    lo, hi = int(low), int(high)
+    if not 1 <= lo <= hi or hi != req.nodes:
+        raise _fail(
+            "--elastic",
+            f"{req.elastic!r}: expected 1 <= MIN <= MAX with MAX equal to --nodes "
+            f"({req.nodes}): the job starts on MAX nodes and keeps training down to MIN",
+        )
+    return lo, hi
 
 
 def _check_leaf_nodes(facts: Facts, contract: TenantContract, req: JobRequest) -> None:
@@ -164,7 +228,15 @@ class Wiring:
     storage: TenantStorage | None = None
     """The tenant's claims, mounted in every GPU pod (None: none, e.g. the NCCL test)."""
     job_name: str = ""
-    """The job's name: its checkpoint directory is ``<checkpoints mount>/<job_name>``."""
+    job_kind: str = ""
+    """The job's name and kind: its checkpoint directory is ``<checkpoints mount>/<kind>/<name>``,
+    the same for every pod and every restart, and apart from any other job of the tenant
+    (an MPIJob and a PyTorchJob may share a name; another tenant has its own claim)."""
+    entrypoint: str | None = None
+    """The ConfigMap of the job's ``--entrypoint`` files (None: the image's own program)."""
+    failure: FailurePolicyFacts | None = None
+    """How the job survives failures (None: it never restarts, e.g. the NCCL test, whose
+    failure is its result)."""
 
     @property
     def gpus(self) -> int:
@@ -192,13 +264,18 @@ class Wiring:
     def env_from(self) -> list[dict[str, Any]]:
         return [{"configMapRef": {"name": "nccl-env"}}]
 
+    def checkpoint_dir(self) -> str | None:
+        """Where this job checkpoints (None: no checkpoints claim, or not a named job)."""
+        claim = self.storage.checkpoint_claim if self.storage else None
+        if claim is None or not self.job_name or not self.job_kind:
+            return None
+        return f"{claim.mount_path}/{self.job_kind}/{self.job_name}"
+
     def job_env(self) -> dict[str, str]:
         """Variables of this job beyond nccl-env: where to checkpoint, with a checkpoints
         claim."""
-        claim = self.storage.checkpoint_claim if self.storage else None
-        if claim is None or not self.job_name:
-            return {}
-        return {CHECKPOINT_DIR_ENV: f"{claim.mount_path}/{self.job_name}"}
+        where = self.checkpoint_dir()
+        return {} if where is None else {CHECKPOINT_DIR_ENV: where}
 
     def env(self) -> list[dict[str, Any]]:
         return [{"name": k, "value": v} for k, v in sorted(self.job_env().items())]
@@ -220,8 +297,18 @@ class Wiring:
             for c in claims
         ]
 
+    def entrypoint_mounts(self) -> list[dict[str, Any]]:
+        if self.entrypoint is None:
+            return []
+        return [{"name": "entrypoint", "mountPath": ENTRYPOINT_DIR, "readOnly": True}]
+
+    def entrypoint_volumes(self) -> list[dict[str, Any]]:
+        if self.entrypoint is None:
+            return []
+        return [{"name": "entrypoint", "configMap": {"name": self.entrypoint}}]
+
     def volume_mounts(self) -> list[dict[str, Any]]:
-        return [self.shm_mount(), *self.claim_mounts()]
+        return [self.shm_mount(), *self.claim_mounts(), *self.entrypoint_mounts()]
 
     def placement(self) -> dict[str, Any]:
         """Node selector and tolerations of the GPU nodes (Kueue's flavor would add them on
@@ -236,6 +323,8 @@ class Wiring:
         c: dict[str, Any] = {"name": name, "image": image}
         if command:
             c["command"] = command
+        if self.entrypoint is not None:
+            c["workingDir"] = ENTRYPOINT_DIR
         if self.job_env():
             c["env"] = self.env()
         c.update(
@@ -248,7 +337,7 @@ class Wiring:
 
     def gpu_pod(self, container: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [container], **self.placement()}
-        spec["volumes"] = [self.shm_volume(), *self.claim_volumes()]
+        spec["volumes"] = [self.shm_volume(), *self.claim_volumes(), *self.entrypoint_volumes()]
         if self.authority.pod_scheduler_name is not None:
             spec["schedulerName"] = self.authority.pod_scheduler_name
         metadata: dict[str, Any] = {"annotations": self.pod_annotations()}
@@ -257,9 +346,13 @@ class Wiring:
             metadata["labels"] = labels
         return {"metadata": metadata, "spec": spec}
 
-    def job_metadata(self, name: str) -> dict[str, Any]:
+    def job_metadata(self, name: str, queue_annotations: bool = True) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name, "namespace": self.contract.namespace}
-        annotations = self.authority.job_annotations(self.contract)
+        annotations: dict[str, str] = {}
+        if queue_annotations:
+            annotations.update(self.authority.job_annotations(self.contract))
+        if (where := self.checkpoint_dir()) is not None:
+            annotations[CHECKPOINT_DIR_ANNOTATION] = where
         if annotations:
             meta["annotations"] = annotations
         labels = self.authority.job_labels(self.contract)
@@ -268,12 +361,15 @@ class Wiring:
         return meta
 
     def run_policy(self, gang_pods: int) -> dict[str, Any]:
-        """Kubeflow runPolicy: cleanup, TTL, no retries, and the authority's gang policy."""
+        """Kubeflow runPolicy: cleanup, TTL, the failure policy's restarts and deadline (no
+        retries without one), and the authority's gang policy."""
         policy: dict[str, Any] = {
             "cleanPodPolicy": CLEAN_POD_POLICY,
             "ttlSecondsAfterFinished": TTL_SECONDS,
             "backoffLimit": 0,
         }
+        if self.failure is not None:
+            policy.update(self.failure.run_policy())
         scheduling = self.authority.scheduling_policy(self.contract, gang_pods)
         if scheduling is not None:
             policy["schedulingPolicy"] = scheduling
@@ -324,12 +420,10 @@ DEFAULT_TORCH_PROGRAM = (
 
 
 def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> dict[str, Any]:
-    launcher = {
-        "name": "launcher",
-        "image": image,
-        "command": mpirun_command(w, nodes, program, w.job_env()),
-        "envFrom": w.env_from(),
-    }
+    command = mpirun_command(w, nodes, program, w.job_env())
+    if w.entrypoint is not None:  # ranks start in the entrypoint's directory on the workers
+        command[1:1] = ["-wdir", ENTRYPOINT_DIR]
+    launcher = {"name": "launcher", "image": image, "command": command, "envFrom": w.env_from()}
     worker = w.gpu_container("worker", image, ["/usr/sbin/sshd", "-De"])
     launcher_pod: dict[str, Any] = {"spec": {"containers": [launcher]}}
     hint = w.authority.pod_annotations(w.facts.gang)
@@ -362,30 +456,51 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
     }
 
 
-def pytorchjob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> dict[str, Any]:
+def pytorchjob(
+    w: Wiring,
+    name: str,
+    nodes: int,
+    image: str,
+    program: list[str],
+    elastic: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """A PyTorchJob; ``elastic`` (min, max nodes) adds an elasticPolicy, the gang then being
+    the minimum."""
     container = w.gpu_container("pytorch", image, ["torchrun", *_torchrun_args(program)])
-    replica = {"restartPolicy": "OnFailure", "template": w.gpu_pod(container)}
+    failure = w.failure
+    restart = failure.pytorch_restart_policy(elastic is not None) if failure else "OnFailure"
+    replica = {"restartPolicy": restart, "template": w.gpu_pod(container)}
     specs: dict[str, Any] = {"Master": {"replicas": 1, **replica}}
-    if nodes > 1:
+    if elastic is not None:
+        # Elastic jobs are Workers only (the operator's webhook requires them; the c10d
+        # rendezvous endpoint is then worker-0).
+        specs = {"Worker": {"replicas": nodes, **replica}}
+    elif nodes > 1:
         specs["Worker"] = {"replicas": nodes - 1, **replica}
+    run_policy = w.run_policy(elastic[0] if elastic else nodes)
+    if failure is not None and elastic is None:
+        run_policy.update(failure.run_policy_counting_restarts(nodes))
+    spec: dict[str, Any] = {
+        "nprocPerNode": str(w.gpus),
+        "runPolicy": run_policy,
+        "pytorchReplicaSpecs": specs,
+    }
+    if elastic is not None and failure is not None:
+        spec["elasticPolicy"] = failure.elastic_policy(*elastic)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": w.job_metadata(name),
-        "spec": {
-            "nprocPerNode": str(w.gpus),
-            "runPolicy": w.run_policy(nodes),
-            "pytorchReplicaSpecs": specs,
-        },
+        "spec": spec,
     }
 
 
 def _torchrun_args(program: list[str]) -> list[str]:
     """torchrun reads PET_NNODES / PET_NODE_RANK / PET_NPROC_PER_NODE from the operator; a
-    python program is run as a module-less script."""
-    if program[:1] == ["python"] and program[1:2] == ["-c"]:
-        return ["--no-python", "python", *program[1:]]
-    if program[:1] == ["torchrun"]:
+    python program is run as a module-less script, ``python X.py`` as torchrun's script."""
+    if program[:1] in (["python"], ["python3"]) and program[1:2] == ["-c"]:
+        return ["--no-python", *program]
+    if program[:1] in (["torchrun"], ["python"], ["python3"]):
         return program[1:]
     return program
 
@@ -397,6 +512,8 @@ def trainjob(
         {"name": var, "valueFrom": {"configMapKeyRef": {"name": "nccl-env", "key": var}}}
         for var in sorted(w.contract.nccl_env)
     ] + w.env()
+    if w.entrypoint is not None:  # a TrainJob's trainer has no workingDir
+        program = ["sh", "-c", f'cd {ENTRYPOINT_DIR} && exec "$@"', "sh", *program]
     trainer: dict[str, Any] = {
         "numNodes": nodes,
         "image": image,
@@ -415,23 +532,26 @@ def trainjob(
     template_metadata = w.authority.trainjob_template_metadata(w.contract)
     if template_metadata is not None:
         template["metadata"] = template_metadata
-    metadata = w.job_metadata(name)
-    metadata.pop("annotations", None)
+    # the authority's annotations go on the JobSet's template (above), not on the TrainJob
+    metadata = w.job_metadata(name, queue_annotations=False)
+    spec: dict[str, Any] = {
+        "runtimeRef": {
+            "apiGroup": "trainer.kubeflow.org",
+            "kind": "ClusterTrainingRuntime",
+            "name": runtime,
+        },
+        "trainer": trainer,
+        "runtimePatches": [{"manager": JOB_MANAGER, "trainingRuntimeSpec": {"template": template}}],
+    }
+    if w.failure is not None:
+        # The TrainJob's own deadline: a Failed condition with reason DeadlineExceeded is the
+        # one the Trainer never clears, so no JobSet TTL can restart the job after it.
+        spec["activeDeadlineSeconds"] = w.failure.active_deadline_s
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": metadata,
-        "spec": {
-            "runtimeRef": {
-                "apiGroup": "trainer.kubeflow.org",
-                "kind": "ClusterTrainingRuntime",
-                "name": runtime,
-            },
-            "trainer": trainer,
-            "runtimePatches": [
-                {"manager": JOB_MANAGER, "trainingRuntimeSpec": {"template": template}}
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -449,15 +569,65 @@ def mpi_trainjob(
     return job
 
 
+def entrypoint_configmap(w: Wiring, files: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The ConfigMap that carries a job's ``--entrypoint`` files, in the tenant namespace."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": w.entrypoint,
+            "namespace": w.contract.namespace,
+            "labels": {JOB_MANAGER: w.job_name},
+        },
+        "data": dict(sorted(files)),
+    }
+
+
+def job_objects(plan: Plan, req: JobRequest) -> list[dict[str, Any]]:
+    """What ``gpufabric job`` prints, in the order to apply it: the entrypoint's ConfigMap
+    (with ``--entrypoint``), then the job."""
+    job = job_manifest(plan, req)
+    if not req.entrypoint:
+        return [job]
+    w = _named_wiring(plan, req)
+    return [entrypoint_configmap(w, req.entrypoint), job]
+
+
+def _named_wiring(plan: Plan, req: JobRequest) -> Wiring:
+    name = req.name or default_name(req)
+    return replace(
+        wiring_for(plan, req),
+        storage=plan.facts.storage_of(req.tenant),
+        job_name=name,
+        job_kind=req.kind,
+        entrypoint=f"{name}-entrypoint" if req.entrypoint else None,
+        failure=job_failure_policy(plan.facts, req),
+    )
+
+
+def _default_program(req: JobRequest) -> str:
+    """Without ``--command``: the NCCL test, or the one file ``--entrypoint`` ships."""
+    if not req.entrypoint:
+        return DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
+    if len(req.entrypoint) > 1:
+        names = ", ".join(n for n, _ in req.entrypoint)
+        raise _fail(
+            "--command",
+            f"required with more than one --entrypoint file ({names}): name the one to run, "
+            "e.g. 'torchrun ddp_resume.py --steps 1000'",
+        )
+    run = "python" if req.kind == "mpijob" else "torchrun"
+    return f"{run} {shlex.quote(req.entrypoint[0][0])}"
+
+
 def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     """The manifest of one job; StackError (naming the option) when the request does not fit
     the stack."""
-    name = req.name or default_name(req)
-    w = replace(wiring_for(plan, req), storage=plan.facts.storage_of(req.tenant), job_name=name)
+    w = _named_wiring(plan, req)
+    name = w.job_name
     image = req.image or plan.components["training-image"].image_ref or ""
-    default = DEFAULT_MPI_PROGRAM if req.kind == "mpijob" else DEFAULT_TORCH_PROGRAM
     try:
-        program = shlex.split(req.command or default)
+        program = shlex.split(req.command or _default_program(req))
     except ValueError as exc:
         raise _fail("--command", f"cannot be split into words as a shell would: {exc}") from None
     if not program:
@@ -465,6 +635,227 @@ def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     if req.kind == "mpijob":
         return mpijob(w, name, req.nodes, image, program)
     if req.kind == "pytorchjob":
-        return pytorchjob(w, name, req.nodes, image, program)
+        return pytorchjob(w, name, req.nodes, image, program, elastic_range(req))
     runtime = req.runtime or plan.facts.operators.trainer_runtimes[0]
     return trainjob(w, name, req.nodes, image, program, runtime)
+
+
+# ------------------------------------------------- the NCCL test as a PyTorchJob (mpirun)
+
+SSH_DIR = "/root/.ssh"
+HOSTFILE = "/tmp/gpufabric-hostfile"
+SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+SSH_WAIT_TRIES = 120
+SSH_WAIT_S = 5
+"""The Master tries each Worker's sshd this often, this far apart (10 minutes in all)."""
+
+
+def ssh_secret_name(job_name: str) -> str:
+    """The per-run Secret holding a PyTorchJob acceptance run's SSH keys."""
+    return f"{job_name}-ssh"
+
+
+def replica_hosts(name: str, nodes: int) -> list[str]:
+    """The hosts of a PyTorchJob: the Training Operator names each replica's pod and its
+    headless Service ``<job>-<type>-<index>``, so the Master is ``<job>-master-0`` (its own
+    hostname) and the Workers resolve by Service name in the namespace."""
+    return [f"{name}-master-0", *(f"{name}-worker-{i}" for i in range(nodes - 1))]
+
+
+def _mpi_launch_env(gpus: int) -> list[dict[str, str]]:
+    """What the MPI Operator's launcher gets and a PyTorchJob's Master lacks: mpirun reads
+    the hostfile from the environment (OpenMPI 4 and 5 spell it differently) and reaches
+    the Workers over ssh with keys verify minted, host keys unknown beforehand."""
+    rsh = f"-o ConnectionAttempts=10 {SSH_OPTIONS}"
+    env = {
+        "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_orte_set_default_slots": str(gpus),
+        "OMPI_MCA_plm_rsh_args": rsh,
+        "PRTE_MCA_prte_default_hostfile": HOSTFILE,
+        "PRTE_MCA_plm_ssh_args": rsh,
+    }
+    return [{"name": k, "value": v} for k, v in sorted(env.items())]
+
+
+def master_script(name: str, nodes: int, gpus: int, program: str) -> str:
+    """The Master's shell: its own sshd (mpirun may reach the local host over ssh), the
+    hostfile with one slot per GPU, then each Worker's sshd awaited before ``program``
+    (mpirun) runs; its exit status is the Master's, and so the job's."""
+    hosts = replica_hosts(name, nodes)
+    lines = [
+        "set -u",
+        "mkdir -p /run/sshd",
+        "/usr/sbin/sshd || { echo 'gpufabric: sshd did not start on the master' >&2; exit 1; }",
+        "printf '%s\\n' "
+        + " ".join(shlex.quote(f"{h} slots={gpus}") for h in hosts)
+        + f" > {HOSTFILE}",
+    ]
+    for host in hosts[1:]:
+        h = shlex.quote(host)
+        lines.append(
+            f"n=0; until ssh {SSH_OPTIONS} -o ConnectTimeout=5 {h} true; do "
+            f"n=$((n+1)); if [ $n -ge {SSH_WAIT_TRIES} ]; then "
+            f"echo 'gpufabric: no sshd answered on '{h} >&2; exit 1; fi; sleep {SSH_WAIT_S}; done"
+        )
+    return "\n".join([*lines, program])
+
+
+def _ssh_volume(secret: str) -> dict[str, Any]:
+    """The per-run keys as the MPI Operator lays them out: the private key readable only
+    by root, the public key also as authorized_keys (for the Workers' sshd)."""
+    items = [
+        {"key": "ssh-privatekey", "path": "id_ed25519"},
+        {"key": "ssh-publickey", "path": "id_ed25519.pub"},
+        {"key": "ssh-publickey", "path": "authorized_keys"},
+    ]
+    return {
+        "name": "ssh-auth",
+        "secret": {"secretName": secret, "defaultMode": 0o600, "items": items},
+    }
+
+
+def _with_ssh(pod: dict[str, Any], secret: str) -> dict[str, Any]:
+    pod["spec"]["volumes"].append(_ssh_volume(secret))
+    container = pod["spec"]["containers"][0]
+    container["volumeMounts"].append({"name": "ssh-auth", "mountPath": SSH_DIR, "readOnly": True})
+    return pod
+
+
+def mpi_pytorchjob(w: Wiring, name: str, nodes: int, image: str, program: str) -> dict[str, Any]:
+    """A PyTorchJob that runs ``program`` (mpirun, a shell line) from its Master over sshd
+    Workers, for stacks whose only MPI-capable operator is the Training Operator. Every
+    replica is a GPU node and a rank host; keys come from the Secret
+    :func:`ssh_secret_name` names, created with the job. The Training Operator marks a job
+    with a Master Succeeded once the Master succeeds (and cleanPodPolicy removes the
+    Workers' sshd), Failed once any replica with restartPolicy Never fails."""
+    secret = ssh_secret_name(name)
+    script = master_script(name, nodes, w.gpus, program)
+    master = w.gpu_container("pytorch", image, ["/bin/bash", "-c", script])
+    master["env"] = [*master.get("env", []), *_mpi_launch_env(w.gpus)]
+    worker = w.gpu_container("pytorch", image, ["/usr/sbin/sshd", "-De"])
+    worker["readinessProbe"] = {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5}
+    specs: dict[str, Any] = {
+        "Master": {
+            "replicas": 1,
+            "restartPolicy": "Never",
+            "template": _with_ssh(w.gpu_pod(master), secret),
+        }
+    }
+    if nodes > 1:
+        specs["Worker"] = {
+            "replicas": nodes - 1,
+            "restartPolicy": "Never",
+            "template": _with_ssh(w.gpu_pod(worker), secret),
+        }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": w.job_metadata(name),
+        "spec": {"runPolicy": w.run_policy(nodes), "pytorchReplicaSpecs": specs},
+    }
+
+
+# ------------------------------------------------------------------------- entrypoint
+
+_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def read_entrypoint(paths: Iterable[Path]) -> tuple[tuple[str, str], ...]:
+    """The files ``--entrypoint`` ships (name, text): each path a file, or a directory whose
+    regular top-level files are taken (hidden files and symbolic links are not, so a stray
+    ``.env`` or a link out of the directory never reaches the cluster)."""
+    files: dict[str, str] = {}
+    for path in paths:
+        if path.is_dir():
+            found = [p for p in sorted(path.iterdir()) if _shipped(p)]
+            if not found:
+                raise _fail("--entrypoint", f"{str(path)!r} holds no file to ship")
+        elif path.is_file():
+            found = [path]
+        else:
+            raise _fail("--entrypoint", f"{str(path)!r} is not a file or a directory")
+        for p in found:
+            _add_file(files, p)
+    total = sum(len(t.encode()) for t in files.values())
+    if total > ENTRYPOINT_MAX_BYTES:
+        raise _fail(
+            "--entrypoint",
+            f"{total} bytes of files; a ConfigMap carries at most {ENTRYPOINT_MAX_BYTES}: "
+            "build larger programs into the image (--image)",
+        )
+    return tuple(files.items())
+
+
+def _shipped(p: Path) -> bool:
+    return not p.name.startswith(".") and not p.is_symlink() and p.is_file()
+
+
+def _add_file(files: dict[str, str], p: Path) -> None:
+    if not _KEY.match(p.name) or p.name.startswith(".."):
+        raise _fail(
+            "--entrypoint",
+            f"{p.name!r} cannot be a ConfigMap key; expected letters, digits, '-', '_' and '.'",
+        )
+    if p.name in files:
+        raise _fail("--entrypoint", f"two files are named {p.name!r}; names must differ")
+    try:
+        files[p.name] = p.read_bytes().decode()
+    except UnicodeDecodeError:
+        raise _fail("--entrypoint", f"{str(p)!r} is not UTF-8 text") from None
+    except OSError as e:
+        raise _fail("--entrypoint", f"{str(p)!r} cannot be read: {e.strerror}") from None
+
+
+# ----------------------------------------------------------------- resume, for the runbook
+
+POD_JOB_LABEL: dict[JobKind, str] = {
+    "mpijob": "training.kubeflow.org/job-name",
+    "pytorchjob": "training.kubeflow.org/job-name",
+    "trainjob": "jobset.sigs.k8s.io/jobset-name",
+}
+"""The label each operator puts on a job's pods, valued with the job's name (a TrainJob's
+JobSet has the TrainJob's name)."""
+RESUMED_LOG = "resumed from step"
+"""What the example entrypoint logs when it takes a checkpoint (examples/train/ddp_resume.py)."""
+
+
+@dataclass(frozen=True)
+class ResumeFacts:
+    """What the runbook's "Resume after failure" shows: one tenant's jobs of one kind."""
+
+    tenant: str
+    kind: JobKind
+    mount_path: str | None
+    """Where the tenant's checkpoints claim is mounted (None: no tenant has one)."""
+    claim: str | None
+    pod_label: str
+    program: str | None
+    """The example's --command (None: an MPIJob, whose ranks torchrun does not start)."""
+
+    @property
+    def resource(self) -> str:
+        """kubectl's plural of the kind."""
+        return f"{self.kind}s"
+
+
+def resume_facts(facts: Facts) -> ResumeFacts | None:
+    """The tenant and kind the runbook's resume section shows: the first tenant with a
+    checkpoints claim (else the first tenant), the torchrun kinds first (the example is DDP);
+    None without a job kind or a tenant."""
+    served = facts.operators.job_kinds
+    kind = next((k for k in ("pytorchjob", "trainjob", "mpijob") if k in served), None)
+    claims = [
+        (t, c) for t in facts.tenants if (s := facts.storage_of(t)) and (c := s.checkpoint_claim)
+    ]
+    if kind is None or not facts.tenants:
+        return None
+    tenant, claim = claims[0] if claims else (next(iter(facts.tenants)), None)
+    return ResumeFacts(
+        tenant=tenant,
+        kind=kind,
+        mount_path=claim.mount_path if claim else None,
+        claim=claim.name if claim else None,
+        pod_label=POD_JOB_LABEL[kind],
+        program=None if kind == "mpijob" else "torchrun ddp_resume.py --steps 2000",
+    )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import nics
-from gpufabric.outputs.jobs import first_worker_pod, inspection_kind
+from gpufabric.outputs.jobs import first_worker_pod, inspection_kind, resume_facts
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts
@@ -166,6 +166,7 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         "monitoring": facts.monitoring,
         "alert_classes": alerts.classes(facts) if facts.monitoring.enabled else [],
         "rule_name": _object_name(plan, ids.MONITORING_RULES) if facts.monitoring.enabled else "",
+        "resume": resume_facts(facts),
     }
 
 

@@ -13,23 +13,24 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import importlib.util
+import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufabric.outputs.render import plain
-from gpufabric.support import yamlcodec
+from gpufabric.support import jsoncheck, yamlcodec
 from gpufabric.support.cache import read_json, write_json
 
 if TYPE_CHECKING:
     import jsonschema
-    from referencing import Registry
 
-# jsonschema, referencing and the bundled Kubernetes schemas are imported by the functions
-# that validate: a Report can be read (e.g. handed back by a background validation)
-# without loading them.
+# Objects are checked by compiled checks (gpufabric.support.jsoncheck); jsonschema and
+# referencing are imported only to write the errors of an object that fails them, or for a
+# schema the compiler does not take.
 
 
 @dataclass(frozen=True)
@@ -67,41 +68,82 @@ class Report:
 
 
 @functools.cache
-def _core_validator(k8s_minor: str, api_version: str, kind: str) -> jsonschema.Validator | None:
-    """A strict validator for a built-in kind, or None if the kind is not built in."""
-    import jsonschema
-    from kubernetes_validate import utils as kv
-    from referencing import Resource
+def _schema_dir(k8s_minor: str) -> Path:
+    """The bundled strict schemas for ``k8s_minor``: those of the newest bundled version not
+    newer than it, chosen as kubernetes-validate chooses them (without importing it: it
+    imports jsonschema, which a render that finds no error never needs)."""
+    from packaging.version import Version
 
-    versions = [v for v in kv.all_versions() if kv.major_minor(v) <= kv.major_minor(k8s_minor)]
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the kubernetes-validate package is not installed")
+    root = Path(next(iter(spec.submodule_search_locations))) / "kubernetes-json-schema"
+    names = [m[1] for p in root.iterdir() if (m := re.match(r"^v([^-]*)", p.name))]
+    versions = [v for v in sorted(names, key=Version) if _major_minor(v) <= _major_minor(k8s_minor)]
     if not versions:
         raise ValueError(f"no bundled Kubernetes schemas for {k8s_minor}")
-    schema_dir = f"v{versions[-1]}-local-strict"
-    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    try:
-        schema = kv.schema_contents(
-            f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json", k8s_minor
-        )
-    except FileNotFoundError:
-        return None
-    registry = Resource.from_contents(schema) @ _definitions(schema_dir, k8s_minor)
-    return jsonschema.Draft202012Validator(schema, registry=registry)
+    return root / f"v{versions[-1]}-local-strict"
+
+
+def _major_minor(version: str) -> str:
+    return re.sub(r"^(\d+\.\d+).*", r"\1", version)
 
 
 @functools.cache
-def _definitions(schema_dir: str, k8s_minor: str) -> Registry[Any]:
-    """The shared definitions every kind's schema refers to (1.6 MB of JSON: read once)."""
-    from kubernetes_validate import utils as kv
+def _core_schema(k8s_minor: str, api_version: str, kind: str) -> dict[str, Any] | None:
+    """The strict schema of a built-in kind, or None if the kind is not built in."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    path = _schema_dir(k8s_minor) / f"{kind.lower()}-{group_version}.json"
+    try:
+        schema: dict[str, Any] = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    return schema
+
+
+@functools.cache
+def _definitions(schema_dir: Path) -> dict[str, Any]:
+    """The shared definitions every kind's schema refers to (1.5 MB of JSON: read once)."""
+    definitions: dict[str, Any] = json.loads((schema_dir / "_definitions.json").read_bytes())
+    return definitions
+
+
+@functools.cache
+def _compiler(schema_dir: Path) -> jsoncheck.Compiler:
+    """One compiler per schema set: the kinds share the checks of the definitions."""
+    definitions = _definitions(schema_dir)
+    return jsoncheck.Compiler({str(definitions.get("$id", "")): definitions})
+
+
+@functools.cache
+def _core_check(k8s_minor: str, api_version: str, kind: str) -> jsoncheck.Check | None:
+    """The compiled validity check of a built-in kind; None when it is not built in or its
+    schema is not one the compiler takes (jsonschema alone decides then)."""
+    schema = _core_schema(k8s_minor, api_version, kind)
+    if schema is None:
+        return None
+    try:
+        return _compiler(_schema_dir(k8s_minor)).compile(schema)
+    except jsoncheck.Unsupported:
+        return None
+
+
+@functools.cache
+def _core_validator(k8s_minor: str, api_version: str, kind: str) -> jsonschema.Validator | None:
+    """A strict validator for a built-in kind, or None if the kind is not built in."""
+    schema = _core_schema(k8s_minor, api_version, kind)
+    if schema is None:
+        return None
+    import jsonschema
     from referencing import Registry, Resource
 
-    definitions = kv.schema_contents(
-        f"kubernetes-json-schema/{schema_dir}/_definitions.json", k8s_minor
-    )
-    return Resource.from_contents(definitions) @ Registry()
+    definitions = Resource.from_contents(_definitions(_schema_dir(k8s_minor)))
+    registry: Registry[Any] = Resource.from_contents(schema) @ (definitions @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
 def is_builtin(k8s_minor: str, api_version: str, kind: str) -> bool:
-    return _core_validator(k8s_minor, api_version, kind) is not None
+    return _core_schema(k8s_minor, api_version, kind) is not None
 
 
 # ------------------------------------------------------------------------ custom kinds
@@ -164,6 +206,9 @@ class CrdIndex:
     _validators: dict[tuple[str, str], jsonschema.Validator] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _checks: dict[tuple[str, str], jsoncheck.Check | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def validator(self, api_version: str, kind: str) -> jsonschema.Validator | None:
         """Built when first asked for: a render uses a handful of the hundreds of kinds."""
@@ -176,6 +221,19 @@ class CrdIndex:
 
             self._validators[key] = jsonschema.Draft202012Validator(schema)
         return self._validators[key]
+
+    def check(self, api_version: str, kind: str) -> jsoncheck.Check | None:
+        """The compiled validity check of a kind, None where the compiler refuses its
+        schema (or there is none)."""
+        key = (api_version, kind)
+        if key not in self._checks:
+            schema = self.schemas.get(key)
+            try:
+                compiled = None if schema is None else jsoncheck.Compiler().compile(schema)
+            except jsoncheck.Unsupported:
+                compiled = None
+            self._checks[key] = compiled
+        return self._checks[key]
 
 
 Crd = tuple[str, str, dict[str, Any]]
@@ -301,10 +359,22 @@ def _where(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind', '?')}/{ns}/{name}" if ns else f"{obj.get('kind', '?')}/{name}"
 
 
-def _errors(validator: jsonschema.Validator, obj: Any, where: str) -> Iterator[ObjectError]:
-    for err in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
-        path = ".".join(str(p) for p in err.absolute_path)
-        yield ObjectError(where, path, err.message)
+def _errors(
+    check: jsoncheck.Check | None,
+    validator: Callable[[], jsonschema.Validator | None],
+    obj: Any,
+    where: str,
+) -> list[ObjectError]:
+    """The schema errors of ``obj``: none when its compiled check passes it, else those
+    jsonschema finds (the messages are always jsonschema's)."""
+    if check is not None and check(obj):
+        return []
+    full = validator()
+    assert full is not None
+    return [
+        ObjectError(where, ".".join(str(p) for p in err.absolute_path), err.message)
+        for err in sorted(full.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
+    ]
 
 
 def validate_objects(
@@ -313,26 +383,28 @@ def validate_objects(
     """Validate objects: built-in kinds always, custom resources when ``crd_dir`` is given."""
     report = Report()
     todo = [(raw, str(raw.get("apiVersion", "")), str(raw.get("kind", ""))) for raw in objects]
-    custom_kinds = frozenset((a, k) for _, a, k in todo if _core_validator(k8s_minor, a, k) is None)
+    custom_kinds = frozenset((a, k) for _, a, k in todo if not is_builtin(k8s_minor, a, k))
     crds = load_crds(crd_dir.resolve(), custom_kinds) if crd_dir is not None else None
     for raw, api_version, kind in todo:
         where = _where(raw)
-        core = _core_validator(k8s_minor, api_version, kind)
-        if core is not None:
+        if is_builtin(k8s_minor, api_version, kind):
             report.checked_core += 1
-            report.errors.extend(_errors(core, plain(raw), where))
+            check = _core_check(k8s_minor, api_version, kind)
+            full = functools.partial(_core_validator, k8s_minor, api_version, kind)
+            report.errors.extend(_errors(check, full, plain(raw), where))
             continue
         if crds is None:
             report.unchecked.append(where)
             report.unchecked_reasons.add("pass --crd-dir")
             continue
-        custom = crds.validator(api_version, kind)
-        if custom is None:
+        if (api_version, kind) not in crds.schemas:
             # Not every upstream ships its CRDs where we can pin them; say so, loudly.
             reason = f"no CRD for {api_version} {kind}"
             report.unchecked.append(f"{where} ({reason})")
             report.unchecked_reasons.add(reason)
             continue
         report.checked_custom += 1
-        report.errors.extend(_errors(custom, plain(raw), where))
+        check = crds.check(api_version, kind)
+        full = functools.partial(crds.validator, api_version, kind)
+        report.errors.extend(_errors(check, full, plain(raw), where))
     return report

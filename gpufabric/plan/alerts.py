@@ -202,17 +202,34 @@ def _fabric(f: Facts) -> list[AlertClass]:
     return out
 
 
-def _fleet(f: Facts) -> list[AlertClass]:
-    age = f.monitoring.acceptance_max_age_s
+def acceptance_master(reason: str) -> str:
+    """1 while a PyTorchJob acceptance run's Master container has terminated with
+    ``reason`` (Completed: exit 0, the job's success; Error: its failure). A PyTorchJob
+    runs bare pods, so no batch Job records its completion."""
+    pods = f'pod=~"{ACCEPTANCE_JOB}.*-master-0", container="pytorch"'
+    return f'kube_pod_container_status_terminated_reason{{{pods}, reason="{reason}"}}'
+
+
+def _stale(f: Facts, age: int) -> str:
+    """True while no acceptance run succeeded within ``age`` seconds."""
+    if f.operators.acceptance_kind == "pytorchjob":
+        return f"absent(max_over_time({acceptance_master('Completed')}[{age}s]) == 1)"
     # status.completionTime is set only when a Job succeeds; the launcher Job (MPIJob) or
     # the JobSet's Jobs (TrainJob) of the acceptance run carry its name.
     done = f'kube_job_status_completion_time{{job_name=~"{ACCEPTANCE_JOB}.*"}}'
+    return (
+        f"(time() - max(max_over_time({done}[{age}s]))) > {age} "
+        f"or absent(max_over_time({done}[{age}s]))"
+    )
+
+
+def _fleet(f: Facts) -> list[AlertClass]:
+    age = f.monitoring.acceptance_max_age_s
     return [
         AlertClass(
             "AcceptanceStale",
             "gpufabric-fleet",
-            f"(time() - max(max_over_time({done}[{age}s]))) > {age} "
-            f"or absent(max_over_time({done}[{age}s]))",
+            _stale(f, age),
             "1h",
             "warning",
             False,

@@ -53,6 +53,11 @@ class Authority(ABC):
     """Objects it serves and how ``verify cluster`` reads them ready: kind -> ("condition",
     type) for a True condition, or ("state", value) for ``.status.state``."""
 
+    requeues_gangs: ClassVar[bool] = False
+    """True: a gang whose pods are not all ready in time (at start, or after a restart) is
+    evicted and requeued, a bounded number of times (``scheduling.requeuing``); False: a gang
+    waits in its queue and is never requeued."""
+
     ignored_settings: ClassVar[Mapping[str, str]] = {}
     """Keys of ``scheduling`` this authority does not read -> why; a stack that sets one
     gets a warning naming it (never a setting silently without effect)."""
@@ -62,6 +67,10 @@ class Authority(ABC):
     def scheduling_problems(self, scheduling: Scheduling) -> Iterator[Problem]:
         """What this authority alone requires of ``scheduling`` (its own keys, and how it
         reads the shared ones), by config path; stack validation asks the chosen one."""
+        return iter(())
+
+    def failure_problems(self, scheduling: Scheduling, max_restarts: int) -> Iterator[Problem]:
+        """Where its requeuing contradicts ``training.failurePolicy`` (by config path)."""
         return iter(())
 
     # ------------------------------------------------------------------- facts

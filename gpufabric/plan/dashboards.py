@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan.alerts import ACCEPTANCE_JOB
+from gpufabric.plan.alerts import ACCEPTANCE_JOB, acceptance_master
 from gpufabric.plan.facts import GPU_RESOURCE, Facts
 
 _DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -264,6 +264,21 @@ def _tenants(f: Facts) -> dict[str, Any]:
 
 def _acceptance(f: Facts) -> dict[str, Any]:
     job = f'job_name=~"{ACCEPTANCE_JOB}.*"'
+    since = f"max_over_time(kube_job_status_completion_time{{{job}}}[30d])"
+    outcomes = [
+        (
+            f"sum by (namespace, job_name) (kube_job_status_succeeded{{{job}}})",
+            "{{job_name}} succeeded",
+        ),
+        (f"sum by (namespace, job_name) (kube_job_status_failed{{{job}}})", "{{job_name}} failed"),
+    ]
+    if f.operators.acceptance_kind == "pytorchjob":  # bare pods: the Master's ending
+        done = acceptance_master("Completed")
+        since = f"max_over_time(timestamp({done} == 1)[30d:5m])"
+        outcomes = [
+            (f"sum by (namespace, pod) ({acceptance_master('Completed')})", "{{pod}} succeeded"),
+            (f"sum by (namespace, pod) ({acceptance_master('Error')})", "{{pod}} failed"),
+        ]
     return _board(
         "acceptance",
         "acceptance history",
@@ -271,28 +286,10 @@ def _acceptance(f: Facts) -> dict[str, Any]:
         [
             (
                 "Hours since the last successful acceptance run",
-                [
-                    (
-                        f"(time() - max(max_over_time(kube_job_status_completion_time{{{job}}}[30d]))) / 3600",
-                        "hours",
-                    )
-                ],
+                [(f"(time() - max({since})) / 3600", "hours")],
                 "stat",
             ),
-            (
-                "Acceptance runs by outcome",
-                [
-                    (
-                        f"sum by (namespace, job_name) (kube_job_status_succeeded{{{job}}})",
-                        "{{job_name}} succeeded",
-                    ),
-                    (
-                        f"sum by (namespace, job_name) (kube_job_status_failed{{{job}}})",
-                        "{{job_name}} failed",
-                    ),
-                ],
-                "timeseries",
-            ),
+            ("Acceptance runs by outcome", outcomes, "timeseries"),
         ],
     )
 

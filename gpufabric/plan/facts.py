@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from gpufabric.model.config import Ufm
 from gpufabric.model.versions import Component
+from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.vocabulary import (
     DeviceLinkType,
     FabricType,
@@ -538,7 +539,7 @@ class TenantStorage:
         return next((c for c in self.claims if c.checkpoints), None)
 
 
-AcceptanceKind = Literal["mpijob", "trainjob"]
+AcceptanceKind = Literal["mpijob", "trainjob", "pytorchjob"]
 """The job kinds the NCCL acceptance test runs as."""
 
 
@@ -565,8 +566,9 @@ class OperatorFacts:
     acceptance_kind: AcceptanceKind | None
     """The kind the NCCL acceptance test (verify nccl) runs as: mpijob with the MPI Operator,
     else trainjob (mpirun through gpufabric's nccl-tests ClusterTrainingRuntime) with the
-    Trainer; None otherwise: multi-node nccl-tests needs an MPI launcher, which a PyTorchJob
-    does not provide."""
+    Trainer, else pytorchjob (the Master runs mpirun over sshd Workers, with SSH keys verify
+    mints per run) with the Training Operator's PyTorchJob; None for a stack with none of
+    them."""
 
 
 @dataclass(frozen=True)
@@ -587,6 +589,8 @@ class Facts:
     operators: OperatorFacts
     gpu_operator: GpuOperatorFacts
     monitoring: MonitoringFacts
+    failure: FailurePolicyFacts
+    """How training jobs survive failures (training.failurePolicy), for every job kind."""
     storage_backends: tuple[BackendFacts, ...] = ()
     """The stack's storage backends, in its order (empty: no ``storage`` section)."""
     storage: tuple[TenantStorage, ...] = ()

@@ -46,6 +46,7 @@ from gpufabric.plan.facts import (
     RequeuePolicy,
     TenantContract,
 )
+from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.storage import resolve as storage_facts
 from gpufabric.plan.vocabulary import JobKind
 
@@ -378,7 +379,20 @@ def acceptance_kind(model: StackModel) -> AcceptanceKind | None:
     t = model.training
     if t.mpiOperator:
         return "mpijob"
-    return "trainjob" if t.trainer.enabled else None
+    if t.trainer.enabled:
+        return "trainjob"
+    return "pytorchjob" if "pytorchjob" in t.trainingOperator.schemes else None
+
+
+def failure_policy(model: StackModel, authority: Authority) -> FailurePolicyFacts:
+    """The stack's failure policy, with the requeue bound of its queueing authority."""
+    policy = model.training.failurePolicy
+    requeue = model.scheduling.requeuing.backoffLimitCount if authority.requeues_gangs else None
+    return FailurePolicyFacts(
+        max_restarts=policy.maxRestarts,
+        active_deadline_s=policy.activeDeadline,
+        requeue_limit=requeue,
+    )
 
 
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
@@ -414,6 +428,7 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
         operators=operators,
         gpu_operator=gpu_operator_facts(model),
         monitoring=monitoring.facts(model),
+        failure=failure_policy(model, authority),
         storage_backends=storage_backends,
         storage=storage,
     )

@@ -121,6 +121,7 @@ def _trainer(ctx: LayerContext, after: tuple[str, ...]) -> list[Item]:
                         gpus_per_node=ctx.facts.nodes.gpus_per_node,
                         tolerations=[dict(t) for t in ctx.facts.nodes.tolerations],
                         pod_group_policy=authority.trainer_pod_group_policy(ctx.facts.gang),
+                        **_failure_policy(ctx, runtime),
                     )
                 ),
                 # Runtimes are validated by the Trainer's webhook: only once it serves.
@@ -128,3 +129,17 @@ def _trainer(ctx: LayerContext, after: tuple[str, ...]) -> list[Item]:
             )
         )
     return items
+
+
+def _failure_policy(ctx: LayerContext, runtime: str) -> dict[str, object]:
+    """The stack's failure policy as a runtime's JobSet failurePolicy and its child Jobs'
+    podFailurePolicy; none for the NCCL test's runtime, whose failure is its result. No
+    runtime sets ttlSecondsAfterFinished: a JobSet deleted after it failed is created anew
+    by the Trainer with its restarts at 0 (kubeflow/trainer#3779), restarting forever."""
+    if runtime == NCCL_TESTS_RUNTIME:
+        return {}
+    failure = ctx.facts.failure
+    return {
+        "failure_policy": failure.jobset_failure_policy(),
+        "child_job": failure.child_job_failure(),
+    }

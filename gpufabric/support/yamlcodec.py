@@ -16,12 +16,22 @@ lines folded at 100 columns.
 
 from __future__ import annotations
 
-import functools
 import io
 from collections.abc import Callable
 from typing import Any
 
 import yaml
+from yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
@@ -35,10 +45,23 @@ _RESOLVER = Resolver()
 WIDTH = 100
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_TAGS: dict[tuple[str, tuple[bool, bool]], str] = {}
+"""A plain scalar's tag by its text and implicitness: the answer depends on nothing else."""
+
+
 def _scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
-    tag: str = Resolver.resolve(_RESOLVER, ScalarNode, value, implicit)  # type: ignore[no-untyped-call]
+    tag = _TAGS.get((value, implicit))
+    if tag is None:
+        if len(_TAGS) >= 1 << 16:
+            _TAGS.clear()
+        tag = _TAGS[(value, implicit)] = Resolver.resolve(_RESOLVER, ScalarNode, value, implicit)  # type: ignore[no-untyped-call]
     return tag
+
+
+_FIRST = frozenset(k for k in Resolver.yaml_implicit_resolvers if k)
+"""First characters of the texts an implicit type (int, bool, null, ...) can match."""
+_FAST = None not in Resolver.yaml_implicit_resolvers and not Resolver.yaml_path_resolvers
+"""No resolver that applies to every text (PyYAML's safe resolver has none)."""
 
 
 class _MemoResolver:
@@ -46,7 +69,14 @@ class _MemoResolver:
 
     def resolve(self, kind: type[Node], value: Any, implicit: Any) -> str:
         if kind is ScalarNode:
-            return _scalar_tag(value, tuple(implicit))
+            # As Resolver.resolve decides, without its regexes where none can apply: a
+            # quoted or block scalar, or a plain one whose first character starts no
+            # implicit type, is a string (most of a CRD's megabytes of descriptions).
+            if _FAST and (not implicit[0] or (value and value[0] not in _FIRST)):
+                return _STR
+            # libyaml's parser passes a tuple: one dict lookup for a text seen before
+            known = _TAGS.get((value, implicit)) if type(implicit) is tuple else None
+            return known or _scalar_tag(value, tuple(implicit))
         tag: str = Resolver.resolve(_RESOLVER, kind, value, implicit)  # type: ignore[no-untyped-call]
         return tag
 
@@ -158,27 +188,66 @@ def load_all_simple(text: str) -> list[Any]:
     return docs
 
 
-def _node(data: Any, dumper: _Dumper, convert: Callable[[Any], Any] | None) -> Node:
+_STREAM_START = StreamStartEvent(encoding=None)
+_STREAM_END = StreamEndEvent()
+_DOC_START = DocumentStartEvent(explicit=False, version=None, tags=None)
+_DOC_END = DocumentEndEvent(explicit=False)
+_MAP_START = MappingStartEvent(None, _MAP, True, flow_style=False)
+_MAP_END = MappingEndEvent()
+_SEQ_START = SequenceStartEvent(None, _SEQ, True, flow_style=False)
+_SEQ_END = SequenceEndEvent()
+_SCALARS_MAX = 1 << 16
+_SCALAR_EVENTS: dict[Any, ScalarEvent] = {}
+"""The event of every scalar written so far (by type and value; the emitter only reads
+them), floats excepted: most values repeat across a render's thousand files."""
+
+
+def _scalar(data: Any, dumper: _Dumper) -> ScalarEvent:
+    """The event PyYAML's serializer makes of the node its representer makes of ``data``
+    (a str written literal when multi-line, its tag implicit where the text resolves to
+    the same tag)."""
+    if type(data) is str:
+        tag, value, style = _STR, data, ("|" if "\n" in data else None)
+    else:
+        node = dumper.represent_data(data)
+        tag, value, style = node.tag, node.value, node.style
+    implicit = (tag == _scalar_tag(value, (True, False)), tag == _STR)
+    return ScalarEvent(None, tag, implicit, value, style=style)
+
+
+def _emit(
+    data: Any, dumper: _Dumper, emit: Callable[[Any], None], convert: Callable[[Any], Any] | None
+) -> None:
+    """The events of ``data`` straight to the emitter: what serializing the node tree the
+    representer builds would emit, without building the tree or resolving each scalar's
+    tag twice."""
     kind = type(data)
-    if kind is str:
-        return ScalarNode(_STR, data, style="|" if "\n" in data else None)
     if kind is dict and all(type(k) is str for k in data):
-        return MappingNode(
-            _MAP,
-            [
-                (ScalarNode(_STR, k, style="|" if "\n" in k else None), _node(v, dumper, convert))
-                for k, v in sorted(data.items())
-            ],
-            flow_style=False,
-        )
-    if kind is list:
-        return SequenceNode(_SEQ, [_node(v, dumper, convert) for v in data], flow_style=False)
-    if kind in (int, float, bool) or data is None:
-        node: Node = dumper.represent_data(data)
-        return node
-    if convert is not None:
-        return _node(convert(data), dumper, None)
-    raise TypeError(f"cannot write {kind.__name__} as YAML: {data!r}")
+        emit(_MAP_START)
+        for k in sorted(data):
+            emit(_SCALAR_EVENTS.get((str, k)) or _remember(k, dumper))
+            _emit(data[k], dumper, emit, convert)
+        emit(_MAP_END)
+    elif kind is list:
+        emit(_SEQ_START)
+        for v in data:
+            _emit(v, dumper, emit, convert)
+        emit(_SEQ_END)
+    elif kind in (str, int, bool) or data is None:
+        emit(_SCALAR_EVENTS.get((kind, data)) or _remember(data, dumper))
+    elif kind is float:  # not remembered: -0.0 == 0.0 would find the other's text
+        emit(_scalar(data, dumper))
+    elif convert is not None:
+        _emit(convert(data), dumper, emit, None)
+    else:
+        raise TypeError(f"cannot write {kind.__name__} as YAML: {data!r}")
+
+
+def _remember(data: Any, dumper: _Dumper) -> ScalarEvent:
+    if len(_SCALAR_EVENTS) >= _SCALARS_MAX:
+        _SCALAR_EVENTS.clear()
+    event = _SCALAR_EVENTS[(type(data), data)] = _scalar(data, dumper)
+    return event
 
 
 def dump(data: Any, convert: Callable[[Any], Any] | None = None) -> str:
@@ -189,7 +258,10 @@ def dump(data: Any, convert: Callable[[Any], Any] | None = None) -> str:
     copying every plain dict and list around them."""
     stream = io.StringIO()
     dumper = _Dumper(stream, default_flow_style=False, width=WIDTH, sort_keys=True)
-    dumper.open()
-    dumper.serialize(_node(data, dumper, convert))
-    dumper.close()
+    emit = dumper.emit
+    emit(_STREAM_START)
+    emit(_DOC_START)
+    _emit(data, dumper, emit, convert)
+    emit(_DOC_END)
+    emit(_STREAM_END)
     return stream.getvalue()

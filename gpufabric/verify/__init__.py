@@ -6,6 +6,6 @@
   :mod:`pods` — the same for a workload pod (rail interfaces, devices, /dev/shm, IPC_LOCK).
   Both run as a pytest-testinfra suite (:mod:`gpufabric.verify.suite`).
 * :mod:`cluster` — readiness through the Kubernetes API.
-* :mod:`nccl` — the NCCL acceptance job (MPIJob or TrainJob), judged by :mod:`gpufabric.verify.nccl_report`.
+* :mod:`nccl` — the NCCL acceptance job (MPIJob, TrainJob or PyTorchJob), judged by :mod:`gpufabric.verify.nccl_report`.
 * :mod:`results` — one result model for all of them: terminal table, JSON, JUnit XML.
 """

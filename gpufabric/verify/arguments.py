@@ -152,7 +152,7 @@ def _cluster_parser(vsub: Any, stack_arg: Any) -> None:
 
 def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p = vsub.add_parser(
-        "nccl", help="run the NCCL acceptance job (MPIJob or TrainJob) and judge it"
+        "nccl", help="run the NCCL acceptance job (MPIJob, TrainJob or PyTorchJob) and judge it"
     )
     stack_arg(p)
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")

@@ -304,7 +304,7 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
     """Each run deletes its own job; this covers interruptions: each is confirmed gone, or
     the command that deletes it is printed."""
     with shielded(), kube.grace():
-        for job in created:
+        for job in [o for j in created for o in (j, *nccl.companions(j))]:
             command = nccl.delete_command(job)
             try:
                 if kube.remove(job):

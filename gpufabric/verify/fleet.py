@@ -35,10 +35,12 @@ from gpufabric.verify.results import Check, error
 POOL_MIN_HOSTS = 64
 """Below this many hosts the judging runs in the network threads (a pool costs more to
 start than it saves)."""
-POOL_MIN_CPUS = 8
-"""Below this many CPUs too: each answer (~230 KB for an 8-rail InfiniBand node) is copied
-to a worker and its verdicts back, which on 2 busy CPUs cost more than it saved (1,024
-simulated hosts: 95 s pooled, 37 s in the threads; benchmarks/verify_fleet.py)."""
+POOL_MIN_CPUS = 2
+"""Below this many CPUs too (one CPU: the worker only competes with the network threads).
+On 2 busy CPUs, 256 hosts at once, 50 ms a round trip (benchmarks/verify_fleet.py): 1,024
+hosts take as long either way (11.8 s pooled, 11.1 s in the threads) but 10,000 hosts take
+110 s pooled and 261 s in the threads, whose CPU per host grows from 11 to 31 ms as the
+judging fights the network threads for the interpreter lock (the pool's stays at 9-11 ms)."""
 
 
 class Transport(Protocol):
@@ -167,6 +169,7 @@ def _work(
             checks = check(spec)
         except Exception as exc:
             checks = [error("host", spec, f"checks crashed: {exc}")]
+        started.pop(spec, None)  # no longer in flight: deadline looks skip it
         finished.put((spec, checks))
 
 
@@ -200,7 +203,7 @@ def _first_scripts(exp: Expectation) -> Callable[[str], Script]:
     )
 
 
-def _judges(hosts: int, judges: int | None) -> int:
+def judges_for(hosts: int, judges: int | None) -> int:
     """Worker processes to judge in: 0 judges in the network threads."""
     if judges is not None:
         return judges
@@ -222,7 +225,7 @@ def run_fleet(
     ones). A host whose checks run longer than ``host_timeout`` is an ERROR and is no longer
     waited for: its worker is a daemon thread, so a hung connection never holds the command
     open."""
-    workers = _judges(len(hosts), judges)
+    workers = judges_for(len(hosts), judges)
     pool = judge_pool(workers) if workers else None
     judge: Judge = _pooled(pool) if pool is not None else nodes_gather.judge
     check = functools.partial(
@@ -239,6 +242,10 @@ def run_fleet(
     return results
 
 
+OVERDUE_EVERY = 0.2
+"""Seconds between looks for overdue hosts (each look reads only the hosts in flight)."""
+
+
 def _fan_out(
     hosts: Sequence[str],
     check: Callable[[str], list[Check]],
@@ -247,27 +254,33 @@ def _fan_out(
     progress: Callable[[int, int], None],
 ) -> list[Check]:
     results: dict[str, list[Check]] = {}
-    started: dict[str, float] = {}
+    in_flight: dict[str, float] = {}  # spec -> when its worker took it, until its result
     finished: queue.Queue[tuple[str, list[Check]]] = queue.Queue()
     todo: queue.Queue[str] = queue.Queue()
     for spec in hosts:
         todo.put(spec)
-    worker = functools.partial(_work, todo, started, finished, check)
+    worker = functools.partial(_work, todo, in_flight, finished, check)
     workers = [
         threading.Thread(target=worker, name=f"verify-{i}", daemon=True)
         for i in range(max(1, min(parallel, len(hosts))))
     ]
     for w in workers:
         w.start()
+    looked = time.monotonic()
     while len(results) < len(hosts):
         try:
-            spec, checks = finished.get(timeout=0.2)
+            spec, checks = finished.get(timeout=OVERDUE_EVERY)
             if spec not in results:  # a late answer from a host already timed out is dropped
                 results[spec] = checks
                 progress(len(results), len(hosts))
         except queue.Empty:
             pass
-        for spec in _overdue(started, results, host_timeout, time.monotonic()):
+        now = time.monotonic()
+        if now - looked < OVERDUE_EVERY:
+            continue
+        looked = now
+        for spec in _overdue(in_flight, results, host_timeout, now):
+            in_flight.pop(spec, None)
             results[spec] = _no_answer(spec, host_timeout)
             progress(len(results), len(hosts))
             # its worker stays stuck on it: another takes its place in the pool

@@ -3,14 +3,16 @@
 The job runs as the kind the stack installs for it (``facts.operators.acceptance_kind``): an
 MPIJob (the one ``gpufabric job --kind mpijob`` prints) with the MPI Operator, else a TrainJob
 through gpufabric's nccl-tests ClusterTrainingRuntime, whose MPI policy gives the launcher the
-hostfile and SSH keys the MPI Operator would. Both carry the queue, priority, rails, RDMA
+hostfile and SSH keys the MPI Operator would, else a PyTorchJob whose Master runs mpirun over
+sshd Workers (hostfile from the Training Operator's per-replica Services, an SSH key pair
+minted per run into a Secret the job owns, :mod:`gpufabric.verify.sshkeys`). All carry the queue, priority, rails, RDMA
 resources, nccl-env, IPC_LOCK and /dev/shm, and a launcher that runs nccl-tests with mpirun
 twice under ``NCCL_DEBUG=INFO`` (INIT,NET: the transport lines the verdict needs):
 ``all_reduce_perf_mpi`` (with ``NCCL_ALGO=Ring`` on two nodes, where tree algorithms report bus
 bandwidth above the NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB. The launcher
 log is split per test at gpufabric's marker lines and judged by
-:mod:`gpufabric.verify.nccl_report`. A stack with only the Training Operator has no
-acceptance job: multi-node nccl-tests needs an MPI launcher, which a PyTorchJob lacks.
+:mod:`gpufabric.verify.nccl_report`. A stack with none of the three kinds has no
+acceptance job.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gpufabric.model.problems import Problem, StackError
 from gpufabric.outputs.jobs import (
     JobRequest,
     Wiring,
+    mpi_pytorchjob,
     mpi_trainjob,
     mpijob,
     mpirun_command,
@@ -35,7 +38,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import AcceptanceKind
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
-from gpufabric.verify import nccl_report
+from gpufabric.verify import nccl_report, sshkeys
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import (
@@ -45,6 +48,7 @@ from gpufabric.verify.kube import (
     mapping,
     name_of,
     object_path,
+    path_of,
     records,
     text,
 )
@@ -55,6 +59,7 @@ DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 MARKER = "==> gpufabric nccl-test: {test} <=="
 JOB_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
@@ -73,6 +78,8 @@ class Shape:
     success: str
     """The condition type of a job that succeeded."""
     suspend_path: tuple[str, ...]
+    ssh_keys: bool = False
+    """verify mints the run's SSH keys (a Secret the job owns): its operator makes none."""
 
 
 SHAPES = {
@@ -92,6 +99,17 @@ SHAPES = {
         f"{JOBSET_LABEL}={{name}},{REPLICATED_JOB_LABEL}=launcher",
         "Complete",
         ("spec",),
+    ),
+    # The Training Operator labels a PyTorchJob's pods with their replica type; the Master
+    # runs mpirun.
+    "PyTorchJob": Shape(
+        "PyTorchJob",
+        "pytorchjob",
+        JOB_LABEL,
+        f"{JOB_LABEL}={{name}},{REPLICA_TYPE_LABEL}=master",
+        "Succeeded",
+        ("spec", "runPolicy"),
+        ssh_keys=True,
     ),
 }
 
@@ -151,6 +169,9 @@ def acceptance_job(
         job = mpi_trainjob(w, name, nodes, image_ref, command, NCCL_TESTS_RUNTIME)
         patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
         pods = [r["template"]["spec"]["template"]["spec"] for r in patch["replicatedJobs"]]
+    elif kind == "pytorchjob":
+        job = mpi_pytorchjob(w, name, nodes, image_ref, command[2])
+        pods = [r["template"]["spec"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
     else:
         job = mpijob(w, name, nodes, image_ref, [])
         replicas = job["spec"]["mpiReplicaSpecs"]
@@ -177,10 +198,10 @@ def _no_acceptance_kind(plan: Plan) -> Problem:
     kinds = ", ".join(plan.facts.operators.job_kinds) or "none"
     return Problem(
         "training",
-        f"this stack runs {kinds}: the NCCL acceptance test needs an MPI launcher across "
-        "nodes (nccl-tests' multi-node runs are MPI-launched), which a PyTorchJob does not "
-        "provide; accepted: training.mpiOperator: true (MPIJob) or training.trainer.enabled: "
-        "true (a TrainJob through gpufabric's nccl-tests runtime)",
+        f"this stack runs {kinds}: the NCCL acceptance test runs nccl-tests under mpirun from "
+        "an MPIJob, a TrainJob or a PyTorchJob; accepted: training.mpiOperator: true (MPIJob), "
+        "training.trainer.enabled: true (a TrainJob through gpufabric's nccl-tests runtime) "
+        "or 'pytorchjob' in training.trainingOperator.schemes (a PyTorchJob)",
     )
 
 
@@ -272,12 +293,25 @@ LOG_RESERVE = 30.0
 """Seconds of the --timeout kept for collecting the launcher log."""
 
 
-def _already_exists(shape: Shape, ns: str, name: str) -> KubeError:
-    command = shlex.join(["kubectl", "-n", ns, "delete", shape.resource, name])
+def _already_exists(obj: Mapping[str, Any]) -> KubeError:
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    command = shlex.join(["kubectl", "-n", ns, "delete", _resource(obj), name])
     return KubeError(
-        f"{shape.kind} {ns}/{name} already exists (a previous run?); delete it with "
+        f"{obj['kind']} {ns}/{name} already exists (a previous run?); delete it with "
         f"`{command}` or pass --name"
     )
+
+
+def _resource(obj: Mapping[str, Any]) -> str:
+    """The kubectl resource name of an acceptance job or of an object a run adds to it."""
+    kind = str(obj["kind"])
+    return SHAPES[kind].resource if kind in SHAPES else kind.lower()
+
+
+def companions(job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The objects a run of ``job`` creates beside it, by name (deleted with it): the SSH
+    keys Secret of a kind whose operator mints none."""
+    return [sshkeys.secret_ref(job)] if shape_of(job).ssh_keys else []
 
 
 def _wait(
@@ -319,17 +353,15 @@ def delete_command(job: Mapping[str, Any]) -> str:
     """The command a person runs to delete an acceptance job cleanup could not confirm
     gone (it may never have been created, hence --ignore-not-found)."""
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-    resource = shape_of(job).resource
-    return shlex.join(["kubectl", "-n", ns, "delete", resource, name, "--ignore-not-found"])
+    return shlex.join(["kubectl", "-n", ns, "delete", _resource(job), name, "--ignore-not-found"])
 
 
-def _delete(
-    kube: Kube, job: dict[str, Any], ns: str, name: str, progress: Callable[[str], None]
-) -> None:
-    """Delete the job and confirm it gone (also when its create was still in flight),
-    holding signals meanwhile; what cannot be confirmed is reported with the command that
-    deletes it, not raised."""
-    command, kind = delete_command(job), shape_of(job).kind
+def _delete(kube: Kube, job: dict[str, Any], progress: Callable[[str], None]) -> None:
+    """Delete the job (or an object its run created) and confirm it gone (also when its
+    create was still in flight), holding signals meanwhile; what cannot be confirmed is
+    reported with the command that deletes it, not raised."""
+    command, kind = delete_command(job), str(job["kind"])
+    ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     with shielded(), kube.grace():
         try:
             if kube.remove(job):
@@ -360,13 +392,16 @@ def run_job(
     path = object_path(job["apiVersion"], job["kind"], name, ns)
     start = clock()
     with kube.limit(timeout):
-        if kube.get(path) is not None:
-            raise _already_exists(shape, ns, name)
+        for obj in (job, *companions(job)):
+            if kube.get(path_of(obj)) is not None:
+                raise _already_exists(obj)
         wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
         state, text_, log = "Failed", "", ""
+        made = [job]  # what cleanup deletes: each object whose create was started
         try:
-            kube.create(job)
+            created = kube.create(job)
             progress(f"created {shape.kind} {ns}/{name}; waiting up to {timeout:g}s")
+            _create_companions(kube, job, created, made, progress)
             state, text_ = _wait(
                 kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep, shape
             )
@@ -376,8 +411,34 @@ def run_job(
                 text_ = f"{text_}; the launcher log could not be read: {exc}"
         finally:
             if not keep:
-                _delete(kube, job, ns, name, progress)
+                for obj in made:
+                    _delete(kube, obj, progress)
     return Outcome(state, text_, log, clock() - start, shape.kind)
+
+
+def _create_companions(
+    kube: Kube,
+    job: dict[str, Any],
+    created: Mapping[str, Any],
+    made: list[dict[str, Any]],
+    progress: Callable[[str], None],
+) -> None:
+    """Create what the job's pods need beside it, owned by the job (its uid from the
+    create's answer), each added to ``made`` before its create starts: the run's SSH keys.
+    The pods wait for the Secret to mount."""
+    if not shape_of(job).ssh_keys:
+        return
+    secret, ref = sshkeys.secret(job, text(created, "metadata", "uid")), sshkeys.secret_ref(job)
+    made.append(ref)
+    try:
+        kube.create(secret)
+    except KubeError as exc:
+        if ": HTTP 409 " not in str(exc):
+            raise
+        made.remove(ref)  # created by someone else since the check: never touched
+        raise _already_exists(ref) from None
+    meta = secret["metadata"]
+    progress(f"created Secret {meta['namespace']}/{meta['name']} (this run's SSH keys)")
 
 
 def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:

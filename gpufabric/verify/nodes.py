@@ -10,6 +10,7 @@ PCIe ACS and IOMMU.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import posixpath
 import re
@@ -32,6 +33,7 @@ _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _KERNEL = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)")
 _LIMIT = re.compile(r"^Max locked memory\s+(?P<soft>\S+)\s+(?P<hard>\S+)", re.MULTILINE)
 _HEX4 = re.compile(r"[0-9a-f]{4}")
+_PKEY = re.compile(r"0x[0-9a-fA-F]{1,4}")
 _CMDLINE_TOKEN = re.compile(r'(?:"[^"]*"?|[^\s"])+')
 PEERMEM_PATHS = (
     "/sys/module/nvidia_peermem/version",
@@ -358,14 +360,23 @@ def check_rail_mtu(rail: RailExpectation) -> Callable[[Probe, Expectation], Chec
     return run
 
 
+@functools.lru_cache(maxsize=4096)
+def pkey_entry(text: str | None) -> int | None:
+    """A P_Key table entry's value (sysfs ``pkeys/<index>``: ``0x8010`` full member,
+    ``0x0010`` limited, ``0x0000`` an empty slot), None for an empty slot or anything that is
+    not a 16-bit hexadecimal key. Cached: a port's 128 entries are mostly the same few texts."""
+    line = _first_line(text)
+    if _PKEY.fullmatch(line) and int(line, 16) & 0x7FFF:
+        return int(line, 16)
+    return None
+
+
 def _pkey_table(probe: Probe, hca: str) -> set[int]:
-    """The port's P_Key table (sysfs pkeys/<index>: 0x8010 full, 0x0010 limited, 0x0000 empty)."""
-    table: set[int] = set()
-    for index in probe.listdir(f"{_port(hca)}/pkeys"):
-        text = _first_line(probe.read(f"{_port(hca)}/pkeys/{index}"))
-        if re.fullmatch(r"0x[0-9a-fA-F]{1,4}", text) and int(text, 16) & 0x7FFF:
-            table.add(int(text, 16))
-    return table
+    """The port's P_Key table: the value of every non-empty entry."""
+    base = f"{_port(hca)}/pkeys"
+    read = probe.read
+    entries = [pkey_entry(read(f"{base}/{index}")) for index in probe.listdir(base)]
+    return {value for value in entries if value is not None}
 
 
 def check_rail_pkeys(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:

@@ -31,6 +31,7 @@ import secrets
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpufabric.verify import nodes
 from gpufabric.verify.expect import Expectation, RailExpectation
@@ -211,8 +212,9 @@ class GatherError(Exception):
     """The host's answer is not a whole, well-framed answer to this run's script."""
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
+    """One record: the exit status and what was read (a tuple: a host has ~1,200)."""
+
     rc: int
     data: bytes
 
@@ -340,8 +342,8 @@ def _repeats(text: str) -> bytes:
             if i + 1 >= len(lines) or not line:
                 raise ValueError("a repeat mark without a line to repeat or an end")
             end = nodes.ascii_int(lines[i + 1].split(" ", 1)[0])
-            while end is not None and len(data) + len(line) <= end:
-                data += line
+            if end is not None and end >= len(data) + len(line):  # as often as fits
+                data += line * ((end - len(data)) // len(line))
             continue
         offset, _, hexes = raw.partition(" ")
         if nodes.ascii_int(offset) != len(data):
@@ -412,6 +414,11 @@ def parse(output: bytes, boundary: str) -> dict[Key, Answer]:
     """Every record of a gather script's answer. Anything before the line that starts it
     is ignored (a login shell's greeting); after its end line, nothing may be. Records are
     split at the boundary, which no record content (hexadecimal) can hold."""
+    return _records(_parts(output, boundary))
+
+
+def _parts(output: bytes, boundary: str) -> list[bytes]:
+    """The records' parts (header-and-content, trailer, ...) of a whole, well-framed answer."""
     mark = boundary.encode("ascii")
     parts = (b"\n" + output[_start(output, mark) :]).split(b"\n" + mark + b" ")
     records, last = parts[1:-1], parts[-1]
@@ -422,7 +429,67 @@ def parse(output: bytes, boundary: str) -> dict[Key, Answer]:
             f"the answer's end line does not match its {len(records) // 2} records "
             "(truncated or forged)"
         )
-    return dict(_record(records[i], records[i + 1], i // 2) for i in range(0, len(records), 2))
+    return records
+
+
+_RC = {f"= {rc}".encode(): rc for rc in range(256)}
+"""A trailer as the script prints it: ``=`` and the exit status, 0 to 255."""
+_ZERO = b"0000000 "
+
+
+def _one_line(chunk: bytes) -> bytes | None:
+    """The bytes of ``od`` output that is one line at offset 0 and the length (or the length
+    alone), None for anything else (:func:`unod` decodes or refuses that)."""
+    body, newline, length = chunk.rpartition(b"\n")
+    if not length.isdigit():
+        return None
+    if not newline:
+        return b"" if int(length) == 0 else None
+    if body[:8] != _ZERO or b"\n" in body:
+        return None
+    try:
+        data = bytes.fromhex(body[8:].decode("ascii"))
+    except ValueError:  # UnicodeDecodeError too
+        return None
+    return data if int(length) == len(data) else None
+
+
+_FAILED = {rc: Answer(rc, b"") for rc in range(1, 256)}
+"""What a failed read or command answers: its status (what it printed is not used)."""
+
+
+def _records(parts: list[bytes]) -> dict[Key, Answer]:
+    """The records from their parts (header-and-content, trailer, ...). The common record (a
+    key without a newline, content of one ``od`` line, a plain exit status) is decoded here,
+    each distinct content once (a port's 128 P_Key entries are a few texts); every other
+    record, well formed or not, by :func:`_record`, which decodes it or names what is wrong.
+    A record taken here is one :func:`_record` decodes to the same answer."""
+    answers: dict[Key, Answer] = {}
+    decoded: dict[bytes, Answer] = {b"": Answer(0, b"")}
+    ops, rcs, failed = _OPS, _RC, _FAILED
+    for i in range(0, len(parts), 2):
+        head, trail = parts[i], parts[i + 1]
+        line, _, chunk = head.partition(b"\n")
+        op, _, rest = line.partition(b" ")
+        size, blank, key = rest.partition(b" ")
+        operation, rc = ops.get(op), rcs.get(trail)
+        answer = failed.get(rc) if rc else decoded.get(chunk) if rc == 0 else None
+        if answer is None and rc == 0:
+            data = _one_line(chunk)
+            if data is not None:
+                answer = decoded[chunk] = Answer(0, data)
+        if (
+            operation is None
+            or answer is None
+            or not blank
+            or not size.isdigit()
+            or len(key) != int(size)
+        ):
+            found, answer = _record(head, trail, i // 2)
+            answers[found] = answer
+        else:
+            answers[(operation, key.decode("utf-8", "surrogateescape"))] = answer
+    return answers
 
 
 # ----------------------------------------------------------------------------- judging
@@ -446,8 +513,13 @@ class SnapshotProbe:
         return found
 
     def read(self, path: str) -> str | None:
-        data = self.read_bytes(path)
-        return None if data is None else data.decode("utf-8", "replace")
+        # the hot path (a port's 128 pkey entries): node_path and _get inlined
+        key = ("f", path if path[:1] == "/" and path[1:2] != "/" else node_path(path))
+        found = self.answers.get(key)
+        if found is None:
+            self.missing.add(key)
+            return None
+        return found.data.decode("utf-8", "replace") if found.rc == 0 else None
 
     def read_bytes(self, path: str) -> bytes | None:
         found = self._get("f", node_path(path))

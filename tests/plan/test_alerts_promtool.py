@@ -324,3 +324,63 @@ def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
     ]
     out = _run(tmp_path, _rules_file(plan, tmp_path), [case])
     assert out.returncode != 0
+
+
+def _pytorch_cases(plan: Plan) -> list[dict[str, Any]]:
+    master = (
+        'kube_pod_container_status_terminated_reason{namespace="team-vision", '
+        'pod="gpufabric-nccl-r1-0-master-0", container="pytorch", reason="%s"}'
+    )
+    return [
+        {  # A PyTorchJob run's Master completed an hour in: fresh two hours in.
+            "interval": "1m",
+            "input_series": [{"series": master % "Completed", "values": "_x59 1x10"}],
+            "alert_rule_test": [
+                {"eval_time": "2h", "alertname": "AcceptanceStale", "exp_alerts": []}
+            ],
+        },
+        {  # Only a failed Master and someone else's finished Job: stale.
+            "interval": "1m",
+            "input_series": [
+                {"series": master % "Error", "values": "1x180"},
+                {
+                    "series": 'kube_job_status_completion_time{namespace="x", job_name="gpufabric-nccl-x"}',
+                    "values": "60x180",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "30m", "alertname": "AcceptanceStale", "exp_alerts": []},
+                {
+                    "eval_time": "2h",
+                    "alertname": "AcceptanceStale",
+                    "exp_alerts": [_fires(plan, "AcceptanceStale")],
+                },
+            ],
+        },
+    ]
+
+
+@needs_promtool
+def test_a_pytorchjob_acceptance_run_keeps_the_acceptance_fresh(tmp_path: Path) -> None:
+    """A PyTorchJob runs bare pods and leaves no batch Job: AcceptanceStale read only
+    kube_job_* and fired on a PyTorchJob-only stack however often its acceptance passed."""
+    config = example_config("lab-roce")
+    config["gpufabric:training"] = {
+        "mpiOperator": False,
+        "trainingOperator": {"schemes": ["pytorchjob"]},
+    }
+    config["gpufabric:monitoring"] = {"enabled": True}
+    plan = plan_of(config, "lab")
+    out = _run(tmp_path, _rules_file(plan, tmp_path), _pytorch_cases(plan))
+    assert out.returncode == 0, out.stdout + out.stderr
+    # the acceptance dashboard reads the same Master series, in queries Prometheus parses
+    from gpufabric.plan.dashboards import boards
+
+    exprs = [t["expr"] for p in boards(plan.facts)["acceptance"]["panels"] for t in p["targets"]]
+    assert all("-master-0" in e for e in exprs)
+    rules = tmp_path / "board.yaml"
+    records = [{"record": f"board:q{i}", "expr": e} for i, e in enumerate(exprs)]
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "board", "rules": records}]}))
+    assert PROMTOOL is not None
+    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr

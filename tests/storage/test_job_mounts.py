@@ -66,11 +66,13 @@ def test_jobs_mount_the_tenants_claims(kind: str, gang: str) -> None:
             "datasets",
             "scratch",
         }
-        assert env_of(job, container)["GPUFABRIC_CHECKPOINT_DIR"] == "/checkpoints/llama-70b"
+        assert (
+            env_of(job, container)["GPUFABRIC_CHECKPOINT_DIR"] == f"/checkpoints/{kind}/llama-70b"
+        )
     if kind == "mpijob":
         launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
         # ranks started over ssh get it from mpirun, not from the worker's environment
-        assert "GPUFABRIC_CHECKPOINT_DIR=/checkpoints/llama-70b" in launcher["command"]
+        assert "GPUFABRIC_CHECKPOINT_DIR=/checkpoints/mpijob/llama-70b" in launcher["command"]
 
 
 def test_a_tenant_without_claims_gets_no_mounts() -> None:

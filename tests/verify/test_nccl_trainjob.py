@@ -1,8 +1,9 @@
 """``verify nccl`` (and its sweep) on a stack without the MPI Operator: the acceptance test
 runs as a TrainJob through gpufabric's nccl-tests ClusterTrainingRuntime (the Trainer's MPI
 policy gives the launcher the hostfile and SSH keys), with the same mpirun program, wiring,
-log analysis and cleanup as the MPIJob. A stack with only the Training Operator has no MPI
-launcher, so it is refused with the option that would give it one. The fake plays the
+log analysis and cleanup as the MPIJob (a PyTorchJob-only stack: test_nccl_pytorchjob.py). A
+stack with no MPIJob, TrainJob or PyTorchJob is refused with the options that would give it
+an acceptance job. The fake plays the
 Trainer and JobSet: on create it starts the launcher pod JobSet would label, whose log is a
 real nccl-tests run, and after a few polls marks the TrainJob Complete or Failed."""
 
@@ -31,7 +32,7 @@ TRAINER_ONLY = {
     "mpiOperator": False,
     "trainer": {"enabled": True, "runtimes": ["torch-distributed"]},
 }
-PYTORCH_ONLY = {"mpiOperator": False, "trainingOperator": {"schemes": ["pytorchjob"]}}
+NO_ACCEPTANCE = {"mpiOperator": False, "trainingOperator": {"schemes": ["jaxjob"]}}
 TRAINJOB = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-vision/trainjobs/gpufabric-nccl"
 
 
@@ -187,21 +188,21 @@ def test_sweep_dry_run_prints_trainjobs(
     assert all(d["kind"] == "TrainJob" for d in docs)
 
 
-def test_pytorchjob_only_stack_is_refused_with_what_would_run_it(
+def test_a_stack_without_an_acceptance_kind_is_refused_with_what_would_run_it(
     write_stack: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write_stack(config(PYTORCH_ONLY), "pytorch-only")
+    path = write_stack(config(NO_ACCEPTANCE), "jax-only")
     code = main(["verify", "nccl", "--stack", str(path), "--tenant", "team-vision", "--dry-run"])
     err = capsys.readouterr().err
     assert code == 2
-    assert "training: this stack runs pytorchjob" in err
+    assert "training: this stack runs jaxjob" in err
     assert "training.mpiOperator: true" in err
     assert "training.trainer.enabled: true" in err
     assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("extra", [(), ("--sweep",)])
-def test_pytorchjob_only_stack_is_refused_before_the_cluster_is_asked(
+def test_a_stack_without_an_acceptance_kind_is_refused_before_the_cluster_is_asked(
     fake: FakeKube,
     tmp_path: Path,
     write_stack: Callable[..., Path],
@@ -210,11 +211,11 @@ def test_pytorchjob_only_stack_is_refused_before_the_cluster_is_asked(
 ) -> None:
     """The sweep asked the cluster for its nodes first and only then found that the stack
     has no acceptance job (exit 3 without a cluster): bad input is exit 2, nothing asked."""
-    path = write_stack(config(PYTORCH_ONLY), "pytorch-only")
+    path = write_stack(config(NO_ACCEPTANCE), "jax-only")
     code = main(argv(fake, tmp_path, path, *extra))
     err = capsys.readouterr().err
     assert code == 2
-    assert "training: this stack runs pytorchjob" in err
+    assert "training: this stack runs jaxjob" in err
     assert fake.requests == []
 
 
@@ -222,8 +223,8 @@ def test_only_a_stack_without_an_acceptance_job_is_warned_about_it() -> None:
     """A TrainJob-accepted stack was warned that verify nccl "runs as an MPIJob and will not
     work"; only a stack with neither MPI launcher is, with the options that give it one."""
     assert not [str(w) for w in stack_warnings(model_of(config(TRAINER_ONLY)))]
-    [warning] = [str(w) for w in stack_warnings(model_of(config(PYTORCH_ONLY)))]
-    assert warning.startswith("training.mpiOperator: false and training.trainer.enabled false")
+    [warning] = [str(w) for w in stack_warnings(model_of(config(NO_ACCEPTANCE)))]
+    assert warning.startswith("training.mpiOperator: false, training.trainer.enabled false")
     assert "training.mpiOperator: true (MPIJob)" in warning
     assert "training.trainer.enabled: true (TrainJob)" in warning
 

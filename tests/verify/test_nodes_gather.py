@@ -8,6 +8,7 @@ same tree file by file (TreeProbe).
 
 from __future__ import annotations
 
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -236,3 +237,120 @@ def test_od_output_decodes_to_the_file_bytes(data: bytes) -> None:
             nodes_gather.unod(b"".join(lines[:1] + lines[2:]))
     with pytest.raises(ValueError, match=r"offset|length|repeat"):
         nodes_gather.unod(b"".join(lines[:-1]) + b"9999999\n")
+
+
+# --------------------------------------------------------------- the fast path's truth
+
+
+def _exact(output: bytes, boundary: str) -> dict[nodes_gather.Key, nodes_gather.Answer]:
+    """The answer decoded record by record by the exact decoder alone (no fast path)."""
+    records = nodes_gather._parts(output, boundary)  # the framing checks, shared by both
+    return dict(
+        nodes_gather._record(records[i], records[i + 1], i // 2) for i in range(0, len(records), 2)
+    )
+
+
+def _outcome(decode: object, output: bytes) -> object:
+    try:
+        return decode(output, BOUNDARY)  # type: ignore[operator]
+    except nodes_gather.GatherError as exc:
+        return f"GatherError: {exc}"
+
+
+def _mutants(output: bytes, rng: random.Random) -> list[bytes]:
+    """The answer with one line changed the ways a broken or hostile host could."""
+    lines = output.split(b"\n")
+    found = []
+    for _ in range(40):
+        at = rng.randrange(len(lines))
+        line = lines[at]
+        pos = rng.randrange(len(line) + 1)
+        variants = [
+            line[:pos] + bytes([rng.choice(b"0123456789abcdef \n*=@gxyz\xff")]) + line[pos:],
+            line[:pos] + line[pos + 1 :],
+            line + b"\n" + line,
+            b"",
+            line.upper(),
+            line.replace(b" ", b"  ", 1),
+        ]
+        mutant = [*lines[:at], rng.choice(variants), *lines[at + 1 :]]
+        found.append(b"\n".join(mutant))
+    return found
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_the_fast_decoder_reads_every_answer_as_the_exact_one(tmp_path: Path, stack: str) -> None:
+    """Every fixture answer, and the same answers broken line by line, decode to the same
+    records (or fail with the same error) through parse's fast path as through the exact
+    record decoder alone: speed changed nothing a verdict reads."""
+    exp = expectation(stack)
+    rng = random.Random(stack)
+    variants = [{}, {"degraded": {exp.rails[0].hca or "mlx5_0": ("1: DOWN", "3: Disabled")}}]
+    for n, overrides in enumerate(variants if exp.rails else variants[:1]):
+        root = nodefs.build(tmp_path / f"node{n}", node_for(exp, **overrides))
+        output = run_script(nodes_gather.gather_script(exp, str(root), BOUNDARY).text, root)
+        assert _outcome(nodes_gather.parse, output) == _outcome(_exact, output)
+        assert not str(_outcome(nodes_gather.parse, output)).startswith("GatherError")
+        for mutant in _mutants(output, rng):
+            assert _outcome(nodes_gather.parse, mutant) == _outcome(_exact, mutant)
+
+
+def test_a_key_with_a_newline_and_empty_files_take_the_exact_path(tmp_path: Path) -> None:
+    """Records the fast path leaves alone (a key holding a newline, a file with no bytes,
+    od's repeated lines) still decode exactly."""
+    if shutil.which("od") is None:
+        pytest.skip("od is not installed")
+    data = bytes(64) + b"\x01"
+    od = subprocess.run(["od", "-Ad", "-tx1"], input=data, capture_output=True, check=True)
+    empty = subprocess.run(["od", "-Ad", "-tx1"], input=b"", capture_output=True, check=True)
+    body = [
+        f"{BOUNDARY} f 6 /a\nb/c\n".encode() + od.stdout + f"{BOUNDARY} = 0\n".encode(),
+        f"{BOUNDARY} f 2 /e\n".encode() + empty.stdout + f"{BOUNDARY} = 0\n".encode(),
+    ]
+    output = f"{BOUNDARY} BEGIN 1\n".encode() + b"".join(body) + f"{BOUNDARY} END 2\n".encode()
+    answers = nodes_gather.parse(output, BOUNDARY)
+    assert answers == {
+        ("f", "/a\nb/c"): nodes_gather.Answer(0, data),
+        ("f", "/e"): nodes_gather.Answer(0, b""),
+    }
+    assert answers == _exact(output, BOUNDARY)
+
+
+def test_looking_for_overdue_hosts_reads_only_the_hosts_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline look reads the hosts in flight, not every host started so far (at
+    10,000 hosts a look per result over every started host was 50 million reads)."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    roots = {f"gpu-{i:03d}": root for i in range(40)}
+    seen: list[int] = []
+    overdue = fleet._overdue
+
+    def counting(started: dict[str, float], *args: object) -> list[str]:
+        seen.append(len(started))
+        return overdue(started, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet, "_overdue", counting)
+    monkeypatch.setattr(fleet, "OVERDUE_EVERY", 0.01, raising=False)
+    transport = LatencyTransport(roots, latency=0.02)
+    checks = fleet.run_fleet(list(roots), exp, transport, parallel=4, judges=0)
+    assert {c.status for c in checks} <= {"PASS", "SKIP"}
+    assert seen, "the deadline was looked at"
+    assert max(seen) <= 4
+
+
+def test_large_fleets_are_judged_in_processes_from_two_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The measured choice (benchmarks/verify_fleet.py, docs/decisions.md): a process per
+    CPU from 64 hosts on 2 or more CPUs; the threads for small fleets and a single CPU; an
+    explicit number always wins."""
+    monkeypatch.setattr(fleet.os, "cpu_count", lambda: 2)
+    assert fleet.judges_for(10_000, None) == 2
+    assert fleet.judges_for(64, None) == 2
+    assert fleet.judges_for(63, None) == 0
+    assert fleet.judges_for(10_000, 0) == 0
+    monkeypatch.setattr(fleet.os, "cpu_count", lambda: 1)
+    assert fleet.judges_for(10_000, None) == 0
+    assert fleet.judges_for(10_000, 3) == 3
