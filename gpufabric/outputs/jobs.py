@@ -809,10 +809,14 @@ def _add_file(files: dict[str, str], p: Path) -> None:
 
 # ----------------------------------------------------------------- resume, for the runbook
 
+JOB_LABEL = "training.kubeflow.org/job-name"
+"""The label the MPI Operator and the Training Operator put on a job's pods."""
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The label JobSet puts on a TrainJob's pods."""
 POD_JOB_LABEL: dict[JobKind, str] = {
-    "mpijob": "training.kubeflow.org/job-name",
-    "pytorchjob": "training.kubeflow.org/job-name",
-    "trainjob": "jobset.sigs.k8s.io/jobset-name",
+    "mpijob": JOB_LABEL,
+    "pytorchjob": JOB_LABEL,
+    "trainjob": JOBSET_LABEL,
 }
 """The label each operator puts on a job's pods, valued with the job's name (a TrainJob's
 JobSet has the TrainJob's name)."""

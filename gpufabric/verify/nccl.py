@@ -26,6 +26,8 @@ from typing import Any
 from gpufabric.exitcodes import Verdict
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.outputs.jobs import (
+    JOB_LABEL,
+    JOBSET_LABEL,
     JobRequest,
     Wiring,
     mpi_pytorchjob,
@@ -57,10 +59,8 @@ SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
 TESTS = ("all_reduce_perf_mpi", "all_gather_perf_mpi")
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 MARKER = "==> gpufabric nccl-test: {test} <=="
-JOB_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
