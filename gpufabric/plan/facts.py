@@ -25,6 +25,7 @@ from gpufabric.plan.vocabulary import (
     HostStack,
     JobKind,
     LinkLayer,
+    MetricsScheme,
     MigStrategy,
     MultusMode,
     NadScope,
@@ -248,7 +249,7 @@ class QueueMetrics:
     """Labels of the Service in front of its metrics endpoint."""
     port: str
     """That Service's port name."""
-    scheme: str
+    scheme: MetricsScheme
     """``https``: the endpoint authorizes the scraper's service account token."""
     wait: tuple[tuple[str, str], ...]
     """Queries (PromQL, legend) of the wait of work in each queue, in seconds, over the
