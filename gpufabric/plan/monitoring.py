@@ -208,7 +208,9 @@ def _queue_monitor(ctx: PlanContext) -> list[Item]:
         port=q.port,
         scheme=q.scheme,
     )
-    return [Item(ids.QUEUE_METRICS, Layer.MONITORING, K8sObject(body), _after_prometheus(ctx))]
+    # In the authority's namespace, which its chart creates.
+    after = (*_after_prometheus(ctx), ids.authority_chart(ctx.facts.gang.authority))
+    return [Item(ids.QUEUE_METRICS, Layer.MONITORING, K8sObject(body), after)]
 
 
 def _dashboards(ctx: PlanContext) -> list[Item]:

@@ -198,6 +198,8 @@ def test_the_queueing_authority_is_scraped_by_the_stacks_prometheus() -> None:
     (endpoint,) = monitor["spec"]["endpoints"]
     assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
     assert endpoint["bearerTokenFile"].endswith("serviceaccount/token")
+    # Applied once the Kueue chart has made its namespace.
+    assert ids.authority_chart("kueue") in plan.item(ids.QUEUE_METRICS).depends_on
 
 
 def test_volcano_is_scraped_over_its_schedulers_metrics_port() -> None:
