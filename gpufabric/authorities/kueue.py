@@ -19,7 +19,7 @@ from gpufabric.authorities.base import GPU_RESOURCE, Authority, tolerations
 from gpufabric.model.config import HOSTNAME_LABEL, Scheduling
 from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
-from gpufabric.plan.facts import GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.facts import GangPolicy, PlanContext, QueueMetrics, TenantContract
 from gpufabric.plan.items import Item, Layer, object_item
 
 TOPOLOGY_NAME = "gpufabric"
@@ -133,6 +133,40 @@ class Kueue(Authority):
     def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
         # Kueue always places through a Topology: the node level alone when none is named.
         return tuple(configured) or (HOSTNAME_LABEL,)
+
+    def queue_metrics(self) -> QueueMetrics:
+        """Kueue's admission wait histogram and pending workload gauge, both per ClusterQueue
+        and registered without any flag (pkg/metrics/metrics.go at the pin), served over
+        HTTPS on the chart's metrics Service (port ``https``, 8443) to a token allowed to
+        get ``/metrics``."""
+        wait = "kueue_admission_wait_time_seconds_bucket"
+        return QueueMetrics(
+            component=self.component,
+            service_labels={
+                "app.kubernetes.io/name": "kueue",
+                "app.kubernetes.io/component": "metrics-service",
+            },
+            port="https",
+            scheme="https",
+            wait=tuple(
+                (
+                    f"histogram_quantile({q}, sum by (cluster_queue, le) "
+                    f"(increase({wait}[$__range])))",
+                    f"{{{{cluster_queue}}}} p{int(q * 100)}",
+                )
+                for q in (0.5, 0.9)
+            ),
+            pending=(
+                (
+                    "sum by (cluster_queue, status) (kueue_pending_workloads)",
+                    "{{cluster_queue}} {{status}}",
+                ),
+            ),
+            note="Kueue's kueue_admission_wait_time_seconds: from a workload's creation or "
+            "requeue until its admission, per ClusterQueue (a tenant's LocalQueue feeds its "
+            "ClusterQueue). Pending: workloads waiting, 'active' (being tried) or "
+            "'inadmissible' (cannot fit now).",
+        )
 
     def preferred_topology_level(self, levels: Sequence[str]) -> str | None:
         """Prefer the narrowest switch level (all pods under one leaf), climbing to wider

@@ -17,7 +17,13 @@ import yaml
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import HOSTNAME_LABEL
 from gpufabric.plan import ids
-from gpufabric.plan.facts import DiscoveredTopology, GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.facts import (
+    DiscoveredTopology,
+    GangPolicy,
+    PlanContext,
+    QueueMetrics,
+    TenantContract,
+)
 from gpufabric.plan.items import Item, Layer, object_item
 
 TOPOLOGY_NAME = "gpufabric"
@@ -107,6 +113,33 @@ class Volcano(Authority):
             "capability (gpuQuota, gpuBorrowingLimit)"
         ),
     }
+
+    def queue_metrics(self) -> QueueMetrics:
+        """Volcano's scheduler exports no queue wait histogram nor a pending count per queue
+        (pkg/scheduler/metrics at the pin): the nearest are the per-job gauge of the time from
+        a job's creation until its last task was placed (ms, labelled with its queue, set
+        by the allocate and backfill actions) and the gang plugin's count of jobs it could
+        not schedule, fleet-wide. Served over HTTP on the chart's scheduler Service."""
+        duration = "max_over_time(volcano_e2e_job_scheduling_duration[$__range])"
+        return QueueMetrics(
+            component=self.component,
+            service_labels={"app": "volcano-scheduler"},
+            port="metrics",
+            scheme="http",
+            wait=tuple(
+                (
+                    f"quantile by (queue) ({q}, {duration}) / 1000",
+                    f"{{{{queue}}}} p{int(q * 100)}",
+                )
+                for q in (0.5, 0.9)
+            ),
+            pending=(("volcano_unschedule_job_count", "jobs not schedulable (all queues)"),),
+            note="Volcano exports no queue wait metric: this is volcano_e2e_job_scheduling_"
+            "duration, the time from a job's creation until its last task was placed, per "
+            "queue over the jobs placed in the range; a job still waiting is not in it. "
+            "Pending: the gang plugin's count of jobs it could not schedule, all queues "
+            "together (Volcano has no per-queue pending count).",
+        )
 
     def topology_levels(self, configured: Sequence[str]) -> tuple[str, ...]:
         # Volcano places by topology only when the stack names levels (then the node last).

@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 from gpufabric import authorities
 from gpufabric.model.config import Scheduling
 from gpufabric.model.problems import Problem
-from gpufabric.plan.facts import DiscoveredTopology, GangPolicy, PlanContext, TenantContract
+from gpufabric.plan.facts import (
+    DiscoveredTopology,
+    GangPolicy,
+    PlanContext,
+    QueueMetrics,
+    TenantContract,
+)
 from gpufabric.plan.items import Item
 
 
@@ -81,6 +87,10 @@ class Authority(ABC):
 
     def discovered_topology(self, switch_levels: Sequence[str]) -> DiscoveredTopology | None:
         """Objects it builds from the switch levels' node labels (None: none)."""
+        return None
+
+    def queue_metrics(self) -> QueueMetrics | None:
+        """Its metrics of queue wait and pending work, and the Service that serves them."""
         return None
 
     def preferred_topology_level(self, levels: Sequence[str]) -> str | None:

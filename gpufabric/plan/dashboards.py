@@ -1,5 +1,6 @@
 """Grafana dashboards a person reads at a glance, computed from the Plan's facts: fleet
-health, the fabric per rail, tenants (GPU use against quota) and acceptance history.
+health, the fabric per rail, tenants (GPU use against quota, queue wait and pending work
+from the queueing authority's own metrics) and acceptance history.
 
 Each board is plain Grafana dashboard JSON over the Prometheus data source; the monitoring
 layer wraps each in a ConfigMap the Grafana sidecar loads. Every query reads a metric the
@@ -259,7 +260,17 @@ def _tenants(f: Facts) -> dict[str, Any]:
         )
         for ns in sorted(f.tenants)
     ]
-    return _board("tenants", "tenants", f.stack, panels)
+    q = f.gang.queue_metrics
+    if q is None:
+        return _board("tenants", "tenants", f.stack, panels)
+    panels += [
+        ("Queue wait (p50 / p90 over the range, seconds)", list(q.wait), "timeseries"),
+        ("Work pending", list(q.pending), "timeseries"),
+    ]
+    board = _board("tenants", "tenants", f.stack, panels)
+    for panel in board["panels"][-2:]:
+        panel["description"] = q.note
+    return board
 
 
 def _acceptance(f: Facts) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from gpufabric.plan.vocabulary import (
     HostStack,
     JobKind,
     LinkLayer,
+    MetricsScheme,
     MigStrategy,
     MultusMode,
     NadScope,
@@ -238,6 +239,28 @@ class DiscoveredTopology:
 
 
 @dataclass(frozen=True)
+class QueueMetrics:
+    """What the queueing authority's own metrics tell about waiting work, and where it serves
+    them: the tenants dashboard reads the queries, a ServiceMonitor scrapes the endpoint."""
+
+    component: str
+    """Its pinned chart: the metrics Service is in that component's namespace."""
+    service_labels: Mapping[str, str]
+    """Labels of the Service in front of its metrics endpoint."""
+    port: str
+    """That Service's port name."""
+    scheme: MetricsScheme
+    """``https``: the endpoint authorizes the scraper's service account token."""
+    wait: tuple[tuple[str, str], ...]
+    """Queries (PromQL, legend) of the wait of work in each queue, in seconds, over the
+    dashboard's time range (Grafana's ``$__range``)."""
+    pending: tuple[tuple[str, str], ...]
+    """Queries (PromQL, legend) of the work waiting now."""
+    note: str
+    """What the wait measures and what it misses (the panels' description)."""
+
+
+@dataclass(frozen=True)
 class GangPolicy:
     """How the cluster's one queueing authority admits and places gangs."""
 
@@ -263,6 +286,8 @@ class GangPolicy:
     discovered_topology: DiscoveredTopology | None = None
     """What ``verify cluster`` checks the topology's objects in (None: the authority places
     by the node labels alone)."""
+    queue_metrics: QueueMetrics | None = None
+    """Its queue wait and pending work metrics (None: it exports none)."""
 
     def nodes_under(self, label: str, switch: str) -> int:
         """GPU nodes the node table puts under ``switch`` at level ``label`` (0 without one)."""
@@ -632,6 +657,7 @@ __all__ = [
     "OperatorFacts",
     "Partition",
     "PlanContext",
+    "QueueMetrics",
     "RailFacts",
     "RequeuePolicy",
     "RoceFacts",

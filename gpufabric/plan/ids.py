@@ -42,6 +42,7 @@ def nad(rail: str, tenant: str | None = None) -> str:
 MONITORING_NAMESPACE = "monitoring/namespace"
 PROMETHEUS = "monitoring/kube-prometheus-stack"
 MONITORING_RULES = "monitoring/rules"
+QUEUE_METRICS = "monitoring/queueing-metrics"
 NODE_PROBLEM_DETECTOR = "monitoring/node-problem-detector"
 HEALTH_ACCOUNT = "monitoring/health/service-account"
 HEALTH_CLUSTER_ROLE = "monitoring/health/cluster-role"

@@ -8,6 +8,8 @@
 - Port counters: node-exporter's infiniband collector (on by default; IB port counters and
   the mlx5 RoCE hw_counters such as ECN marks and CNPs, labels device and port) and, on
   lossless Ethernet, its ethtool collector for the per-priority PFC pause counters.
+- Queues: a ServiceMonitor for the queueing authority's own metrics (queue wait, pending
+  work; ``facts.gang.queue_metrics`` from the authority), read by the tenants dashboard.
 - Alerts: one PrometheusRule (:mod:`gpufabric.plan.alerts`); dashboards: ConfigMaps the
   Grafana sidecar loads (:mod:`gpufabric.plan.dashboards`).
 - node-problem-detector over its pinned manifests with gpufabric's kernel-log rules.
@@ -221,6 +223,27 @@ def _after_prometheus(ctx: PlanContext) -> tuple[str, ...]:
     return (ids.PROMETHEUS,) if ctx.facts.monitoring.install_prometheus else ()
 
 
+def _queue_monitor(ctx: PlanContext) -> list[Item]:
+    """A ServiceMonitor for the queueing authority's metrics (queue wait, pending work),
+    labelled so the stack's Prometheus selects it; none when the authority exports none."""
+    q = ctx.facts.gang.queue_metrics
+    if q is None:
+        return []
+    body = render_object(
+        "monitoring/service-monitor.yaml.j2",
+        stack=ctx.stack,
+        name=f"gpufabric-{q.component}",
+        namespace=ctx.components[q.component].namespace,
+        labels=ctx.facts.monitoring.selector_labels,
+        service_labels=q.service_labels,
+        port=q.port,
+        scheme=q.scheme,
+    )
+    # In the authority's namespace, which its chart creates.
+    after = (*_after_prometheus(ctx), ids.authority_chart(ctx.facts.gang.authority))
+    return [Item(ids.QUEUE_METRICS, Layer.MONITORING, K8sObject(body), after)]
+
+
 def _dashboards(ctx: PlanContext) -> list[Item]:
     m = ctx.facts.monitoring
     return [
@@ -280,6 +303,7 @@ def build(ctx: PlanContext) -> list[Item]:
             ),
         ]
     items.append(_rule(ctx))
+    items += _queue_monitor(ctx)
     if m.dashboards:
         items += _dashboards(ctx)
     if m.node_problem_detector:

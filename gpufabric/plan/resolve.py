@@ -302,6 +302,7 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
             backoff_max_s=s.requeuing.backoffMax,
         ),
         discovered_topology=authority.discovered_topology(switch_levels),
+        queue_metrics=authority.queue_metrics(),
     )
 
 

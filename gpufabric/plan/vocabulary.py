@@ -56,6 +56,8 @@ NfsVersion = Literal["4.1", "4.2"]
 ReclaimPolicy = Literal["Retain", "Delete"]
 """What happens to a volume when its claim is deleted (``storage.backends[].nfs.reclaimPolicy``)."""
 JobKind = Literal["mpijob", "trainjob"] | TrainingScheme
+MetricsScheme = Literal["http", "https"]
+"""How a metrics endpoint is scraped (https: with the scraper's service account token)."""
 XidAction = Literal["fatal", "application"]
 """Xid classes: fatal ones need a GPU reset or reboot (quarantine); application ones never."""
 """A job kind the cluster serves: MPIJob, a Training Operator v1 scheme, or TrainJob."""
@@ -67,6 +69,7 @@ __all__ = [
     "HostStack",
     "JobKind",
     "LinkLayer",
+    "MetricsScheme",
     "MultusMode",
     "NadScope",
     "NcclLinkLayer",

@@ -125,3 +125,47 @@ def test_node_problem_detector_runs_gpufabrics_kernel_monitor() -> None:
     assert {"key": "gpufabric-monitor.json", "path": "gpufabric-monitor.json"} in items[
         "configMap"
     ]["items"]
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "roce-sriov-volcano"])
+def test_the_authority_monitor_selects_its_charts_metrics_service(stack: str) -> None:
+    """The real chart of the stack's queueing authority, with the stack's values, renders
+    exactly one Service the ServiceMonitor selects, with the port it scrapes, in the
+    namespace it looks in; the chart's own monitor (unlabelled for our Prometheus) is off."""
+    plan = _plan(stack)
+    q = plan.facts.gang.queue_metrics
+    assert q is not None
+    monitor = plan.item(ids.QUEUE_METRICS).payload
+    assert isinstance(monitor, K8sObject)
+    spec = monitor.body["spec"]
+    objects = _rendered(plan, ids.authority_chart(plan.facts.gang.authority))
+    selected = [
+        o
+        for o in objects
+        if o["kind"] == "Service"
+        and spec["selector"]["matchLabels"].items() <= o["metadata"].get("labels", {}).items()
+    ]
+    assert len(selected) == 1, [o["metadata"]["name"] for o in selected]
+    service = selected[0]
+    assert (
+        service["metadata"].get("namespace", plan.components[q.component].namespace)
+        in (spec["namespaceSelector"]["matchNames"])
+    )
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert spec["endpoints"][0]["port"] in ports
+    assert not [o for o in objects if o["kind"] == "ServiceMonitor"]
+
+
+def test_installed_prometheus_may_read_kueues_authorized_metrics_endpoint() -> None:
+    """Kueue's metrics endpoint authorizes the scraper's token for GET /metrics: the
+    Prometheus kube-prometheus-stack installs runs with a role that grants it."""
+    plan = _plan("roce-sriov-volcano")
+    objects = _rendered(plan, ids.PROMETHEUS)
+    role = next(
+        o
+        for o in objects
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-prometheus")
+    )
+    assert any(
+        "/metrics" in r.get("nonResourceURLs", []) and "get" in r["verbs"] for r in role["rules"]
+    )

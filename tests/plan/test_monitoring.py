@@ -119,9 +119,11 @@ def test_dashboards_load_through_the_grafana_sidecar() -> None:
     assert any(t.startswith("rail rail0 (mlx5_0)") for t in titles)
     tenants = json.loads(next(iter(body(plan, ids.dashboard("tenants"))["data"].values())))
     assert [p["title"] for p in tenants["panels"]] == [
-        f"{ns}: GPUs in use against quota" for ns in sorted(plan.facts.tenants)
+        *(f"{ns}: GPUs in use against quota" for ns in sorted(plan.facts.tenants)),
+        "Queue wait (p50 / p90 over the range, seconds)",
+        "Work pending",
     ]
-    assert len(tenants["panels"]) == len(plan.facts.tenants) >= 2
+    assert len(plan.facts.tenants) >= 2
 
 
 def test_node_problem_detector_sets_conditions_for_fatal_xids_only() -> None:
@@ -172,3 +174,73 @@ def test_bad_monitoring_values_are_named_by_path() -> None:
     )
     assert any(p.startswith("monitoring.prometheus.selectorLabels") for p in problems)
     assert "monitoring.thresholds.symbolErrorsPerHour" in problems
+
+
+def _tenants_board(plan: Any) -> dict[str, Any]:
+    return json.loads(body(plan, ids.dashboard("tenants"))["data"]["gpufabric-tenants.json"])
+
+
+def test_the_queueing_authority_is_scraped_by_the_stacks_prometheus() -> None:
+    """Kueue's metrics Service is selected by a ServiceMonitor in its namespace carrying the
+    labels the site's Prometheus selects monitors by (prod-ib: an existing Prometheus)."""
+    plan = plan_of(example_config("prod-ib"), "prod-ib")
+    monitor = body(plan, ids.QUEUE_METRICS)
+    assert monitor["kind"] == "ServiceMonitor"
+    for key, value in plan.facts.monitoring.selector_labels.items():
+        assert monitor["metadata"]["labels"][key] == value
+    namespace = plan.components["kueue"].namespace
+    assert monitor["metadata"]["namespace"] == namespace
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [namespace]}
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "kueue",
+        "app.kubernetes.io/component": "metrics-service",
+    }
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+    assert endpoint["bearerTokenFile"].endswith("serviceaccount/token")
+    # Applied once the Kueue chart has made its namespace.
+    assert ids.authority_chart("kueue") in plan.item(ids.QUEUE_METRICS).depends_on
+
+
+def test_volcano_is_scraped_over_its_schedulers_metrics_port() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    monitor = body(plan, ids.QUEUE_METRICS)
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"] == {"app": "volcano-scheduler"}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("metrics", "http")
+    assert "bearerTokenFile" not in endpoint
+
+
+def test_no_queue_monitor_without_monitoring() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:monitoring"] = {"enabled": False}
+    plan = plan_of(config, "prod-ib")
+    assert not any(it.id == ids.QUEUE_METRICS for it in plan.items)
+
+
+def test_tenants_board_shows_kueue_queue_wait_percentiles_and_pending_workloads() -> None:
+    plan = plan_of(example_config("prod-ib"), "prod-ib")
+    panels = {p["title"]: p for p in _tenants_board(plan)["panels"]}
+    wait = panels["Queue wait (p50 / p90 over the range, seconds)"]
+    exprs = [t["expr"] for t in wait["targets"]]
+    assert [e.split(",")[0] for e in exprs] == [
+        "histogram_quantile(0.5",
+        "histogram_quantile(0.9",
+    ]
+    assert all("by (cluster_queue, le)" in e and "[$__range]" in e for e in exprs)
+    pending = panels["Work pending"]
+    assert [t["expr"] for t in pending["targets"]] == [
+        "sum by (cluster_queue, status) (kueue_pending_workloads)"
+    ]
+    assert "admission" in wait["description"]
+
+
+def test_tenants_board_says_volcano_has_no_queue_wait_metric() -> None:
+    plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    panels = {p["title"]: p for p in _tenants_board(plan)["panels"]}
+    wait = panels["Queue wait (p50 / p90 over the range, seconds)"]
+    assert wait["description"].startswith("Volcano exports no queue wait metric")
+    assert all(t["expr"].startswith("quantile by (queue)") for t in wait["targets"])
+    ids_seen = [p["id"] for p in _tenants_board(plan)["panels"]]
+    assert len(ids_seen) == len(set(ids_seen))

@@ -7,7 +7,11 @@ checked against the exporters' own lists, not a list kept here:
   release (``collector/infiniband_linux.go``; the ethtool names derived from our
   ``--collector.ethtool.metrics-include`` filter with the collector's own renaming rule),
   found under ``../shared/upstream/src/node_exporter-*`` or ``$GPUFABRIC_NODE_EXPORTER_SRC``;
-  skipped where absent.
+  skipped where absent;
+- kueue_* / volcano_*: the queueing authority's metrics source at the pin (Kueue's
+  ``pkg/metrics/metrics.go`` with its ``pkg/constants``, Volcano's
+  ``pkg/scheduler/metrics``), found under ``../shared/upstream/src/<name>-*`` or
+  ``$GPUFABRIC_KUEUE_SRC`` / ``$GPUFABRIC_VOLCANO_SRC``; skipped where absent.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ _FUNCS = {
     "time",
     "bool",
     "offset",
+    "histogram_quantile",
+    "quantile",
+    "le",
 }
 
 
@@ -135,3 +142,70 @@ def test_every_node_exporter_metric_queried_is_one_its_collectors_emit() -> None
     for stack, queried in _queried("node_").items():
         assert queried, stack
         assert queried <= emitted, (stack, sorted(queried - emitted))
+
+
+# A Prometheus client metric as Kueue and Volcano declare it: its options' Subsystem (a
+# constant) and Name; a histogram is exported as <name>_bucket, _sum and _count.
+_OPTS = re.compile(
+    r"prometheus\.(Histogram|Gauge|Counter|Summary)Opts\{\s*Subsystem:\s*([\w.]+),\s*"
+    r'Name:\s*"(\w+)"'
+)
+_SUFFIXES = {"Histogram": ("_bucket", "_sum", "_count"), "Summary": ("_sum", "_count")}
+
+
+def _declared_metrics(files: list[Path]) -> set[str]:
+    text = "\n".join(f.read_text() for f in files)
+    consts = dict(re.findall(r'\b(\w+)\s*=\s*"([\w-]+)"', text))
+    names: set[str] = set()
+    for kind, subsystem, name in _OPTS.findall(text):
+        base = f"{consts[subsystem.rsplit('.', 1)[-1]]}_{name}"
+        names |= {base + s for s in _SUFFIXES.get(kind, ("",))}
+    return names
+
+
+_AUTHORITY_SOURCES = {
+    # authority -> an example stack that runs it, the files declaring its metrics and constants
+    "kueue": ("prod-ib", ("pkg/metrics/metrics.go", "pkg/constants/constants.go")),
+    "volcano": (
+        "roce-sriov-volcano",
+        tuple(f"pkg/scheduler/metrics/{n}.go" for n in ("metrics", "queue", "job", "namespace")),
+    ),
+}
+
+
+def _authority_src(name: str, files: tuple[str, ...]) -> Path | None:
+    env = os.environ.get(f"GPUFABRIC_{name.upper()}_SRC")
+    found = [Path(env)] if env else []
+    found += sorted((REPO.parent / "shared" / "upstream" / "src").glob(f"{name}-*"))
+    return next((d for d in found if all((d / f).is_file() for f in files)), None)
+
+
+def test_the_metric_source_reader_finds_histograms_by_their_series(tmp_path: Path) -> None:
+    go = (
+        'const X = "kueue"\nvar w = prometheus.NewHistogramVec(prometheus.HistogramOpts{\n'
+        '  Subsystem: constants.X,\n  Name: "wait_seconds",\n'
+        '}) ; g = prometheus.GaugeOpts{Subsystem: X, Name: "pending"}'
+    )
+    (tmp_path / "m.go").write_text(go)
+    assert _declared_metrics([tmp_path / "m.go"]) == {
+        "kueue_wait_seconds_bucket",
+        "kueue_wait_seconds_sum",
+        "kueue_wait_seconds_count",
+        "kueue_pending",
+    }
+
+
+@pytest.mark.parametrize("authority", sorted(_AUTHORITY_SOURCES))
+def test_every_queue_metric_queried_is_one_the_authority_declares(authority: str) -> None:
+    """The tenants board's queue wait and pending panels read only metrics the pinned
+    authority's own source registers (a renamed or removed metric fails here)."""
+    stack, files = _AUTHORITY_SOURCES[authority]
+    src = _authority_src(authority, files)
+    if src is None:
+        pytest.skip(f"{authority}'s metrics source is not present")
+    declared = _declared_metrics([src / f for f in files])
+    plan = plan_of(example_config(stack), stack)
+    assert plan.facts.gang.authority == authority
+    queried = {m for e in _exprs(plan) for m in metrics(e) if m.startswith(f"{authority}_")}
+    assert queried, f"no dashboard reads a {authority} metric"
+    assert queried <= declared, sorted(queried - declared)

@@ -85,6 +85,12 @@ FREE_FORM: dict[str, str] = {
         "one module, decisions.md), checked by authorities.get"
     ),
     "GangPolicy.title": "the authority's display name",
+    "QueueMetrics.component": "pinned component name in versions.yaml",
+    "QueueMetrics.service_labels": "the chart's Service label keys and values",
+    "QueueMetrics.port": "the Service's port name",
+    "QueueMetrics.wait": "PromQL expressions and Grafana legends",
+    "QueueMetrics.pending": "PromQL expressions and Grafana legends",
+    "QueueMetrics.note": "display text",
     "GangPolicy.topology_levels": "node label keys",
     "GangPolicy.switch_levels": "node label keys",
     "GangPolicy.node_topology": "node names, label keys and switch names",
