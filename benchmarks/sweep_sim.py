@@ -31,10 +31,13 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def run(n: int, kind: str, seed: int) -> tuple[sweepfleet.Score, float]:
+def run(n: int, kind: str, seed: int, pairs_only: bool) -> tuple[sweepfleet.Score, float]:
     fleet = sweepfleet.build(n, kind, max(1, n // 32), seed)
     started = time.perf_counter()
-    report = sweep(fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels)
+    report = sweep(
+        fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels,
+        run_group=None if pairs_only else fleet.run_group, group=16,
+    )  # fmt: skip
     if report.bad:
         localize_rails(report, sweepfleet.RAILS, fleet.run_rail_pair, 8)
     return sweepfleet.score(fleet, report), time.perf_counter() - started
@@ -65,6 +68,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--job-seconds", type=float, default=90.0)
     ap.add_argument("--classes", default=",".join(sweepfleet.CLASSES))
+    ap.add_argument("--pairs-only", action="store_true", help="two-node jobs only (no groups)")
     args = ap.parse_args()
     head = (
         f"{'scenario':<8} {'N':>5} {'k':>4} {'fleets':>6} {'false drains':>12} {'misses':>6} "
@@ -76,7 +80,7 @@ def main() -> int:
         for n in (int(x) for x in args.sizes.split(",")):
             scores, spent = [], 0.0
             for i in range(args.fleets):
-                got, took = run(n, kind, args.seed * 1000 + i)
+                got, took = run(n, kind, args.seed * 1000 + i, args.pairs_only)
                 scores.append(got)
                 spent += took
             print(_row(kind, n, scores, spent, args.job_seconds), flush=True)
