@@ -31,7 +31,9 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def run(n: int, kind: str, seed: int, pairs_only: bool) -> tuple[sweepfleet.Score, float]:
+def run(
+    n: int, kind: str, seed: int, pairs_only: bool, pair_s: float, run_s: float
+) -> tuple[sweepfleet.Score, float]:
     fleet = sweepfleet.build(n, kind, max(1, n // 32), seed)
     started = time.perf_counter()
     report = sweep(
@@ -40,10 +42,12 @@ def run(n: int, kind: str, seed: int, pairs_only: bool) -> tuple[sweepfleet.Scor
     )  # fmt: skip
     if report.bad:
         localize_rails(report, sweepfleet.RAILS, fleet.run_rail_pair, 8)
-    return sweepfleet.score(fleet, report), time.perf_counter() - started
+    return sweepfleet.score(
+        fleet, report, pair_s=pair_s, run_s=run_s
+    ), time.perf_counter() - started
 
 
-def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, job_s: float) -> str:
+def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, flat_s: float) -> str:
     def total(f: Callable[[sweepfleet.Score], int]) -> int:
         return sum(f(s) for s in scores)
 
@@ -55,8 +59,9 @@ def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, job_s:
         f"{total(lambda s: s.flaky_good_after_failure):>10} "
         f"{total(lambda s: s.false_paths):>11} {total(lambda s: s.unknown):>7} "
         f"{max(s.rounds for s in scores):>6} {total(lambda s: s.jobs) // fleets:>7} "
-        f"{_hours(total(lambda s: s.waves[1]) / fleets * job_s):>8} "
-        f"{_hours(total(lambda s: s.waves[8]) / fleets * job_s):>8} "
+        f"{_hours(sum(s.seconds[1] for s in scores) / fleets):>8} "
+        f"{_hours(sum(s.seconds[8] for s in scores) / fleets):>8} "
+        f"{_hours(sum(s.waves[8] for s in scores) / fleets * flat_s):>9} "
         f"{spent:>6.1f}"
     )
 
@@ -66,21 +71,25 @@ def main() -> int:
     ap.add_argument("--sizes", default="16,64,256,1024,4096")
     ap.add_argument("--fleets", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--job-seconds", type=float, default=90.0)
+    ap.add_argument("--job-seconds", type=float, default=sweepfleet.PAIR_S)
+    ap.add_argument("--run-seconds", type=float, default=sweepfleet.RUN_S)
     ap.add_argument("--classes", default=",".join(sweepfleet.CLASSES))
     ap.add_argument("--pairs-only", action="store_true", help="two-node jobs only (no groups)")
     args = ap.parse_args()
     head = (
         f"{'scenario':<8} {'N':>5} {'k':>4} {'fleets':>6} {'false drains':>12} {'misses':>6} "
         f"{'flaky FLAKY':>11} {'flaky GOOD':>10} {'false paths':>11} {'unknown':>7} "
-        f"{'rounds':>6} {'jobs':>7} {'wall x1':>8} {'wall x8':>8} {'sim s':>6}"
+        f"{'rounds':>6} {'jobs':>7} {'wall x1':>8} {'wall x8':>8} {'x8 flat':>9} {'sim s':>6}"
     )
     print(head)
     for kind in args.classes.split(","):
         for n in (int(x) for x in args.sizes.split(",")):
             scores, spent = [], 0.0
             for i in range(args.fleets):
-                got, took = run(n, kind, args.seed * 1000 + i, args.pairs_only)
+                got, took = run(
+                    n, kind, args.seed * 1000 + i, args.pairs_only, args.job_seconds,
+                    args.run_seconds,
+                )  # fmt: skip
                 scores.append(got)
                 spent += took
             print(_row(kind, n, scores, spent, args.job_seconds), flush=True)

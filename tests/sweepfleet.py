@@ -171,9 +171,30 @@ class Score:
     jobs: int
     waves: dict[int, int]
     """Concurrency -> waves of jobs (rounds of ``concurrency`` jobs at a time)."""
+    seconds: dict[int, float]
+    """Concurrency -> wall time: each wave takes as long as its jobs (see :func:`job_seconds`)."""
 
 
-def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) -> Score:
+PAIR_S = 90.0
+"""A two-node acceptance job from submission to its judged log (both tests, one rank order)."""
+RUN_S = 15.0
+"""One more nccl-tests run (mpirun start, NCCL init, 1-8 GiB) in a job: a group job of g
+nodes runs both tests once per rank order of ring_orders(g)."""
+
+
+def job_seconds(size: int, pair_s: float = PAIR_S, run_s: float = RUN_S) -> float:
+    """How long a job of ``size`` nodes takes: a pair's time, plus two test runs for every
+    rank order past the first."""
+    return pair_s + 2 * run_s * (len(ring_orders(size)) - 1)
+
+
+def score(
+    fleet: Fleet,
+    report: Any,
+    concurrencies: tuple[int, ...] = (1, 8),
+    pair_s: float = PAIR_S,
+    run_s: float = RUN_S,
+) -> Score:
     drained = set(report.bad)
     found_leaves = {p.switch for p in report.paths if p.level == LEAF_LABEL}
     healthy = set(fleet.nodes) - fleet.faulty - fleet.flaky
@@ -187,9 +208,11 @@ def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) ->
         and not any(fleet.across_uplink((a, b)) for a in job.nodes for b in job.nodes)
     }
     waves = {c: _waves(report.jobs, c) for c in concurrencies}
+    seconds = {c: _waves(report.jobs, c, pair_s, run_s) for c in concurrencies}
     rail_jobs = sum(len(report.nodes[n].rails) for n in report.bad)
     for c in concurrencies:  # one-rail jobs: each node one at a time (rail_rounds at 8)
         waves[c] += rail_jobs if c == 1 else report.rail_rounds
+        seconds[c] += (rail_jobs if c == 1 else report.rail_rounds) * pair_s
     return Score(
         false_drains=len(drained - fleet.faulty - fleet.flaky),
         misses=len(fleet.faulty - drained) + len(fleet.uplinks - found_leaves),
@@ -203,17 +226,20 @@ def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) ->
         rounds=report.rounds + report.rail_rounds,
         jobs=len(report.jobs),
         waves=waves,
+        seconds=seconds,
     )
 
 
-def _waves(jobs: Any, concurrency: int) -> int:
+def _waves(jobs: Any, concurrency: int, pair_s: float = 0.0, run_s: float = 0.0) -> Any:
     """Waves of jobs when the quota admits ``concurrency`` two-node jobs at once: each
-    round's jobs of g nodes run 2 * concurrency // g at a time (at least one)."""
+    round's jobs of g nodes run 2 * concurrency // g at a time (at least one). With
+    ``pair_s``, the seconds those waves take instead (each as long as its jobs)."""
     sizes: dict[tuple[int, int], int] = {}
     for job in jobs:
         key = (job.round, len(job.nodes))
         sizes[key] = sizes.get(key, 0) + 1
-    per_round: dict[int, int] = {}
-    for (round_, g), count in sizes.items():
-        per_round[round_] = per_round.get(round_, 0) + -(-count // max(1, 2 * concurrency // g))
-    return sum(per_round.values())
+    total: float = 0
+    for (_, g), count in sizes.items():
+        waves = -(-count // max(1, 2 * concurrency // g))
+        total += waves * (job_seconds(g, pair_s, run_s) if pair_s else 1)
+    return total

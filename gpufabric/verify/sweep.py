@@ -211,7 +211,7 @@ def sweep(
     nodes: Sequence[str],
     run_pair: RunPair,
     concurrency: int,
-    max_rounds: int = 40,
+    max_rounds: int = 60,
     stop: threading.Event | None = None,
     into: SweepReport | None = None,
     topology: Topology | None = None,
@@ -253,7 +253,8 @@ def sweep(
 @dataclass
 class _Planner:
     """Which jobs each round runs: group rounds (when groups are bigger than pairs), the
-    splits of failing groups, the pair screening rounds still due, then adaptive rounds."""
+    splits of failing groups (and re-runs of explained ones), the pair screening rounds
+    still due, then adaptive rounds."""
 
     nodes: list[str]
     topo: Topology
@@ -275,7 +276,7 @@ class _Planner:
         verdict = sweep_plan.judge(
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
-        parts = sweep_plan.split_jobs(jobs, verdict.faulty)
+        parts = sweep_plan.split_jobs(jobs, verdict.faulty, verdict.good)
         if parts:
             return parts
         # the group rounds stand in for the pair rounds within a leaf
@@ -287,20 +288,9 @@ class _Planner:
         if self.screened < len(due):
             self.screened += 1
             screen_round = due[self.screened - 1]
-            return list(
-                sweep_plan.screening_pairs(self.nodes, self.topo, screen_round, jobs, self.confirm)
-            )
-        return list(
-            sweep_plan.adaptive_pairs(
-                self.nodes,
-                self.topo,
-                self.levels,
-                jobs,
-                verdict,
-                round_,
-                self.confirm,
-                self.expose,
-            )
+            return sweep_plan.screening_pairs(self.nodes, self.topo, screen_round, jobs, self.confirm)  # fmt: skip
+        return sweep_plan.adaptive_pairs(
+            self.nodes, self.topo, self.levels, jobs, verdict, round_, self.confirm, self.expose
         )
 
 

@@ -267,18 +267,27 @@ def _split(group: tuple[str, ...], passed: Sequence[frozenset[str]]) -> list[tup
     return [a1 + b1, a2 + b2, a1 + b2, a2 + b1]
 
 
-def split_jobs(jobs: Sequence[Job], faulty: set[str]) -> list[tuple[str, ...]]:
-    """The next round's jobs that localize failing group jobs no faulty member explains:
-    each failing group's split (:func:`_split`), skipping jobs that already ran, a node in
-    one job at a time. Empty when every failing group is split to its pairs."""
+def split_jobs(
+    jobs: Sequence[Job], faulty: set[str], good: Iterable[str] = ()
+) -> list[tuple[str, ...]]:
+    """The next round's jobs after failing group jobs: a group no faulty member explains
+    splits (:func:`_split`); one a faulty member explains runs again without its faulty
+    members and those already GOOD (one job gives the rest their partners back); jobs that already ran are skipped,
+    a node is in one job at a time. Empty when nothing is left to split or re-run."""
     ran = {frozenset(j.nodes) for j in jobs}
     passed = [frozenset(j.nodes) for j in jobs if j.verdict == "PASS"]
+    proven_good = set(good)
     busy: set[str] = set()
     out: list[tuple[str, ...]] = []
     for job in jobs:
-        if not job.members or job.verdict != "FAIL" or faulty & set(job.members):
+        if not job.members or job.verdict != "FAIL":
             continue
-        for part in _split(job.members, passed):
+        rest = tuple(n for n in job.members if n not in faulty and n not in proven_good)
+        if faulty & set(job.members):  # explained: the rest meet again without it
+            parts = [rest] if len(rest) > 2 and not _proven(rest, passed) else []
+        else:
+            parts = _split(job.members, passed)
+        for part in parts:
             if frozenset(part) in ran or busy & set(part):
                 continue
             out.append(part)
