@@ -211,7 +211,7 @@ def sweep(
     nodes: Sequence[str],
     run_pair: RunPair,
     concurrency: int,
-    max_rounds: int = 60,
+    max_rounds: int = 100,
     stop: threading.Event | None = None,
     into: SweepReport | None = None,
     topology: Topology | None = None,

@@ -507,6 +507,12 @@ def expand(jobs: Sequence[Job]) -> list[Job]:
     return out
 
 
+def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
+    """Node -> the jobs it passed (a group job is one: its runs share one time window, and
+    a node that fails one job in three passes any one job with probability 2/3)."""
+    return Counter(n for job in jobs if job.verdict == "PASS" for n in job.nodes)
+
+
 def _unexplained(jobs: Sequence[Job], faulty: set[str]) -> dict[str, tuple[str, ...]]:
     """Node -> a failing group job it was in that no faulty member explains yet."""
     tainted: dict[str, tuple[str, ...]] = {}
@@ -554,7 +560,7 @@ def judge(
     faulty = _faulty(nodes, rec, confirm)
     tainted = _unexplained(jobs, faulty)
     reach = _reach(nodes, topo, paths, len(faulty))
-    ran = Counter(n for job in jobs if job.verdict == "PASS" for n in job.nodes)
+    ran = passing_jobs(jobs)
     eligible = [n for n in nodes if n not in tainted and ran[n] >= confirm]
     good = _good(eligible, rec, faulty, confirm, reach, expose or confirm)
     verdicts: dict[str, str] = {}
@@ -614,6 +620,8 @@ def adaptive_pairs(
     met = _met(pairs)
     in_pairs = _met(j for j in jobs if not j.members)
     faulted = {f.key for f in verdict.paths}
+    ran = passing_jobs(jobs)
+    short = {x for x in nodes if ran[x] < confirm}
     busy: set[str] = set()
     pairs: list[Pair] = []
     for x in sorted(verdict.retests):
@@ -636,23 +644,20 @@ def adaptive_pairs(
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
         candidates = by_leaf[topo[x]] + ([] if cut_off else refs)
-        partner = next(
-            (
-                r
-                for r in candidates
-                if r != x
-                and r not in busy
-                and r not in met[x]
-                and not _blocked(x, r, topo, levels, faulted)
-            ),
-            None,
-        )
+        usable = [
+            r
+            for r in candidates
+            if r != x and r not in busy and not _blocked(x, r, topo, levels, faulted)
+        ]
+        fresh = [r for r in usable if r not in met[x]]
+        # a node short of passing jobs may meet a partner again (a job is what it lacks)
+        partner = next(iter(fresh or (usable if x in short else [])), None)
         if partner is None:
             waiting.append(x)
         else:
             pairs.append((x, partner))
             busy |= {x, partner}
-    return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_)
+    return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_, short)
 
 
 def _open_pairs(
@@ -662,9 +667,11 @@ def _open_pairs(
     met: Mapping[str, set[str]],
     faulted: set[tuple[str, ...]],
     round_: int,
+    short: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[Pair]:
     """Open nodes without a free proven partner meet each other (new partners make
-    witnesses): under one leaf first, then across paths not faulted."""
+    witnesses): under one leaf first, then across paths not faulted; nodes ``short`` of
+    passing jobs meet a partner again under their leaf when no new one is left."""
     by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for x in waiting:
         by_leaf[topo[x]].append(x)
@@ -673,13 +680,16 @@ def _open_pairs(
     for leaf in sorted(by_leaf):
         salt = f"{round_}:open:{'/'.join(leaf)}"
         got, rest = pair_up(by_leaf[leaf], None, topo, met, salt, fresh_only=True)
+        again = [x for x in rest if x in short]
+        got += pair_up(again, None, topo, met, salt)[0]
         pairs += got
-        left += rest
+        left += [x for x in rest if x not in short]
     pairs += pair_up(left, None, topo, met, f"{round_}:open", fresh_only=True)[0]
     return [
         (a, b)
         for a, b in pairs
-        if b not in met.get(a, ()) and not _blocked(a, b, topo, levels, faulted)
+        if (b not in met.get(a, ()) or {a, b} <= short)
+        and not _blocked(a, b, topo, levels, faulted)
     ]
 
 
