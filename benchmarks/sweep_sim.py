@@ -2,14 +2,20 @@
 and wall time, per fault class and fleet size.
 
     .venv/bin/python benchmarks/sweep_sim.py [--sizes 16,64,256,1024,4096] [--fleets 3]
-        [--seed 1] [--job-seconds 90] [--classes bad,flaky,partner,uplink,rail,mixed]
+        [--seed 1] [--job-seconds 90] [--run-seconds 15] [--pairs-only]
+        [--classes bad,flaky,partner,uplink,rail,mixed]
 
 Each fleet (tests/sweepfleet.py) puts its nodes 16 to a leaf (fewer on small fleets), four
 leaves to a spine from 256 nodes, and k = max(1, N / 32) faults of the class (uplink: degraded
 leaf uplinks, at most a quarter of the leaves; mixed: k bad, k flaky and k partner-dependent
 nodes and the uplinks). The sweep gets the topology, as `verify nccl --sweep` reads it from the
-node labels. Wall time counts waves: each round's jobs run 1 or 8 at a time, --job-seconds each.
-Columns add up over the fleets of a row.
+node labels. The quota admits 8 two-node jobs at once (16 nodes); the sweep screens with
+group jobs of up to 16 nodes under a leaf (--pairs-only: two-node jobs only). Wall time
+counts waves: "wall x1" runs the same jobs one at a time; "wall x8" runs each round's jobs
+of g nodes 16 // g at a time (at least one), a pair taking
+--job-seconds (90) and a group of g that plus 2 x --run-seconds (15) for each of its
+ceil(g/2) rank orders past the first ("x8 flat": every job 90 s). Columns add up over the
+fleets of a row; the partner-dependent escape bound is 2^-(g-1) per node per group round.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep_plan`.
 
 Screening rounds pair every node with partners it has not met, under its own leaf switch
+(with ``run_group``: group jobs of up to the quota's nodes under each leaf, split on failure)
 and across each switch level the stack knows; then the rounds adapt: a node not yet judged
 runs with a node already proven GOOD, a node that failed with some partners and passed with
 others re-runs with the partners it failed with. Jobs run as many at once as the tenant's

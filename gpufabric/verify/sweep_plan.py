@@ -29,6 +29,19 @@ Judging (recomputed from the whole record after every job):
 
 Confidence: a node that fails a fraction f of its jobs (or with a fraction f of its partners)
 and was never caught failing is reported GOOD with probability at most (1 - f) ** C.
+
+Group jobs (when the quota runs more than two nodes at once): the first rounds run groups of
+g nodes under each leaf (:func:`screening_groups`). NCCL's ring all_reduce/all_gather send
+from each node to the next in rank order only, so a group job runs its tests once per rank
+order of :func:`ring_orders`, whose rings together load every pair of the group; a passing
+group is read as a pass for every pair of it (:func:`expand`), a failing one as no pair: its
+nodes are not GOOD until a faulty member explains it, and it splits (:func:`split_jobs`):
+halves, then groups joining a quarter of each half, down to pairs; once explained, the rest
+run again without the faulty (and GOOD) members. The confidence rule counts a group job once
+toward C (a node is GOOD after C passing *jobs*, so the flaky bound stays per job) and its
+g - 1 partners toward ``expose`` (EXPOSE distinct partners with groups, which they give at no
+extra job: a node slow with half its partners escapes with probability 2^-EXPOSE at most,
+2^-(g-1) from one group).
 """
 
 from __future__ import annotations
