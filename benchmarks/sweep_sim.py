@@ -2,7 +2,7 @@
 and wall time, per fault class and fleet size.
 
     .venv/bin/python benchmarks/sweep_sim.py [--sizes 16,64,256,1024,4096] [--fleets 3]
-        [--seed 1] [--job-seconds 90] [--run-seconds 15] [--pairs-only]
+        [--seed 1] [--job-seconds 90] [--run-seconds 15] [--pairs-only | --group 16]
         [--classes bad,flaky,partner,uplink,rail,mixed]
 
 Each fleet (tests/sweepfleet.py) puts its nodes 16 to a leaf (fewer on small fleets), four
@@ -38,13 +38,13 @@ def _hours(seconds: float) -> str:
 
 
 def run(
-    n: int, kind: str, seed: int, pairs_only: bool, pair_s: float, run_s: float
+    n: int, kind: str, seed: int, group: int, pair_s: float, run_s: float
 ) -> tuple[sweepfleet.Score, float]:
     fleet = sweepfleet.build(n, kind, max(1, n // 32), seed)
     started = time.perf_counter()
     report = sweep(
         fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels,
-        run_group=None if pairs_only else fleet.run_group, group=16,
+        run_group=None if group <= 2 else fleet.run_group, group=group,
     )  # fmt: skip
     if report.bad:
         localize_rails(report, sweepfleet.RAILS, fleet.run_rail_pair, 8)
@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--run-seconds", type=float, default=sweepfleet.RUN_S)
     ap.add_argument("--classes", default=",".join(sweepfleet.CLASSES))
     ap.add_argument("--pairs-only", action="store_true", help="two-node jobs only (no groups)")
+    ap.add_argument("--group", type=int, default=16, help="nodes per group job (at most 16)")
     args = ap.parse_args()
     head = (
         f"{'scenario':<8} {'N':>5} {'k':>4} {'fleets':>6} {'false drains':>12} {'misses':>6} "
@@ -93,7 +94,8 @@ def main() -> int:
             scores, spent = [], 0.0
             for i in range(args.fleets):
                 got, took = run(
-                    n, kind, args.seed * 1000 + i, args.pairs_only, args.job_seconds,
+                    n, kind, args.seed * 1000 + i, 2 if args.pairs_only else args.group,
+                    args.job_seconds,
                     args.run_seconds,
                 )  # fmt: skip
                 scores.append(got)
