@@ -270,7 +270,7 @@ class _Planner:
         give them at no extra job), C with pairs."""
         return max(self.confirm, sweep_plan.EXPOSE) if self.size > 2 else self.confirm
 
-    def next(self, round_: int, jobs: Sequence[Job]) -> list[tuple[str, ...]]:
+    def next(self, round_: int, jobs: Sequence[Job]) -> Sequence[tuple[str, ...]]:
         grouped = sweep_plan.group_rounds(self.topo, self.size)
         if round_ <= grouped:
             return sweep_plan.screening_groups(self.nodes, self.topo, round_, self.size)
@@ -297,7 +297,7 @@ class _Planner:
 
 def _run_jobs(
     report: SweepReport,
-    parts: list[tuple[str, ...]],
+    parts: Sequence[tuple[str, ...]],
     round_: int,
     runners: tuple[RunPair, RunGroup | None],
     concurrency: int,
@@ -320,7 +320,7 @@ def _run_jobs(
             part, outcome = parts[i], finished[i]
             members = part if len(part) > 2 else ()
             report.jobs.append(Job(round_, (part[0], part[1]), outcome.verdict, members))
-            said = outcome.verdict
+            said = str(outcome.verdict)
             if members and said != "PASS":
                 said = f"{said} in a group of {len(members)}"
             for node in part:

@@ -628,9 +628,9 @@ def adaptive_pairs(
     """The next round after screening: failing pairs of a FLAKY node re-run, and every
     UNKNOWN node with a proven partner it has not met, under its own leaf where there is one
     (a job across a faulted path proves nothing). Empty when nothing more can be learnt."""
-    pairs = expand(jobs)
-    rec = _Record.of(pairs, verdict.excused)
-    met = _met(pairs)
+    record = expand(jobs)
+    rec = _Record.of(record, verdict.excused)
+    met = _met(record)
     in_pairs = _met(j for j in jobs if not j.members)
     faulted = {f.key for f in verdict.paths}
     ran = passing_jobs(jobs)
