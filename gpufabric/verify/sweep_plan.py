@@ -554,6 +554,29 @@ def _reach(
     return reach
 
 
+def _held(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> dict[str, str]:
+    """Partners of a faulty node whose result changed with the same partner, that failed
+    with it and have not passed C jobs since: which of the two is flaky is not told by that
+    pair (two flaky nodes failing once each with one healthy node make it look faulty), so
+    neither is GOOD until the other one has passed C more jobs. Node -> that faulty node."""
+    last: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        if job.verdict == "FAIL" and not job.members:
+            a, b = job.pair
+            for key in ((a, b), (b, a)):
+                last[key] = max(last.get(key, 0), job.round)
+    held: dict[str, str] = {}
+    for x in sorted(faulty):
+        if not any(rec.passes[x][p] for p in rec.fails[x]):
+            continue
+        for p in sorted(rec.fails[x]):
+            since = last.get((p, x), 0)
+            after = sum(1 for j in jobs if j.verdict == "PASS" and p in j.nodes and j.round > since)
+            if p not in faulty and after < confirm:
+                held.setdefault(p, x)
+    return held
+
+
 def judge(
     nodes: Sequence[str],
     topo: Topology,
@@ -574,7 +597,8 @@ def judge(
     tainted = _unexplained(jobs, faulty)
     reach = _reach(nodes, topo, paths, len(faulty))
     ran = passing_jobs(jobs)
-    eligible = [n for n in nodes if n not in tainted and ran[n] >= confirm]
+    held = _held(jobs, rec, faulty, confirm)
+    eligible = [n for n in nodes if n not in tainted and n not in held and ran[n] >= confirm]
     good = _good(eligible, rec, faulty, confirm, reach, expose or confirm)
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
@@ -592,6 +616,11 @@ def judge(
                 notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
             elif x in tainted:
                 notes[x] = f"in a failing group job ({', '.join(tainted[x])}) not yet explained"
+            if x in held:
+                notes[x] = (
+                    f"failed with {held[x]}, whose result changed with the same partner: "
+                    f"GOOD after {confirm} more passing jobs"
+                )
     mixed = [x for x in faulty if rec.passes[x]]
     failed_with = {p for x in mixed for p in rec.fails[x] if p in good}
     corroborate = _uncorroborated(failed_with, rec, good, confirm)
