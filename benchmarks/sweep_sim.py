@@ -16,6 +16,8 @@ of g nodes 16 // g at a time (at least one), a pair taking
 --job-seconds (90) and a group of g that plus 2 x --run-seconds (15) for each of its
 ceil(g/2) rank orders past the first ("x8 flat": every job 90 s). Columns add up over the
 fleets of a row; the partner-dependent escape bound is 2^-(g-1) per node per group round.
+"misses" counts faulty nodes not drained (UNKNOWN and FLAKY ones included) and uplinks not
+named; "GOOD bad" counts the faulty nodes among them reported GOOD.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, flat_s
     return (
         f"{kind:<8} {n:>5} {max(1, n // 32):>4} {fleets:>6} "
         f"{total(lambda s: s.false_drains):>12} {total(lambda s: s.misses):>6} "
+        f"{total(lambda s: s.escapes):>8} "
         f"{total(lambda s: s.flaky_reported):>11} "
         f"{total(lambda s: s.flaky_good_after_failure):>10} "
         f"{total(lambda s: s.false_paths):>11} {total(lambda s: s.unknown):>7} "
@@ -84,7 +87,7 @@ def main() -> int:
     ap.add_argument("--group", type=int, default=16, help="nodes per group job (at most 16)")
     args = ap.parse_args()
     head = (
-        f"{'scenario':<8} {'N':>5} {'k':>4} {'fleets':>6} {'false drains':>12} {'misses':>6} "
+        f"{'scenario':<8} {'N':>5} {'k':>4} {'fleets':>6} {'false drains':>12} {'misses':>6} {'GOOD bad':>8} "
         f"{'flaky FLAKY':>11} {'flaky GOOD':>10} {'false paths':>11} {'unknown':>7} "
         f"{'rounds':>6} {'jobs':>7} {'wall x1':>8} {'wall x8':>8} {'x8 flat':>9} {'sim s':>6}"
     )

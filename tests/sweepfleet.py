@@ -162,6 +162,8 @@ class Score:
     misses: int
     """Nodes to drain that were not named (bad, partner-dependent, bad rail) and degraded
     uplinks not named as path faults."""
+    escapes: int
+    """Nodes to drain that were reported GOOD (the misses a user would not see)."""
     flaky_reported: int
     flaky_good_after_failure: int
     """Flaky nodes reported GOOD although a job with a healthy partner failed."""
@@ -216,6 +218,7 @@ def score(
     return Score(
         false_drains=len(drained - fleet.faulty - fleet.flaky),
         misses=len(fleet.faulty - drained) + len(fleet.uplinks - found_leaves),
+        escapes=sum(1 for n in fleet.faulty if report.nodes[n].verdict == "GOOD"),
         flaky_reported=sum(1 for n in fleet.flaky if report.nodes[n].verdict == "FLAKY"),
         flaky_good_after_failure=sum(
             1 for n in failed_with_healthy if report.nodes[n].verdict == "GOOD"

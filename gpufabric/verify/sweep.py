@@ -277,7 +277,7 @@ class _Planner:
         verdict = sweep_plan.judge(
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
-        parts = sweep_plan.split_jobs(jobs, verdict.faulty, verdict.good)
+        parts = sweep_plan.split_jobs(jobs, verdict.faulty)
         if parts:
             return parts
         # the group rounds stand in for the pair rounds within a leaf

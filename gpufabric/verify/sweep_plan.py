@@ -259,13 +259,13 @@ def screening_groups(
     return groups
 
 
-def _proven(members: Sequence[str], passed: Sequence[frozenset[str]]) -> bool:
-    """Whether one passing job held all of ``members`` (every pair of them passed)."""
-    want = set(members)
-    return len(want) < 2 or any(want <= p for p in passed)
+def _proven(members: Sequence[str], passed: set[frozenset[str]]) -> bool:
+    """Whether every pair of ``members`` passed in some job (a group's pass holds each of
+    its pairs)."""
+    return all(frozenset((a, b)) in passed for i, a in enumerate(members) for b in members[i + 1 :])
 
 
-def _split(group: tuple[str, ...], passed: Sequence[frozenset[str]]) -> list[tuple[str, ...]]:
+def _split(group: tuple[str, ...], passed: set[frozenset[str]]) -> list[tuple[str, ...]]:
     """The jobs that narrow a failing group down: its halves, each unless a passing job
     already held it; when both are proven, the pairs across them (a half of one) or the
     groups that join a quarter of each half, whose own halves are then proven."""
@@ -280,22 +280,21 @@ def _split(group: tuple[str, ...], passed: Sequence[frozenset[str]]) -> list[tup
     return [a1 + b1, a2 + b2, a1 + b2, a2 + b1]
 
 
-def split_jobs(
-    jobs: Sequence[Job], faulty: set[str], good: Iterable[str] = ()
-) -> list[tuple[str, ...]]:
+def split_jobs(jobs: Sequence[Job], faulty: set[str]) -> list[tuple[str, ...]]:
     """The next round's jobs after failing group jobs: a group no faulty member explains
     splits (:func:`_split`); one a faulty member explains runs again without its faulty
-    members and those already GOOD (one job gives the rest their partners back); jobs that already ran are skipped,
+    members, GOOD ones included (one job gives the rest their partners back, and they may
+    be the ones a member is slow with; if it fails again, it is split: a flaky member
+    explains one failure, not every one); jobs that already ran are skipped,
     a node is in one job at a time. Empty when nothing is left to split or re-run."""
     ran = {frozenset(j.nodes) for j in jobs}
-    passed = [frozenset(j.nodes) for j in jobs if j.verdict == "PASS"]
-    proven_good = set(good)
+    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
     busy: set[str] = set()
     out: list[tuple[str, ...]] = []
     for job in jobs:
         if not job.members or job.verdict != "FAIL":
             continue
-        rest = tuple(n for n in job.members if n not in faulty and n not in proven_good)
+        rest = tuple(n for n in job.members if n not in faulty)
         if faulty & set(job.members):  # explained: the rest meet again without it
             parts = [rest] if len(rest) > 2 and not _proven(rest, passed) else []
         else:
