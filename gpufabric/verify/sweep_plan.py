@@ -555,9 +555,10 @@ def _reach(
 
 def _held(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> dict[str, str]:
     """Partners of a faulty node whose result changed with the same partner, that failed
-    with it and have not passed C jobs since: which of the two is flaky is not told by that
-    pair (two flaky nodes failing once each with one healthy node make it look faulty), so
-    neither is GOOD until the other one has passed C more jobs. Node -> that faulty node."""
+    with it and have not passed C jobs since for each time they failed with it: which of the
+    two is flaky is not told by that pair (two flaky nodes failing with one healthy node make
+    it look faulty, and its re-runs pair them again), so neither is GOOD until the partner
+    has passed that many more jobs. Node -> that faulty node."""
     last: dict[tuple[str, str], int] = {}
     for job in jobs:
         if job.verdict == "FAIL" and not job.members:
@@ -571,7 +572,7 @@ def _held(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> 
         for p in sorted(rec.fails[x]):
             since = last.get((p, x), 0)
             after = sum(1 for j in jobs if j.verdict == "PASS" and p in j.nodes and j.round > since)
-            if p not in faulty and after < confirm:
+            if p not in faulty and after < confirm * rec.fails[p][x]:
                 held.setdefault(p, x)
     return held
 
@@ -618,7 +619,7 @@ def judge(
             if x in held:
                 notes[x] = (
                     f"failed with {held[x]}, whose result changed with the same partner: "
-                    f"GOOD after {confirm} more passing jobs"
+                    f"GOOD after {confirm} more passing jobs for each such failure"
                 )
     mixed = [x for x in faulty if rec.passes[x]]
     failed_with = {p for x in mixed for p in rec.fails[x] if p in good}
