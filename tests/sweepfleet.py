@@ -2,15 +2,34 @@
 classes, and a job runner that answers as the fleet would. Seeded: the same seed gives the same
 fleet and the same results. Shared by tests/verify/test_sweep_sim.py and benchmarks/sweep_sim.py.
 
-Fault classes (what a two-node job sees):
-- bad: every job with the node fails (a dead NIC, a slow GPU).
+Fault classes (what a link between two nodes carries):
+- bad: every link of the node is slow (a dead NIC, a slow GPU).
 - flaky: every job with the node fails with probability 1/3, independently (drawn from the
-  seed, the round and the pair).
-- partner: the node is slow with a fixed half of the fleet (chosen per pair by the seed).
-- uplink: a leaf's uplink is degraded: every job between one of its nodes and a node under
-  another leaf fails; jobs inside the leaf pass.
+  seed, the round and the job's nodes).
+- partner: the node is slow with a fixed half of the fleet (chosen per pair by the seed): a
+  link between it and one of those partners is slow.
+- uplink: a leaf's uplink is degraded: every link between one of its nodes and a node under
+  another leaf is slow; links inside the leaf are not.
 - rail: one rail of the node is bad: every job with it fails (all rails run together), and a
   one-rail job fails on that rail only.
+
+A job is judged on its bus bandwidth, and the model of which links a job loads rests on how
+NCCL moves the data of the acceptance tests (all_reduce with NCCL_ALGO=Ring, all_gather):
+- NCCL's ring algorithm passes data around a ring of the ranks; between nodes, each channel's
+  ring leaves a node for the next node in rank order and enters from the previous one, so in
+  one ring a node sends to one peer and receives from one peer (two partners when there are
+  three nodes or more). Several channels run at once, but across nodes they follow the same
+  node order: they spread the traffic over NICs, not over more partners.
+- A ring moves at the pace of its slowest hop: every chunk crosses every link, so the
+  measured busbw is bounded by the slowest link the ring uses. A job fails when any link of
+  any of its rings is slow, or when a member is bad, or (flaky) by its draw.
+- A pair job (2 nodes) loads the one link between them.
+- A group job of g nodes runs its tests once per rank order of
+  :func:`gpufabric.verify.sweep_plan.ring_orders` (ceil(g / 2) orders, Walecki's zig-zag
+  rings), whose rings together load every one of the g (g - 1) / 2 links of the group; a
+  single rank order would load only g of them. So a group holding a node slow with half of
+  its partners fails unless all g - 1 of its group partners are among the good half:
+  probability 1 - 2^-(g - 1).
 """
 
 from __future__ import annotations
@@ -20,6 +39,8 @@ import random
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
+
+from gpufabric.verify.sweep_plan import ring_orders
 
 LEAF_LABEL = "topology.gpufabric.io/leaf"
 SPINE_LABEL = "topology.gpufabric.io/spine"
@@ -59,6 +80,30 @@ class Fleet:
     def _draw(self, *key: object) -> float:
         digest = hashlib.sha256(":".join(map(str, (self.seed, *key))).encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64
+
+    def slow_link(self, a: str, b: str) -> bool:
+        """Whether the link between ``a`` and ``b`` is slow (flakiness aside)."""
+        if {a, b} & (self.bad | set(self.rail)) or self.across_uplink((a, b)):
+            return True
+        return any(n in self.partner and self._partner_slow(a, b) for n in (a, b))
+
+    def group_fails(self, members: tuple[str, ...], round_: int = 0) -> bool:
+        """Whether a group job fails: a slow link in one of its rings (every link of the
+        group, over its rank orders), or a flaky member's draw for this job."""
+        rings = ring_orders(len(members))
+        links = {
+            frozenset((members[r[i]], members[r[(i + 1) % len(r)]]))
+            for r in rings
+            for i in range(len(r))
+        }
+        if any(self.slow_link(*sorted(link)) for link in links):
+            return True
+        key = ",".join(sorted(members))
+        return any(self._draw(round_, key, n) < 1 / 3 for n in members if n in self.flaky)
+
+    def run_group(self, members: tuple[str, ...], round_: int, index: int) -> Any:
+        verdict = "FAIL" if self.group_fails(members, round_) else "PASS"
+        return SimpleNamespace(verdict=verdict, runs=[])
 
     def fails(self, pair: tuple[str, str], round_: int = 0) -> bool:
         """Whether the pair's job in ``round_`` fails; a flaky member's draw depends only on
@@ -117,6 +162,8 @@ class Score:
     misses: int
     """Nodes to drain that were not named (bad, partner-dependent, bad rail) and degraded
     uplinks not named as path faults."""
+    escapes: int
+    """Nodes to drain that were reported GOOD (the misses a user would not see)."""
     flaky_reported: int
     flaky_good_after_failure: int
     """Flaky nodes reported GOOD although a job with a healthy partner failed."""
@@ -126,9 +173,30 @@ class Score:
     jobs: int
     waves: dict[int, int]
     """Concurrency -> waves of jobs (rounds of ``concurrency`` jobs at a time)."""
+    seconds: dict[int, float]
+    """Concurrency -> wall time: each wave takes as long as its jobs (see :func:`job_seconds`)."""
 
 
-def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) -> Score:
+PAIR_S = 90.0
+"""A two-node acceptance job from submission to its judged log (both tests, one rank order)."""
+RUN_S = 15.0
+"""One more nccl-tests run (mpirun start, NCCL init, 1-8 GiB) in a job: a group job of g
+nodes runs both tests once per rank order of ring_orders(g)."""
+
+
+def job_seconds(size: int, pair_s: float = PAIR_S, run_s: float = RUN_S) -> float:
+    """How long a job of ``size`` nodes takes: a pair's time, plus two test runs for every
+    rank order past the first."""
+    return pair_s + 2 * run_s * (len(ring_orders(size)) - 1)
+
+
+def score(
+    fleet: Fleet,
+    report: Any,
+    concurrencies: tuple[int, ...] = (1, 8),
+    pair_s: float = PAIR_S,
+    run_s: float = RUN_S,
+) -> Score:
     drained = set(report.bad)
     found_leaves = {p.switch for p in report.paths if p.level == LEAF_LABEL}
     healthy = set(fleet.nodes) - fleet.faulty - fleet.flaky
@@ -136,21 +204,21 @@ def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) ->
         n
         for job in report.jobs
         if job.verdict == "FAIL"
-        for n in job.pair
+        for n in job.nodes
         if n in fleet.flaky
-        and (set(job.pair) - {n}) <= healthy
-        and not fleet.across_uplink(job.pair)
+        and (set(job.nodes) - {n}) <= healthy
+        and not any(fleet.across_uplink((a, b)) for a in job.nodes for b in job.nodes)
     }
-    per_round: dict[int, int] = {}
-    for job in report.jobs:
-        per_round[job.round] = per_round.get(job.round, 0) + 1
-    waves = {c: sum(-(-j // c) for j in per_round.values()) for c in concurrencies}
+    waves = {c: _waves(report.jobs, c) for c in concurrencies}
+    seconds = {c: _waves(report.jobs, c, pair_s, run_s) for c in concurrencies}
     rail_jobs = sum(len(report.nodes[n].rails) for n in report.bad)
     for c in concurrencies:  # one-rail jobs: each node one at a time (rail_rounds at 8)
         waves[c] += rail_jobs if c == 1 else report.rail_rounds
+        seconds[c] += (rail_jobs if c == 1 else report.rail_rounds) * pair_s
     return Score(
         false_drains=len(drained - fleet.faulty - fleet.flaky),
         misses=len(fleet.faulty - drained) + len(fleet.uplinks - found_leaves),
+        escapes=sum(1 for n in fleet.faulty if report.nodes[n].verdict == "GOOD"),
         flaky_reported=sum(1 for n in fleet.flaky if report.nodes[n].verdict == "FLAKY"),
         flaky_good_after_failure=sum(
             1 for n in failed_with_healthy if report.nodes[n].verdict == "GOOD"
@@ -161,4 +229,20 @@ def score(fleet: Fleet, report: Any, concurrencies: tuple[int, ...] = (1, 8)) ->
         rounds=report.rounds + report.rail_rounds,
         jobs=len(report.jobs),
         waves=waves,
+        seconds=seconds,
     )
+
+
+def _waves(jobs: Any, concurrency: int, pair_s: float = 0.0, run_s: float = 0.0) -> Any:
+    """Waves of jobs when the quota admits ``concurrency`` two-node jobs at once: each
+    round's jobs of g nodes run 2 * concurrency // g at a time (at least one). With
+    ``pair_s``, the seconds those waves take instead (each as long as its jobs)."""
+    sizes: dict[tuple[int, int], int] = {}
+    for job in jobs:
+        key = (job.round, len(job.nodes))
+        sizes[key] = sizes.get(key, 0) + 1
+    total: float = 0
+    for (_, g), count in sizes.items():
+        waves = -(-count // max(1, 2 * concurrency // g))
+        total += waves * (job_seconds(g, pair_s, run_s) if pair_s else 1)
+    return total

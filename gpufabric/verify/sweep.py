@@ -2,6 +2,7 @@
 two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep_plan`.
 
 Screening rounds pair every node with partners it has not met, under its own leaf switch
+(with ``run_group``: group jobs of up to the quota's nodes under each leaf, split on failure)
 and across each switch level the stack knows; then the rounds adapt: a node not yet judged
 runs with a node already proven GOOD, a node that failed with some partners and passed with
 others re-runs with the partners it failed with. Jobs run as many at once as the tenant's
@@ -33,6 +34,9 @@ from gpufabric.verify.sweep_plan import CONFIRM, Job, PathFault, Topology
 Pair = tuple[str, str]
 RunPair = Callable[[Pair, int, int], Report]
 """Run one two-node acceptance job (pair, round, index) and return its report."""
+RunGroup = Callable[[tuple[str, ...], int, int], Report]
+"""Run one group acceptance job (nodes in rank order, round, index) whose rings carry
+traffic between every pair of its nodes (:func:`gpufabric.verify.sweep_plan.ring_orders`)."""
 RunRailPair = Callable[[Pair, str, int, int], Report]
 """Run one two-node job on one rail ((node, good partner), rail, round, index)."""
 
@@ -132,8 +136,10 @@ def _busbw(report: Report) -> tuple[float | None, str | None]:
     return busbw, network
 
 
-def _record(result: NodeResult, round_: int, partner: str, report: Report) -> None:
-    result.pairs.append((round_, partner, report.verdict))
+def _record(
+    result: NodeResult, round_: int, partner: str, report: Report, said: str | None = None
+) -> None:
+    result.pairs.append((round_, partner, said or report.verdict))
     busbw, network = _busbw(report)
     if busbw is not None:
         result.busbw = max(result.busbw or 0.0, busbw)
@@ -190,9 +196,11 @@ def _run_round(
                     finished[i] = f.result()
 
 
-def _apply(report: SweepReport, names: Sequence[str], topo: Topology) -> None:
+def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: int) -> None:
     """Judge the whole record again and write each node's verdict and words."""
-    verdict = sweep_plan.judge(names, topo, report.levels, report.jobs, report.confirm)
+    verdict = sweep_plan.judge(
+        names, topo, report.levels, report.jobs, report.confirm, expose=expose
+    )
     for name in names:
         result = report.nodes[name]
         result.verdict = verdict.verdicts[name]
@@ -204,19 +212,23 @@ def sweep(
     nodes: Sequence[str],
     run_pair: RunPair,
     concurrency: int,
-    max_rounds: int = 24,
+    max_rounds: int = 100,
     stop: threading.Event | None = None,
     into: SweepReport | None = None,
     topology: Topology | None = None,
     levels: Sequence[str] = (),
     confirm: int = CONFIRM,
+    run_group: RunGroup | None = None,
+    group: int = 2,
 ) -> SweepReport:
     """Localize the nodes (and uplinks) that fail the acceptance test; ``concurrency`` jobs
-    at a time. ``topology`` gives each node's switches at ``levels`` (widest first). ``stop``
-    is set when the sweep is interrupted (the jobs' waits should watch it). The report is
-    judged round by round and also when cut short (``into`` when given: what an interrupted
-    sweep proved stays readable there); a node listed twice is swept once. It ends when a
-    round judged no job (the jobs cannot run: more rounds would not judge any either)."""
+    at a time. ``topology`` gives each node's switches at ``levels`` (widest first). With
+    ``run_group`` and ``group`` > 2, screening starts with group jobs of up to ``group``
+    nodes under each leaf, failing groups split until their pairs are known. ``stop`` is set
+    when the sweep is interrupted (the jobs' waits should watch it). The report is judged
+    round by round and also when cut short (``into`` when given: what an interrupted sweep
+    proved stays readable there); a node listed twice is swept once. It ends when a round
+    judged no job (the jobs cannot run: more rounds would not judge any either)."""
     ordered = list(dict.fromkeys(nodes))
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
@@ -224,47 +236,105 @@ def sweep(
     report = into if into is not None else SweepReport({}, 0)
     report.levels, report.confirm = tuple(levels), confirm
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
-    screening = sweep_plan.screening_rounds(topo, confirm)
+    size = sweep_plan.group_size(topo, group) if run_group is not None else 2
+    planner = _Planner(ordered, topo, tuple(levels), confirm, size)
     for round_ in range(1, max_rounds + 1):
-        if round_ <= screening:
-            pairs = sweep_plan.screening_pairs(ordered, topo, round_, report.jobs, confirm)
-        else:
-            verdict = sweep_plan.judge(ordered, topo, levels, report.jobs, confirm)
-            pairs = sweep_plan.adaptive_pairs(
-                ordered, topo, levels, report.jobs, verdict, round_, confirm
-            )
-        if not pairs:
+        parts = planner.next(round_, report.jobs)
+        if not parts:
             break
         try:
-            _run_pairs(report, pairs, round_, run_pair, concurrency, stop)
+            _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop)
         finally:
-            _apply(report, ordered, topo)
-        if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(pairs) :]):
+            _apply(report, ordered, topo, planner.expose)
+        if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(parts) :]):
             break  # no job of the round could be judged: more rounds would not be either
     return report
 
 
-def _run_pairs(
+@dataclass
+class _Planner:
+    """Which jobs each round runs: group rounds (when groups are bigger than pairs), the
+    splits of failing groups (and re-runs of explained ones), the pair screening rounds
+    still due, then adaptive rounds."""
+
+    nodes: list[str]
+    topo: Topology
+    levels: tuple[str, ...]
+    confirm: int
+    size: int
+    screened: int = 0
+
+    @property
+    def expose(self) -> int:
+        """Distinct partners a node passes with before it is GOOD: EXPOSE with groups (they
+        give them at no extra job), C with pairs."""
+        return max(self.confirm, sweep_plan.EXPOSE) if self.size > 2 else self.confirm
+
+    def next(self, round_: int, jobs: Sequence[Job]) -> Sequence[tuple[str, ...]]:
+        grouped = sweep_plan.group_rounds(self.topo, self.size)
+        if round_ <= grouped:
+            return sweep_plan.screening_groups(self.nodes, self.topo, round_, self.size)
+        verdict = sweep_plan.judge(
+            self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
+        )
+        parts = sweep_plan.split_jobs(jobs, verdict.faulty)
+        if parts:
+            return parts
+        # the group rounds stand in for the pair rounds within a leaf
+        due = [
+            r
+            for r in range(1, sweep_plan.screening_rounds(self.topo, self.confirm) + 1)
+            if not grouped or sweep_plan.round_scope(r, self.topo) is not None
+        ]
+        if self.screened < len(due):
+            self.screened += 1
+            screen_round = due[self.screened - 1]
+            return sweep_plan.screening_pairs(self.nodes, self.topo, screen_round, jobs, self.confirm)  # fmt: skip
+        return sweep_plan.adaptive_pairs(
+            self.nodes, self.topo, self.levels, jobs, verdict, round_, self.confirm, self.expose
+        )
+
+
+def _run_jobs(
     report: SweepReport,
-    pairs: list[Pair],
+    parts: Sequence[tuple[str, ...]],
     round_: int,
-    run_pair: RunPair,
+    runners: tuple[RunPair, RunGroup | None],
     concurrency: int,
     stop: threading.Event | None,
 ) -> None:
-    """Run one round; record every job that ended, in pair order, also when cut short."""
-    jobs = [functools.partial(run_pair, pair, round_, i) for i, pair in enumerate(pairs)]
+    """Run one round (pairs through ``run_pair``, groups through ``run_group``); record
+    every job that ended, in order, also when cut short."""
+    run_pair, run_group = runners
+    jobs = [
+        functools.partial(run_pair, (p[0], p[1]), round_, i)
+        if len(p) == 2 or run_group is None
+        else functools.partial(run_group, p, round_, i)
+        for i, p in enumerate(parts)
+    ]
     finished: dict[int, Report] = {}
     try:
-        _run_round(jobs, concurrency, stop, finished)
+        _run_round(jobs, _at_once(concurrency, parts), stop, finished)
     finally:
         for i in sorted(finished):
-            a, b = pairs[i]
-            outcome = finished[i]
-            report.jobs.append(Job(round_, (a, b), outcome.verdict))
-            _record(report.nodes[a], round_, b, outcome)
-            _record(report.nodes[b], round_, a, outcome)
+            part, outcome = parts[i], finished[i]
+            members = part if len(part) > 2 else ()
+            report.jobs.append(Job(round_, (part[0], part[1]), outcome.verdict, members))
+            said = str(outcome.verdict)
+            if members and said != "PASS":
+                said = f"{said} in a group of {len(members)}"
+            for node in part:
+                for partner in part:
+                    if partner != node:
+                        _record(report.nodes[node], round_, partner, outcome, said)
         report.rounds = round_
+
+
+def _at_once(concurrency: int, parts: Sequence[tuple[str, ...]]) -> int:
+    """Jobs of a round run at once: the quota's two-node jobs, in nodes, over the largest
+    job's nodes (at least one)."""
+    largest = max((len(p) for p in parts), default=2)
+    return max(1, 2 * concurrency // largest)
 
 
 def localize_rails(
@@ -390,6 +460,7 @@ __all__ = [
     "NODE_VERDICT",
     "NodeResult",
     "RailResult",
+    "RunGroup",
     "Stopped",
     "SweepReport",
     "diagnosis",

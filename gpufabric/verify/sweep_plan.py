@@ -29,6 +29,19 @@ Judging (recomputed from the whole record after every job):
 
 Confidence: a node that fails a fraction f of its jobs (or with a fraction f of its partners)
 and was never caught failing is reported GOOD with probability at most (1 - f) ** C.
+
+Group jobs (when the quota runs more than two nodes at once): the first rounds run groups of
+g nodes under each leaf (:func:`screening_groups`). NCCL's ring all_reduce/all_gather send
+from each node to the next in rank order only, so a group job runs its tests once per rank
+order of :func:`ring_orders`, whose rings together load every pair of the group; a passing
+group is read as a pass for every pair of it (:func:`expand`), a failing one as no pair: its
+nodes are not GOOD until a faulty member explains it, and it splits (:func:`split_jobs`):
+halves, then groups joining a quarter of each half, down to pairs; once explained, the rest
+run again without the faulty (and GOOD) members. The confidence rule counts a group job once
+toward C (a node is GOOD after C passing *jobs*, so the flaky bound stays per job) and its
+g - 1 partners toward ``expose`` (EXPOSE distinct partners with groups, which they give at no
+extra job: a node slow with half its partners escapes with probability 2^-EXPOSE at most,
+2^-(g-1) from one group).
 """
 
 from __future__ import annotations
@@ -42,6 +55,10 @@ CONFIRM = 3
 """Distinct proven partners a node must pass with to be GOOD (the default C)."""
 REPEAT = 3
 """Runs with one partner, all failing, that make a failure partner-dependent, not flaky."""
+EXPOSE = 8
+"""Distinct partners a node passes with before it is GOOD in a sweep with group jobs (whose
+groups give them at no extra job): a node slow with half of its partners passes with all of
+them with probability 2^-EXPOSE. A sweep of pairs asks C (each partner costs a round)."""
 
 Pair = tuple[str, str]
 Topology = Mapping[str, tuple[str, ...]]
@@ -54,6 +71,13 @@ class Job:
     pair: Pair
     verdict: str
     """PASS, FAIL or INCONCLUSIVE (as nccl-report judges the pair's run)."""
+    members: tuple[str, ...] = ()
+    """A group job's nodes in rank order (``pair`` is then its first two); empty for a pair."""
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes the job ran on."""
+        return self.members or self.pair
 
 
 @dataclass(frozen=True)
@@ -146,6 +170,12 @@ def _round_scope(round_: int, depth: int) -> int | None:
     return None
 
 
+def round_scope(round_: int, topo: Topology) -> int | None:
+    """The topology level pair screening round ``round_`` pairs across (None: within a
+    leaf)."""
+    return _round_scope(round_, max((len(t) for t in topo.values()), default=0))
+
+
 def screening_pairs(
     nodes: Sequence[str], topo: Topology, round_: int, done: Sequence[Job], confirm: int = CONFIRM
 ) -> list[Pair]:
@@ -168,6 +198,113 @@ def screening_pairs(
         left += rest
     pairs += pair_up(left, None, topo, met, f"{round_}:left")[0]
     return pairs
+
+
+def ring_orders(size: int) -> list[tuple[int, ...]]:
+    """Rank orders for one group job of ``size`` nodes whose rings together carry traffic
+    between every pair of its nodes: Walecki's zig-zag Hamiltonian paths of the complete
+    graph on an even number of vertices (size, or size + 1 with the extra one left out),
+    each closed into a ring: ceil(size / 2) orders. NCCL's ring all_reduce and all_gather
+    send from each node only to the next one in rank order, so one order proves only two
+    partners per node."""
+    even = size + size % 2
+    if size < 3:
+        return [tuple(range(size))]
+    zigzag = [0]
+    for step in range(1, even):
+        zigzag.append((zigzag[-1] + (step if step % 2 else -step)) % even)
+    return [
+        tuple(v for v in ((x + shift) % even for x in zigzag) if v < size)
+        for shift in range(even // 2)
+    ]
+
+
+def group_size(topo: Topology, nodes_at_once: int) -> int:
+    """Nodes per screening group job: as many as the quota runs at once, no more than the
+    nodes under one leaf switch (a group stays under its leaf, so its result is about its
+    nodes and their links, not an uplink); 2 (pairs) when fewer."""
+    leaves = Counter(topo.values())
+    largest = max(leaves.values(), default=0)
+    return max(2, min(nodes_at_once, largest))
+
+
+def group_rounds(topo: Topology, size: int) -> int:
+    """Group screening rounds: one when a group holds a whole leaf, else enough that each
+    node meets EXPOSE partners (a new partition of the leaf each round); none for pairs."""
+    if size <= 2:
+        return 0
+    largest = max(Counter(topo.values()).values(), default=0)
+    return 1 if largest <= size else -(-EXPOSE // (size - 1))
+
+
+def screening_groups(
+    nodes: Sequence[str], topo: Topology, round_: int, size: int
+) -> list[tuple[str, ...]]:
+    """Group round ``round_``: each leaf's nodes in groups of at most ``size`` (sizes
+    differ by one at most), in an order salted by the round; a leaf with one node left
+    pairs with another such node. A group of two is a pair job."""
+    by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for node in nodes:
+        by_leaf[topo[node]].append(node)
+    groups: list[tuple[str, ...]] = []
+    alone: list[str] = []
+    for leaf in sorted(by_leaf):
+        ranked = sorted(by_leaf[leaf], key=lambda n: _rank(f"group{round_}:{'/'.join(leaf)}", n))
+        if len(ranked) < 2:
+            alone += ranked
+            continue
+        parts = -(-len(ranked) // size)
+        groups += [tuple(ranked[i::parts]) for i in range(parts)]
+    groups += [tuple(alone[i : i + 2]) for i in range(0, len(alone) - 1, 2)]
+    return groups
+
+
+def _proven(members: Sequence[str], passed: set[frozenset[str]]) -> bool:
+    """Whether every pair of ``members`` passed in some job (a group's pass holds each of
+    its pairs)."""
+    return all(frozenset((a, b)) in passed for i, a in enumerate(members) for b in members[i + 1 :])
+
+
+def _split(group: tuple[str, ...], passed: set[frozenset[str]]) -> list[tuple[str, ...]]:
+    """The jobs that narrow a failing group down: its halves, each unless a passing job
+    already held it; when both are proven, the pairs across them (a half of one) or the
+    groups that join a quarter of each half, whose own halves are then proven."""
+    a, b = group[: len(group) // 2], group[len(group) // 2 :]
+    halves = [h for h in (a, b) if not _proven(h, passed)]
+    if halves:
+        return halves
+    if len(a) == 1 or len(b) == 1:
+        return [(x, y) for x in a for y in b]
+    a1, a2 = a[: len(a) // 2], a[len(a) // 2 :]
+    b1, b2 = b[: len(b) // 2], b[len(b) // 2 :]
+    return [a1 + b1, a2 + b2, a1 + b2, a2 + b1]
+
+
+def split_jobs(jobs: Sequence[Job], faulty: set[str]) -> list[tuple[str, ...]]:
+    """The next round's jobs after failing group jobs: a group no faulty member explains
+    splits (:func:`_split`); one a faulty member explains runs again without its faulty
+    members, GOOD ones included (one job gives the rest their partners back, and they may
+    be the ones a member is slow with; if it fails again, it is split: a flaky member
+    explains one failure, not every one); jobs that already ran are skipped,
+    a node is in one job at a time. Empty when nothing is left to split or re-run."""
+    ran = {frozenset(j.nodes) for j in jobs}
+    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    busy: set[str] = set()
+    out: list[tuple[str, ...]] = []
+    for job in jobs:
+        if not job.members or job.verdict != "FAIL":
+            continue
+        rest = tuple(n for n in job.members if n not in faulty)
+        if faulty & set(job.members):  # explained: the rest meet again without it
+            parts = [rest] if len(rest) > 2 and not _proven(rest, passed) else []
+        else:
+            parts = _split(job.members, passed)
+        for part in parts:
+            if frozenset(part) in ran or busy & set(part):
+                continue
+            out.append(part)
+            busy |= set(part)
+    return out
 
 
 def topology_of(nodes: Sequence[str], labels: Mapping[str, Mapping[str, str]], levels: Sequence[str]) -> dict[str, tuple[str, ...]]:  # fmt: skip
@@ -304,10 +441,25 @@ def _witnessed(x: str, rec: _Record, faulty: set[str], confirm: int) -> bool:
     return len(witnesses) >= 2
 
 
-def _good(nodes: Sequence[str], rec: _Record, faulty: set[str], confirm: int) -> set[str]:
+def _good(
+    nodes: Sequence[str],
+    rec: _Record,
+    faulty: set[str],
+    confirm: int,
+    reach: Mapping[str, int],
+    expose: int,
+) -> set[str]:
     """The ``confirm``-core of the passing pairs among nodes whose failures are all with
-    faulty nodes: each passed with ``confirm`` distinct partners that are GOOD themselves."""
-    good = {x for x in nodes if x not in faulty and all(y in faulty for y in rec.fails[x])}
+    faulty nodes and that passed with ``expose`` distinct partners (or every partner they can
+    reach, ``reach``): each passed with ``confirm`` distinct partners that are GOOD
+    themselves."""
+    good = {
+        x
+        for x in nodes
+        if x not in faulty
+        and all(y in faulty for y in rec.fails[x])
+        and len(rec.passes[x]) >= min(expose, reach[x])
+    }
     changed = True
     while changed:
         drop = {x for x in good if sum(1 for y in rec.passes[x] if y in good) < confirm}
@@ -348,6 +500,83 @@ def _faulty_verdict(
     return "FLAKY", f"{record}: failed with {failed}, passed with others", rerun[:2]
 
 
+def expand(jobs: Sequence[Job]) -> list[Job]:
+    """The record as pairs: a pair job as it ran; a passing group job as a passing job for
+    every pair of its nodes (its rings carried traffic between each pair, see
+    :func:`ring_orders`); a failing group job as no pair (it says some pair or node in it is
+    slow, not which: its split says that, and it taints its nodes until explained)."""
+    out: list[Job] = []
+    for job in jobs:
+        if not job.members:
+            out.append(job)
+        elif job.verdict == "PASS":
+            members = job.members
+            out += [
+                Job(job.round, (a, b), "PASS")
+                for i, a in enumerate(members)
+                for b in members[i + 1 :]
+            ]
+    return out
+
+
+def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
+    """Node -> the jobs it passed (a group job is one: its runs share one time window, and
+    a node that fails one job in three passes any one job with probability 2/3)."""
+    return Counter(n for job in jobs if job.verdict == "PASS" for n in job.nodes)
+
+
+def _unexplained(jobs: Sequence[Job], faulty: set[str]) -> dict[str, tuple[str, ...]]:
+    """Node -> a failing group job it was in that no faulty member explains yet."""
+    tainted: dict[str, tuple[str, ...]] = {}
+    for job in jobs:
+        if job.members and job.verdict == "FAIL" and not faulty & set(job.members):
+            for node in job.members:
+                tainted.setdefault(node, job.members)
+    return tainted
+
+
+def _reach(
+    nodes: Sequence[str], topo: Topology, paths: Sequence[PathFault], faulty: int
+) -> dict[str, int]:
+    """Partners each node can pass with: the others, less the faulty ones; only those under
+    its own switch when a path fault cuts that switch off."""
+    cut = {f.key for f in paths}
+    under: Counter[tuple[str, ...]] = Counter()
+    for node in nodes:
+        for level in range(len(topo[node])):
+            under[topo[node][: level + 1]] += 1
+    reach: dict[str, int] = {}
+    for node in nodes:
+        keys = [topo[node][: i + 1] for i in range(len(topo[node]))]
+        walled = [under[k] for k in keys if k in cut]
+        reach[node] = max(0, (min(walled) if walled else len(nodes)) - 1 - faulty)
+    return reach
+
+
+def _held(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> dict[str, str]:
+    """Partners of a faulty node whose result changed with the same partner, that failed
+    with it and have not passed C jobs since for each time they failed with it: which of the
+    two is flaky is not told by that pair (two flaky nodes failing with one healthy node make
+    it look faulty, and its re-runs pair them again), so neither is GOOD until the partner
+    has passed that many more jobs. Node -> that faulty node."""
+    last: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        if job.verdict == "FAIL" and not job.members:
+            a, b = job.pair
+            for key in ((a, b), (b, a)):
+                last[key] = max(last.get(key, 0), job.round)
+    held: dict[str, str] = {}
+    for x in sorted(faulty):
+        if not any(rec.passes[x][p] for p in rec.fails[x]):
+            continue
+        for p in sorted(rec.fails[x]):
+            since = last.get((p, x), 0)
+            after = sum(1 for j in jobs if j.verdict == "PASS" and p in j.nodes and j.round > since)
+            if p not in faulty and after < confirm * rec.fails[p][x]:
+                held.setdefault(p, x)
+    return held
+
+
 def judge(
     nodes: Sequence[str],
     topo: Topology,
@@ -355,12 +584,22 @@ def judge(
     jobs: Sequence[Job],
     confirm: int = CONFIRM,
     repeat: int = REPEAT,
+    expose: int | None = None,
 ) -> Judgement:
-    """Every node's verdict (GOOD, BAD, FLAKY, UNKNOWN) and the path faults, from the jobs."""
-    paths, excused = path_faults(jobs, topo, levels) if levels else ([], set())
-    rec = _Record.of(jobs, excused)
+    """Every node's verdict (GOOD, BAD, FLAKY, UNKNOWN) and the path faults, from the jobs
+    (group jobs as :func:`expand` reads them; the indices in ``excused`` are of that list).
+    ``expose``: distinct partners a node passes with before it is GOOD (default C; a sweep
+    with group jobs asks EXPOSE, which its groups give at no extra job)."""
+    pairs = expand(jobs)
+    paths, excused = path_faults(pairs, topo, levels) if levels else ([], set())
+    rec = _Record.of(pairs, excused)
     faulty = _faulty(nodes, rec, confirm)
-    good = _good(nodes, rec, faulty, confirm)
+    tainted = _unexplained(jobs, faulty)
+    reach = _reach(nodes, topo, paths, len(faulty))
+    ran = passing_jobs(jobs)
+    held = _held(jobs, rec, faulty, confirm)
+    eligible = [n for n in nodes if n not in tainted and n not in held and ran[n] >= confirm]
+    good = _good(eligible, rec, faulty, confirm, reach, expose or confirm)
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
     retests: dict[str, list[str]] = {}
@@ -375,6 +614,13 @@ def judge(
             verdicts[x] = "UNKNOWN"
             if rec.fails[x]:
                 notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
+            elif x in tainted:
+                notes[x] = f"in a failing group job ({', '.join(tainted[x])}) not yet explained"
+            if x in held:
+                notes[x] = (
+                    f"failed with {held[x]}, whose result changed with the same partner: "
+                    f"GOOD after {confirm} more passing jobs for each such failure"
+                )
     mixed = [x for x in faulty if rec.passes[x]]
     failed_with = {p for x in mixed for p in rec.fails[x] if p in good}
     corroborate = _uncorroborated(failed_with, rec, good, confirm)
@@ -382,15 +628,20 @@ def judge(
 
 
 def _wants_partner(
-    x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int
+    x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int, expose: int
 ) -> bool:
-    """An open node runs again while it has met fewer than 4C partners and either passed
-    with fewer than C + 2 proven ones or has a failure no verdict explains yet (a flaky
-    partner shows itself by failing again)."""
-    if len(met.get(x, ())) >= 4 * confirm:
+    """An open node runs again while it has met fewer than 4C partners in pair jobs and
+    either passed with fewer than max(C + 2, ``expose``) proven ones, has a failure no verdict
+    explains yet (a flaky partner shows itself by failing again) or is in a failing group job
+    not yet explained (it is not GOOD before that)."""
+    if len(met.get(x, ())) >= max(4 * confirm, expose + confirm):
         return False
     proven = sum(1 for y in rec.passes[x] if y in good)
-    return proven < confirm + 2 or any(y not in good for y in rec.fails[x])
+    return (
+        proven < max(confirm + 2, EXPOSE)
+        or any(y not in good for y in rec.fails[x])
+        or (x not in good and not rec.fails[x])
+    )
 
 
 def adaptive_pairs(
@@ -401,13 +652,18 @@ def adaptive_pairs(
     verdict: Judgement,
     round_: int,
     confirm: int = CONFIRM,
+    expose: int | None = None,
 ) -> list[Pair]:
     """The next round after screening: failing pairs of a FLAKY node re-run, and every
     UNKNOWN node with a proven partner it has not met, under its own leaf where there is one
     (a job across a faulted path proves nothing). Empty when nothing more can be learnt."""
-    rec = _Record.of(jobs, verdict.excused)
-    met = _met(jobs)
+    record = expand(jobs)
+    rec = _Record.of(record, verdict.excused)
+    met = _met(record)
+    in_pairs = _met(j for j in jobs if not j.members)
     faulted = {f.key for f in verdict.paths}
+    ran = passing_jobs(jobs)
+    short = {x for x in nodes if ran[x] < confirm}
     busy: set[str] = set()
     pairs: list[Pair] = []
     for x in sorted(verdict.retests):
@@ -424,27 +680,26 @@ def adaptive_pairs(
     ranked = sorted(open_, key=lambda n: _rank(f"open{round_}", n))
     queue = list(dict.fromkeys(ranked + verdict.corroborate))
     for x in queue:
-        if x in busy or not _wants_partner(x, rec, verdict.good, met, confirm):
+        if x in busy or not _wants_partner(
+            x, rec, verdict.good, in_pairs, confirm, expose or confirm
+        ):
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
         candidates = by_leaf[topo[x]] + ([] if cut_off else refs)
-        partner = next(
-            (
-                r
-                for r in candidates
-                if r != x
-                and r not in busy
-                and r not in met[x]
-                and not _blocked(x, r, topo, levels, faulted)
-            ),
-            None,
-        )
+        usable = [
+            r
+            for r in candidates
+            if r != x and r not in busy and not _blocked(x, r, topo, levels, faulted)
+        ]
+        fresh = [r for r in usable if r not in met[x]]
+        # a node short of passing jobs may meet a partner again (a job is what it lacks)
+        partner = next(iter(fresh or (usable if x in short else [])), None)
         if partner is None:
             waiting.append(x)
         else:
             pairs.append((x, partner))
             busy |= {x, partner}
-    return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_)
+    return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_, short)
 
 
 def _open_pairs(
@@ -454,9 +709,11 @@ def _open_pairs(
     met: Mapping[str, set[str]],
     faulted: set[tuple[str, ...]],
     round_: int,
+    short: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[Pair]:
     """Open nodes without a free proven partner meet each other (new partners make
-    witnesses): under one leaf first, then across paths not faulted."""
+    witnesses): under one leaf first, then across paths not faulted; nodes ``short`` of
+    passing jobs meet a partner again under their leaf when no new one is left."""
     by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for x in waiting:
         by_leaf[topo[x]].append(x)
@@ -465,13 +722,16 @@ def _open_pairs(
     for leaf in sorted(by_leaf):
         salt = f"{round_}:open:{'/'.join(leaf)}"
         got, rest = pair_up(by_leaf[leaf], None, topo, met, salt, fresh_only=True)
+        again = [x for x in rest if x in short]
+        got += pair_up(again, None, topo, met, salt)[0]
         pairs += got
-        left += rest
+        left += [x for x in rest if x not in short]
     pairs += pair_up(left, None, topo, met, f"{round_}:open", fresh_only=True)[0]
     return [
         (a, b)
         for a, b in pairs
-        if b not in met.get(a, ()) and not _blocked(a, b, topo, levels, faulted)
+        if (b not in met.get(a, ()) or {a, b} <= short)
+        and not _blocked(a, b, topo, levels, faulted)
     ]
 
 
