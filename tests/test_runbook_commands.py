@@ -50,6 +50,12 @@ STACKS["pytorch-only-mirrored"] = {
     "gpufabric:training": {"mpiOperator": False, "trainingOperator": {"schemes": ["pytorchjob"]}},
     "gpufabric:sources": {"manifests": "https://files.example.internal/upstream"},
 }
+# A job operator gpufabric job cannot write for (JAXJob only): no printed command may name
+# a kind the stack lacks.
+STACKS["jax-only"] = {
+    **STACKS["lab-roce"],
+    "gpufabric:training": {"mpiOperator": False, "trainingOperator": {"schemes": ["jaxjob"]}},
+}
 COMPONENTS = load_catalog().components
 PLACEHOLDER = re.compile(r"<([a-z][a-z0-9 _-]*)>")
 COUNTS: dict[str, int] = {}
