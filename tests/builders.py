@@ -50,6 +50,24 @@ def plan_of(config: dict[str, Any], stack: str = "t") -> Plan:
     return build_plan(stack, model_of(config))
 
 
+def example_plan(name: str, gang: str) -> Plan:
+    """The plan of an example stack under the given gang authority (kueue, volcano)."""
+    config = example_config(name)
+    config["gpufabric:scheduling"]["gang"] = gang
+    return build_plan(name, model_from_config(sections(config), name, from_file=True))
+
+
+def gpu_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a job that hold GPU ranks (MPIJob workers, every PyTorchJob
+    replica, every replicated job of a TrainJob's runtime patch)."""
+    if job["kind"] == "MPIJob":
+        return [job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]]
+    if job["kind"] == "PyTorchJob":
+        return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
+    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
+    return [rj["template"]["spec"]["template"] for rj in patch["spec"]["replicatedJobs"]]
+
+
 def problems_of(config: dict[str, Any]) -> dict[str, str]:
     """Config path -> message of every problem a bad config is refused with."""
     with pytest.raises(StackError) as info:

@@ -11,31 +11,17 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import example_plan, gpu_pods
 from conftest import REPO, example_config, sections
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest, job_objects
-from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.build import build_plan
 
 KINDS = ("mpijob", "pytorchjob", "trainjob")
 TRAIN = REPO / "examples" / "train"
 ANNOTATION = "gpufabric.io/checkpoint-dir"
-
-
-def plan_for(gang: str) -> Plan:
-    config = example_config("prod-ib")
-    config["gpufabric:scheduling"]["gang"] = gang
-    return build_plan("prod-ib", model_from_config(sections(config), "prod-ib", from_file=True))
-
-
-def gpu_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
-    if job["kind"] == "MPIJob":
-        return [job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]]
-    if job["kind"] == "PyTorchJob":
-        return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
-    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
-    return [rj["template"]["spec"]["template"] for rj in patch["spec"]["replicatedJobs"]]
 
 
 def checkpoint_dirs(job: dict[str, Any]) -> set[str]:
@@ -58,7 +44,7 @@ def checkpoint_dirs(job: dict[str, Any]) -> set[str]:
 def test_every_pod_and_restart_of_a_job_checkpoints_to_one_directory(kind: str, gang: str) -> None:
     """The directory is a literal of the job's pod templates: each pod the operator creates,
     first or after a failure, gets the same one; the job's annotation names it."""
-    plan = plan_for(gang)
+    plan = example_plan("prod-ib", gang)
     job = job_manifest(plan, JobRequest(tenant="research", kind=kind, nodes=4, name="llama"))  # type: ignore[arg-type]
     where = f"/checkpoints/{kind}/llama"
     assert checkpoint_dirs(job) == {where}
@@ -79,7 +65,7 @@ def test_every_pod_and_restart_of_a_job_checkpoints_to_one_directory(kind: str, 
 def test_jobs_of_two_kinds_with_one_name_never_share_a_directory() -> None:
     """An MPIJob and a PyTorchJob may both be called ``llama`` in one namespace. Before, both
     were told /checkpoints/llama and each resumed from the other's checkpoints."""
-    plan = plan_for("kueue")
+    plan = example_plan("prod-ib", "kueue")
     dirs = [
         checkpoint_dirs(job_manifest(plan, JobRequest(tenant="research", kind=k, name="llama")))  # type: ignore[arg-type]
         for k in KINDS
@@ -101,7 +87,7 @@ def test_a_tenant_without_a_checkpoints_claim_is_told_no_directory() -> None:
 def test_a_pytorchjob_runs_a_python_script_under_torchrun() -> None:
     """``--command "python train.py"``: torchrun runs the script. Before, the container ran
     ``torchrun python train.py``, and torchrun tried to run a file called python."""
-    plan = plan_for("kueue")
+    plan = example_plan("prod-ib", "kueue")
     req = JobRequest(tenant="research", kind="pytorchjob", command="python train.py --lr 3")
     (pod, *_) = gpu_pods(job_manifest(plan, req))
     assert pod["spec"]["containers"][0]["command"] == ["torchrun", "train.py", "--lr", "3"]
@@ -232,7 +218,7 @@ def test_a_link_out_of_the_directory_is_not_shipped(
 
 
 def test_the_objects_in_apply_order() -> None:
-    plan = plan_for("kueue")
+    plan = example_plan("prod-ib", "kueue")
     req = JobRequest(tenant="research", kind="pytorchjob", entrypoint=(("t.py", "x"),))
     assert [o["kind"] for o in job_objects(plan, req)] == ["ConfigMap", "PyTorchJob"]
     assert [o["kind"] for o in job_objects(plan, JobRequest("research", "mpijob"))] == ["MPIJob"]

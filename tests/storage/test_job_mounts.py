@@ -6,30 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import example_plan, gpu_pods
 from conftest import example_config, sections
 
 from gpufabric.cli import main
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
-from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.build import build_plan
 from gpufabric.verify.nccl import acceptance_job
 
 KINDS = ("mpijob", "pytorchjob", "trainjob")
-
-
-def plan_for(gang: str) -> Plan:
-    config = example_config("prod-ib")
-    config["gpufabric:scheduling"]["gang"] = gang
-    return build_plan("prod-ib", model_from_config(sections(config), "prod-ib", from_file=True))
-
-
-def gpu_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
-    if job["kind"] == "MPIJob":
-        return [job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]]
-    if job["kind"] == "PyTorchJob":
-        return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
-    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
-    return [rj["template"]["spec"]["template"] for rj in patch["spec"]["replicatedJobs"]]
 
 
 def env_of(job: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
@@ -43,7 +29,7 @@ def env_of(job: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
 @pytest.mark.parametrize("gang", ["kueue", "volcano"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_jobs_mount_the_tenants_claims(kind: str, gang: str) -> None:
-    plan = plan_for(gang)
+    plan = example_plan("prod-ib", gang)
     job = job_manifest(plan, JobRequest(tenant="research", kind=kind, name="llama-70b"))  # type: ignore[arg-type]
     for pod in gpu_pods(job):
         (container,) = pod["spec"]["containers"]
@@ -88,7 +74,7 @@ def test_a_tenant_without_claims_gets_no_mounts() -> None:
 
 
 def test_the_nccl_acceptance_job_mounts_no_claims() -> None:
-    plan = plan_for("kueue")
+    plan = example_plan("prod-ib", "kueue")
     job = acceptance_job(plan, "research")
     for pod in gpu_pods(job):
         assert [v["name"] for v in pod["spec"]["volumes"]] == ["dshm"]
