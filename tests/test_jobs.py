@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import gpu_pods
 from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.authorities import kueue, volcano
@@ -55,16 +56,6 @@ def config_for(name: str, gang: str) -> dict[str, Any]:
     return config
 
 
-def gpu_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pod templates of the pods that hold GPUs."""
-    if job["kind"] == "MPIJob":
-        return [job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]]
-    if job["kind"] == "PyTorchJob":
-        return [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()]
-    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]
-    return [rj["template"]["spec"]["template"] for rj in patch["spec"]["replicatedJobs"]]
-
-
 @pytest.mark.parametrize(("name", "gang", "kind"), CASES)
 def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) -> None:
     config = config_for(name, gang)
@@ -88,7 +79,7 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         assert policy["queue"] == tenant
         # the gang is the GPU pods; an MPIJob launcher joins once the workers are ready
         assert policy["minAvailable"] == 2
-    for template in gpu_templates(job):
+    for template in gpu_pods(job):
         annotations = template["metadata"]["annotations"]
         assert annotations["k8s.v1.cni.cncf.io/networks"] == wiring.networks
         assert json.loads(annotations["k8s.v1.cni.cncf.io/networks"])
@@ -247,7 +238,7 @@ def test_routed_leaves_a_job_runs_under_one_leaf_with_its_networks(
     assert "'leaf-03' is not a leaf" in capsys.readouterr().err
     assert main([*base, "--leaf", "leaf-02"]) == 0
     job = yaml.safe_load(capsys.readouterr().out)
-    for template in gpu_templates(job):
+    for template in gpu_pods(job):
         nets = json.loads(template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
         assert [n["name"] for n in nets] == [f"rail{i}-leaf-02" for i in range(4)]
         assert template["spec"]["nodeSelector"]["topology.gpufabric.io/leaf"] == "leaf-02"
