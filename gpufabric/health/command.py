@@ -209,24 +209,6 @@ def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: P
     report.add("keep", name, check)
 
 
-def tolerating(job: dict[str, Any], taint: str) -> dict[str, Any]:
-    """``job`` with every pod template tolerating the quarantine taint."""
-    toleration = {"key": taint, "operator": "Exists", "effect": "NoSchedule"}
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            if "containers" in obj:
-                obj["tolerations"] = [*obj.get("tolerations", []), toleration]
-            for value in obj.values():
-                walk(value)
-        elif isinstance(obj, list):
-            for value in obj:
-                walk(value)
-
-    walk(job)
-    return job
-
-
 def _sweep(
     plan: Plan, args: argparse.Namespace, kube: Kube, candidates: list[str], partners: list[str],
     run_pair: RunPair | None,
@@ -239,8 +221,10 @@ def _sweep(
 
     def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
         name = f"{args.name}-r{round_}-{index}"
-        job = nccl.acceptance_job(plan, args.tenant, 2, args.image, name, pin_nodes=pair)
-        created.append(tolerating(job, m.quarantine_taint))
+        job = nccl.acceptance_job(
+            plan, args.tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)
+        )
+        created.append(job)
         outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)
         return nccl.judge(outcome, exp)
 
@@ -298,4 +282,4 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
             stop.wait(args.interval)  # Ctrl-C / SIGTERM end the wait (and the command)
 
 
-__all__ = ["PassReport", "observe_fleet", "one_pass", "run", "tolerating"]
+__all__ = ["PassReport", "observe_fleet", "one_pass", "run"]

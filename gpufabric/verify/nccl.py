@@ -150,11 +150,13 @@ def acceptance_job(
     pin_nodes: tuple[str, ...] = (),
     rail: str | None = None,
     leaf: str | None = None,
+    tolerate: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The job ``verify nccl`` submits; StackError naming the option when it cannot run.
     ``leaf``: the leaf it runs under where rails are routed per leaf (required there).
     With ``pin_nodes`` its GPU pods run on exactly those nodes (a sweep's pair); with
-    ``rail`` its pods attach only that rail, and NCCL can use no other."""
+    ``rail`` its pods attach only that rail, and NCCL can use no other; every pod of it
+    tolerates the NoSchedule taints keyed ``tolerate`` (a re-certification's quarantine)."""
     kind = acceptance_kind(plan)
     req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf)
     w = wiring_for(plan, req)
@@ -165,6 +167,7 @@ def acceptance_job(
         w = replace(w, contract=narrow)
     image_ref = image or plan.components["training-image"].image_ref or ""
     command = ["/bin/bash", "-c", launcher_script(w, nodes, overrides)]
+    launchers: list[dict[str, Any]] = []  # pods beside the GPU pods (an MPIJob's launcher)
     if kind == "trainjob":
         job = mpi_trainjob(w, name, nodes, image_ref, command, NCCL_TESTS_RUNTIME)
         patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
@@ -175,12 +178,16 @@ def acceptance_job(
     else:
         job = mpijob(w, name, nodes, image_ref, [])
         replicas = job["spec"]["mpiReplicaSpecs"]
-        replicas["Launcher"]["template"]["spec"]["containers"][0]["command"] = command
+        launchers = [replicas["Launcher"]["template"]["spec"]]
+        launchers[0]["containers"][0]["command"] = command
         pods = [replicas["Worker"]["template"]["spec"]]
     job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
     if pin_nodes:
         for pod in pods:
             pod["affinity"] = _pinned(pin_nodes, shape_of(job).name_label, name)
+    tolerations = [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in tolerate]
+    for pod in [*pods, *launchers] if tolerations else ():
+        pod["tolerations"] = [*pod.get("tolerations", []), *tolerations]
     return job
 
 
