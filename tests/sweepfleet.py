@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -246,3 +248,161 @@ def _waves(jobs: Any, concurrency: int, pair_s: float = 0.0, run_s: float = 0.0)
         waves = -(-count // max(1, 2 * concurrency // g))
         total += waves * (job_seconds(g, pair_s, run_s) if pair_s else 1)
     return total
+
+
+# ------------------------------------------------------- the cluster path: an MPI Operator
+
+STANDIN = "@@gpufabric-standin"
+"""The line the stand-in mpirun prints in place of nccl-tests' output; the operator expands
+it into the output nccl-tests would print for the hosts it ran on, in rank order."""
+
+MPIRUN = f"""#!/bin/bash
+# stand-in mpirun: prints {STANDIN}, the program, -np, the NCCL_ALGO it exported and the
+# hosts of the hostfile mpirun would read (OMPI_MCA_orte_default_hostfile), in rank order
+hostfile=${{OMPI_MCA_orte_default_hostfile:?no hostfile}}
+np="" prev="" test="" algo=default
+for arg in "$@"; do
+  [ "$prev" = "-np" ] && np=$arg
+  case $arg in *_perf_mpi) test=$arg ;; NCCL_ALGO=*) algo=${{arg#NCCL_ALGO=}} ;; esac
+  prev=$arg
+done
+printf '%s %s np=%s algo=%s' '{STANDIN}' "$test" "$np" "$algo"
+while read -r host slots; do printf ' %s:%s' "$host" "${{slots#slots=}}"; done < "$hostfile"
+printf '\\n'
+"""
+
+
+@dataclass
+class Run:
+    """One mpirun the stand-in saw: its job, test, NCCL_ALGO, ranks and nodes in rank order."""
+
+    job: str
+    test: str
+    algo: str
+    np: int
+    slots: tuple[int, ...]
+    nodes: tuple[str, ...]
+
+
+@dataclass
+class MPIOperator:
+    """Plays the MPI Operator (and a scheduler) for the sweep's MPIJobs in a FakeKube: each
+    pinned Worker lands on one of its nodes (in an order of its own, not the hostfile's),
+    the launcher's script runs under bash with the operator's hostfile (``<job>-worker-<i>
+    .<job>.<ns>.svc slots=<slotsPerWorker>``) over a stand-in mpirun, and each run's output
+    is nccl-tests' for its nodes in rank order: the bus bandwidth of its slowest ring link
+    (``link(a, b)`` GB/s; a ring of two nodes is their one link). The job ends as the
+    launcher's exit status says. ``cut(job)``: order markers to keep in that job's log (the
+    rest is lost, as when the launcher is killed); ``hold(job)``: the job never ends."""
+
+    workdir: Path
+    link: Callable[[str, str], float]
+    layer: str = "RoCE"
+    hcas: int = 2
+    cut: Callable[[str], int | None] = lambda _job: None
+    hold: Callable[[str], bool] = lambda _job: False
+    runs: list[Run] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    def install(self, fake: Any) -> MPIOperator:
+        bindir = self.workdir / "bin"
+        bindir.mkdir(parents=True, exist_ok=True)
+        (bindir / "mpirun").write_text(MPIRUN)
+        (bindir / "mpirun").chmod(0o755)
+        fake.on_create.append(self.on_create)
+        return self
+
+    def on_create(self, fake: Any, obj: dict[str, Any]) -> None:
+        if obj.get("kind") != "MPIJob":
+            return
+        self.jobs.append(obj)
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        workers = _pinned_nodes(obj)
+        where = sorted(workers, key=lambda n: hashlib.sha256(f"{name}/{n}".encode()).digest())
+        hosts = {}
+        for i, node in enumerate(where):
+            pod = f"{name}-worker-{i}"
+            hosts[pod] = node
+            fake.add(_pod(ns, pod, name, "worker", node))
+        launcher = _pod(ns, f"{name}-launcher", name, "launcher", None)
+        fake.add(launcher)
+        if self.hold(name):
+            return
+        log, rc = self._launch(obj, hosts)
+        keep = self.cut(name)
+        if keep is not None:
+            log = _cut(log, keep)
+        fake.logs[f"/api/v1/namespaces/{ns}/pods/{name}-launcher"] = log
+        state = "Succeeded" if rc == 0 else "Failed"
+        obj["status"] = {"conditions": [{"type": state, "status": "True", "message": f"rc {rc}"}]}
+
+    def _launch(self, job: dict[str, Any], hosts: dict[str, str]) -> tuple[str, int]:
+        import subprocess
+
+        from gpufabric.verify import nccl
+
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        slots = job["spec"]["slotsPerWorker"]
+        where = self.workdir / name
+        where.mkdir()
+        hostfile = where / "hostfile"
+        hostfile.write_text("".join(f"{p}.{name}.{ns}.svc slots={slots}\n" for p in hosts))
+        spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+        script = spec["containers"][0]["command"][2]
+        script = script.replace(nccl.ORDER_HOSTFILE, str(where / "order"))
+        env = {
+            "PATH": f"{self.workdir / 'bin'}:/usr/bin:/bin",
+            "OMPI_MCA_orte_default_hostfile": str(hostfile),
+        }
+        done = subprocess.run(
+            ["bash", "-c", script], env=env, capture_output=True, text=True, check=False
+        )
+        out = [self._expand(name, line, hosts) for line in done.stdout.splitlines()]
+        return "\n".join(out) + "\n" + done.stderr, done.returncode
+
+    def _expand(self, job: str, line: str, hosts: dict[str, str]) -> str:
+        from nccllogs import Log, text
+
+        if not line.startswith(STANDIN + " "):
+            return line
+        _, test, np, algo, *ranked = line.split()
+        pods = [h.rsplit(":", 1) for h in ranked]
+        nodes = tuple(hosts[h.split(".", 1)[0]] for h, _ in pods)
+        run = Run(job, test, algo.split("=", 1)[1], int(np.split("=", 1)[1]),
+                  tuple(int(s) for _, s in pods), nodes)  # fmt: skip
+        self.runs.append(run)
+        ring = list(zip(nodes, nodes[1:] + nodes[:1], strict=True))[: max(1, len(nodes))]
+        busbw = min(self.link(a, b) for a, b in ring if a != b)
+        log = Log(test=test, hosts=nodes, busbw=busbw, layer=self.layer, hcas=self.hcas)
+        return text(log).rstrip("\n")
+
+
+def _pinned_nodes(job: dict[str, Any]) -> list[str]:
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    term = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return list(term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+
+
+def _pod(ns: str, pod: str, job: str, role: str, node: str | None) -> dict[str, Any]:
+    labels = {"training.kubeflow.org/job-name": job, "training.kubeflow.org/job-role": role}
+    spec: dict[str, Any] = {"hostname": pod, "subdomain": job}
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod, "namespace": ns, "labels": labels},
+        "spec": spec,
+    }
+
+
+def _cut(log: str, keep: int) -> str:
+    """The log up to (not including) order marker ``keep + 1``."""
+    lines, seen = [], 0
+    for line in log.splitlines():
+        if line.startswith("==> gpufabric order "):
+            seen += 1
+            if seen > keep:
+                break
+        lines.append(line)
+    return "\n".join(lines) + "\n"

@@ -62,6 +62,14 @@ def _confirm(text: str) -> int:
     return int(text)
 
 
+def _group(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 2 <= int(text) <= 1024:
+        raise argparse.ArgumentTypeError(
+            f"{text[:20]!r}: expected a whole number of nodes 2 to 1024 (2: two-node jobs only)"
+        )
+    return int(text)
+
+
 def _kube_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG / ~/.kube/config)")
     p.add_argument(
@@ -164,7 +172,12 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         help="where rails are routed per leaf (fabric.rails[].blocks): the leaf the test runs "
         "under, attaching that leaf's networks (a sweep then covers that leaf's nodes)",
     )
-    _timeout_arg(p, NCCL_TIMEOUT, "; with --sweep, each of its jobs")
+    _timeout_arg(
+        p,
+        NCCL_TIMEOUT,
+        "; with --sweep, each of its jobs: a group job of g nodes runs both tests once per rank "
+        "order, ceil(g/2) orders, so allow for admission plus ceil(g/2) x 2 test runs",
+    )
     p.add_argument(
         "--sweep-timeout",
         type=_seconds,
@@ -178,8 +191,10 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p.add_argument(
         "--sweep",
         action="store_true",
-        help="find the bad nodes and uplinks: rounds of two-node jobs over every GPU node, "
-        "within and across the leaf/spine levels of the topology; a node is GOOD after passing "
+        help="find the bad nodes and uplinks: group jobs of as many nodes as the quota runs at "
+        "once under each leaf (each runs the tests once per rank order so its rings load every "
+        "pair; a failing group splits down to pairs), then rounds of two-node jobs over every "
+        "GPU node, within and across the leaf/spine levels of the topology; a node is GOOD after passing "
         "with --sweep-confirm distinct GOOD partners, FLAKY when it failed and passed (never "
         "drained on one result); prints the jobs and expected time first, then a table per node, "
         "the uplinks at fault and the nodes to drain",
@@ -193,7 +208,14 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         "most (1-f)^C)",
     )
     p.add_argument(
-        "--dry-run", action="store_true", help="print the MPIJob that would run, and exit"
+        "--sweep-group",
+        type=_group,
+        metavar="N",
+        help="with --sweep: at most N nodes per group job (default: the nodes the tenant's GPU "
+        "quota runs at once, at most a leaf's; 2: two-node jobs only)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the job(s) that would run, and exit"
     )
     _kube_args(p)
     _outputs(p)

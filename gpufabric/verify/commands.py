@@ -205,14 +205,33 @@ def _skipped(skipped: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
 
 
 def _sweep_job(
-    plan: Plan, args: argparse.Namespace, pair: tuple[str, str], round_: int, index: int,
+    plan: Plan, args: argparse.Namespace, nodes: tuple[str, ...], round_: int, index: int,
     rail: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The tenant's acceptance job pinned to ``pair`` (on ``rail`` alone when given)."""
+    """The tenant's acceptance job pinned to ``nodes`` (on ``rail`` alone when given): a
+    pair's, or a group's whose launcher runs the tests once per rank order of
+    :func:`sweep_plan.ring_orders` (so its rings load every pair of the group)."""
     name = f"{args.name}-r{round_}-{index}"
+    orders = sweep_plan.ring_orders(len(nodes)) if len(nodes) > 2 else ()
     return nccl.acceptance_job(
-        plan, args.tenant, 2, args.image, name, pin_nodes=pair, rail=rail, leaf=args.leaf
-    )
+        plan, args.tenant, len(nodes), args.image, name, pin_nodes=nodes, rail=rail,
+        leaf=args.leaf, orders=orders,
+    )  # fmt: skip
+
+
+def _sweep_group(plan: Plan, args: argparse.Namespace) -> int:
+    """Nodes per group job the sweep may run: what the tenant's quota runs at once (its
+    two-node jobs' nodes), at most --sweep-group, the stack's GPU nodes and, where rails are
+    routed per leaf, the nodes its node table puts under the leaf; 2 is pairs only. The
+    planner caps it further at a leaf's nodes (:func:`sweep_plan.group_size`)."""
+    size = min(2 * _sweep_concurrency(plan, args.tenant), plan.facts.nodes.count)
+    if args.sweep_group is not None:
+        size = min(size, args.sweep_group)
+    contract = plan.facts.tenants.get(args.tenant)
+    label = contract.leaf_label if contract is not None else None
+    if args.leaf is not None and label is not None and plan.facts.gang.node_topology:
+        size = min(size, plan.facts.gang.nodes_under(label, args.leaf))
+    return max(2, size)
 
 
 def _sweep_dry_run(plan: Plan, args: argparse.Namespace) -> int:
@@ -220,20 +239,29 @@ def _sweep_dry_run(plan: Plan, args: argparse.Namespace) -> int:
     from gpufabric.outputs.render import to_yaml
 
     rails = [r.name for r in plan.facts.fabric.rails]
+    size = _sweep_group(plan, args)
     pair = ("<node-a>", "<node-b>")
     jobs = [_sweep_job(plan, args, pair, 1, 0)]
+    if size > 2:
+        jobs.append(_sweep_job(plan, args, tuple(f"<node-{i}>" for i in range(size)), 1, 1))
     if len(rails) > 1:
         jobs.append(_sweep_job(plan, args, pair, 2, 0, rails[0]))
     sys.stdout.write("---\n".join(to_yaml(job) for job in jobs))
+    group = (
+        f"group jobs of up to {size} nodes (pinned to the group; its launcher runs the tests "
+        f"once per rank order, {len(sweep_plan.ring_orders(size))} orders), splitting on "
+        "failure, then "
+        if size > 2
+        else ""
+    )
     second = (
-        f" and, for each bad node, the second once per rail (shown for {rails[0]})"
+        f" and, for each bad node, the last once per rail (shown for {rails[0]})"
         if len(rails) > 1
         else ""
     )
     _progress(
         f"printed {len(jobs)} job{'s' if len(jobs) > 1 else ''}, nothing submitted: a sweep "
-        f"runs {'the first' if second else 'it'} once per pair of GPU nodes (pinned to the "
-        f"pair){second}"
+        f"runs {group}two-node jobs (pinned to the pair){second}"
     )
     return ExitCode.OK
 
@@ -316,6 +344,51 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
             _progress(f"could not delete {path_of(job)}: {why}; delete it with `{command}`")
 
 
+def _group_estimate(
+    names: list[str], topo: dict[str, tuple[str, ...]], levels: tuple[str, ...], size: int,
+    concurrency: int, timeout: float | None, confirm: int,
+) -> str:  # fmt: skip
+    """Rounds, jobs and wall time of a sweep with group jobs when every job passes: the
+    planner's own rounds, run against jobs that all pass (no cluster, deterministic), each
+    round's jobs in waves of what the quota admits, a group job of g nodes taking
+    TYPICAL_JOB_S plus two runs per rank order past the first. Failures add the splits and
+    re-runs."""
+    dry = sweep.SweepReport({}, 0)
+    sweep.sweep(
+        names, _passing, concurrency, into=dry, topology=topo, levels=levels,
+        confirm=confirm, run_group=_passing, group=size,
+    )  # fmt: skip
+    rounds: dict[int, list[int]] = {}
+    for job in dry.jobs:
+        rounds.setdefault(job.round, []).append(len(job.nodes))
+    waves, seconds = 0, 0.0
+    for sizes in rounds.values():
+        wave = -(-len(sizes) // max(1, 2 * concurrency // max(sizes)))
+        orders = len(sweep_plan.ring_orders(max(sizes)))
+        waves += wave
+        seconds += wave * (sweep_plan.TYPICAL_JOB_S + 2 * nccl.RUN_S * (orders - 1))
+    groups = [n for sizes in rounds.values() for n in sizes if n > 2]
+    limit = f", at most {_hours(waves * timeout)}" if timeout else ""
+    return (
+        f"sweep over {len(names)} GPU nodes with group jobs of up to {max(groups, default=2)} "
+        f"nodes, each running the tests once per rank order: {dry.rounds} rounds, "
+        f"{len(groups)} group jobs and {len(dry.jobs) - len(groups)} two-node jobs when all "
+        f"pass, {2 * concurrency} nodes at a time as the quota admits ({waves} waves: about "
+        f"{_hours(seconds)} at {sweep_plan.TYPICAL_JOB_S:g} s a job plus {2 * nccl.RUN_S:g} s "
+        f"per rank order past the first{limit}); failures add splits and rounds with proven "
+        "partners"
+    )
+
+
+def _passing(*_job: object) -> nccl_report.Report:
+    """A job that passed, for the estimate's sweep."""
+    return nccl_report.Report(Verdict.PASS, (), None, "none", ())
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
 def _run_sweep(
     plan: Plan,
     args: argparse.Namespace,
@@ -323,42 +396,51 @@ def _run_sweep(
     names: list[str],
     labels: dict[str, dict[str, str]],
 ) -> sweep.SweepReport:
-    """The pair rounds, then (with several rails) each bad node's rails alone."""
+    """The group and pair rounds, then (with several rails) each bad node's rails alone."""
     rails = [r.name for r in plan.facts.fabric.rails]
-    concurrency = _sweep_concurrency(plan, args.tenant)
+    concurrency, size = _sweep_concurrency(plan, args.tenant), _sweep_group(plan, args)
     created: list[dict[str, Any]] = []
     stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
     wait = sweep.waiting(stop)
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
     rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
 
-    def run_rail_pair(
-        pair: tuple[str, str], rail: str | None, round_: int, index: int
+    def run_job(
+        nodes: tuple[str, ...], rail: str | None, round_: int, index: int
     ) -> nccl_report.Report:
-        job = _sweep_job(plan, args, pair, round_, index, rail)
+        job = _sweep_job(plan, args, nodes, round_, index, rail)
         created.append(job)
         outcome = nccl.run_job(  # --timeout bounds each job, --sweep-timeout the sweep
-            kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait
-        )
-        return nccl.judge(outcome, exp if rail is None else rail_exp)
+            kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait,
+            placement=len(nodes) > 2,
+        )  # fmt: skip
+        orders = len(sweep_plan.ring_orders(len(nodes))) if len(nodes) > 2 else 0
+        return nccl.judge(outcome, exp if rail is None else rail_exp, orders)
 
     def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
-        return run_rail_pair(pair, None, round_, index)
+        return run_job(pair, None, round_, index)
+
+    def run_group(group: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
+        return run_job(group, None, round_, index)
 
     topo = _sweep_topology(plan, names, labels)
     levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
     confirm = args.sweep_confirm or sweep_plan.CONFIRM
-    _progress(sweep_plan.estimate(topo, concurrency, args.timeout, confirm).words())
+    if sweep_plan.group_size(topo, size) > 2:
+        _progress(_group_estimate(names, topo, levels, size, concurrency, args.timeout, confirm))
+    else:
+        _progress(sweep_plan.estimate(topo, concurrency, args.timeout, confirm).words())
     report = sweep.SweepReport({}, 0)
     try:
         sweep.sweep(
             names, run_pair, concurrency, stop=stop, into=report, topology=topo,
-            levels=levels, confirm=confirm,
+            levels=levels, confirm=confirm, run_group=run_group if size > 2 else None,
+            group=size,
         )  # fmt: skip
         if report.bad and len(rails) > 1:
             _progress(f"each rail of {', '.join(report.bad)} alone")
             sweep.localize_rails(
-                report, rails, run_rail_pair, concurrency, rail_exp.threshold_gbps, stop=stop
+                report, rails, run_job, concurrency, rail_exp.threshold_gbps, stop=stop
             )
     except KubeError as exc:
         if kube.deadline is None or kube.clock() < kube.deadline:
@@ -458,6 +540,9 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         raise StackError("gpufabric verify", [problem])
     if args.sweep_confirm is not None:
         problem = Problem("--sweep-confirm", f"{args.sweep_confirm}: applies only with --sweep")
+        raise StackError("gpufabric verify", [problem])
+    if args.sweep_group is not None:
+        problem = Problem("--sweep-group", f"{args.sweep_group}: applies only with --sweep")
         raise StackError("gpufabric verify", [problem])
     job = nccl.acceptance_job(
         plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)

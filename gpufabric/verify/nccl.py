@@ -17,13 +17,14 @@ acceptance job.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufabric.exitcodes import Verdict
+from gpufabric.exitcodes import Verdict, worst
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.outputs.jobs import (
     JOB_LABEL,
@@ -59,6 +60,18 @@ SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
 TESTS = ("all_reduce_perf_mpi", "all_gather_perf_mpi")
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 MARKER = "==> gpufabric nccl-test: {test} <=="
+ORDER_MARKER = "==> gpufabric order {index}/{count}:"
+"""Precedes each rank order's runs in a group job's log, followed by its hosts in rank order
+and ``<==``."""
+_ORDER = re.compile(r"^==> gpufabric order (\d+)/(\d+):((?: \S+)*) <==$")
+ORDER_HOSTFILE = "/tmp/gpufabric-order-hostfile"
+"""The hostfile of the rank order a group job's launcher runs next."""
+GROUP_ENV = {**DEBUG_ENV, "NCCL_ALGO": "Ring"}
+"""A group job's runs: rings only, for both tests, so each run loads exactly the links
+between nodes adjacent in its rank order (trees, NVLS and CollNet would load others)."""
+RUN_S = 15.0
+"""One more nccl-tests run (mpirun start, NCCL init, 1-8 GiB) in a job: a group job of g
+nodes runs both tests once per rank order (ceil(g / 2) orders), what the estimate assumes."""
 ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -141,6 +154,52 @@ def launcher_script(w: Wiring, nodes: int, env: Mapping[str, str] | None = None)
     return "\n".join(steps)
 
 
+_HOSTFILE = (
+    "${OMPI_MCA_orte_default_hostfile:-${PRTE_MCA_prte_default_hostfile:-/etc/mpi/hostfile}}"
+)
+"""The hostfile the job's operator gave the launcher (the MPI Operator's and the Trainer's
+mount, or the one a PyTorchJob's Master writes), one line per rank host."""
+
+
+def group_launcher_script(
+    w: Wiring, nodes: int, orders: Sequence[Sequence[int]], env: Mapping[str, str] | None = None
+) -> str:
+    """Run both tests once per rank order: each from a hostfile listing the operator's hosts
+    in that order (mpirun places ranks host by host in hostfile order, ``slots`` = GPUs per
+    node), pointed at through the variables the operator uses, each preceded by a marker
+    naming the order and its hosts. Each order is a ring, so it starts at host 0 (the same
+    ring: the launcher's own host where it is a rank host, which OpenMPI maps first
+    whatever the hostfile says). Only host indices reach the script: the hosts come from
+    the operator's hostfile, read into an array, always quoted. Exit non-zero when any run
+    failed or the hostfile does not list ``nodes`` hosts."""
+    point = f"OMPI_MCA_orte_default_hostfile={ORDER_HOSTFILE} PRTE_MCA_prte_default_hostfile={ORDER_HOSTFILE}"
+    steps = [
+        "rc=0",
+        "hosts=()",
+        "while read -r host _; do",
+        "  case $host in ''|'#'*) continue ;; esac",
+        '  hosts+=("$host")',
+        f'done < "{_HOSTFILE}"',
+        f'if [ "${{#hosts[@]}}" -ne {nodes} ]; then',
+        f'  echo "gpufabric: the hostfile lists ${{#hosts[@]}} hosts, expected {nodes}" >&2',
+        "  exit 1",
+        "fi",
+    ]
+    for index, order in enumerate(orders, 1):
+        ring = [int(r) for r in order]
+        ring = ring[ring.index(0) :] + ring[: ring.index(0)] if 0 in ring else ring
+        ranks = " ".join(f'"${{hosts[{r}]}}"' for r in ring)
+        marker = ORDER_MARKER.format(index=index, count=len(orders))
+        steps.append(f"printf '%s slots={w.gpus}\\n' {ranks} > {ORDER_HOSTFILE}")
+        steps.append(f"echo {shlex.quote(marker)} {ranks} '<=='")
+        for test in TESTS:
+            cmd = mpirun_command(w, nodes, [test, *SIZES], {**GROUP_ENV, **(env or {})})
+            steps.append(f"echo {shlex.quote(MARKER.format(test=test))}")
+            steps.append(f"{point} {shlex.join(cmd)} || rc=1")
+    steps.append("exit $rc")
+    return "\n".join(steps)
+
+
 def acceptance_job(
     plan: Plan,
     tenant: str,
@@ -151,12 +210,16 @@ def acceptance_job(
     rail: str | None = None,
     leaf: str | None = None,
     tolerate: tuple[str, ...] = (),
+    orders: Sequence[Sequence[int]] = (),
 ) -> dict[str, Any]:
     """The job ``verify nccl`` submits; StackError naming the option when it cannot run.
     ``leaf``: the leaf it runs under where rails are routed per leaf (required there).
-    With ``pin_nodes`` its GPU pods run on exactly those nodes (a sweep's pair); with
-    ``rail`` its pods attach only that rail, and NCCL can use no other; every pod of it
-    tolerates the NoSchedule taints keyed ``tolerate`` (a re-certification's quarantine)."""
+    With ``pin_nodes`` its GPU pods run on exactly those nodes (a sweep's pair or group);
+    with ``rail`` its pods attach only that rail, and NCCL can use no other; every pod of it
+    tolerates the NoSchedule taints keyed ``tolerate`` (a re-certification's quarantine).
+    With ``orders`` (a sweep's group job: rank orders of host indices,
+    :func:`gpufabric.verify.sweep_plan.ring_orders`) the launcher runs the tests once per
+    order (:func:`group_launcher_script`)."""
     kind = acceptance_kind(plan)
     req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf)
     w = wiring_for(plan, req)
@@ -166,7 +229,12 @@ def acceptance_job(
         overrides = {k: v for k, v in narrow.nccl_env.items() if w.contract.nccl_env.get(k) != v}
         w = replace(w, contract=narrow)
     image_ref = image or plan.components["training-image"].image_ref or ""
-    command = ["/bin/bash", "-c", launcher_script(w, nodes, overrides)]
+    script = (
+        group_launcher_script(w, nodes, orders, overrides)
+        if orders
+        else launcher_script(w, nodes, overrides)
+    )
+    command = ["/bin/bash", "-c", script]
     launchers: list[dict[str, Any]] = []  # pods beside the GPU pods (an MPIJob's launcher)
     if kind == "trainjob":
         job = mpi_trainjob(w, name, nodes, image_ref, command, NCCL_TESTS_RUNTIME)
@@ -255,6 +323,36 @@ def split_log(log: str) -> dict[str, str]:
     return {test: "\n".join(parts.get(test, [])) + "\n" for test in TESTS}
 
 
+def split_orders(log: str, count: int) -> tuple[dict[str, str], dict[int, tuple[str, ...]]]:
+    """A group job's launcher log per rank order and test (``order I/N TEST``), by
+    gpufabric's markers, with each order's hosts as its marker names them. Every order and
+    test of the ``count`` orders has an entry: one whose marker is absent (the run was cut
+    off, the log truncated) has an empty log, judged INCONCLUSIVE, never left out."""
+    parts: dict[tuple[int, str], list[str]] = {}
+    hosts: dict[int, tuple[str, ...]] = {}
+    order: int | None = None
+    current: tuple[int, str] | None = None
+    for line in log.splitlines():
+        bare = nccl_report.strip_prefixes(line)
+        m = _ORDER.match(bare)
+        if m is not None and int(m[2]) == count and 1 <= int(m[1]) <= count:
+            order, current = int(m[1]), None
+            hosts[order] = tuple(m[3].split())
+            continue
+        test = next((t for t in TESTS if bare == MARKER.format(test=t)), None)
+        if test is not None and order is not None:
+            current = (order, test)
+            parts[current] = []
+        elif current is not None:
+            parts[current].append(line)
+    files = {
+        f"order {i}/{count} {test}": "\n".join(parts.get((i, test), [])) + "\n"
+        for i in range(1, count + 1)
+        for test in TESTS
+    }
+    return files, hosts
+
+
 @dataclass
 class Outcome:
     state: str  # Succeeded | Failed | Timeout
@@ -262,6 +360,9 @@ class Outcome:
     log: str
     waited_s: float
     kind: str = "MPIJob"
+    placed: dict[str, str] = field(default_factory=dict)
+    """Each of the job's pods that was seen on a node: its hostname (the rank host the
+    launcher's hostfile names) -> the node (with ``run_job(placement=True)``)."""
 
 
 def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[str | None, str]:
@@ -333,11 +434,14 @@ def _wait(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
     shape: Shape = SHAPES["MPIJob"],
+    look: Callable[[], None] = lambda: None,
 ) -> tuple[str, str]:
     """(state, message) once the job at ``path`` ends, disappears or ``wait_until``
-    passes (Timeout); each new condition text is reported once."""
+    passes (Timeout); each new condition text is reported once; ``look`` runs at every
+    poll."""
     last = ""
     while True:
+        look()
         live = kube.get(path)
         if live is None:
             return "Failed", f"the {shape.kind} disappeared (deleted by someone else?)"
@@ -390,13 +494,17 @@ def run_job(
     progress: Callable[[str], None] = lambda _msg: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    placement: bool = False,
 ) -> Outcome:
     """Create the job, wait for it to finish or time out, collect the launcher log, and
     delete the job (unless ``keep``) whatever happened: success, failure, timeout, an API
     error, Ctrl-C (also during the create, and a second one during the delete), SIGTERM or
-    SIGHUP. ``timeout`` bounds everything but that delete."""
+    SIGHUP. ``timeout`` bounds everything but that delete. With ``placement``, the job's
+    pods are listed at every poll until each was seen on a node (``Outcome.placed``)."""
     ns, name, shape = job["metadata"]["namespace"], job["metadata"]["name"], shape_of(job)
     path = object_path(job["apiVersion"], job["kind"], name, ns)
+    placed: dict[str, str] = {}
+    look = (lambda: _placement(kube, ns, name, shape, placed)) if placement else (lambda: None)
     start = clock()
     with kube.limit(timeout):
         for obj in (job, *companions(job)):
@@ -410,8 +518,9 @@ def run_job(
             progress(f"created {shape.kind} {ns}/{name}; waiting up to {timeout:g}s")
             _create_companions(kube, job, created, made, progress)
             state, text_ = _wait(
-                kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep, shape
-            )
+                kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep, shape,
+                look,
+            )  # fmt: skip
             try:
                 log = launcher_log(kube, ns, name, shape)
             except KubeError as exc:
@@ -420,7 +529,22 @@ def run_job(
             if not keep:
                 for obj in made:
                     _delete(kube, obj, progress)
-    return Outcome(state, text_, log, clock() - start, shape.kind)
+    return Outcome(state, text_, log, clock() - start, shape.kind, placed)
+
+
+def _placement(kube: Kube, ns: str, name: str, shape: Shape, placed: dict[str, str]) -> None:
+    """Record where the job's pods run (hostname -> node): the hosts a group job's order
+    markers name become node names. Only words depend on it, so a list that fails is
+    skipped (the job's own wait reports the API's trouble); a pod gone since keeps its
+    entry."""
+    try:
+        pods = kube.list(collection_path("v1", "Pod", ns), f"{shape.name_label}={name}")
+        found = {
+            text(p, "spec", "hostname") or name_of(p): text(p, "spec", "nodeName") for p in pods
+        }
+    except KubeError:
+        return
+    placed.update({host: node for host, node in found.items() if node})
 
 
 def _create_companions(
@@ -448,8 +572,10 @@ def _create_companions(
     progress(f"created Secret {meta['namespace']}/{meta['name']} (this run's SSH keys)")
 
 
-def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
-    """The analyzer's report on the collected log, with the job's own outcome."""
+def judge(outcome: Outcome, exp: nccl_report.Expectation, orders: int = 0) -> nccl_report.Report:
+    """The analyzer's report on the collected log, with the job's own outcome. A group job
+    (``orders`` rank orders) is judged per order and test: PASS only when every order ran
+    and passed; the reasons start with each order that did not pass, named by its nodes."""
     if not outcome.log.strip():
         doc = nccl_report.Report(
             verdict=Verdict.INCONCLUSIVE,
@@ -457,6 +583,12 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
             threshold_gbps=exp.threshold_gbps,
             threshold_source=exp.threshold_source,
             runs=(),
+        )
+    elif orders:
+        files, hosts = split_orders(outcome.log, orders)
+        doc = nccl_report.report(files, exp)
+        doc = replace(
+            doc, reasons=(*_order_reasons(doc, orders, hosts, outcome.placed), *doc.reasons)
         )
     else:
         doc = nccl_report.report(split_log(outcome.log), exp)
@@ -474,3 +606,29 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation) -> nccl_report.Report:
         reasons=reasons,
         job=nccl_report.JobOutcome(outcome.state, outcome.message, outcome.waited_s),
     )
+
+
+def _order_reasons(
+    doc: nccl_report.Report,
+    count: int,
+    hosts: Mapping[int, tuple[str, ...]],
+    placed: Mapping[str, str],
+) -> list[str]:
+    """One line per rank order that did not pass: its nodes in rank order (the hosts its
+    marker names, as nodes where the job's pods were seen), its verdict and its lowest
+    best bus bandwidth."""
+    out = []
+    for i in range(1, count + 1):
+        runs = [r for r in doc.runs if r.file.startswith(f"order {i}/{count} ")]
+        verdict = worst(r.verdict for r in runs) if runs else Verdict.INCONCLUSIVE
+        if verdict == Verdict.PASS:
+            continue
+        names = [placed.get(h.split(".", 1)[0], h) for h in hosts.get(i, ())]
+        where = " ".join(names) if names else "its marker is missing: it did not run to the end"
+        figures = [r.busbw_max_gbps for r in runs if r.busbw_max_gbps is not None]
+        slowest = f"; best bus bandwidth {min(figures):g} GB/s" if figures else ""
+        limit = (
+            f" (threshold {doc.threshold_gbps:g} GB/s)" if figures and doc.threshold_gbps else ""
+        )
+        out.append(f"order {i}/{count} ({where}): {verdict}{slowest}{limit}")
+    return out
