@@ -35,6 +35,7 @@ NCCL moves the data of the acceptance tests (all_reduce with NCCL_ALGO=Ring, all
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -291,7 +292,8 @@ class MPIOperator:
     the launcher's script runs under bash with the operator's hostfile (``<job>-worker-<i>
     .<job>.<ns>.svc slots=<slotsPerWorker>``) over a stand-in mpirun, and each run's output
     is nccl-tests' for its nodes in rank order: the bus bandwidth of its slowest ring link
-    (``link(a, b)`` GB/s; a ring of two nodes is their one link). The job ends as the
+    (``link(a, b)`` GB/s; a ring of two nodes is their one link; a one-rail job: that rail's
+    HCA and its share of the link). The job ends as the
     launcher's exit status says. ``cut(job)``: order markers to keep in that job's log (the
     rest is lost, as when the launcher is killed); ``hold(job)``: the job never ends."""
 
@@ -357,10 +359,16 @@ class MPIOperator:
         done = subprocess.run(
             ["bash", "-c", script], env=env, capture_output=True, text=True, check=False
         )
-        out = [self._expand(name, line, hosts) for line in done.stdout.splitlines()]
+        networks = json.loads(
+            job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][
+                "k8s.v1.cni.cncf.io/networks"
+            ]
+        )
+        rail = int(networks[0]["name"][-1]) if len(networks) == 1 else None
+        out = [self._expand(name, line, hosts, rail) for line in done.stdout.splitlines()]
         return "\n".join(out) + "\n" + done.stderr, done.returncode
 
-    def _expand(self, job: str, line: str, hosts: dict[str, str]) -> str:
+    def _expand(self, job: str, line: str, hosts: dict[str, str], rail: int | None) -> str:
         from nccllogs import Log, text
 
         if not line.startswith(STANDIN + " "):
@@ -371,9 +379,12 @@ class MPIOperator:
         run = Run(job, test, algo.split("=", 1)[1], int(np.split("=", 1)[1]),
                   tuple(int(s) for _, s in pods), nodes)  # fmt: skip
         self.runs.append(run)
-        ring = list(zip(nodes, nodes[1:] + nodes[:1], strict=True))[: max(1, len(nodes))]
+        ring = zip(nodes, nodes[1:] + nodes[:1], strict=True)
         busbw = min(self.link(a, b) for a, b in ring if a != b)
-        log = Log(test=test, hosts=nodes, busbw=busbw, layer=self.layer, hcas=self.hcas)
+        hcas, first = self.hcas, 0
+        if rail is not None:  # a one-rail job: that rail's HCA, its share of the link
+            busbw, hcas, first = busbw / self.hcas, 1, rail
+        log = Log(test=test, hosts=nodes, busbw=busbw, layer=self.layer, hcas=hcas, first_hca=first)
         return text(log).rstrip("\n")
 
 
