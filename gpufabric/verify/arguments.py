@@ -178,16 +178,19 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         "; with --sweep, each of its jobs: a group job of g nodes runs both tests once per rank "
         "order, ceil(g/2) orders, so allow for admission plus ceil(g/2) x 2 test runs",
     )
-    p.add_argument(
-        "--sweep-timeout",
-        type=_seconds,
-        metavar="SECONDS",
-        help="with --sweep: seconds the whole sweep may take (default: no limit beyond each "
-        "job's --timeout); when reached, or on Ctrl-C, the nodes judged so far are reported",
-    )
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
     add_threshold_args(p)
+    _sweep_args(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the job(s) that would run, and exit"
+    )
+    _kube_args(p)
+    _outputs(p)
+
+
+def _sweep_args(p: argparse.ArgumentParser) -> None:
+    """--sweep and the options that apply only with it."""
     p.add_argument(
         "--sweep",
         action="store_true",
@@ -215,10 +218,12 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         "quota runs at once, at most a leaf's; 2: two-node jobs only)",
     )
     p.add_argument(
-        "--dry-run", action="store_true", help="print the job(s) that would run, and exit"
+        "--sweep-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --sweep: seconds the whole sweep may take (default: no limit beyond each "
+        "job's --timeout); when reached, or on Ctrl-C, the nodes judged so far are reported",
     )
-    _kube_args(p)
-    _outputs(p)
 
 
 STORAGE_TIMEOUT = 300.0

@@ -385,6 +385,17 @@ def _passing(*_job: object) -> nccl_report.Report:
     return nccl_report.Report(Verdict.PASS, (), None, "none", ())
 
 
+def _estimate(
+    names: list[str], topo: dict[str, tuple[str, ...]], levels: tuple[str, ...], size: int,
+    concurrency: int, timeout: float | None, confirm: int,
+) -> str:  # fmt: skip
+    """What the sweep will take, in words, for the mode it runs in (group jobs when a group
+    holds more than two nodes, else two-node jobs)."""
+    if sweep_plan.group_size(topo, size) > 2:
+        return _group_estimate(names, topo, levels, size, concurrency, timeout, confirm)
+    return sweep_plan.estimate(topo, concurrency, timeout, confirm).words()
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
@@ -417,24 +428,18 @@ def _run_sweep(
         orders = len(sweep_plan.ring_orders(len(nodes))) if len(nodes) > 2 else 0
         return nccl.judge(outcome, exp if rail is None else rail_exp, orders)
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
-        return run_job(pair, None, round_, index)
-
-    def run_group(group: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
-        return run_job(group, None, round_, index)
+    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
+        return run_job(nodes, None, round_, index)  # a pair's or a group's
 
     topo = _sweep_topology(plan, names, labels)
     levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
     confirm = args.sweep_confirm or sweep_plan.CONFIRM
-    if sweep_plan.group_size(topo, size) > 2:
-        _progress(_group_estimate(names, topo, levels, size, concurrency, args.timeout, confirm))
-    else:
-        _progress(sweep_plan.estimate(topo, concurrency, args.timeout, confirm).words())
+    _progress(_estimate(names, topo, levels, size, concurrency, args.timeout, confirm))
     report = sweep.SweepReport({}, 0)
     try:
         sweep.sweep(
-            names, run_pair, concurrency, stop=stop, into=report, topology=topo,
-            levels=levels, confirm=confirm, run_group=run_group if size > 2 else None,
+            names, run_all_rails, concurrency, stop=stop, into=report, topology=topo,
+            levels=levels, confirm=confirm, run_group=run_all_rails if size > 2 else None,
             group=size,
         )  # fmt: skip
         if report.bad and len(rails) > 1:

@@ -13,6 +13,12 @@ bandwidth above the NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB.
 log is split per test at gpufabric's marker lines and judged by
 :mod:`gpufabric.verify.nccl_report`. A stack with none of the three kinds has no
 acceptance job.
+
+A sweep's group job (g > 2 nodes, pinned to them) runs both tests once per rank order of
+:func:`gpufabric.verify.sweep_plan.ring_orders`, each from a hostfile that lists the
+operator's hosts in that order, with ``NCCL_ALGO=Ring`` so that each run loads exactly the
+links between nodes adjacent in the order; its log is split per order and test at order
+markers and is PASS only when every order ran and passed (:func:`judge` with ``orders``).
 """
 
 from __future__ import annotations
