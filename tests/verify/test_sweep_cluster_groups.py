@@ -431,3 +431,47 @@ def test_a_signal_during_group_jobs_deletes_every_job(
     assert [len(sweepfleet._pinned_nodes(j)) for j in op.jobs] == [8]  # one group of 8
     assert not [p for p in fake.objects if "/mpijobs/" in p]
     assert "stopped early: interrupted" in err or "stopped early" in err
+
+
+def test_a_group_job_that_times_out_is_deleted_and_proves_nothing(
+    fake: FakeKube,
+    tmp_path: Path,
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stack = write_stack(config(8), "groups")
+    for i in range(8):
+        fake.add(gpu_node(f"gpu-{i}", "leaf-a"))
+    op = sweepfleet.MPIOperator(tmp_path / "op", lambda a, b: FAST, hold=lambda _j: True)
+    op.install(fake)
+    code = main(sweep_argv(fake, tmp_path, stack, "--timeout", "2", "--json"))
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 5  # nothing could be judged: INCONCLUSIVE, never PASS
+    assert doc["notLocalized"] == [f"gpu-{i}" for i in range(8)]
+    assert [len(sweepfleet._pinned_nodes(j)) for j in op.jobs] == [8]
+    assert not [p for p in fake.objects if "/mpijobs/" in p]
+
+
+def test_pytorchjob_group_jobs_leave_no_job_and_no_ssh_secret(
+    fake: FakeKube,
+    tmp_path: Path,
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The Training Operator stand-in answers with a two-node log without order markers:
+    the group job is not PASS, and its job and its SSH keys Secret are deleted."""
+    from fake_kube import PyTorchJobOperator
+    from test_nccl import launcher_log
+
+    stack = write_stack(config(4, training=KINDS["pytorchjob"]), "pytorch-groups")
+    for i in range(4):
+        fake.add(gpu_node(f"gpu-{i}", "leaf-a"))
+    op = PyTorchJobOperator(launcher_log()).install(fake)
+    code = main(sweep_argv(fake, tmp_path, stack, "--json"))
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 5
+    assert doc["nodes"]["gpu-0"]["pairs"][0][2] == "INCONCLUSIVE in a group of 4"
+    [job] = op.jobs
+    assert job.endswith("-r1-0")
+    assert len(op.secrets_seen) == 1
+    assert not [p for p in fake.objects if "/pytorchjobs/" in p or "/secrets/" in p]
