@@ -400,6 +400,19 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
+def _judged(
+    job: dict[str, Any], nodes: tuple[str, ...], outcome: nccl.Outcome, exp: nccl_report.Expectation
+) -> nccl_report.Report:
+    """A sweep job's report; a group job is judged per rank order, and one that did not
+    pass is said at once with its failing orders (the sweep's table keeps verdicts only)."""
+    orders = len(sweep_plan.ring_orders(len(nodes))) if len(nodes) > 2 else 0
+    doc = nccl.judge(outcome, exp, orders)
+    if orders and doc.verdict != Verdict.PASS:
+        name = job["metadata"]["name"]
+        _progress(f"group job {name} ({' '.join(nodes)}): {doc.verdict}: " + "; ".join(nccl.headline(doc)))  # fmt: skip
+    return doc
+
+
 def _run_sweep(
     plan: Plan,
     args: argparse.Namespace,
@@ -425,8 +438,7 @@ def _run_sweep(
             kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait,
             placement=len(nodes) > 2,
         )  # fmt: skip
-        orders = len(sweep_plan.ring_orders(len(nodes))) if len(nodes) > 2 else 0
-        return nccl.judge(outcome, exp if rail is None else rail_exp, orders)
+        return _judged(job, nodes, outcome, exp if rail is None else rail_exp)
 
     def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
         return run_job(nodes, None, round_, index)  # a pair's or a group's

@@ -614,6 +614,15 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation, orders: int = 0) -> nc
     )
 
 
+_RUN_REASON = re.compile(r"^order \d+/\d+ \S+: ")
+
+
+def headline(doc: nccl_report.Report) -> list[str]:
+    """A group job's reasons less each run's own: how the job ended and each order that
+    did not pass (what a sweep prints for a group job that did not pass)."""
+    return [r for r in doc.reasons if not _RUN_REASON.match(r)]
+
+
 def _order_reasons(
     doc: nccl_report.Report,
     count: int,

@@ -136,6 +136,13 @@ def test_group_jobs_drain_a_partner_dependent_node_the_pairs_sweep_calls_good(
     assert doc["pathFaults"] == []
     # the estimate names the mode it runs in, before the first job
     assert "with group jobs of up to 4 nodes" in err
+    # the failing group job is said at once, each failing order by its nodes (where the
+    # job's pods ran) and its figure
+    said = re.search(rf"group job \S+ \([^)]*{culprit}[^)]*\): FAIL: (order .*)", err)
+    assert said is not None
+    orders = re.findall(r"order \d/2 \(([^)]*)\): FAIL; best bus bandwidth 40 GB/s", said[1])
+    assert orders
+    assert all(culprit in ring.split() for ring in orders)
     groups = [j for j in op.jobs if len(sweepfleet._pinned_nodes(j)) > 2]
     assert groups
     for job in groups:
