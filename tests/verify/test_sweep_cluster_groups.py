@@ -482,3 +482,23 @@ def test_pytorchjob_group_jobs_leave_no_job_and_no_ssh_secret(
     assert job.endswith("-r1-0")
     assert len(op.secrets_seen) == 1
     assert not [p for p in fake.objects if "/pytorchjobs/" in p or "/secrets/" in p]
+
+
+def test_the_estimate_printed_first_is_what_a_healthy_fleet_takes(
+    fake: FakeKube,
+    tmp_path: Path,
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fleet = sweepfleet.build(12, "bad", 0, 1)  # no fault: every job passes
+    code, doc, err, op = run_fleet(fake, tmp_path, write_stack, capsys, fleet)
+    assert code == 0, err
+    said = re.search(r"(\d+) rounds, (\d+) group jobs and (\d+) two-node jobs when all pass", err)
+    assert said is not None, err
+    groups = sum(1 for j in op.jobs if len(sweepfleet._pinned_nodes(j)) > 2)
+    assert (int(said[1]), int(said[2]), int(said[3])) == (
+        doc["rounds"],
+        groups,
+        doc["jobs"] - groups,
+    )
+    assert "12 nodes at a time as the quota admits" in err
