@@ -346,7 +346,7 @@ class MPIOperator:
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         slots = job["spec"]["slotsPerWorker"]
         where = self.workdir / name
-        where.mkdir()
+        where.mkdir(exist_ok=True)
         hostfile = where / "hostfile"
         hostfile.write_text("".join(f"{p}.{name}.{ns}.svc slots={slots}\n" for p in hosts))
         spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
