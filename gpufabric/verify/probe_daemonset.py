@@ -204,7 +204,7 @@ def stop(
         try:
             kube.delete(path)
         except KubeError as exc:
-            command = f"kubectl delete namespace {where.namespace}"
+            command = f"kubectl delete namespace {where.namespace} --ignore-not-found"
             progress(f"could not delete {path}: {exc}; {command}")
             if command not in left:
                 left.append(command)

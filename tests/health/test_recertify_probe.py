@@ -12,7 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -421,3 +424,44 @@ def test_the_rendered_loop_runs_api_node_checks_and_its_rbac_covers_the_held_eve
         if not any(g in x["apiGroups"] and r in x["resources"] and v in x["verbs"] for x in rules)
     ]
     assert denied == []
+
+
+def _kubectl() -> str | None:
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "upstream" / "bin" / "kubectl"
+    return shutil.which("kubectl") or (str(shared) if shared.is_file() else None)
+
+
+def test_a_probe_that_could_not_be_deleted_is_said_with_its_command(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    DaemonSets(fake)
+    quarantined_and_cleared(fake, tmp_path, plan, "gpu-03")
+    fake.faults.append(("DELETE", f"/namespaces/{PROBE_NS}", 403))  # RBAC refuses it once
+    real = command.one_pass
+
+    def failing_probe(*a: Any, **k: Any) -> command.PassReport:
+        k["transport"] = LatencyTransport(Trees({}), dead=_Everything())
+        k["run_pair"] = fleet
+        return real(*a, **k)
+
+    monkeypatch.setattr(command, "one_pass", failing_probe)
+    code = main(argv(fake, tmp_path))
+    out = capsys.readouterr()
+    assert code == 0
+    assert "could not delete" in out.err
+    line = f"kubectl delete namespace {PROBE_NS} --ignore-not-found"
+    assert line in out.err
+    assert f"/api/v1/namespaces/{PROBE_NS}" in fake.objects
+    assert "node checks could not run" in rec(fake, "gpu-03").check
+    kubectl = _kubectl()
+    if kubectl is None:
+        pytest.skip("no kubectl to run the printed command with")
+    fake.anonymous = True
+    cfg = fake.kubeconfig(tmp_path)
+    flags = [f"--kubeconfig={cfg}", f"--cache-dir={tmp_path / 'cache'}"]
+    done = subprocess.run(
+        [kubectl, *flags, *shlex.split(line)[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"/api/v1/namespaces/{PROBE_NS}" not in fake.objects
