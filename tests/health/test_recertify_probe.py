@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import nodefs
 import pytest
 from fake_kube import FakeKube
-from fleetfake import LatencyTransport
+from fleetfake import LatencyTransport, gather_checks
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.cli import main, parser
@@ -232,6 +232,10 @@ def test_a_failing_probe_check_keeps_the_node_with_the_check_named(fake: FakeKub
     assert check.startswith("node checks: rail.")
     assert ".port: " in check
     assert "DOWN" in check
+    # the verdict verify nodes gives the same node, word for word
+    gathered, _ = gather_checks(expect.from_facts(plan.facts), down)
+    first = next(c for c in gathered if c.status == "FAIL")
+    assert check == f"node checks: {first.check}: {first.message}"
     assert JOBS == []  # no sweep job for a node whose node checks fail
     assert tainted(fake, "gpu-03")
     assert probe_objects(fake) == []  # the probe is gone
