@@ -19,6 +19,8 @@ COMPONENT = "gpufabric-health"
 EVENT_NAMESPACE = "default"
 """Where a Node's Events live (the kubelet's own go there too)."""
 ATTEMPTS = 3
+HELD = "QuarantineHeld"
+"""The reason of the Event on a node the circuit breaker keeps from quarantine."""
 
 Change = Callable[[dict[str, Any]], dict[str, Any] | None]
 """A node -> the node as it should be, or None when there is nothing to do."""
@@ -104,11 +106,25 @@ def release(kube: Kube, name: str, evidence: str, taint: str, now: str) -> bool:
     return done is not None
 
 
-def event(kube: Kube, node: dict[str, Any], reason: str, message: str, now: str, warning: bool) -> None:  # fmt: skip
-    """An Event on the node; its name is derived from what it says, so a repeated pass
-    does not repeat it."""
+def held(kube: Kube, name: str, fault: Fault, message: str, now: str) -> None:
+    """A QuarantineHeld Event on a node the circuit breaker keeps in service: one Event per
+    node and fault, whose count and lastTimestamp a later pass raises (no new Event per pass
+    under --watch)."""
+    node = kube.get(object_path("v1", "Node", name))
+    if node is not None:
+        event(kube, node, HELD, message, now, warning=True, key=fault.words)
+
+
+def event(
+    kube: Kube, node: dict[str, Any], reason: str, message: str, now: str, warning: bool,
+    key: str | None = None,
+) -> None:  # fmt: skip
+    """An Event on the node. Its name is derived from what it says (and when), so a
+    repeated pass does not repeat it; with ``key`` from the node, reason and key alone, and
+    a repeat raises the count of the Event already there."""
     name = str(node["metadata"]["name"])
-    digest = hashlib.sha256(f"{name}\0{reason}\0{message}\0{now}".encode()).hexdigest()[:16]
+    said = f"{name}\0{reason}\0" + (f"{key}\0" if key is not None else f"{message}\0{now}")
+    digest = hashlib.sha256(said.encode()).hexdigest()[:16]
     body = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -133,6 +149,21 @@ def event(kube: Kube, node: dict[str, Any], reason: str, message: str, now: str,
     except KubeError as exc:
         if "409" not in str(exc):  # the same Event from an earlier, interrupted pass
             raise
+        if key is not None:
+            _repeat(kube, body, now)
 
 
-__all__ = ["COMPONENT", "EVENT_NAMESPACE", "event", "keep", "quarantine", "release"]
+def _repeat(kube: Kube, body: dict[str, Any], now: str) -> None:
+    """Raise the count of the Event already there (once per pass; a pass that finds it
+    changed under it leaves it: another run counted this moment)."""
+    live = kube.get(object_path("v1", "Event", body["metadata"]["name"], EVENT_NAMESPACE))
+    if live is None or live.get("lastTimestamp") == now:
+        return
+    count = live.get("count")
+    live["count"] = (count if isinstance(count, int) and count > 0 else 1) + 1
+    live["lastTimestamp"] = now
+    live["message"] = body["message"]
+    kube.replace(live)
+
+
+__all__ = ["COMPONENT", "EVENT_NAMESPACE", "HELD", "event", "held", "keep", "quarantine", "release"]

@@ -17,6 +17,9 @@ NAME = "gpufabric-health"
 JOB_TIMEOUT = 1800.0
 RETRY_AFTER = 3600.0
 INTERVAL = 300.0
+PROBE_TIMEOUT = 300.0
+PROBE, API = "probe", "api"
+"""``--node-checks``: the probe (default) or the API status only."""
 
 HELP = (
     "quarantine GPU nodes with a fatal fault (within a circuit breaker), re-certify them "
@@ -65,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "monitoring.health.maxQuarantinedFraction); both limits hold",
     )
     _loop_args(p)
+    _node_check_args(p)
     _sweep_args(p)
     _kube_args(p)
     p.add_argument(
@@ -95,6 +99,25 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=120.0,
         help="seconds reading the nodes and alerts may take (120)",
+    )
+
+
+def _node_check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--node-checks",
+        choices=(PROBE, API),
+        default=PROBE,
+        help="re-certification's node checks after the API status (Ready, allocatable GPUs): "
+        "probe (default) runs verify nodes' checks in a privileged probe pod pinned to the "
+        "quarantined nodes; api stops at the API status (the rendered in-cluster loop)",
+    )
+    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
+    p.add_argument(
+        "--probe-timeout",
+        type=_seconds,
+        default=PROBE_TIMEOUT,
+        help=f"seconds for the probe pods to run ({PROBE_TIMEOUT:g}); a node without one "
+        "stays quarantined (node checks could not run)",
     )
 
 

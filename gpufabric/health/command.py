@@ -20,12 +20,12 @@ from typing import Any
 
 from gpufabric.authorities.base import GPU_RESOURCE
 from gpufabric.exitcodes import ExitCode
-from gpufabric.health import actions, decide, recertify
+from gpufabric.health import actions, decide, nodechecks, recertify
 from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
 from gpufabric.plan.build import Plan
-from gpufabric.verify import cluster, nccl, nccl_report, sweep, sweep_plan
+from gpufabric.verify import cluster, fleet, nccl, nccl_report, sweep, sweep_plan
 from gpufabric.verify.commands import _delete_jobs as delete_jobs
 from gpufabric.verify.commands import _sweep_concurrency as sweep_concurrency
 from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
@@ -143,9 +143,11 @@ def one_pass(
     kube: Kube,
     run_pair: RunPair | None = None,
     clock: Clock = utc_now,
+    transport: fleet.Transport | None = None,
 ) -> PassReport:
     """Read, decide, act. ``run_pair`` runs one two-node acceptance job (default: the
-    tenant's job, pinned to the pair and tolerating the quarantine taint)."""
+    tenant's job, pinned to the pair and tolerating the quarantine taint); ``transport``
+    reaches the node-check probe's pods (default: ``kubectl exec``)."""
     m = plan.facts.monitoring
     report = PassReport(plan.stack, args.dry_run)
     states, alerts_read = observe_fleet(plan, args, kube, report)
@@ -159,22 +161,39 @@ def one_pass(
             actions.quarantine(kube, node, fault, m.quarantine_taint, _stamp(now))
         report.add("quarantine", node, fault.words)
     for node, fault in d.held:
-        report.add("held", node, f"{fault.words} (breaker: {d.quarantined} of {limit} quarantined)")
+        breaker = _breaker_words(plan, args, d)
+        if not args.dry_run:
+            message = f"held by the circuit breaker, not quarantined: {fault.words}; {breaker}"
+            actions.held(kube, node, fault, message, _stamp(now))
+        report.add("held", node, f"{fault.words} (breaker: {breaker}); Event {actions.HELD}")
     for node, why in d.waiting:
         report.add("wait", node, why)
     for node, why in d.ignored:
         report.add("no action", node, f"{why} (the job's fault, not the node's)")
     if d.recertify:
-        _recertify(plan, args, kube, states, d.recertify, report, run_pair, clock)
+        _recertify(plan, args, kube, states, d.recertify, report, run_pair, clock, transport)
     return report
+
+
+def _breaker_words(plan: Plan, args: argparse.Namespace, d: decide.Decision) -> str:
+    """The circuit breaker's figures: how many are quarantined, and the limit's terms."""
+    h = plan.facts.monitoring.health
+    count = h.max_quarantined if args.max_quarantined is None else args.max_quarantined
+    fraction = h.max_quarantined_fraction if args.max_fraction is None else args.max_fraction
+    return (
+        f"{d.quarantined} of {d.limit} quarantined; the limit is min({count}, "
+        f"{fraction:g} x {d.gpu_nodes} GPU nodes)"
+    )
 
 
 def _recertify(
     plan: Plan, args: argparse.Namespace, kube: Kube, states: Sequence[decide.NodeState],
     names: Sequence[str], report: PassReport, run_pair: RunPair | None, clock: Clock,
+    transport: fleet.Transport | None = None,
 ) -> None:  # fmt: skip
-    """Node checks, then one sweep of the nodes that pass them with proven-good partners;
-    return those the sweep proves, keep the others with the failing check named."""
+    """Node checks (the API status, then the probe), then one sweep of the nodes that pass
+    them with proven-good partners; return those the sweep proves, keep the others with the
+    failing check named."""
     m, by_name = plan.facts.monitoring, {s.name: s for s in states}
     confirm = args.confirm or sweep_plan.CONFIRM
     partners = recertify.partners(states, confirm + 1)
@@ -187,11 +206,13 @@ def _recertify(
             _keep(kube, args, name, failing, report, clock)
         else:
             checked.append(name)
-    if not checked:
-        return
-    if args.dry_run:
+    hostnames = {name: by_name[name].hostname for name in checked}
+    if not checked or args.dry_run:
         for name in checked:
-            report.add("re-certify", name, f"node checks pass; sweep with {', '.join(partners)}")
+            report.add("re-certify", name, _plan_words(plan, args, hostnames, partners))
+        return
+    checked = _probe(plan, args, kube, hostnames, report, clock, transport)
+    if not checked:
         return
     outcomes = _sweep(plan, args, kube, checked, partners, run_pair)
     for name in checked:
@@ -201,6 +222,47 @@ def _recertify(
             report.add("return", name, outcome.words)
         else:
             _keep(kube, args, name, outcome.words, report, clock)
+
+
+def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport | None) -> nodechecks.ProbeRun:  # fmt: skip
+    image = args.probe_image or plan.components["probe-image"].image_ref or ""
+    context = None if args.in_cluster else (args.context or plan.facts.kube_context)
+    kubeconfig = None if args.in_cluster else args.kubeconfig
+    return nodechecks.ProbeRun(
+        image, args.probe_timeout, kubeconfig, context, transport, poll=min(5.0, args.poll)
+    )
+
+
+def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str], partners: list[str]) -> str:  # fmt: skip
+    """What re-certification would do (--dry-run)."""
+    sweep_words = f"sweep with {', '.join(partners)}"
+    if args.node_checks == nodechecks.API:
+        return f"node checks (API status) pass; {sweep_words}"
+    probe = nodechecks.describe(
+        _probe_run(plan, args, None), sorted(hostnames.values()), plan.facts.monitoring.quarantine_taint
+    )  # fmt: skip
+    return f"node checks (API status) pass; would start the {probe}; then {sweep_words}"
+
+
+def _probe(
+    plan: Plan, args: argparse.Namespace, kube: Kube, hostnames: dict[str, str],
+    report: PassReport, clock: Clock, transport: fleet.Transport | None,
+) -> list[str]:  # fmt: skip
+    """The candidates whose probe node checks pass (all of them with --node-checks api);
+    the others are kept with the check named."""
+    if args.node_checks == nodechecks.API:
+        return list(hostnames)
+    run = _probe_run(plan, args, transport)
+    taint = plan.facts.monitoring.quarantine_taint
+    verdicts = nodechecks.run(kube, plan, hostnames, taint, run, progress=_progress)
+    for name, failing in verdicts.items():
+        if failing:
+            _keep(kube, args, name, failing, report, clock)
+    return [name for name in hostnames if not verdicts[name]]
+
+
+def _progress(msg: str) -> None:
+    print(f"health: {msg}", file=sys.stderr, flush=True)
 
 
 def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: PassReport, clock: Clock) -> None:  # fmt: skip
@@ -251,6 +313,10 @@ def _check(plan: Plan, args: argparse.Namespace) -> None:
     if args.tenant not in plan.facts.tenants:
         known = ", ".join(sorted(plan.facts.tenants)) or "none"
         problems.append(Problem("--tenant", f"{args.tenant[:60]!r} is no tenant of the stack; accepted: {known}"))  # fmt: skip
+    if args.node_checks == nodechecks.PROBE and not (
+        args.probe_image or plan.components["probe-image"].image_ref
+    ):
+        problems.append(Problem("--probe-image", "the stack pins no probe image; name one or pass --node-checks api"))  # fmt: skip
     if problems:
         raise StackError("gpufabric health", problems)
     if args.prometheus:

@@ -21,6 +21,7 @@ from typing import Any
 from gpufabric.health import record
 from gpufabric.health.record import Record
 from gpufabric.plan.facts import HealthFacts
+from gpufabric.verify.probe_daemonset import HOSTNAME_LABEL
 
 CONDITION = "condition"
 ALERT = "alert"
@@ -55,6 +56,8 @@ class NodeState:
     """Application faults (quarantine="false"): no action."""
     gpus: int = 0
     """Allocatable GPUs."""
+    hostname: str = ""
+    """Its ``kubernetes.io/hostname`` label (the probe is pinned by it); its name without one."""
 
     @property
     def ours(self) -> bool:
@@ -124,7 +127,14 @@ def observe(
         faults=tuple(sorted(set(faults), key=lambda f: (f.source, f.name))),
         notices=tuple(sorted(set(notices), key=lambda f: (f.source, f.name))),
         gpus=gpus,
+        hostname=_hostname(meta, name),
     )
+
+
+def _hostname(meta: Mapping[str, Any], name: str) -> str:
+    labels = meta.get("labels")
+    value = labels.get(HOSTNAME_LABEL) if isinstance(labels, dict) else None
+    return value if isinstance(value, str) and value else name
 
 
 def breaker(facts: HealthFacts, gpu_nodes: int, count: int | None, fraction: float | None) -> int:

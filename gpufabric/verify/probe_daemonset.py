@@ -5,13 +5,18 @@ host's network and PID namespaces, with the node's root file system mounted read
 ``/host``; the suite then reaches each pod through testinfra's ``kubectl://`` backend and
 reads the node under ``/host``. The namespace and DaemonSet are deleted afterwards unless
 ``--keep-probe``.
+
+``gpufabric health`` runs the same probe under its own name and namespace (:class:`Placement`),
+pinned to the quarantined nodes it re-certifies (a required node affinity on their
+``kubernetes.io/hostname``) and tolerating the quarantine taint they carry.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,15 +28,43 @@ NAME = "gpufabric-probe"
 CONTAINER = "probe"
 HOST_ROOT = "/host"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpufabric-verify"}
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def manifests(nodes: NodeFacts, image: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Placement:
+    """Where the probe runs: its name and namespace, the hostnames it is pinned to (empty:
+    every node of the stack's selector) and the taint keys it tolerates besides the
+    stack's tolerations. The default is ``verify nodes --via-cluster``'s."""
+
+    name: str = NAME
+    namespace: str = NAMESPACE
+    pin: tuple[str, ...] = ()
+    tolerate: tuple[str, ...] = ()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {**LABELS, "app.kubernetes.io/name": self.name}
+
+
+VERIFY = Placement()
+
+
+def _pinning(pin: Sequence[str]) -> dict[str, Any]:
+    """A required node affinity on the nodes' hostname labels: the DaemonSet controller
+    creates pods on those nodes only (it honours matchExpressions; it rewrites matchFields)."""
+    term = {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(pin)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}  # fmt: skip
+
+
+def manifests(nodes: NodeFacts, image: str, where: Placement = VERIFY) -> list[dict[str, Any]]:
+    labels = where.labels
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
-            "name": NAMESPACE,
-            "labels": {**LABELS, "pod-security.kubernetes.io/enforce": "privileged"},
+            "name": where.namespace,
+            "labels": {**labels, "pod-security.kubernetes.io/enforce": "privileged"},
         },
     }
     pod_spec: dict[str, Any] = {
@@ -62,22 +95,28 @@ def manifests(nodes: NodeFacts, image: str) -> list[dict[str, Any]]:
         ],
         "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
     }
-    if nodes.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in nodes.tolerations]
+    tolerations = [dict(t) for t in nodes.tolerations]
+    tolerations += [{"key": key, "operator": "Exists"} for key in where.tolerate]
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    if where.pin:
+        pod_spec["affinity"] = _pinning(where.pin)
     daemonset = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS)},
+        "metadata": {"name": where.name, "namespace": where.namespace, "labels": dict(labels)},
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
-            "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": where.name}},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }
     return [namespace, daemonset]
 
 
-def host_spec(pod: str, kubeconfig: str | None, context: str | None) -> str:
-    query = {"namespace": NAMESPACE, "container": CONTAINER}
+def host_spec(
+    pod: str, kubeconfig: str | None, context: str | None, namespace: str = NAMESPACE
+) -> str:
+    query = {"namespace": namespace, "container": CONTAINER}
     if context:
         query["context"] = context
     if kubeconfig:
@@ -94,13 +133,23 @@ def start(
     progress: Callable[[str], None] = lambda _m: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    where: Placement = VERIFY,
+    partial: bool = False,
 ) -> dict[str, str]:
-    """Create the probe and wait for a Running pod on every scheduled node: pod -> node."""
-    for body in manifests(nodes, image):
-        if kube.get(path_of(body)) is None:
+    """Create the probe and wait for a Running pod on every scheduled node: pod -> node.
+    ``partial``: after ``timeout`` the pods Running by then, instead of an error (the
+    caller names the nodes without one)."""
+    for body in manifests(nodes, image, where):
+        found = kube.get(path_of(body))
+        if found is None:
             kube.create(body)
-    progress(f"probe DaemonSet {NAMESPACE}/{NAME} created; waiting for its pods")
-    ds_path = object_path("apps/v1", "DaemonSet", NAME, NAMESPACE)
+        elif where.pin and body["kind"] == "DaemonSet" and not _same_pods(found, body):
+            raise KubeError(
+                f"a probe DaemonSet {where.namespace}/{where.name} of another run is in place "
+                f"(other nodes or image); kubectl delete namespace {where.namespace}"
+            )
+    progress(f"probe DaemonSet {where.namespace}/{where.name} created; waiting for its pods")
+    ds_path = object_path("apps/v1", "DaemonSet", where.name, where.namespace)
     start_t = clock()
     while True:
         ds = kube.get(ds_path) or {}
@@ -110,12 +159,16 @@ def start(
         if desired and ready >= desired:
             break
         if clock() - start_t >= timeout:
+            if partial:
+                break
             raise KubeError(
                 f"probe pods not ready after {timeout:g}s ({ready}/{desired}); "
-                f"kubectl -n {NAMESPACE} describe pods (image pull? GPU nodes tainted?)"
+                f"kubectl -n {where.namespace} describe pods (image pull? GPU nodes tainted?)"
             )
         sleep(poll)
-    pods = kube.list(collection_path("v1", "Pod", NAMESPACE), f"app.kubernetes.io/name={NAME}")
+    pods = kube.list(
+        collection_path("v1", "Pod", where.namespace), f"app.kubernetes.io/name={where.name}"
+    )
     out = {
         p["metadata"]["name"]: p["spec"].get("nodeName", "?")
         for p in pods
@@ -124,16 +177,38 @@ def start(
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
-def stop(kube: Kube, progress: Callable[[str], None] = lambda _m: None) -> None:
-    """Delete the probe (each part even when another could not be deleted)."""
+def _same_pods(live: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether a DaemonSet found in place runs the pods this run wants (its placement and
+    image): a pinned run never judges pods another run pinned elsewhere."""
+    spec = (((live.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    want = wanted["spec"]["template"]["spec"]
+    keys = ("affinity", "tolerations", "nodeSelector")
+    image = [c.get("image") for c in spec.get("containers") or [] if isinstance(c, dict)]
+    return all(spec.get(k) == want.get(k) for k in keys) and image == [
+        c["image"] for c in want["containers"]
+    ]
+
+
+def stop(
+    kube: Kube,
+    progress: Callable[[str], None] = lambda _m: None,
+    where: Placement = VERIFY,
+) -> list[str]:
+    """Delete the probe (each part even when another could not be deleted); the commands
+    that delete what could not be deleted."""
+    left: list[str] = []
     for path in (
-        object_path("apps/v1", "DaemonSet", NAME, NAMESPACE),
-        object_path("v1", "Namespace", NAMESPACE),
+        object_path("apps/v1", "DaemonSet", where.name, where.namespace),
+        object_path("v1", "Namespace", where.namespace),
     ):
         try:
             kube.delete(path)
         except KubeError as exc:
-            progress(f"could not delete {path}: {exc}; kubectl delete namespace {NAMESPACE}")
+            command = f"kubectl delete namespace {where.namespace} --ignore-not-found"
+            progress(f"could not delete {path}: {exc}; {command}")
+            if command not in left:
+                left.append(command)
+    return left
 
 
 def require_kubectl() -> None:
