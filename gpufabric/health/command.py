@@ -2,9 +2,9 @@
 re-certify and return over the stack's GPU nodes.
 
 Exit codes (:mod:`gpufabric.exitcodes`): 0 every fault acted on; 4 the circuit breaker held
-a node with a fatal fault (reported by name and fault); 5 the alerts could not be read (what
-the node conditions say was still acted on; no node re-certified); 2 bad input; 3 the
-cluster could not be asked.
+a node with a fatal fault (reported by name and fault); 5 another pass held the Lease, or the
+alerts could not be read (what the node conditions say was still acted on; no node
+re-certified); 2 bad input; 3 the cluster could not be asked.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from gpufabric.authorities.base import GPU_RESOURCE
 from gpufabric.exitcodes import ExitCode
-from gpufabric.health import actions, decide, nodechecks, recertify
+from gpufabric.health import actions, decide, lease, nodechecks, recertify
 from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
@@ -54,6 +54,8 @@ class PassReport:
     quarantined: int = 0
     alerts: str = "not asked (no --prometheus)"
     rows: list[dict[str, str]] = field(default_factory=list)
+    busy: str = ""
+    """Another pass held the Lease: who (this pass then changed nothing)."""
 
     def add(self, action: str, node: str, words: str) -> None:
         self.rows.append({"action": action, "node": node, "reason": words})
@@ -66,6 +68,8 @@ class PassReport:
     def exit_code(self) -> int:
         if self.held:
             return ExitCode.FAIL
+        if self.busy:
+            return ExitCode.INCONCLUSIVE
         if self.alerts.startswith("unavailable"):
             return ExitCode.INCONCLUSIVE
         return ExitCode.OK
@@ -80,10 +84,16 @@ class PassReport:
             "alerts": self.alerts,
             "actions": self.rows,
             "held": self.held,
+            **({"busy": self.busy} if self.busy else {}),
         }
 
     def table(self) -> str:
         verb = "would take" if self.dry_run else "took"
+        if self.busy:
+            return (
+                f"gpufabric health ({self.stack}): another pass holds the Lease "
+                f"{self.busy}; this pass changed nothing (run again when it has ended)\n"
+            )
         lines = [
             f"gpufabric health ({self.stack}): {self.gpu_nodes} GPU nodes, {self.quarantined} "
             f"quarantined, at most {self.limit} (circuit breaker); alerts {self.alerts}"
@@ -172,6 +182,30 @@ def one_pass(
         report.add("no action", node, f"{why} (the job's fault, not the node's)")
     if d.recertify:
         _recertify(plan, args, kube, states, d.recertify, report, run_pair, clock, transport)
+    return report
+
+
+def guarded_pass(
+    plan: Plan, args: argparse.Namespace, kube: Kube, me: str, clock: Clock = utc_now, **kw: Any
+) -> PassReport:
+    """One pass under the Lease (:mod:`gpufabric.health.lease`): a report saying who holds
+    it, and nothing changed, when another pass does. A dry run takes no Lease."""
+    if args.dry_run:
+        return one_pass(plan, args, kube, clock=clock, **kw)
+    namespace = plan.facts.monitoring.namespace
+    try:
+        with lease.holding(kube, namespace, me, clock) as lost:
+            report = one_pass(plan, args, kube, clock=clock, **kw)
+    except lease.Busy as exc:
+        report = PassReport(plan.stack, args.dry_run)
+        report.busy = f"{namespace}/{lease.NAME} ({exc})"
+        return report
+    if lost.is_set():
+        sys.stderr.write(
+            f"gpufabric health: another run took the Lease {namespace}/{lease.NAME} while this "
+            "pass ran (its renewals had failed for longer than the Lease lasts): check the "
+            "actions above against that run's\n"
+        )
     return report
 
 
@@ -335,9 +369,9 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
             if args.in_cluster
             else Kube(args.kubeconfig, args.context or plan.facts.kube_context)
         )
-        stop = threading.Event()
+        stop, me = threading.Event(), lease.identity()
         while True:
-            report = one_pass(plan, args, kube)
+            report = guarded_pass(plan, args, kube, me)
             if args.json:
                 sys.stdout.write(json.dumps(report.document(), indent=2) + "\n")
             else:
@@ -348,4 +382,4 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
             stop.wait(args.interval)  # Ctrl-C / SIGTERM end the wait (and the command)
 
 
-__all__ = ["PassReport", "observe_fleet", "one_pass", "run"]
+__all__ = ["PassReport", "guarded_pass", "observe_fleet", "one_pass", "run"]

@@ -73,7 +73,7 @@ def items(ctx: PlanContext) -> list[Item]:
         ids.HEALTH_RUNNER,
         Layer.MONITORING,
         "monitoring/health-runner.yaml.j2",
-        (ids.HEALTH_CLUSTER_BINDING, ids.HEALTH_BINDING),
+        (ids.HEALTH_CLUSTER_BINDING, ids.HEALTH_BINDING, ids.HEALTH_LEASE_BINDING),
         stack=ctx.stack,
         name=NAME,
         namespace=m.namespace,
@@ -82,7 +82,33 @@ def items(ctx: PlanContext) -> list[Item]:
         schedule=ic.schedule,
         pod=pod(ctx.stack, ic),
     )
-    return [*_access(ctx, ic, job_resources([kind])), runner]
+    return [*_access(ctx, ic, job_resources([kind])), *_lease_access(ctx), runner]
+
+
+def _lease_access(ctx: PlanContext) -> list[Item]:
+    """The Role and binding for the Lease one pass at a time holds (health/lease.py)."""
+    m = ctx.facts.monitoring
+    common: dict[str, Any] = {"stack": ctx.stack, "name": NAME, "namespace": m.namespace}
+    return [
+        object_item(
+            ids.HEALTH_LEASE_ROLE,
+            Layer.MONITORING,
+            "monitoring/health-lease-role.yaml.j2",
+            (ids.MONITORING_NAMESPACE,) if m.install_prometheus else (),
+            lease=NAME,  # the Lease is named after the loop (health/lease.py)
+            **common,
+        ),
+        object_item(
+            ids.HEALTH_LEASE_BINDING,
+            Layer.MONITORING,
+            "monitoring/health-binding.yaml.j2",
+            (ids.HEALTH_ACCOUNT, ids.HEALTH_LEASE_ROLE),
+            kind="RoleBinding",
+            role_kind="Role",
+            account_namespace=m.namespace,
+            **common,
+        ),
+    ]
 
 
 def _access(ctx: PlanContext, ic: InClusterHealth, jobs: dict[str, list[str]]) -> list[Item]:

@@ -49,6 +49,8 @@ HEALTH_CLUSTER_ROLE = "monitoring/health/cluster-role"
 HEALTH_CLUSTER_BINDING = "monitoring/health/cluster-role-binding"
 HEALTH_ROLE = "monitoring/health/role"
 HEALTH_BINDING = "monitoring/health/role-binding"
+HEALTH_LEASE_ROLE = "monitoring/health/lease-role"
+HEALTH_LEASE_BINDING = "monitoring/health/lease-role-binding"
 HEALTH_RUNNER = "monitoring/health/runner"
 
 

@@ -23,7 +23,7 @@ from fake_kube import FakeKube
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.cli import main, parser
-from gpufabric.health import command, record
+from gpufabric.health import command, lease, record
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
 from gpufabric.verify import nccl_report
@@ -179,7 +179,8 @@ def test_a_third_and_fourth_fault_with_a_breaker_of_two_are_held_and_reported(fa
     out = capsys.readouterr().out
     assert code == 4
     # nothing quarantined beyond the breaker: its only writes are the QuarantineHeld Events
-    assert [w for w in writes(fake)[len(before) :] if not w[1].endswith("/events")] == []
+    # (and the Lease a pass holds while it runs)
+    assert [w for w in writes(fake)[len(before) :] if not w[1].endswith(("/events", "/leases", f"/leases/{lease.NAME}"))] == []  # fmt: skip
     assert not tainted(fake, "gpu-05")
     assert not tainted(fake, "gpu-07")
     assert "held by the circuit breaker" in out
@@ -588,6 +589,8 @@ def test_the_rendered_rbac_allows_every_request_the_command_makes(fake: FakeKube
     }  # type: ignore[union-attr]
     cluster_rules = objs["monitoring/health/cluster-role"]["rules"]
     role_rules = objs["monitoring/health/role"]["rules"]
+    lease_rules = objs["monitoring/health/lease-role"]["rules"]
+    lease_ns = objs["monitoring/health/lease-role"]["metadata"]["namespace"]
     xid79(fake, "gpu-03")
     fake.requests.clear()
     one_pass(fake, tmp_path, plan)
@@ -605,8 +608,11 @@ def test_the_rendered_rbac_allows_every_request_the_command_makes(fake: FakeKube
     denied = [
         (g, r, ns, v)
         for g, r, ns, v in seen
-        if not grants(cluster_rules, g, r, v) and not (ns == TENANT and grants(role_rules, g, r, v))
+        if not grants(cluster_rules, g, r, v)
+        and not (ns == TENANT and grants(role_rules, g, r, v))
+        and not (ns == lease_ns and grants(lease_rules, g, r, v))
     ]
+    assert ("coordination.k8s.io", "leases", lease_ns, "update") in seen
     assert denied == []
 
 
