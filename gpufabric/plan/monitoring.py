@@ -22,7 +22,7 @@ from typing import Any
 
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import effective_components
-from gpufabric.plan import alerts, dashboards, health, ids
+from gpufabric.plan import alerts, dashboards, health, ids, node_acceptance
 from gpufabric.plan.facts import (
     DcgmCounter,
     HealthFacts,
@@ -204,6 +204,8 @@ def prometheus_values(ctx: PlanContext) -> dict[str, Any]:
             # Its `helm test` pod pulls an image no install needs (and a mirror would lack).
             "testFramework": {"enabled": False},
         },
+        # NodeAcceptance results as series (busbw per node over time on the acceptance board).
+        "kube-state-metrics": node_acceptance.ksm_values(),
     }
 
 
@@ -303,6 +305,7 @@ def build(ctx: PlanContext) -> list[Item]:
             ),
         ]
     items.append(_rule(ctx))
+    items += node_acceptance.items(ctx)
     items += _queue_monitor(ctx)
     if m.dashboards:
         items += _dashboards(ctx)
