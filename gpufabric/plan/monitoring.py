@@ -297,7 +297,8 @@ def build(ctx: PlanContext) -> list[Item]:
                 ids.PROMETHEUS,
                 Layer.MONITORING,
                 helm_chart(component, prometheus_values(ctx)),
-                depends_on=(ids.MONITORING_NAMESPACE,),
+                # Its kube-state-metrics exports NodeAcceptance: the CRD comes first.
+                depends_on=(ids.MONITORING_NAMESPACE, ids.NODE_ACCEPTANCE_CRD),
                 # The chart carries the Prometheus Operator CRDs: deleting it deletes every
                 # ServiceMonitor and PrometheusRule in the cluster.
                 protect=True,

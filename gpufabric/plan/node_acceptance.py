@@ -124,10 +124,14 @@ def ksm_config() -> dict[str, Any]:
 
 def ksm_values() -> dict[str, Any]:
     """kube-prometheus-stack values for its kube-state-metrics subchart: the configuration
-    above mounted and passed with --custom-resource-state-config-file, and list/watch on
-    NodeAcceptance in its ClusterRole (the chart adds list/watch on CRDs itself)."""
+    above mounted and passed with --custom-resource-state-config-file, list/watch on
+    NodeAcceptance in its ClusterRole (the chart adds list/watch on CRDs itself), and the
+    plural in --resources: the chart passes its collectors there, and kube-state-metrics
+    exports a custom resource only when --resources is empty or names it
+    (kube-state-metrics#1779)."""
     return {
         "customResourceState": {"enabled": True, "config": ksm_config()},
+        "collectorsExtra": [PLURAL],
         "rbac": {"extraRules": [dict(r) for r in READ_RULES]},
     }
 

@@ -86,8 +86,16 @@ def test_rbac_is_least_privilege(tmp_path: Path) -> None:
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "update"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         # re-certification records its candidates' results (gpufabric.plan.node_acceptance)
-        {"apiGroups": ["gpufabric.io"], "resources": ["nodeacceptances"], "verbs": ["get", "create", "update"]},  # fmt: skip
-        {"apiGroups": ["gpufabric.io"], "resources": ["nodeacceptances/status"], "verbs": ["get", "update"]},  # fmt: skip
+        {
+            "apiGroups": ["gpufabric.io"],
+            "resources": ["nodeacceptances"],
+            "verbs": ["get", "create", "update"],
+        },
+        {
+            "apiGroups": ["gpufabric.io"],
+            "resources": ["nodeacceptances/status"],
+            "verbs": ["get", "update"],
+        },
     ]
     role = objs["monitoring/health/role"]
     assert role["kind"] == "Role"
