@@ -22,6 +22,7 @@ from gpufabric.model.stackfile import Stack
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
+    acceptance_record,
     cluster,
     expect,
     fleet,
@@ -438,6 +439,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         )
         return Verdict.INCONCLUSIVE.exit_code
     report = _run_sweep(plan, args, kube, names, labels)
+    acceptance_record.after_sweep(kube, plan, args, report)
     if args.junit:
         write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
@@ -468,15 +470,18 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    kube = _kube(plan, args)
     outcome = nccl.run_job(
-        _kube(plan, args),
+        kube,
         job,
         timeout=args.timeout,
         poll=args.poll,
         keep=args.keep,
         progress=_progress,
+        find_nodes=plan.facts.monitoring.enabled,
     )
     doc = nccl.judge(outcome, exp)
+    acceptance_record.after_run(kube, plan, args, outcome.nodes, doc)
     checks = nccl_checks(doc, args.nodes)
     if args.junit:
         write_junit(args.junit, f"nccl ({plan.stack})", checks)
