@@ -152,6 +152,7 @@ def facts(model: StackModel) -> MonitoringFacts:
             median_fraction=m.health.medianFraction,
             in_cluster=_in_cluster(model),
         ),
+        results=node_acceptance.facts(),
     )
 
 

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from gpufabric.plan import ids
-from gpufabric.plan.facts import PlanContext
+from gpufabric.plan.facts import AcceptanceResults, PlanContext
 from gpufabric.plan.items import Item, Layer, object_item
 
 GROUP = "gpufabric.io"
@@ -59,6 +59,19 @@ WRITE_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "update"]},
 )
 """What a writer needs: create-or-update an object, then its status subresource."""
+
+
+def facts() -> AcceptanceResults:
+    return AcceptanceResults(
+        kind=KIND,
+        plural=PLURAL,
+        crd=CRD_NAME,
+        writer_role=WRITER_ROLE,
+        reader_role=READER_ROLE,
+        ksm_config_map=KSM_CONFIG_MAP,
+        ksm_config_key=KSM_CONFIG_KEY,
+        busbw_metric=BUSBW_METRIC,
+    )
 
 
 def _gauge(name: str, path: list[str], help_: str) -> dict[str, Any]:
@@ -212,6 +225,7 @@ __all__ = [
     "PLURAL",
     "SOURCES",
     "VERDICTS",
+    "facts",
     "items",
     "ksm_config",
     "ksm_values",
