@@ -439,7 +439,6 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         )
         return Verdict.INCONCLUSIVE.exit_code
     report = _run_sweep(plan, args, kube, names, labels)
-    acceptance_record.after_sweep(kube, plan, args, report)
     if args.junit:
         write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
@@ -448,6 +447,8 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(sweep.format_table(report))
         for why, which in _skipped(skipped):
             print(f"not swept ({why}): {', '.join(which)}")
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    acceptance_record.after_sweep(kube, plan, args, report)
     return report.verdict.exit_code
 
 
@@ -481,7 +482,6 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         find_nodes=plan.facts.monitoring.enabled,
     )
     doc = nccl.judge(outcome, exp)
-    acceptance_record.after_run(kube, plan, args, outcome.nodes, doc)
     checks = nccl_checks(doc, args.nodes)
     if args.junit:
         write_junit(args.junit, f"nccl ({plan.stack})", checks)
@@ -493,6 +493,8 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(nccl_report.format_text(doc) if doc.runs else "")
         if not doc.runs:
             print(f"NCCL acceptance: {doc.verdict}: " + "; ".join(doc.reasons))
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    acceptance_record.after_run(kube, plan, args, outcome.nodes, doc)
     return doc.exit_code
 
 
