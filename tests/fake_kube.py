@@ -180,6 +180,12 @@ class FakeKube:
         self.lock = threading.Lock()
         self.anonymous = False
         """Serve requests without the bearer token: kubectl sends none over plain HTTP."""
+        self.status_subresources: set[str] = set()
+        """Plurals whose status is a subresource (as a CRD declares it): a create drops the
+        status, a PUT to the object keeps the stored one, ``PUT .../status`` writes it alone."""
+        self.known_only = False
+        """Answer 404 under ``/apis/<group>/<version>`` for a group-version discovery does
+        not serve: the API server without the CRD."""
         self.resources: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         """(group, version) -> plural -> APIResource: what discovery answers."""
         for group, version, kind, name, namespaced, short in BUILTIN:
@@ -313,6 +319,10 @@ class FakeKube:
         if auth != f"Bearer {TOKEN}" and not self.anonymous:
             return 401, _status(401, "Unauthorized", "Unauthorized")
         with self.lock:
+            if self._unserved(path):
+                return 404, _status(404, "NotFound", f"the server could not find {path}")
+            if method == "PUT" and self._status_path(path):
+                return self._put_status(path[: -len("/status")], body)
             if method == "GET" and path.endswith("/log"):
                 pod = path[: -len("/log")]
                 if pod not in self.objects:
@@ -346,6 +356,8 @@ class FakeKube:
                 if target in self.objects:
                     return 409, _status(409, "AlreadyExists", f"{target} already exists")
                 obj.setdefault("metadata", {}).setdefault("uid", f"uid-{len(self.objects)}")
+                if self._status_path(f"{target}/status"):
+                    obj.pop("status", None)
                 self.objects[target] = obj
                 for hook in self.on_create:
                     hook(self, obj)
@@ -359,6 +371,9 @@ class FakeKube:
                 if have is not None and sent != have:
                     return 409, _status(409, "Conflict", f"{path}: the object has been modified")
                 obj.setdefault("metadata", {})["resourceVersion"] = str(int(have or 0) + 1)
+                if self._status_path(f"{path}/status"):
+                    obj["status"] = self.objects[path].get("status")
+                    obj = {k: v for k, v in obj.items() if v is not None}
                 self.objects[path] = obj
                 return 200, obj
             if method == "PATCH":
@@ -372,6 +387,32 @@ class FakeKube:
                 del self.objects[path]
                 return 200, _status(200, "Success", "deleted") | {"status": "Success"}
         return 405, _status(405, "MethodNotAllowed", method)
+
+    def _unserved(self, path: str) -> bool:
+        parts = path.strip("/").split("/")
+        if not self.known_only or len(parts) < 4 or parts[0] != "apis":
+            return False
+        return (parts[1], parts[2]) not in self.resources
+
+    def _status_path(self, path: str) -> bool:
+        """``path`` is the status subresource of an object of a kind that has one."""
+        parts = path.strip("/").split("/")
+        return len(parts) >= 3 and parts[-1] == "status" and parts[-3] in self.status_subresources
+
+    def _put_status(self, path: str, body: bytes) -> tuple[int, Any]:
+        if path not in self.objects:
+            return 404, _status(404, "NotFound", f"{path} not found")
+        sent = json.loads(body)
+        stored = self.objects[path]
+        have = stored.get("metadata", {}).get("resourceVersion")
+        if have is not None and sent.get("metadata", {}).get("resourceVersion") != have:
+            return 409, _status(409, "Conflict", f"{path}: the object has been modified")
+        stored = dict(stored, status=sent.get("status"))
+        stored["metadata"] = dict(
+            stored.get("metadata", {}), resourceVersion=str(int(have or 0) + 1)
+        )
+        self.objects[path] = stored
+        return 200, stored
 
     def answer(self, method: str, raw: str, body: bytes, auth: str | None) -> tuple[int, Any]:
         """:meth:`handle`, then the mutators."""

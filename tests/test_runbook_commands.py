@@ -371,6 +371,9 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
             fake.register_crd(crd)
             fake.add(crd)
         fake.add(*healthy_cluster(plan))
+        for _, obj in plan.objects():  # gpufabric's own CRDs (NodeAcceptance), as applied
+            if obj.kind == "CustomResourceDefinition":
+                fake.register_crd(dict(obj.body))
         env["KUBECONFIG"] = str(_with_stack_context(fake.kubeconfig(tmp_path), plan))
         ran = 0
         expected = gates(text)

@@ -25,7 +25,7 @@ from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
 from gpufabric.plan.build import Plan
-from gpufabric.verify import cluster, fleet, nccl, nccl_report, sweep, sweep_plan
+from gpufabric.verify import acceptance_record, cluster, fleet, nccl, nccl_report, sweep, sweep_plan
 from gpufabric.verify.commands import _delete_jobs as delete_jobs
 from gpufabric.verify.commands import _sweep_concurrency as sweep_concurrency
 from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
@@ -324,13 +324,16 @@ def _sweep(
         outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)
         return nccl.judge(outcome, exp)
 
+    swept = sweep.SweepReport({}, 0)
     try:
-        return recertify.run_sweep(
+        outcomes = recertify.run_sweep(
             candidates, partners, run_pair or run_job, sweep_concurrency(plan, args.tenant),
-            args.confirm or sweep_plan.CONFIRM, m.health.median_fraction, stop=stop,
+            args.confirm or sweep_plan.CONFIRM, m.health.median_fraction, stop=stop, into=swept,
         )  # fmt: skip
     finally:
         delete_jobs(kube, created)
+    acceptance_record.after_recertification(kube, plan, args, swept, outcomes)
+    return outcomes
 
 
 def _check(plan: Plan, args: argparse.Namespace) -> None:

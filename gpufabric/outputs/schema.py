@@ -2,7 +2,8 @@
 
 Core kinds are checked against the target Kubernetes minor's OpenAPI schemas bundled in
 the ``kubernetes-validate`` package (strict: unknown fields are errors). Custom resources
-are checked against the CRDs found in a directory (``--crd-dir``): each served version's
+are checked against the CRDs among the objects themselves (gpufabric's own, such as
+NodeAcceptance) and those found in a directory (``--crd-dir``): each served version's
 ``openAPIV3Schema`` is converted to JSON Schema the way server-side strict validation reads
 it: unknown fields rejected unless ``x-kubernetes-preserve-unknown-fields``, int-or-string
 and embedded resources honoured, ``nullable`` allowing null.
@@ -377,13 +378,36 @@ def _errors(
     ]
 
 
+def own_crds(objects: Iterable[Mapping[str, Any]]) -> CrdIndex:
+    """The schemas of the CustomResourceDefinitions among ``objects`` (gpufabric's own, such
+    as NodeAcceptance): the objects of their kinds are checked against them, with or
+    without a CRD directory."""
+    schemas: dict[tuple[str, str], dict[str, Any]] = {}
+    for obj in objects:
+        if obj.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = plain(obj.get("spec") or {})
+        kind = (spec.get("names") or {}).get("kind")
+        for version in spec.get("versions") or []:
+            raw = (version.get("schema") or {}).get("openAPIV3Schema")
+            if version.get("served", True) and isinstance(raw, dict):
+                schemas[(f"{spec.get('group')}/{version.get('name')}", str(kind))] = (
+                    crd_to_jsonschema(raw)
+                )
+    return CrdIndex(schemas=schemas, sources=dict.fromkeys(schemas, "the rendered CRD"))
+
+
 def validate_objects(
     objects: Iterable[Mapping[str, Any]], k8s_minor: str, crd_dir: Path | None = None
 ) -> Report:
-    """Validate objects: built-in kinds always, custom resources when ``crd_dir`` is given."""
+    """Validate objects: built-in kinds always; custom resources against the CRDs among the
+    objects, else those in ``crd_dir`` when it is given."""
     report = Report()
     todo = [(raw, str(raw.get("apiVersion", "")), str(raw.get("kind", ""))) for raw in objects]
-    custom_kinds = frozenset((a, k) for _, a, k in todo if not is_builtin(k8s_minor, a, k))
+    own = own_crds(raw for raw, _, _ in todo)
+    custom_kinds = frozenset(
+        (a, k) for _, a, k in todo if not is_builtin(k8s_minor, a, k) and (a, k) not in own.schemas
+    )
     crds = load_crds(crd_dir.resolve(), custom_kinds) if crd_dir is not None else None
     for raw, api_version, kind in todo:
         where = _where(raw)
@@ -391,6 +415,12 @@ def validate_objects(
             report.checked_core += 1
             check = _core_check(k8s_minor, api_version, kind)
             full = functools.partial(_core_validator, k8s_minor, api_version, kind)
+            report.errors.extend(_errors(check, full, plain(raw), where))
+            continue
+        if (api_version, kind) in own.schemas:
+            report.checked_custom += 1
+            check = own.check(api_version, kind)
+            full = functools.partial(own.validator, api_version, kind)
             report.errors.extend(_errors(check, full, plain(raw), where))
             continue
         if crds is None:

@@ -1,6 +1,7 @@
 """Grafana dashboards a person reads at a glance, computed from the Plan's facts: fleet
 health, the fabric per rail, tenants (GPU use against quota, queue wait and pending work
-from the queueing authority's own metrics) and acceptance history.
+from the queueing authority's own metrics) and acceptance history (runs by outcome, and each
+node's bus bandwidth over time from its NodeAcceptance result).
 
 Each board is plain Grafana dashboard JSON over the Prometheus data source; the monitoring
 layer wraps each in a ConfigMap the Grafana sidecar loads. Every query reads a metric the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufabric.plan import node_acceptance as results
 from gpufabric.plan.alerts import ACCEPTANCE_JOB, acceptance_master
 from gpufabric.plan.facts import GPU_RESOURCE, Facts
 
@@ -301,8 +303,29 @@ def _acceptance(f: Facts) -> dict[str, Any]:
                 "stat",
             ),
             ("Acceptance runs by outcome", outcomes, "timeseries"),
+            *_per_node(),
         ],
     )
+
+
+def _per_node() -> list[Panel]:
+    """Each node's last result (its NodeAcceptance, exported by kube-state-metrics): bus
+    bandwidth against the threshold over time, and the nodes by verdict."""
+    return [
+        (
+            "Bus bandwidth per node (GB/s, last acceptance result)",
+            [
+                (f"max by (node) ({results.BUSBW_METRIC})", "{{node}}"),
+                (f"max({results.THRESHOLD_METRIC})", "threshold"),
+            ],
+            "timeseries",
+        ),
+        (
+            "GPU nodes by last acceptance verdict",
+            [(f"sum by (verdict) ({results.VERDICT_METRIC} == 1)", "{{verdict}}")],
+            "stat",
+        ),
+    ]
 
 
 def boards(f: Facts) -> dict[str, dict[str, Any]]:

@@ -439,6 +439,23 @@ class HealthFacts:
 
 
 @dataclass(frozen=True)
+class AcceptanceResults:
+    """Where each GPU node's last acceptance result lives (gpufabric.plan.node_acceptance):
+    its NodeAcceptance object, the roles to write and read them, and the kube-state-metrics
+    configuration that makes series of them."""
+
+    kind: str
+    plural: str
+    crd: str
+    writer_role: str
+    reader_role: str
+    ksm_config_map: str
+    """The ConfigMap holding the configuration (an existing Prometheus only)."""
+    ksm_config_key: str
+    busbw_metric: str
+
+
+@dataclass(frozen=True)
 class MonitoringFacts:
     """The monitoring layer as resolved: where rules and dashboards go, which counters the
     DCGM exporter emits, the alert thresholds and the quarantine taint."""
@@ -462,6 +479,7 @@ class MonitoringFacts:
     quarantine_taint: str
     """Taint key a quarantined node carries (effect NoSchedule)."""
     health: HealthFacts
+    results: AcceptanceResults
     node_label: str = "node"
     """The label every series gpufabric's rules and dashboards read names its node by."""
 

@@ -1,14 +1,15 @@
 """The in-cluster form of ``gpufabric health`` (monitoring.health.inCluster): a service
-account with least-privilege RBAC (nodes get/list/update and Events create/get/update
-cluster-wide; the acceptance job's kind get/create/delete, pods and their logs read in the
-tenant's namespace) and a CronJob, or a Deployment running ``--watch``, in the monitoring
+account with least-privilege RBAC (nodes get/list/update, Events create/get/update and
+NodeAcceptance results get/create/update cluster-wide; the acceptance job's kind
+get/create/delete, pods and their logs read in the tenant's namespace; its Lease in the
+monitoring namespace) and a CronJob, or a Deployment running ``--watch``, in the monitoring
 namespace."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan import ids
+from gpufabric.plan import ids, node_acceptance
 from gpufabric.plan.facts import InClusterHealth, PlanContext
 from gpufabric.plan.items import Item, Layer, object_item
 from gpufabric.plan.tenants import _job_resources as job_resources
@@ -73,7 +74,13 @@ def items(ctx: PlanContext) -> list[Item]:
         ids.HEALTH_RUNNER,
         Layer.MONITORING,
         "monitoring/health-runner.yaml.j2",
-        (ids.HEALTH_CLUSTER_BINDING, ids.HEALTH_BINDING, ids.HEALTH_LEASE_BINDING),
+        # Re-certification records its results as NodeAcceptance objects.
+        (
+            ids.HEALTH_CLUSTER_BINDING,
+            ids.HEALTH_BINDING,
+            ids.HEALTH_LEASE_BINDING,
+            ids.NODE_ACCEPTANCE_CRD,
+        ),
         stack=ctx.stack,
         name=NAME,
         namespace=m.namespace,
@@ -131,6 +138,7 @@ def _access(ctx: PlanContext, ic: InClusterHealth, jobs: dict[str, list[str]]) -
             monitoring,
             "monitoring/health-cluster-role.yaml.j2",
             (),
+            results=node_acceptance.WRITE_RULES,
             **common,
         ),
         object_item(

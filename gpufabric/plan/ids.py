@@ -52,6 +52,10 @@ HEALTH_BINDING = "monitoring/health/role-binding"
 HEALTH_LEASE_ROLE = "monitoring/health/lease-role"
 HEALTH_LEASE_BINDING = "monitoring/health/lease-role-binding"
 HEALTH_RUNNER = "monitoring/health/runner"
+NODE_ACCEPTANCE_CRD = "monitoring/node-acceptance/crd"
+NODE_ACCEPTANCE_WRITER = "monitoring/node-acceptance/writer-role"
+NODE_ACCEPTANCE_READER = "monitoring/node-acceptance/reader-role"
+NODE_ACCEPTANCE_KSM_CONFIG = "monitoring/node-acceptance/ksm-config"
 
 
 def dashboard(name: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import effective_components
-from gpufabric.plan import alerts, dashboards, health, ids
+from gpufabric.plan import alerts, dashboards, health, ids, node_acceptance
 from gpufabric.plan.facts import (
     DcgmCounter,
     HealthFacts,
@@ -152,6 +152,7 @@ def facts(model: StackModel) -> MonitoringFacts:
             median_fraction=m.health.medianFraction,
             in_cluster=_in_cluster(model),
         ),
+        results=node_acceptance.facts(),
     )
 
 
@@ -204,6 +205,8 @@ def prometheus_values(ctx: PlanContext) -> dict[str, Any]:
             # Its `helm test` pod pulls an image no install needs (and a mirror would lack).
             "testFramework": {"enabled": False},
         },
+        # NodeAcceptance results as series (busbw per node over time on the acceptance board).
+        "kube-state-metrics": node_acceptance.ksm_values(),
     }
 
 
@@ -295,7 +298,8 @@ def build(ctx: PlanContext) -> list[Item]:
                 ids.PROMETHEUS,
                 Layer.MONITORING,
                 helm_chart(component, prometheus_values(ctx)),
-                depends_on=(ids.MONITORING_NAMESPACE,),
+                # Its kube-state-metrics exports NodeAcceptance: the CRD comes first.
+                depends_on=(ids.MONITORING_NAMESPACE, ids.NODE_ACCEPTANCE_CRD),
                 # The chart carries the Prometheus Operator CRDs: deleting it deletes every
                 # ServiceMonitor and PrometheusRule in the cluster.
                 protect=True,
@@ -303,6 +307,7 @@ def build(ctx: PlanContext) -> list[Item]:
             ),
         ]
     items.append(_rule(ctx))
+    items += node_acceptance.items(ctx)
     items += _queue_monitor(ctx)
     if m.dashboards:
         items += _dashboards(ctx)

@@ -22,6 +22,7 @@ from gpufabric.model.stackfile import Stack
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
+    acceptance_record,
     cluster,
     expect,
     fleet,
@@ -545,6 +546,8 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(sweep.format_table(report))
         for why, which in _skipped(skipped):
             print(f"not swept ({why}): {', '.join(which)}")
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    acceptance_record.after_sweep(kube, plan, args, report)
     return report.verdict.exit_code
 
 
@@ -570,13 +573,15 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK
     exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    kube = _kube(plan, args)
     outcome = nccl.run_job(
-        _kube(plan, args),
+        kube,
         job,
         timeout=args.timeout,
         poll=args.poll,
         keep=args.keep,
         progress=_progress,
+        find_nodes=plan.facts.monitoring.enabled,
     )
     doc = nccl.judge(outcome, exp)
     checks = nccl_checks(doc, args.nodes)
@@ -590,6 +595,8 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         sys.stdout.write(nccl_report.format_text(doc) if doc.runs else "")
         if not doc.runs:
             print(f"NCCL acceptance: {doc.verdict}: " + "; ".join(doc.reasons))
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    acceptance_record.after_run(kube, plan, args, outcome.nodes, doc)
     return doc.exit_code
 
 

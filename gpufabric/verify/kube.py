@@ -24,6 +24,14 @@ class KubeError(Exception):
     """The cluster could not be asked (config, connection, permission, time)."""
 
 
+class NotFound(KubeError):
+    """The API has no such collection (a CRD not installed, a namespace missing)."""
+
+
+class Forbidden(KubeError):
+    """The kubeconfig's user may not do this (401, 403)."""
+
+
 class Malformed(KubeError):
     """The API answered something that is not the object asked for: null or mistyped
     fields, another object's name, namespace or kind. Checks report it as an ERROR naming
@@ -394,7 +402,7 @@ class Kube:
 
     def _call_result(self, method: str, path: str, status: int, data: bytes) -> Any:
         if status in (401, 403):
-            raise KubeError(
+            raise Forbidden(
                 f"{method} {path}: {status} {'Unauthorized' if status == 401 else 'Forbidden'}: the kubeconfig's user may not do this"
             )
         if not 200 <= status < 300:
@@ -450,17 +458,22 @@ class Kube:
         raise KubeError(f"GET {path}: more than {MAX_PAGES} pages of {PAGE_SIZE}")
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the object; NotFound when the API has no such collection."""
         path = collection_path(body["apiVersion"], body["kind"], body["metadata"].get("namespace"))
-        out = self._call("POST", path, body=dict(body))
+        status, data = self._exchange("POST", path, dict(body))
+        if status == 404:
+            raise NotFound(f"POST {path}: 404 Not Found: the API has no such collection")
+        out = self._call_result("POST", path, status, data)
         if not isinstance(out, dict):
             raise Malformed(f"POST {path}: the API returned no object")
         return out
 
-    def replace(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    def replace(self, body: Mapping[str, Any], subresource: str = "") -> dict[str, Any] | None:
         """Write ``body`` back (PUT) under its ``metadata.resourceVersion``: None when the
         object changed since it was read (409 Conflict), so the caller reads it again
-        instead of overwriting someone else's change."""
-        path = path_of(body)
+        instead of overwriting someone else's change. ``subresource="status"`` writes its
+        status subresource."""
+        path = path_of(body) + (f"/{subresource}" if subresource else "")
         status, data = self._exchange("PUT", path, dict(body))
         if status == 409:
             return None

@@ -44,7 +44,7 @@ from gpufabric.outputs.jobs import (
     wiring_for,
 )
 from gpufabric.plan.build import Plan
-from gpufabric.plan.facts import AcceptanceKind
+from gpufabric.plan.facts import GPU_RESOURCE, AcceptanceKind
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
 from gpufabric.verify import nccl_report, sshkeys
@@ -369,6 +369,8 @@ class Outcome:
     placed: dict[str, str] = field(default_factory=dict)
     """Each of the job's pods that was seen on a node: its hostname (the rank host the
     launcher's hostfile names) -> the node (with ``run_job(placement=True)``)."""
+    nodes: tuple[str, ...] = ()
+    """The nodes its GPU pods ran on (read only when asked: ``run_job(find_nodes=True)``)."""
 
 
 def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[str | None, str]:
@@ -391,6 +393,23 @@ def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[st
     if last:
         return None, f"{text(last, 'type')}: {text(last, 'message') or text(last, 'reason')}"
     return None, "created, no status yet"
+
+
+def job_nodes(kube: Kube, namespace: str, name: str, shape: Shape) -> tuple[str, ...]:
+    """The nodes the job's GPU pods were placed on (its launcher, without GPUs, aside);
+    none when they cannot be read (a result is then recorded for no node)."""
+    try:
+        pods = kube.list(collection_path("v1", "Pod", namespace), f"{shape.name_label}={name}")
+        nodes = {
+            text(p, "spec", "nodeName")
+            for p in pods
+            for c in records(p, "spec", "containers")
+            if GPU_RESOURCE in mapping(c, "resources", "limits")
+            or GPU_RESOURCE in mapping(c, "resources", "requests")
+        }
+    except KubeError:
+        return ()
+    return tuple(sorted(nodes - {""}))
 
 
 def launcher_log(kube: Kube, namespace: str, name: str, shape: Shape = SHAPES["MPIJob"]) -> str:
@@ -501,8 +520,10 @@ def run_job(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     placement: bool = False,
+    find_nodes: bool = False,
 ) -> Outcome:
-    """Create the job, wait for it to finish or time out, collect the launcher log, and
+    """Create the job, wait for it to finish or time out, collect the launcher log (and,
+    with ``find_nodes``, the nodes its GPU pods ran on), and
     delete the job (unless ``keep``) whatever happened: success, failure, timeout, an API
     error, Ctrl-C (also during the create, and a second one during the delete), SIGTERM or
     SIGHUP. ``timeout`` bounds everything but that delete. With ``placement``, the job's
@@ -518,6 +539,7 @@ def run_job(
                 raise _already_exists(obj)
         wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
         state, text_, log = "Failed", "", ""
+        nodes: tuple[str, ...] = ()
         made = [job]  # what cleanup deletes: each object whose create was started
         try:
             created = kube.create(job)
@@ -531,11 +553,12 @@ def run_job(
                 log = launcher_log(kube, ns, name, shape)
             except KubeError as exc:
                 text_ = f"{text_}; the launcher log could not be read: {exc}"
+            nodes = job_nodes(kube, ns, name, shape) if find_nodes else ()
         finally:
             if not keep:
                 for obj in made:
                     _delete(kube, obj, progress)
-    return Outcome(state, text_, log, clock() - start, shape.kind, placed)
+    return Outcome(state, text_, log, clock() - start, shape.kind, placed, nodes)
 
 
 def _placement(kube: Kube, ns: str, name: str, shape: Shape, placed: dict[str, str]) -> None:

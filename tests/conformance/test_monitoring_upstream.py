@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from builders import example_config, plan_of
 from upstream import UPSTREAM, helm_template, kustomize
 
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.plan import alerts, ids
+from gpufabric.plan import alerts, ids, node_acceptance
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, K8sObject, KustomizeOverlay
 
@@ -169,3 +170,55 @@ def test_installed_prometheus_may_read_kueues_authorized_metrics_endpoint() -> N
     assert any(
         "/metrics" in r.get("nonResourceURLs", []) and "get" in r["verbs"] for r in role["rules"]
     )
+
+
+def test_kube_state_metrics_exports_node_acceptance_from_the_charts_own_keys() -> None:
+    """The real kube-prometheus-stack with the stack's values: its kube-state-metrics reads
+    gpufabric's custom-resource-state configuration (mounted from the chart's ConfigMap),
+    names nodeacceptances in --resources (else it ignores a custom resource), and its
+    ClusterRole may list and watch them and the CRDs."""
+    plan = _plan("roce-sriov-volcano")
+    objects = _rendered(plan, ids.PROMETHEUS)
+    ksm = next(
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("kube-state-metrics")
+    )
+    pod = ksm["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    config_arg = next(a for a in args if a.startswith("--custom-resource-state-config-file="))
+    mount_dir, key = config_arg.split("=", 1)[1].rsplit("/", 1)
+    resources = next(a for a in args if a.startswith("--resources=")).split("=", 1)[1]
+    assert node_acceptance.PLURAL in resources.split(",")
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == mount_dir)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    cm = next(
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"] == volume["configMap"]["name"]
+    )
+    assert yaml.safe_load(cm["data"][key]) == node_acceptance.ksm_config()
+    account = pod["serviceAccountName"]
+    binding = next(
+        o
+        for o in objects
+        if o["kind"] == "ClusterRoleBinding"
+        and any(s["name"] == account for s in o.get("subjects", []))
+    )
+    role = next(
+        o
+        for o in objects
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"] == binding["roleRef"]["name"]
+    )
+    granted = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule.get("apiGroups", [])
+        for r in rule.get("resources", [])
+        for v in rule.get("verbs", [])
+    }
+    for group, resource in (
+        (node_acceptance.GROUP, node_acceptance.PLURAL),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ):
+        assert {(group, resource, "list"), (group, resource, "watch")} <= granted, resource

@@ -86,6 +86,17 @@ def test_rbac_is_least_privilege(tmp_path: Path) -> None:
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "update"]},
         # get/update: a held node's one QuarantineHeld Event has its count raised
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "update"]},
+        # re-certification records its candidates' results (gpufabric.plan.node_acceptance)
+        {
+            "apiGroups": ["gpufabric.io"],
+            "resources": ["nodeacceptances"],
+            "verbs": ["get", "create", "update"],
+        },
+        {
+            "apiGroups": ["gpufabric.io"],
+            "resources": ["nodeacceptances/status"],
+            "verbs": ["get", "update"],
+        },
     ]
     # no probe: the rendered loop runs --node-checks api (no DaemonSets, pods/exec, namespaces)
     assert not any(r["resources"][0] in ("daemonsets", "pods/exec", "namespaces") for r in cluster_rules)  # fmt: skip

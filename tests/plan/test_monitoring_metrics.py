@@ -8,6 +8,10 @@ checked against the exporters' own lists, not a list kept here:
   ``--collector.ethtool.metrics-include`` filter with the collector's own renaming rule),
   found under ``../shared/upstream/src/node_exporter-*`` or ``$GPUFABRIC_NODE_EXPORTER_SRC``;
   skipped where absent;
+- gpufabric_*: the series kube-state-metrics makes of gpufabric's own resources, derived
+  from the custom-resource-state configuration the stack renders (the kube-prometheus-stack
+  values it installs, or the ConfigMap for an existing Prometheus) with kube-state-metrics'
+  naming rule (``metricNamePrefix`` + "_" + the metric's name);
 - kueue_* / volcano_*: the queueing authority's metrics source at the pin (Kueue's
   ``pkg/metrics/metrics.go`` with its ``pkg/constants``, Volcano's
   ``pkg/scheduler/metrics``), found under ``../shared/upstream/src/<name>-*`` or
@@ -21,11 +25,14 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpufabric.plan import ids
+from gpufabric.plan import node_acceptance as na
 from gpufabric.plan.build import Plan
+from gpufabric.support import yamlcodec
 from tests.builders import REPO, body, chart, example_config, plan_of
 
 STACKS = ("roce-sriov-volcano", "prod-ib")
@@ -209,3 +216,54 @@ def test_every_queue_metric_queried_is_one_the_authority_declares(authority: str
     queried = {m for e in _exprs(plan) for m in metrics(e) if m.startswith(f"{authority}_")}
     assert queried, f"no dashboard reads a {authority} metric"
     assert queried <= declared, sorted(queried - declared)
+
+
+def _custom_resource_state(plan: Plan) -> list[dict[str, Any]]:
+    """The custom-resource-state configurations the stack hands kube-state-metrics: in the
+    installed chart's values, else in the ConfigMaps rendered for an existing one."""
+    if plan.facts.monitoring.install_prometheus:
+        ksm = chart(plan, ids.PROMETHEUS).values.get("kube-state-metrics", {})
+        crs = ksm.get("customResourceState", {})
+        return [crs["config"]] if crs.get("enabled") else []
+    return [
+        yamlcodec.load_simple(body(plan, it.id)["data"][na.KSM_CONFIG_KEY])
+        for it in plan.items
+        if it.id == ids.NODE_ACCEPTANCE_KSM_CONFIG
+    ]
+
+
+def ksm_custom_metrics(config: dict[str, Any]) -> set[str]:
+    """The metric names kube-state-metrics exports for a custom-resource-state configuration:
+    its prefix (``kube_customresource`` when unset, none when empty) joined to each name."""
+    names = set()
+    for resource in config["spec"]["resources"]:
+        prefix = resource.get("metricNamePrefix", "kube_customresource")
+        for metric in resource["metrics"]:
+            names.add("_".join(p for p in (prefix, metric["name"]) if p))
+    return names
+
+
+def test_the_custom_resource_naming_rule_follows_kube_state_metrics() -> None:
+    config = {
+        "spec": {
+            "resources": [
+                {"metrics": [{"name": "a"}]},
+                {"metricNamePrefix": "", "metrics": [{"name": "b"}]},
+                {"metricNamePrefix": "p", "metrics": [{"name": "c"}]},
+            ]
+        }
+    }
+    assert ksm_custom_metrics(config) == {"kube_customresource_a", "b", "p_c"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_gpufabric_metric_queried_is_one_kube_state_metrics_exports(stack: str) -> None:
+    """The acceptance board's bus bandwidth per node reads series kube-state-metrics makes
+    of NodeAcceptance, as the stack configures it, whichever Prometheus the stack uses."""
+    plan = plan_of(example_config(stack), stack)
+    configs = _custom_resource_state(plan)
+    assert configs, "the stack gives kube-state-metrics no custom-resource-state configuration"
+    exported = set().union(*(ksm_custom_metrics(c) for c in configs))
+    queried = {m for e in _exprs(plan) for m in metrics(e) if m.startswith("gpufabric_")}
+    assert "gpufabric_node_acceptance_busbw_gbps" in queried
+    assert queried <= exported, sorted(queried - exported)

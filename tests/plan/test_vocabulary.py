@@ -17,6 +17,14 @@ from gpufabric.model.config import Fabric, GpuOperatorSettings, Infiniband, NicD
 from gpufabric.plan import facts, vocabulary
 
 FREE_FORM: dict[str, str] = {
+    "AcceptanceResults.kind": "gpufabric's own kind name (NodeAcceptance)",
+    "AcceptanceResults.plural": "its resource name",
+    "AcceptanceResults.crd": "its CRD's name",
+    "AcceptanceResults.writer_role": "ClusterRole name",
+    "AcceptanceResults.reader_role": "ClusterRole name",
+    "AcceptanceResults.ksm_config_map": "ConfigMap name",
+    "AcceptanceResults.ksm_config_key": "ConfigMap key",
+    "AcceptanceResults.busbw_metric": "Prometheus metric name",
     "BackendFacts.name": "storage backend name from the stack",
     "BackendFacts.title": "display text",
     "BackendFacts.storage_class": "StorageClass name",
