@@ -40,6 +40,7 @@ from typing import Any
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
+from gpufabric.support.background import Background, can_fork
 
 CLUSTER_SCOPE_DIR = "_cluster"
 
@@ -415,21 +416,73 @@ def marker_text(files: Mapping[str, str], stack: str) -> str:
     return indented_json(record) + "\n"
 
 
-def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
-    """Write the complete new tree into ``staging``, a new directory beside ``out``."""
-    directories = {rel: _inside(rel) for rel in files}  # every path checked before writing
-    (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
-    previous = out if out.is_dir() else None
+SPLIT_MIN_FILES = 256
+"""From this many files on, a second process writes part of the tree (:func:`_stage`)."""
+
+
+def _parts(directories: Mapping[str, str], parts: int) -> list[list[str]]:
+    """The files split into ``parts`` lists of whole directories, about equal in files:
+    creating files in one directory takes the directory's lock in the kernel, so two
+    writers gain only when they write in different directories."""
+    by_dir: dict[str, list[str]] = {}
+    for rel in sorted(directories):
+        by_dir.setdefault(directories[rel], []).append(rel)
+    out: list[list[str]] = [[] for _ in range(parts)]
+    for _, rels in sorted(by_dir.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        min(out, key=len).extend(rels)
+    return out
+
+
+def _write_part(
+    files: Mapping[str, str],
+    rels: list[str],
+    directories: Mapping[str, str],
+    staging: Path,
+    previous: Path | None,
+    again: bool = False,
+) -> bool:
+    """Write the files ``rels`` into ``staging``. ``again``: another process may have
+    written some of them before it failed, so whatever is there is replaced."""
     root = str(staging)
     made: set[str] = set()
-    for rel in sorted(files):
+    for rel in rels:
         directory = directories[rel]
         if directory not in made:
             (staging / directory).mkdir(parents=True, exist_ok=True)
             made.add(directory)
+        if again:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{root}/{rel}")
         data = files[rel].encode("utf-8")
         if previous is None or not _link_if_same(previous / rel, staging / rel, data):
             _create(f"{root}/{rel}", data)
+    return True
+
+
+def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
+    """Write the complete new tree into ``staging``, a new directory beside ``out``.
+
+    A large tree is written by two processes at once, each its own directories, where
+    :func:`~gpufabric.support.background.can_fork` allows (file creation is the kernel's
+    work, so on two cores it takes half the time). The second process inherits the lock
+    of :func:`write_tree` (held until it exits, so a render killed meanwhile is recovered
+    only once its helper is gone); when it fails in any way this process writes its part."""
+    directories = {rel: _inside(rel) for rel in files}  # every path checked before writing
+    (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
+    previous = out if out.is_dir() else None
+    if len(files) < SPLIT_MIN_FILES or not can_fork():
+        _write_part(files, sorted(files), directories, staging, previous)
+        return
+    mine, theirs = _parts(directories, 2)
+    parent = os.getpid()
+
+    def helper() -> bool:  # in the second process; in this one when that failed
+        again = os.getpid() == parent
+        return _write_part(files, theirs, directories, staging, previous, again)
+
+    with Background(helper) as other:
+        _write_part(files, mine, directories, staging, previous)
+        other.result()
 
 
 def _swap(parent: int, staging: Path, out: Path) -> None:
