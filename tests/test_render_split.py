@@ -169,3 +169,15 @@ def test_a_render_killed_while_its_helper_writes_is_recovered_by_the_next(
     assert content(out) == tree_of(new)
     assert beside(out) == ["log"]
     shutil.rmtree(out)
+
+
+def test_the_helper_formats_what_it_writes(tmp_path: Path, files: dict[str, str]) -> None:
+    """render_files formats a file when it is read: the files the helper writes are
+    formatted in the helper, and the tree is the same bytes as the formatted dict."""
+    rendered = render_files(plan_of(example_config("prod-ib"), "prod-ib"))
+    out = tmp_path / "out"
+    assert write_tree(rendered, out, "prod-ib")
+    assert content(out) == tree_of(files)
+    formatted_here = set(rendered._texts)
+    assert 0 < len(formatted_here) < len(files)
+    assert dict(rendered) == files  # reading the rest formats it here, the same

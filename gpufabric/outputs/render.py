@@ -166,20 +166,59 @@ def _json_scalar(value: Any) -> str:
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
-def render_files(plan: Plan) -> dict[str, str]:
-    """Every output file of a plan, by relative path."""
-    files: dict[str, str] = {}
-    per_item: dict[str, list[str]] = {}
-    for item in plan.items:
-        item_files = files_of(item)
-        clash = files.keys() & item_files.keys()
-        if clash:
-            raise ValueError(f"two plan items write {sorted(clash)[0]}")
-        files.update(item_files)
-        per_item[item.id] = sorted(item_files)
-    doc = plan_document(plan, per_item)
-    files["plan.json"] = indented_json(doc) + "\n"
-    return files
+class RenderedFiles(Mapping[str, str]):
+    """Every output file of a plan, by relative path (in plan order, plan.json last). A
+    file's text is formatted when it is first read and then kept: :func:`write_tree` reads
+    the files a second process writes in that process, so it formats them there too."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._items: dict[str, Item | None] = {}  # None: plan.json
+        self._texts: dict[str, str] = {}
+        per_item: dict[str, list[str]] = {}
+        for item in plan.items:
+            paths = self._paths(item)
+            clash = next((p for p in sorted(paths) if p in self._items), None)
+            if clash is not None:
+                raise ValueError(f"two plan items write {clash}")
+            self._items.update(dict.fromkeys(paths, item))
+            per_item[item.id] = sorted(paths)
+        self._plan_json = (plan, per_item)
+        self._items["plan.json"] = None
+
+    def _paths(self, item: Item) -> list[str]:
+        payload = item.payload
+        if isinstance(payload, K8sObject):
+            return [object_path(item, payload)]
+        if isinstance(payload, HelmChart):
+            return [f"charts/{payload.release}/chart.yaml", f"charts/{payload.release}/values.yaml"]
+        texts = files_of(item)  # an overlay's paths are known once its templates ran
+        self._texts.update(texts)
+        return list(texts)
+
+    def __getitem__(self, rel: str) -> str:
+        text = self._texts.get(rel)
+        if text is not None:
+            return text
+        item = self._items[rel]
+        if item is None:
+            self._texts[rel] = indented_json(plan_document(*self._plan_json)) + "\n"
+        else:
+            self._texts.update(files_of(item))
+        return self._texts[rel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self._items
+
+
+def render_files(plan: Plan) -> RenderedFiles:
+    """Every output file of a plan, by relative path (formatted as each is read)."""
+    return RenderedFiles(plan)
 
 
 MARKER = ".gpufabric-render"
