@@ -28,10 +28,12 @@ import fcntl
 import functools
 import json
 import os
+import queue
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -40,7 +42,6 @@ from typing import Any
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
-from gpufabric.support.background import Background, can_fork
 
 CLUSTER_SCOPE_DIR = "_cluster"
 
@@ -455,73 +456,92 @@ def marker_text(files: Mapping[str, str], stack: str) -> str:
     return indented_json(record) + "\n"
 
 
-SPLIT_MIN_FILES = 256
-"""From this many files on, a second process writes part of the tree (:func:`_stage`)."""
+WRITER_MIN_FILES = 256
+"""From this many files on, a thread creates the files while the render formats the next
+ones (:func:`_stage`)."""
+_SWITCH_S = 0.0002
+"""The interpreter's switch interval while the writer thread runs: the thread needs the
+interpreter lock for a moment after each system call, and waiting the default 5 ms for it
+each time would make it crawl while the render formats."""
 
 
-def _parts(directories: Mapping[str, str], parts: int) -> list[list[str]]:
-    """The files split into ``parts`` lists of whole directories, about equal in files:
-    creating files in one directory takes the directory's lock in the kernel, so two
-    writers gain only when they write in different directories."""
-    by_dir: dict[str, list[str]] = {}
-    for rel in sorted(directories):
-        by_dir.setdefault(directories[rel], []).append(rel)
-    out: list[list[str]] = [[] for _ in range(parts)]
-    for _, rels in sorted(by_dir.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        min(out, key=len).extend(rels)
-    return out
+class _Writer:
+    """A thread that creates the staged files as the render hands them over: creating a
+    file is the kernel's work, done without the interpreter lock, so on a second core it
+    overlaps the formatting of the next files. A failure in the thread is raised in the
+    render, at its next hand-over or at :meth:`close`; the render stops the thread before
+    anything removes the staging directory."""
 
+    def __init__(self, staging: Path, previous: Path | None) -> None:
+        self.staging, self.previous = staging, previous
+        self.queue: queue.SimpleQueue[tuple[str, str, bytes] | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="gpufabric-writer", daemon=True)
+        self.thread.start()
 
-def _write_part(
-    files: Mapping[str, str],
-    rels: list[str],
-    directories: Mapping[str, str],
-    staging: Path,
-    previous: Path | None,
-    again: bool = False,
-) -> bool:
-    """Write the files ``rels`` into ``staging``. ``again``: another process may have
-    written some of them before it failed, so whatever is there is replaced."""
-    root = str(staging)
-    made: set[str] = set()
-    for rel in rels:
-        directory = directories[rel]
-        if directory not in made:
-            (staging / directory).mkdir(parents=True, exist_ok=True)
-            made.add(directory)
-        if again:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{root}/{rel}")
-        data = files[rel].encode("utf-8")
-        if previous is None or not _link_if_same(previous / rel, staging / rel, data):
-            _create(f"{root}/{rel}", data)
-    return True
+    def _run(self) -> None:
+        root = str(self.staging)
+        made: set[str] = set()
+        while (job := self.queue.get()) is not None:
+            if self.stopping or self.error is not None:
+                continue  # drain: the render is stopping
+            rel, directory, data = job
+            try:
+                if directory not in made:
+                    (self.staging / directory).mkdir(parents=True, exist_ok=True)
+                    made.add(directory)
+                previous = self.previous
+                if previous is None or not _link_if_same(previous / rel, self.staging / rel, data):
+                    _create(f"{root}/{rel}", data)
+            except BaseException as exc:  # raised in the render
+                self.error = exc
+
+    def put(self, rel: str, directory: str, data: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put((rel, directory, data))
+
+    def close(self, stopping: bool) -> None:
+        """Wait for the thread (skipping what is left when ``stopping``); raise its error."""
+        self.stopping = stopping
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and not stopping:
+            raise self.error
 
 
 def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
-    """Write the complete new tree into ``staging``, a new directory beside ``out``.
-
-    A large tree is written by two processes at once, each its own directories, where
-    :func:`~gpufabric.support.background.can_fork` allows (file creation is the kernel's
-    work, so on two cores it takes half the time). The second process inherits the lock
-    of :func:`write_tree` (held until it exits, so a render killed meanwhile is recovered
-    only once its helper is gone); when it fails in any way this process writes its part."""
+    """Write the complete new tree into ``staging``, a new directory beside ``out``; a
+    large tree through a :class:`_Writer` thread while the files are formatted."""
     directories = {rel: _inside(rel) for rel in files}  # every path checked before writing
     (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
     previous = out if out.is_dir() else None
-    if len(files) < SPLIT_MIN_FILES or not can_fork():
-        _write_part(files, sorted(files), directories, staging, previous)
+    if len(files) < WRITER_MIN_FILES:
+        root = str(staging)
+        made: set[str] = set()
+        for rel in sorted(files):
+            directory = directories[rel]
+            if directory not in made:
+                (staging / directory).mkdir(parents=True, exist_ok=True)
+                made.add(directory)
+            data = files[rel].encode("utf-8")
+            if previous is None or not _link_if_same(previous / rel, staging / rel, data):
+                _create(f"{root}/{rel}", data)
         return
-    mine, theirs = _parts(directories, 2)
-    parent = os.getpid()
-
-    def helper() -> bool:  # in the second process; in this one when that failed
-        again = os.getpid() == parent
-        return _write_part(files, theirs, directories, staging, previous, again)
-
-    with Background(helper) as other:
-        _write_part(files, mine, directories, staging, previous)
-        other.result()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(_SWITCH_S)
+    writer = _Writer(staging, previous)
+    stopping = True
+    try:
+        for rel in sorted(files):
+            writer.put(rel, directories[rel], files[rel].encode("utf-8"))
+        stopping = False
+    finally:
+        try:
+            writer.close(stopping)
+        finally:
+            sys.setswitchinterval(interval)
 
 
 def _swap(parent: int, staging: Path, out: Path) -> None:
