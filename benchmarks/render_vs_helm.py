@@ -224,7 +224,7 @@ def helm_part(
 
 def phase_part(args: argparse.Namespace, stack: Path, work: Path) -> None:
     """The render's steps, one after the other in one fresh process (render itself
-    validates on a second core while two processes format and write the files)."""
+    validates on a second core and a writer thread creates the files while it formats them)."""
     runs = [phases(stack, work / f"phases-{i}")["phases"] for i in range(args.repeat)]
     print("phases of a render, one after the other (median seconds of wall clock):")
     cells = "  ".join(f"{n} {statistics.median(r[n] for r in runs):.3f}" for n in PHASE_NAMES)
