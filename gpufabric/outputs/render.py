@@ -170,7 +170,8 @@ _encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
 class RenderedFiles(Mapping[str, str]):
     """Every output file of a plan, by relative path (in plan order, plan.json last). A
     file's text is formatted when it is first read and then kept: :func:`write_tree` reads
-    the files a second process writes in that process, so it formats them there too."""
+    each file as it hands it to its writer thread, so the first files are being created
+    while the next ones are formatted."""
 
     def __init__(self, plan: Plan) -> None:
         self._items: dict[str, Item | None] = {}  # None: plan.json
