@@ -54,7 +54,7 @@ from gpufabric.outputs.schema import validate_objects  # as render does, after t
 report = validate_objects((o.body for _, o in plan.objects()), plan.facts.kubernetes_minor)
 assert report.ok, report.errors[:3]
 marks.append(("validate", time.perf_counter()))
-files = render_files(plan); marks.append(("files", time.perf_counter()))
+files = dict(render_files(plan)); marks.append(("files", time.perf_counter()))  # all formatted
 write_tree(files, out, stack.name); marks.append(("write", time.perf_counter()))
 prev, phases = start, {}
 for name, t in marks:

@@ -14,8 +14,12 @@ as a user runs each, in fresh processes:
 
 The two are run in pairs, interleaved (the order alternates), so neighbours' load hits both
 alike; the ratio reported is the median of the pairs' ratios. Also printed: the interpreter
-start and the import of the command (the fixed cost of every render), and with the upstream
-CRDs present (--crd-dir) a render with a cold CRD cache against one with a warm cache.
+start and the import of the command (the fixed cost of every render); the render's phases
+one after the other in one process (import, stack file, plan, schema validation, formatting
+the files, writing them); where /dev/shm exists, the render into memory (tmpfs) against the
+render onto the file system --workdir is on, which shows what creating the files costs
+there; and with the upstream CRDs present (--crd-dir) a render with a cold CRD cache
+against one with a warm cache.
 
 helm and the pinned charts are looked for in $GPUFABRIC_SHARED/upstream (default: ../shared
 beside the checkout), else helm on PATH and charts in $GPUFABRIC_CHARTS; when either is
@@ -40,7 +44,7 @@ from typing import NamedTuple
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from render_stress import file_system, stress_config, write_stack
+from render_stress import PHASE_NAMES, file_system, phases, stress_config, write_stack
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))
@@ -218,6 +222,40 @@ def helm_part(
         )
 
 
+def phase_part(args: argparse.Namespace, stack: Path, work: Path) -> None:
+    """The render's steps, one after the other in one fresh process (render itself
+    validates on a second core and a writer thread creates the files while it formats them)."""
+    runs = [phases(stack, work / f"phases-{i}")["phases"] for i in range(args.repeat)]
+    print("phases of a render, one after the other (median seconds of wall clock):")
+    cells = "  ".join(f"{n} {statistics.median(r[n] for r in runs):.3f}" for n in PHASE_NAMES)
+    total = statistics.median(sum(r.values()) for r in runs)
+    print(f"  {cells}  (sum {total:.3f})")
+
+
+def tmpfs_part(args: argparse.Namespace, stack: Path, work: Path) -> None:
+    """The same render into memory and onto the output's file system, paired."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        print("tmpfs: SKIPPED, no writable /dev/shm")
+        return
+    memory = Path(tempfile.mkdtemp(prefix="gpufabric-bench-", dir=shm))
+    print(f"render onto {file_system(work)} | into tmpfs (/dev/shm)")
+    try:
+        pairs = paired(
+            args.repeat,
+            lambda i: timed(render_argv(stack, work / f"disk-{i}")),
+            lambda i: timed(render_argv(stack, memory / f"shm-{i}")),
+        )
+    finally:
+        shutil.rmtree(memory, ignore_errors=True)
+    ratios = summary("disk", "tmpfs", pairs)
+    extra = statistics.median(p[0].wall - p[1].wall for p in pairs)
+    print(
+        f"  creating the files on this disk costs {extra:+.3f} s of wall clock over memory "
+        f"(ratio {ratios['wall']:.2f})"
+    )
+
+
 def crd_part(args: argparse.Namespace, stack: Path, work: Path) -> None:
     crd_dir = SHARED / "crds"
     if not crd_dir.is_dir():
@@ -262,6 +300,8 @@ def main() -> int:
         print("imports: `python -c 'import gpufabric.cli'` | `python -c pass`")
         fixed = import_cost(args.repeat)
         helm_part(args, stack, work, rendered, fixed)
+        phase_part(args, stack, work)
+        tmpfs_part(args, stack, work)
         if not args.no_crds:
             crd_part(args, stack, work)
     finally:

@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -294,5 +295,48 @@ def test_the_index_gives_what_a_full_read_gives_for_the_upstream_crds(
                 part = schema.load_crds(crd_dir.resolve(), wanted)
                 assert part.schemas == {pair: full.schemas[pair]}
                 assert part.sources == {pair: full.sources[pair]}
+    finally:
+        schema.load_crds.cache_clear()
+
+
+def test_a_cold_index_converts_only_the_files_defining_wanted_kinds(
+    cache_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the directory index parses every file, but converts and stores the schemas
+    of only the files that define a kind being validated (the rest cost a parse), each
+    converted once, and gives what a full read gives; a later render wanting another kind
+    converts its file then."""
+    from gpufabric.outputs import schema
+
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    (crds / "a-widget.yaml").write_text(CRD)
+    gadget = CRD.replace("Widget", "Gadget").replace("widgets", "gadgets")
+    (crds / "b-gadget.yaml").write_text(gadget)
+    schema.load_crds.cache_clear()
+    full = schema.load_crds(crds.resolve())
+    for entry in (cache_home.parent / "crd-schemas").iterdir():
+        entry.unlink()
+    conversions: list[str] = []
+    real = schema.crd_to_jsonschema
+
+    def counting(raw: Any, **kw: Any) -> Any:
+        conversions.append(str(raw))
+        return real(raw, **kw)
+
+    monkeypatch.setattr(schema, "crd_to_jsonschema", counting)
+    widget_only = frozenset({("example.com/v1", "Widget")})
+    schema.load_crds.cache_clear()
+    try:
+        part = schema.load_crds(crds.resolve(), widget_only)
+        assert part.schemas == {k: v for k, v in full.schemas.items() if k in widget_only}
+        assert len(conversions) == 1  # the Widget's one served version, once
+        stored = {p.stem for p in (cache_home.parent / "crd-schemas").iterdir()}
+        assert schema._file_key(CRD.encode()) in stored
+        assert schema._file_key(gadget.encode()) not in stored
+        gadget_only = frozenset({("example.com/v1", "Gadget")})
+        later = schema.load_crds(crds.resolve(), gadget_only)
+        assert later.schemas == {k: v for k, v in full.schemas.items() if k in gadget_only}
+        assert len(conversions) == 2
     finally:
         schema.load_crds.cache_clear()

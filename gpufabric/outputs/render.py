@@ -28,10 +28,12 @@ import fcntl
 import functools
 import json
 import os
+import queue
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -165,20 +167,60 @@ def _json_scalar(value: Any) -> str:
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
-def render_files(plan: Plan) -> dict[str, str]:
-    """Every output file of a plan, by relative path."""
-    files: dict[str, str] = {}
-    per_item: dict[str, list[str]] = {}
-    for item in plan.items:
-        item_files = files_of(item)
-        clash = files.keys() & item_files.keys()
-        if clash:
-            raise ValueError(f"two plan items write {sorted(clash)[0]}")
-        files.update(item_files)
-        per_item[item.id] = sorted(item_files)
-    doc = plan_document(plan, per_item)
-    files["plan.json"] = indented_json(doc) + "\n"
-    return files
+class RenderedFiles(Mapping[str, str]):
+    """Every output file of a plan, by relative path (in plan order, plan.json last). A
+    file's text is formatted when it is first read and then kept: :func:`write_tree` reads
+    each file as it hands it to its writer thread, so the first files are being created
+    while the next ones are formatted."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._items: dict[str, Item | None] = {}  # None: plan.json
+        self._texts: dict[str, str] = {}
+        per_item: dict[str, list[str]] = {}
+        for item in plan.items:
+            paths = self._paths(item)
+            clash = next((p for p in sorted(paths) if p in self._items), None)
+            if clash is not None:
+                raise ValueError(f"two plan items write {clash}")
+            self._items.update(dict.fromkeys(paths, item))
+            per_item[item.id] = sorted(paths)
+        self._plan_json = (plan, per_item)
+        self._items["plan.json"] = None
+
+    def _paths(self, item: Item) -> list[str]:
+        payload = item.payload
+        if isinstance(payload, K8sObject):
+            return [object_path(item, payload)]
+        if isinstance(payload, HelmChart):
+            return [f"charts/{payload.release}/chart.yaml", f"charts/{payload.release}/values.yaml"]
+        texts = files_of(item)  # an overlay's paths are known once its templates ran
+        self._texts.update(texts)
+        return list(texts)
+
+    def __getitem__(self, rel: str) -> str:
+        text = self._texts.get(rel)
+        if text is not None:
+            return text
+        item = self._items[rel]
+        if item is None:
+            self._texts[rel] = indented_json(plan_document(*self._plan_json)) + "\n"
+        else:
+            self._texts.update(files_of(item))
+        return self._texts[rel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self._items
+
+
+def render_files(plan: Plan) -> RenderedFiles:
+    """Every output file of a plan, by relative path (formatted as each is read)."""
+    return RenderedFiles(plan)
 
 
 MARKER = ".gpufabric-render"
@@ -415,21 +457,92 @@ def marker_text(files: Mapping[str, str], stack: str) -> str:
     return indented_json(record) + "\n"
 
 
+WRITER_MIN_FILES = 256
+"""From this many files on, a thread creates the files while the render formats the next
+ones (:func:`_stage`)."""
+_SWITCH_S = 0.0002
+"""The interpreter's switch interval while the writer thread runs: the thread needs the
+interpreter lock for a moment after each system call, and waiting the default 5 ms for it
+each time would make it crawl while the render formats."""
+
+
+class _Writer:
+    """A thread that creates the staged files as the render hands them over: creating a
+    file is the kernel's work, done without the interpreter lock, so on a second core it
+    overlaps the formatting of the next files. A failure in the thread is raised in the
+    render, at its next hand-over or at :meth:`close`; the render stops the thread before
+    anything removes the staging directory."""
+
+    def __init__(self, staging: Path, previous: Path | None) -> None:
+        self.staging, self.previous = staging, previous
+        self.queue: queue.SimpleQueue[tuple[str, str, bytes] | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="gpufabric-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        root = str(self.staging)
+        made: set[str] = set()
+        while (job := self.queue.get()) is not None:
+            if self.stopping or self.error is not None:
+                continue  # drain: the render is stopping
+            rel, directory, data = job
+            try:
+                if directory not in made:
+                    (self.staging / directory).mkdir(parents=True, exist_ok=True)
+                    made.add(directory)
+                previous = self.previous
+                if previous is None or not _link_if_same(previous / rel, self.staging / rel, data):
+                    _create(f"{root}/{rel}", data)
+            except BaseException as exc:  # raised in the render
+                self.error = exc
+
+    def put(self, rel: str, directory: str, data: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put((rel, directory, data))
+
+    def close(self, stopping: bool) -> None:
+        """Wait for the thread (skipping what is left when ``stopping``); raise its error."""
+        self.stopping = stopping
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and not stopping:
+            raise self.error
+
+
 def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
-    """Write the complete new tree into ``staging``, a new directory beside ``out``."""
+    """Write the complete new tree into ``staging``, a new directory beside ``out``; a
+    large tree through a :class:`_Writer` thread while the files are formatted."""
     directories = {rel: _inside(rel) for rel in files}  # every path checked before writing
     (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
     previous = out if out.is_dir() else None
-    root = str(staging)
-    made: set[str] = set()
-    for rel in sorted(files):
-        directory = directories[rel]
-        if directory not in made:
-            (staging / directory).mkdir(parents=True, exist_ok=True)
-            made.add(directory)
-        data = files[rel].encode("utf-8")
-        if previous is None or not _link_if_same(previous / rel, staging / rel, data):
-            _create(f"{root}/{rel}", data)
+    if len(files) < WRITER_MIN_FILES:
+        root = str(staging)
+        made: set[str] = set()
+        for rel in sorted(files):
+            directory = directories[rel]
+            if directory not in made:
+                (staging / directory).mkdir(parents=True, exist_ok=True)
+                made.add(directory)
+            data = files[rel].encode("utf-8")
+            if previous is None or not _link_if_same(previous / rel, staging / rel, data):
+                _create(f"{root}/{rel}", data)
+        return
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(_SWITCH_S)
+    writer = _Writer(staging, previous)
+    stopping = True
+    try:
+        for rel in sorted(files):
+            writer.put(rel, directories[rel], files[rel].encode("utf-8"))
+        stopping = False
+    finally:
+        try:
+            writer.close(stopping)
+        finally:
+            sys.setswitchinterval(interval)
 
 
 def _swap(parent: int, staging: Path, out: Path) -> None:

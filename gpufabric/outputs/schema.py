@@ -251,13 +251,23 @@ def _crd_schemas(data: bytes, key: str) -> list[Crd]:
     """(apiVersion, kind, JSON Schema) of every served version of every CRD in a file's
     bytes. Parsing megabytes of CRDs is most of a render with --crd-dir, so the result is
     cached under ``key`` (:func:`_file_key`)."""
+    cached = _cached(key)
+    return cached if cached is not None else _converted(_served(data), key)
+
+
+def _cached(key: str) -> list[Crd] | None:
     cached = read_json("crd-schemas", key)
     if isinstance(cached, list) and all(
         isinstance(e, list) and len(e) == 3 and isinstance(e[2], dict) for e in cached
     ):
         return [(str(a), str(k), s) for a, k, s in cached]
+    return None
+
+
+def _served(data: bytes) -> list[Crd]:
+    """(apiVersion, kind, openAPIV3Schema as written) of every served version of every CRD
+    in a file's bytes."""
     found: list[Crd] = []
-    converted: set[int] = set()
     for doc in yamlcodec.load_all_simple(data.decode("utf-8")):
         if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
             continue
@@ -267,12 +277,20 @@ def _crd_schemas(data: bytes, key: str) -> list[Crd]:
             if not version.get("served", True):
                 continue
             raw = (version.get("schema") or {}).get("openAPIV3Schema")
-            if raw is None:
-                continue
-            # Converted in place unless a YAML alias made versions share one schema.
-            schema = crd_to_jsonschema(raw, in_place=id(raw) not in converted)
-            converted.add(id(raw))
-            found.append((f"{group}/{version['name']}", kind, schema))
+            if raw is not None:
+                found.append((f"{group}/{version['name']}", kind, raw))
+    return found
+
+
+def _converted(served: list[Crd], key: str) -> list[Crd]:
+    """:func:`_served`'s schemas converted to JSON Schema, and cached under ``key``."""
+    found: list[Crd] = []
+    converted: set[int] = set()
+    for api_version, kind, raw in served:
+        # Converted in place unless a YAML alias made versions share one schema.
+        schema = crd_to_jsonschema(raw, in_place=id(raw) not in converted)
+        converted.add(id(raw))
+        found.append((api_version, kind, schema))
     write_json("crd-schemas", key, [list(e) for e in found])
     return found
 
@@ -294,10 +312,16 @@ def _crd_files(directory: Path) -> list[CrdFile]:
     return files
 
 
-def _kinds_by_file(files: list[CrdFile]) -> list[list[tuple[str, str]]]:
+def _kinds_by_file(
+    files: list[CrdFile],
+    wanted: frozenset[tuple[str, str]] = frozenset(),
+    converted: dict[str, list[Crd]] | None = None,
+) -> list[list[tuple[str, str]]]:
     """The (apiVersion, kind) pairs each file defines, from the directory's cached index
     (one small entry keyed by every file's key) or, when it is absent or not what these
-    files give, from each file's schemas (cached per file), then stored."""
+    files give, from each file, then stored. Building the index converts (and caches) the
+    schemas of only the files that define ``wanted`` kinds, into ``converted`` by file key:
+    converting and storing every upstream CRD costs more than parsing them all."""
     digest = hashlib.sha256(_CONVERSION_KEY)
     for _, _, key in files:
         digest.update(key.encode())
@@ -309,7 +333,17 @@ def _kinds_by_file(files: list[CrdFile]) -> list[list[tuple[str, str]]]:
         and all(_index_row(row, key) for row, (_, _, key) in zip(cached, files, strict=True))
     ):
         return [[(str(a), str(k)) for a, k in row[1]] for row in cached]
-    kinds = [[(a, k) for a, k, _ in _crd_schemas(data, key)] for _, data, key in files]
+    kept = {} if converted is None else converted
+    kinds = []
+    for _, data, key in files:
+        schemas = _cached(key)
+        if schemas is None:
+            schemas = _served(data)
+            if wanted.intersection((a, k) for a, k, _ in schemas):
+                schemas = _converted(schemas, key)
+        if wanted.intersection((a, k) for a, k, _ in schemas):
+            kept[key] = schemas  # converted: read right after
+        kinds.append([(a, k) for a, k, _ in schemas])
     rows = [
         [key, [list(p) for p in pairs]] for (_, _, key), pairs in zip(files, kinds, strict=True)
     ]
@@ -337,15 +371,17 @@ def load_crds(directory: Path, kinds: frozenset[tuple[str, str]] | None = None) 
     those of these (apiVersion, kind) pairs only, reading the schemas of just the files
     that define them (a directory's index of which file defines what is cached)."""
     files = _crd_files(directory)
+    converted: dict[str, list[Crd]] = {}  # converted while the index was built
     if kinds is not None:
-        defined = _kinds_by_file(files)
+        defined = _kinds_by_file(files, kinds, converted)
         files = [f for f, pairs in zip(files, defined, strict=True) if kinds.intersection(pairs)]
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     sources: dict[tuple[str, str], str] = {}
     for path, data, key in files:
-        for api_version, kind, converted in _crd_schemas(data, key):
+        known = converted.get(key)
+        for api_version, kind, schema in known if known is not None else _crd_schemas(data, key):
             if kinds is None or (api_version, kind) in kinds:
-                schemas[(api_version, kind)] = converted
+                schemas[(api_version, kind)] = schema
                 sources[(api_version, kind)] = str(path)
     return CrdIndex(schemas=schemas, sources=sources)
 
