@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import sweepfleet
 
 from gpufabric.verify.sweep import localize_rails, sweep
+from gpufabric.verify.sweep_plan import Cost
 
 
 def _hours(seconds: float) -> str:
@@ -47,6 +48,7 @@ def run(
     report = sweep(
         fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels,
         run_group=None if group <= 2 else fleet.run_group, group=group,
+        cost=Cost(pair_s, run_s),
     )  # fmt: skip
     if report.bad:
         localize_rails(report, sweepfleet.RAILS, fleet.run_rail_pair, 8)
