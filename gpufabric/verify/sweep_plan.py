@@ -61,6 +61,7 @@ EXPOSE = 8
 groups give them at no extra job): a node slow with half of its partners passes with all of
 them with probability 2^-EXPOSE. A sweep of pairs asks C (each partner costs a round)."""
 
+
 Pair = tuple[str, str]
 Topology = Mapping[str, tuple[str, ...]]
 """Node -> the switch it sits under at each level, widest first (empty: not known)."""
@@ -299,8 +300,9 @@ def split_jobs(
 ) -> list[tuple[str, ...]]:
     """The next round's jobs after failing group jobs: a group no faulty member explains
     runs again without its ``suspects`` (members that failed a pair job no verdict explains
-    yet: they meet proven partners instead, which finds a faulty one in a round) or, with
-    none, splits (:func:`_split`); one a faulty member explains runs again without its faulty
+    yet: they meet proven partners instead, which finds a faulty one in a round) when they
+    are a quarter of it at most, else (many suspects look like a path, none like a pair
+    inside) splits (:func:`_split`); one a faulty member explains runs again without its faulty
     members, GOOD ones included (one job gives the rest their partners back, and they may
     be the ones a member is slow with; if it fails again, it is split: a flaky member
     explains one failure, not every one); jobs that already ran are skipped,
@@ -317,7 +319,7 @@ def split_jobs(
         clear = tuple(n for n in job.members if n not in suspect)
         if faulty & set(job.members):  # explained: the rest meet again without it
             parts = [rest] if len(rest) > 2 and not _proven(rest, passed) else []
-        elif len(clear) < len(job.members) and frozenset(clear) not in ran:
+        elif 0 < len(job.members) - len(clear) <= max(1, len(job.members) // 4) and frozenset(clear) not in ran:  # fmt: skip
             parts = [clear] if len(clear) >= 2 and not _proven(clear, passed) else []
         else:
             parts = _split(job.members, passed)
@@ -465,17 +467,24 @@ def _witnessed(x: str, rec: _Record, faulty: set[str], confirm: int, without: st
     return len(witnesses) >= 2
 
 
-def _uncleared(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> dict[str, str]:  # fmt: skip
+def _uncleared(
+    jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int, repeat: int
+) -> dict[str, str]:
     """Nodes not faulty that failed a job (a pair, or a group job a faulty member explains)
-    whose faulty member's fault is not shown apart from them: that member passed jobs too, and
-    without this node's own failure with it, it has fewer than two witnesses. Which of the two
-    failed is then not told (two flaky nodes failing with one healthy node make it look
-    faulty), so neither is GOOD until the member fails with others. Node -> that member."""
+    whose faulty member's fault is not shown apart from them: that member passed jobs too,
+    its failures with the node are not steady (``repeat`` runs, all failing), and without
+    the node's own failure with it, it has fewer than two witnesses. Which of the two failed
+    is then not told (two flaky nodes failing with one healthy node make it look faulty), so
+    neither is GOOD until the member fails with others or the pair fails steadily. Node ->
+    that member."""
     shown: dict[tuple[str, str], bool] = {}
 
     def apart(x: str, p: str) -> bool:
         if (x, p) not in shown:
-            shown[x, p] = not rec.passes[x] or _witnessed(x, rec, faulty - {x}, confirm, p)
+            steady = rec.fails[p][x] >= repeat and not rec.passes[p][x]
+            shown[x, p] = (
+                steady or not rec.passes[x] or _witnessed(x, rec, faulty - {x}, confirm, p)
+            )
         return shown[x, p]
 
     out: dict[str, str] = {}
@@ -649,7 +658,7 @@ def judge(
     reach = _reach(nodes, topo, paths, len(faulty))
     ran = passing_jobs(jobs)
     held = _held(jobs, rec, faulty, confirm)
-    uncleared = _uncleared(jobs, rec, faulty, confirm)
+    uncleared = _uncleared(jobs, rec, faulty, confirm, repeat)
     eligible = [
         n
         for n in nodes
@@ -664,7 +673,9 @@ def judge(
         if x in good:
             verdicts[x] = "GOOD"
         elif x in faulty:
-            verdicts[x], notes[x], rerun = _faulty_verdict(x, rec, good, repeat, confirm)
+            verdicts[x], notes[x], rerun = _faulty_verdict(
+                x, rec, good | {p for p, y in uncleared.items() if y == x}, repeat, confirm
+            )
             if rerun:
                 retests[x] = rerun
         else:
@@ -697,11 +708,11 @@ def judge(
 def _wants_partner(
     x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int, expose: int
 ) -> bool:
-    """An open node runs again while it has met fewer than 4C partners in pair jobs and
+    """An open node runs again while it has met fewer than max(4C, 2 (EXPOSE + C)) partners in pair jobs and
     either passed with fewer than max(C + 2, ``expose``) proven ones, has a failure no verdict
     explains yet (a flaky partner shows itself by failing again) or is in a failing group job
     not yet explained (it is not GOOD before that)."""
-    if len(met.get(x, ())) >= max(4 * confirm, expose + confirm):
+    if len(met.get(x, ())) >= max(4 * confirm, 2 * (expose + confirm)):
         return False
     proven = sum(1 for y in rec.passes[x] if y in good)
     return (

@@ -46,7 +46,7 @@ def test_the_planner_picks_the_mode_of_least_estimated_wall_time() -> None:
     assert flat.size == 16
     # each rank order as long as a job: pairs (8 rounds for 8 partners) win
     dear = sweep_plan.choose_mode(topo, 8, 3, 16, Cost(90.0, 200.0))
-    assert (dear.size, dear.group_rounds, dear.expose) == (2, 0, sweep_plan.EXPOSE)
+    assert (dear.size, dear.group_rounds, len(dear.pair_scopes)) == (2, 0, 8)
 
 
 @pytest.mark.parametrize(("at_once", "size"), [(1, 2), (2, 4), (4, 8), (8, 8), (16, 8)])
@@ -75,6 +75,7 @@ def test_the_estimate_prints_the_mode_actually_used() -> None:
     assert "16 nodes at a time" in words
     assert "about 6.4 h at 90 s a job and 30 s per rank order past the first" in words
     assert "at most 32.0 h" in words  # 64 waves of groups, 2 x 64 of pairs, 600 s each
+    assert "GOOD after 8 distinct partners" in words
 
 
 def test_the_sweep_runs_the_mode_it_estimated() -> None:
@@ -186,3 +187,21 @@ def test_a_group_a_faulty_node_explains_clears_its_other_members() -> None:
     verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
     assert verdict.verdicts[b] == "BAD"
     assert verdict.verdicts[x] == verdict.verdicts["n03"] == "GOOD"
+
+
+def test_a_cut_off_leaf_whose_groups_all_failed_is_a_path_fault_not_drained() -> None:
+    """Found at N = 256 in the mixed simulation (seed 1000): leaf-003's uplink is degraded
+    and both its groups held a faulty node, so every member also failed its pairs across
+    leaves; re-running each group without those 'suspects' left nothing inside the leaf to
+    pass, and its 12 healthy nodes were drained. Many suspects in one group split it
+    instead, its nodes pass inside the leaf and the uplink is named."""
+    fleet = sweepfleet.build(256, "mixed", 8, 1000)
+    report = sweep(
+        fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels,
+        run_group=fleet.run_group, group=16,
+    )  # fmt: skip
+    got = sweepfleet.score(fleet, report)
+    assert "leaf-003" in fleet.uplinks
+    assert "leaf-003" in {p.switch for p in report.paths}
+    assert (got.false_drains, got.false_paths, got.flaky_good_after_failure) == (0, 0, 0)
+    assert set(report.bad) <= fleet.faulty
