@@ -637,6 +637,33 @@ def _held(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> 
     return held
 
 
+def _open_note(
+    x: str,
+    rec: _Record,
+    tainted: Mapping[str, tuple[str, ...]],
+    uncleared: Mapping[str, str],
+    held: Mapping[str, str],
+    confirm: int,
+) -> str:
+    """Why an UNKNOWN node is not GOOD yet, in words (the strongest reason last wins)."""
+    note = ""
+    if rec.fails[x]:
+        note = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
+    elif x in tainted:
+        note = f"in a failing group job ({', '.join(tainted[x])}) not yet explained"
+    if x in uncleared:
+        note = (
+            f"failed with {uncleared[x]}, whose fault is not shown apart from this "
+            "node (fewer than two other witnesses): not GOOD until it is"
+        )
+    if x in held:
+        note = (
+            f"failed with {held[x]}, whose result changed with the same partner: "
+            f"GOOD after {confirm} more passing jobs for each such failure"
+        )
+    return note
+
+
 def judge(
     nodes: Sequence[str],
     topo: Topology,
@@ -680,22 +707,11 @@ def judge(
                 retests[x] = rerun
         else:
             verdicts[x] = "UNKNOWN"
-            if rec.fails[x]:
-                notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
-                if any(y not in faulty for y in rec.fails[x]):
-                    suspects.add(x)
-            elif x in tainted:
-                notes[x] = f"in a failing group job ({', '.join(tainted[x])}) not yet explained"
-            if x in uncleared:
-                notes[x] = (
-                    f"failed with {uncleared[x]}, whose fault is not shown apart from this "
-                    "node (fewer than two other witnesses): not GOOD until it is"
-                )
-            if x in held:
-                notes[x] = (
-                    f"failed with {held[x]}, whose result changed with the same partner: "
-                    f"GOOD after {confirm} more passing jobs for each such failure"
-                )
+            note = _open_note(x, rec, tainted, uncleared, held, confirm)
+            if note:
+                notes[x] = note
+            if any(y not in faulty for y in rec.fails[x]):
+                suspects.add(x)
     mixed = [x for x in faulty if rec.passes[x]]
     failed_with = {p for x in mixed for p in rec.fails[x] if p in good}
     corroborate = _uncorroborated(failed_with, rec, good, confirm)
