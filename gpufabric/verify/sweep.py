@@ -2,11 +2,12 @@
 two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep_plan`.
 
 Screening rounds pair every node with partners it has not met, under its own leaf switch
-(with ``run_group``: group jobs of up to the quota's nodes under each leaf, split on failure)
-and across each switch level the stack knows; then the rounds adapt: a node not yet judged
-runs with a node already proven GOOD, a node that failed with some partners and passed with
-others re-runs with the partners it failed with. Jobs run as many at once as the tenant's
-quota admits (a node is in one job at a time). After every round the whole record is judged
+(with ``run_group``: group jobs under each leaf, split on failure, when the planner's estimate
+of the wall time for the quota says they pay) and across each switch level the stack knows;
+then the rounds adapt: a node not yet judged runs with a node already proven GOOD, a node that
+failed with some partners and passed with others re-runs with the partners it failed with.
+Each round's jobs are admitted by the quota's nodes (two per two-node job it admits), largest
+first (a node is in one job at a time). After every round the whole record is judged
 again (sweep_plan's rules: path faults, witnesses, the C-core of passing pairs).
 
 Then each BAD node runs one job per rail with a proven-good partner, its pods attached to
