@@ -205,3 +205,23 @@ def test_a_cut_off_leaf_whose_groups_all_failed_is_a_path_fault_not_drained() ->
     assert "leaf-003" in {p.switch for p in report.paths}
     assert (got.false_drains, got.false_paths, got.flaky_good_after_failure) == (0, 0, 0)
     assert set(report.bad) <= fleet.faulty
+
+
+def test_a_node_failing_once_keeps_meeting_proven_partners_past_twelve() -> None:
+    """Found at N = 4,096 (partner-dependent, seed 1002, main): a node slow with half of its
+    partners failed once, then passed with 11 proven partners in a row; having met 12 in pair
+    jobs it got no more, and its slowness stayed UNKNOWN (not found). It meets partners until
+    max(4C, 2 (EXPOSE + C)): each new one is another even chance of its second witness."""
+    nodes = [f"n{i:02d}" for i in range(32)]
+    flat: dict[str, tuple[str, ...]] = dict.fromkeys(nodes, ())
+    halves = (tuple(nodes[:16]), tuple(nodes[16:]))
+    jobs = [Job(r, h[:2], "PASS", h) for r in (1, 2, 3) for h in halves]
+    x, y = "n00", "n01"
+    jobs.append(Job(4, (x, y), "FAIL"))
+    jobs += [Job(5 + i, (x, p), "PASS") for i, p in enumerate(nodes[2:13])]
+    verdict = sweep_plan.judge(nodes, flat, (), jobs, expose=sweep_plan.EXPOSE)
+    assert verdict.verdicts[x] == "UNKNOWN"
+    pairs = sweep_plan.adaptive_pairs(nodes, flat, (), jobs, verdict, 16, 3, sweep_plan.EXPOSE)
+    partner = next((b if a == x else a for a, b in pairs if x in (a, b)), None)
+    assert partner is not None
+    assert verdict.verdicts[partner] == "GOOD"
