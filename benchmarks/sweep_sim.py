@@ -41,9 +41,11 @@ BOUNDS = """bounds (not zero by construction):
 - partner-dependent: a node slow with half of its partners is GOOD only if it passed with all
   of them: 2^-p for p distinct partners (the screening gives 9 with groups of 8: 2^-9, about
   one node in 500; k = 128 such nodes at N = 4,096 leave 0.25 per fleet to chance);
-- mixed, small leaves: a leaf of 4 nodes cut off by its uplink with a bad node in it leaves
-  its other nodes 2 clean partners, fewer than the witness rule's C = 3: the bad node stays
-  UNKNOWN (not localized, never GOOD, exit 5).
+- mixed, cut-off leaves: a leaf cut off by its uplink has only its own nodes as partners; a
+  bad node in a leaf of 4 leaves the others 2 clean partners, fewer than the witness rule's
+  C = 3, and two or three partner-dependent nodes in one cut-off leaf of 16 fail with the same
+  partners, so none of those is a witness: those nodes stay UNKNOWN (or FLAKY when a flaky
+  partner changed a result), never GOOD, never drained (exit 5 / 4).
 """
 
 
