@@ -47,6 +47,7 @@ conformance: $(STAMP)
 
 # Figures printed, never asserted: render against `helm template` of the same charts (paired
 # runs; skipped without helm and the charts), the render's phases, the benchmarks below.
+# The sweep simulation runs N = 16 to 1,024 here (a few minutes); `--full` adds 4,096.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/render_vs_helm.py
 	$(BIN)/python benchmarks/render_stress.py

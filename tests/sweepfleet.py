@@ -43,6 +43,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from gpufabric.verify import sweep_plan
 from gpufabric.verify.sweep_plan import ring_orders
 
 LEAF_LABEL = "topology.gpufabric.io/leaf"
@@ -189,8 +190,8 @@ nodes runs both tests once per rank order of ring_orders(g)."""
 
 def job_seconds(size: int, pair_s: float = PAIR_S, run_s: float = RUN_S) -> float:
     """How long a job of ``size`` nodes takes: a pair's time, plus two test runs for every
-    rank order past the first."""
-    return pair_s + 2 * run_s * (len(ring_orders(size)) - 1)
+    rank order past the first (the planner's :class:`gpufabric.verify.sweep_plan.Cost`)."""
+    return sweep_plan.Cost(pair_s, run_s).seconds(size)
 
 
 def score(
@@ -237,18 +238,17 @@ def score(
 
 
 def _waves(jobs: Any, concurrency: int, pair_s: float = 0.0, run_s: float = 0.0) -> Any:
-    """Waves of jobs when the quota admits ``concurrency`` two-node jobs at once: each
-    round's jobs of g nodes run 2 * concurrency // g at a time (at least one). With
-    ``pair_s``, the seconds those waves take instead (each as long as its jobs)."""
-    sizes: dict[tuple[int, int], int] = {}
+    """Waves of jobs when the quota admits ``concurrency`` two-node jobs at once (2 x
+    ``concurrency`` nodes), each round's jobs admitted as the sweep's runner admits them
+    (:func:`gpufabric.verify.sweep_plan.round_seconds`): with ``pair_s``, the seconds those
+    rounds take (a job of g nodes :func:`job_seconds`), else the rounds' length in jobs one
+    after another."""
+    rounds: dict[int, list[int]] = {}
     for job in jobs:
-        key = (job.round, len(job.nodes))
-        sizes[key] = sizes.get(key, 0) + 1
-    total: float = 0
-    for (_, g), count in sizes.items():
-        waves = -(-count // max(1, 2 * concurrency // g))
-        total += waves * (job_seconds(g, pair_s, run_s) if pair_s else 1)
-    return total
+        rounds.setdefault(job.round, []).append(len(job.nodes))
+    cost = sweep_plan.Cost(pair_s, run_s).seconds if pair_s else (lambda size: 1.0)
+    total = sum(sweep_plan.round_seconds(sizes, 2 * concurrency, cost) for sizes in rounds.values())
+    return total if pair_s else int(total)
 
 
 # ------------------------------------------------------- the cluster path: an MPI Operator

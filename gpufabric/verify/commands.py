@@ -351,9 +351,9 @@ def _group_estimate(
 ) -> str:  # fmt: skip
     """Rounds, jobs and wall time of a sweep with group jobs when every job passes: the
     planner's own rounds, run against jobs that all pass (no cluster, deterministic), each
-    round's jobs in waves of what the quota admits, a group job of g nodes taking
-    TYPICAL_JOB_S plus two runs per rank order past the first. Failures add the splits and
-    re-runs."""
+    round's jobs admitted by the quota's nodes and costed as the planner costs them
+    (:func:`sweep_plan.round_seconds`, :class:`sweep_plan.Cost`). Failures add the splits
+    and re-runs."""
     dry = sweep.SweepReport({}, 0)
     sweep.sweep(
         names, _passing, concurrency, into=dry, topology=topo, levels=levels,
@@ -361,21 +361,19 @@ def _group_estimate(
     )  # fmt: skip
     rounds: dict[int, list[int]] = {}
     for job in dry.jobs:
-        rounds.setdefault(job.round, []).append(len(job.nodes))
-    waves, seconds = 0, 0.0
-    for sizes in rounds.values():
-        wave = -(-len(sizes) // max(1, 2 * concurrency // max(sizes)))
-        orders = len(sweep_plan.ring_orders(max(sizes)))
-        waves += wave
-        seconds += wave * (sweep_plan.TYPICAL_JOB_S + 2 * nccl.RUN_S * (orders - 1))
+        rounds.setdefault(job.round, []).append(len(job.nodes) or 2)
+    cost = sweep_plan.Cost()
+    seconds = sum(sweep_plan.round_seconds(r, 2 * concurrency, cost.seconds) for r in rounds.values())  # fmt: skip
+    flat = sweep_plan.Cost(timeout, 0.0).seconds if timeout else None
+    bound = sum(sweep_plan.round_seconds(r, 2 * concurrency, flat) for r in rounds.values()) if flat else 0  # fmt: skip
     groups = [n for sizes in rounds.values() for n in sizes if n > 2]
-    limit = f", at most {_hours(waves * timeout)}" if timeout else ""
+    limit = f", at most {_hours(bound)}" if timeout else ""
     return (
         f"sweep over {len(names)} GPU nodes with group jobs of up to {max(groups, default=2)} "
         f"nodes, each running the tests once per rank order: {dry.rounds} rounds, "
         f"{len(groups)} group jobs and {len(dry.jobs) - len(groups)} two-node jobs when all "
-        f"pass, {2 * concurrency} nodes at a time as the quota admits ({waves} waves: about "
-        f"{_hours(seconds)} at {sweep_plan.TYPICAL_JOB_S:g} s a job plus {2 * nccl.RUN_S:g} s "
+        f"pass, {2 * concurrency} nodes at a time as the quota admits (about "
+        f"{_hours(seconds)} at {cost.job_s:g} s a job plus {2 * cost.run_s:g} s "
         f"per rank order past the first{limit}); failures add splits and rounds with proven "
         "partners"
     )
@@ -392,7 +390,7 @@ def _estimate(
 ) -> str:  # fmt: skip
     """What the sweep will take, in words, for the mode it runs in (group jobs when a group
     holds more than two nodes, else two-node jobs)."""
-    if sweep_plan.group_size(topo, size) > 2:
+    if sweep_plan.choose_mode(topo, concurrency, confirm, size).group_rounds:
         return _group_estimate(names, topo, levels, size, concurrency, timeout, confirm)
     return sweep_plan.estimate(topo, concurrency, timeout, confirm).words()
 

@@ -75,9 +75,6 @@ ORDER_HOSTFILE = "/tmp/gpufabric-order-hostfile"
 GROUP_ENV = {**DEBUG_ENV, "NCCL_ALGO": "Ring"}
 """A group job's runs: rings only, for both tests, so each run loads exactly the links
 between nodes adjacent in its rank order (trees, NVLS and CollNet would load others)."""
-RUN_S = 15.0
-"""One more nccl-tests run (mpirun start, NCCL init, 1-8 GiB) in a job: a group job of g
-nodes runs both tests once per rank order (ceil(g / 2) orders), what the estimate assumes."""
 ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"

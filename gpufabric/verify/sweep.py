@@ -2,11 +2,12 @@
 two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep_plan`.
 
 Screening rounds pair every node with partners it has not met, under its own leaf switch
-(with ``run_group``: group jobs of up to the quota's nodes under each leaf, split on failure)
-and across each switch level the stack knows; then the rounds adapt: a node not yet judged
-runs with a node already proven GOOD, a node that failed with some partners and passed with
-others re-runs with the partners it failed with. Jobs run as many at once as the tenant's
-quota admits (a node is in one job at a time). After every round the whole record is judged
+(with ``run_group``: group jobs under each leaf, split on failure, when the planner's estimate
+of the wall time for the quota says they pay) and across each switch level the stack knows;
+then the rounds adapt: a node not yet judged runs with a node already proven GOOD, a node that
+failed with some partners and passed with others re-runs with the partners it failed with.
+Each round's jobs are admitted by the quota's nodes (two per two-node job it admits), largest
+first (a node is in one job at a time). After every round the whole record is judged
 again (sweep_plan's rules: path faults, witnesses, the C-core of passing pairs).
 
 Then each BAD node runs one job per rail with a proven-good partner, its pods attached to
@@ -220,11 +221,14 @@ def sweep(
     confirm: int = CONFIRM,
     run_group: RunGroup | None = None,
     group: int = 2,
+    cost: sweep_plan.Cost | None = None,
 ) -> SweepReport:
     """Localize the nodes (and uplinks) that fail the acceptance test; ``concurrency`` jobs
     at a time. ``topology`` gives each node's switches at ``levels`` (widest first). With
-    ``run_group`` and ``group`` > 2, screening starts with group jobs of up to ``group``
-    nodes under each leaf, failing groups split until their pairs are known. ``stop`` is set
+    ``run_group`` and ``group`` > 2, the screening may start with group jobs of up to ``group``
+    nodes under each leaf (failing groups split until their pairs are known): the planner
+    picks pairs or the group size by its own estimate of the wall time for the quota
+    (:func:`sweep_plan.choose_mode`, jobs costed by ``cost``). ``stop`` is set
     when the sweep is interrupted (the jobs' waits should watch it). The report is judged
     round by round and also when cut short (``into`` when given: what an interrupted sweep
     proved stays readable there); a node listed twice is swept once. It ends when a round
@@ -236,8 +240,10 @@ def sweep(
     report = into if into is not None else SweepReport({}, 0)
     report.levels, report.confirm = tuple(levels), confirm
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
-    size = sweep_plan.group_size(topo, group) if run_group is not None else 2
-    planner = _Planner(ordered, topo, tuple(levels), confirm, size)
+    mode = sweep_plan.choose_mode(
+        topo, concurrency, confirm, group if run_group is not None else 2, cost
+    )
+    planner = _Planner(ordered, topo, tuple(levels), confirm, mode)
     for round_ in range(1, max_rounds + 1):
         parts = planner.next(round_, report.jobs)
         if not parts:
@@ -245,7 +251,7 @@ def sweep(
         try:
             _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop)
         finally:
-            _apply(report, ordered, topo, planner.expose)
+            _apply(report, ordered, topo, mode.expose)
         if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(parts) :]):
             break  # no job of the round could be judged: more rounds would not be either
     return report
@@ -253,46 +259,39 @@ def sweep(
 
 @dataclass
 class _Planner:
-    """Which jobs each round runs: group rounds (when groups are bigger than pairs), the
-    splits of failing groups (and re-runs of explained ones), the pair screening rounds
-    still due, then adaptive rounds."""
+    """Which jobs each round runs: the screening rounds of the chosen mode (group rounds, then
+    pair rounds across the switch levels), then the splits of failing groups still
+    unexplained (and re-runs of explained ones) with adaptive pairs for the nodes they leave
+    free, in one round."""
 
     nodes: list[str]
     topo: Topology
     levels: tuple[str, ...]
     confirm: int
-    size: int
-    screened: int = 0
+    mode: sweep_plan.Mode
 
     @property
     def expose(self) -> int:
-        """Distinct partners a node passes with before it is GOOD: EXPOSE with groups (they
-        give them at no extra job), C with pairs."""
-        return max(self.confirm, sweep_plan.EXPOSE) if self.size > 2 else self.confirm
+        return self.mode.expose
 
     def next(self, round_: int, jobs: Sequence[Job]) -> Sequence[tuple[str, ...]]:
-        grouped = sweep_plan.group_rounds(self.topo, self.size)
-        if round_ <= grouped:
-            return sweep_plan.screening_groups(self.nodes, self.topo, round_, self.size)
+        mode = self.mode
+        if round_ <= mode.group_rounds:
+            return sweep_plan.screening_groups(self.nodes, self.topo, round_, mode.size)
+        if round_ <= mode.rounds:
+            scope = mode.pair_scopes[round_ - mode.group_rounds - 1]
+            return sweep_plan.scoped_pairs(self.nodes, self.topo, scope, jobs, str(round_))
         verdict = sweep_plan.judge(
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
-        parts = sweep_plan.split_jobs(jobs, verdict.faulty)
-        if parts:
-            return parts
-        # the group rounds stand in for the pair rounds within a leaf
-        due = [
-            r
-            for r in range(1, sweep_plan.screening_rounds(self.topo, self.confirm) + 1)
-            if not grouped or sweep_plan.round_scope(r, self.topo) is not None
-        ]
-        if self.screened < len(due):
-            self.screened += 1
-            screen_round = due[self.screened - 1]
-            return sweep_plan.screening_pairs(self.nodes, self.topo, screen_round, jobs, self.confirm)  # fmt: skip
-        return sweep_plan.adaptive_pairs(
-            self.nodes, self.topo, self.levels, jobs, verdict, round_, self.confirm, self.expose
-        )
+        parts = sweep_plan.split_jobs(jobs, verdict.faulty, verdict.suspects)
+        busy = {n for part in parts for n in part}
+        return parts + list(
+            sweep_plan.adaptive_pairs(
+                self.nodes, self.topo, self.levels, jobs, verdict, round_, self.confirm,
+                self.expose, busy=busy,
+            )
+        )  # fmt: skip
 
 
 def _run_jobs(
@@ -306,18 +305,27 @@ def _run_jobs(
     """Run one round (pairs through ``run_pair``, groups through ``run_group``); record
     every job that ended, in order, also when cut short."""
     run_pair, run_group = runners
+    order = sweep_plan.admission_order([len(p) for p in parts])
+    halt = stop if stop is not None else threading.Event()
+    quota = _Quota(2 * max(1, concurrency), halt)
     jobs = [
-        functools.partial(run_pair, (p[0], p[1]), round_, i)
-        if len(p) == 2 or run_group is None
-        else functools.partial(run_group, p, round_, i)
-        for i, p in enumerate(parts)
+        functools.partial(
+            quota.run,
+            ticket,
+            len(parts[i]),
+            functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
+            if len(parts[i]) == 2 or run_group is None
+            else functools.partial(run_group, parts[i], round_, i),
+        )
+        for ticket, i in enumerate(order)
     ]
     finished: dict[int, Report] = {}
     try:
-        _run_round(jobs, _at_once(concurrency, parts), stop, finished)
+        _run_round(jobs, max(1, concurrency), halt, finished)
     finally:
-        for i in sorted(finished):
-            part, outcome = parts[i], finished[i]
+        ticket_of = {i: t for t, i in enumerate(order)}
+        for i in sorted(order[t] for t in finished):
+            part, outcome = parts[i], finished[ticket_of[i]]
             members = part if len(part) > 2 else ()
             report.jobs.append(Job(round_, (part[0], part[1]), outcome.verdict, members))
             said = str(outcome.verdict)
@@ -330,11 +338,34 @@ def _run_jobs(
         report.rounds = round_
 
 
-def _at_once(concurrency: int, parts: Sequence[tuple[str, ...]]) -> int:
-    """Jobs of a round run at once: the quota's two-node jobs, in nodes, over the largest
-    job's nodes (at least one)."""
-    largest = max((len(p) for p in parts), default=2)
-    return max(1, 2 * concurrency // largest)
+class _Quota:
+    """The nodes the quota runs at once (two per two-node job it admits), taken by a round's
+    jobs in admission order: a job starts when the nodes it needs are free and every job
+    before it has started (a group job waits for its nodes rather than being overtaken by
+    pairs forever); an interrupted sweep's waiting jobs give up."""
+
+    def __init__(self, nodes: int, stop: threading.Event) -> None:
+        self._capacity = self._free = nodes
+        self._turn = 0
+        self._cond = threading.Condition()
+        self._stop = stop
+
+    def run(self, ticket: int, size: int, job: Callable[[], Report]) -> Report:
+        need = min(size, self._capacity)
+        with self._cond:
+            while self._turn != ticket or self._free < need:
+                if self._stop.is_set():
+                    raise Stopped("the sweep was interrupted")
+                self._cond.wait(0.2)
+            self._turn += 1
+            self._free -= need
+            self._cond.notify_all()
+        try:
+            return job()
+        finally:
+            with self._cond:
+                self._free += need
+                self._cond.notify_all()
 
 
 def localize_rails(

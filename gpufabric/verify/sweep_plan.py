@@ -47,8 +47,9 @@ extra job: a node slow with half its partners escapes with probability 2^-EXPOSE
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 CONFIRM = 3
@@ -59,6 +60,7 @@ EXPOSE = 8
 """Distinct partners a node passes with before it is GOOD in a sweep with group jobs (whose
 groups give them at no extra job): a node slow with half of its partners passes with all of
 them with probability 2^-EXPOSE. A sweep of pairs asks C (each partner costs a round)."""
+
 
 Pair = tuple[str, str]
 Topology = Mapping[str, tuple[str, ...]]
@@ -108,6 +110,11 @@ class Judgement:
     """Indices of the jobs a path fault explains."""
     corroborate: list[str] = field(default_factory=list)
     """GOOD nodes a faulty node that also passed failed with: they meet more proven partners."""
+    suspects: set[str] = field(default_factory=set)
+    """UNKNOWN nodes with a failing pair no verdict explains yet."""
+    unshown: list[str] = field(default_factory=list)
+    """Faulty nodes whose fault is not shown apart from a node that failed with them: they
+    meet more proven partners (see :func:`_uncleared`)."""
 
 
 def _rank(salt: str, name: str) -> bytes:
@@ -182,9 +189,18 @@ def screening_pairs(
     """The pairs of screening round ``round_`` (1-based), each node with a partner it has
     not met where it can; nodes left over (an odd leaf, a level with one switch) pair with
     each other."""
-    met = _met(done)
     depth = max((len(t) for t in topo.values()), default=0)
-    differ = _round_scope(round_, depth)
+    return scoped_pairs(nodes, topo, _round_scope(round_, depth), done, str(round_))
+
+
+def scoped_pairs(
+    nodes: Sequence[str], topo: Topology, differ: int | None, done: Sequence[Job], salt: str
+) -> list[Pair]:
+    """One pair round: each node with a partner it has not met under the same switch one level
+    wider than ``differ`` and a different switch at level ``differ`` (None: under its own
+    leaf), where it can; nodes left over pair with each other."""
+    met = _met(expand(done))
+    depth = max((len(t) for t in topo.values()), default=0)
     prefix = depth if differ is None else differ
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for node in nodes:
@@ -192,11 +208,10 @@ def screening_pairs(
     pairs: list[Pair] = []
     left: list[str] = []
     for key in sorted(groups):
-        salt = f"{round_}:{'/'.join(key)}"
-        got, rest = pair_up(groups[key], differ, topo, met, salt, fresh_only=True)
+        got, rest = pair_up(groups[key], differ, topo, met, f"{salt}:{'/'.join(key)}", True)
         pairs += got
         left += rest
-    pairs += pair_up(left, None, topo, met, f"{round_}:left")[0]
+    pairs += pair_up(left, None, topo, met, f"{salt}:left")[0]
     return pairs
 
 
@@ -280,23 +295,32 @@ def _split(group: tuple[str, ...], passed: set[frozenset[str]]) -> list[tuple[st
     return [a1 + b1, a2 + b2, a1 + b2, a2 + b1]
 
 
-def split_jobs(jobs: Sequence[Job], faulty: set[str]) -> list[tuple[str, ...]]:
+def split_jobs(
+    jobs: Sequence[Job], faulty: set[str], suspects: Iterable[str] = ()
+) -> list[tuple[str, ...]]:
     """The next round's jobs after failing group jobs: a group no faulty member explains
-    splits (:func:`_split`); one a faulty member explains runs again without its faulty
+    runs again without its ``suspects`` (members that failed a pair job no verdict explains
+    yet: they meet proven partners instead, which finds a faulty one in a round) when they
+    are a quarter of it at most, else (many suspects look like a path, none like a pair
+    inside) splits (:func:`_split`); one a faulty member explains runs again without its faulty
     members, GOOD ones included (one job gives the rest their partners back, and they may
     be the ones a member is slow with; if it fails again, it is split: a flaky member
     explains one failure, not every one); jobs that already ran are skipped,
     a node is in one job at a time. Empty when nothing is left to split or re-run."""
     ran = {frozenset(j.nodes) for j in jobs}
     passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    suspect = set(suspects)
     busy: set[str] = set()
     out: list[tuple[str, ...]] = []
     for job in jobs:
         if not job.members or job.verdict != "FAIL":
             continue
         rest = tuple(n for n in job.members if n not in faulty)
+        clear = tuple(n for n in job.members if n not in suspect)
         if faulty & set(job.members):  # explained: the rest meet again without it
             parts = [rest] if len(rest) > 2 and not _proven(rest, passed) else []
+        elif 0 < len(job.members) - len(clear) <= max(1, len(job.members) // 4) and frozenset(clear) not in ran:  # fmt: skip
+            parts = [clear] if len(clear) >= 2 and not _proven(clear, passed) else []
         else:
             parts = _split(job.members, passed)
         for part in parts:
@@ -430,15 +454,51 @@ def _faulty(nodes: Sequence[str], rec: _Record, confirm: int) -> set[str]:
         faulty.add(found)
 
 
-def _witnessed(x: str, rec: _Record, faulty: set[str], confirm: int) -> bool:
+def _witnessed(x: str, rec: _Record, faulty: set[str], confirm: int, without: str = "") -> bool:
+    """Whether ``x`` failed with two witnesses (other than ``without``)."""
     witnesses = [
         y
         for y in rec.fails[x]
         if y not in faulty
+        and y != without
         and all(z == x or z in faulty for z in rec.fails[y])
         and len(set(rec.passes[y]) - faulty - {x}) >= confirm
     ]
     return len(witnesses) >= 2
+
+
+def _uncleared(
+    jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int, repeat: int
+) -> dict[str, str]:
+    """Nodes not faulty that failed a job (a pair, or a group job a faulty member explains)
+    whose faulty member's fault is not shown apart from them: that member passed jobs too,
+    its failures with the node are not steady (``repeat`` runs, all failing), and without
+    the node's own failure with it, it has fewer than two witnesses. Which of the two failed
+    is then not told (two flaky nodes failing with one healthy node make it look faulty), so
+    neither is GOOD until the member fails with others or the pair fails steadily. Node ->
+    that member."""
+    shown: dict[tuple[str, str], bool] = {}
+
+    def apart(x: str, p: str) -> bool:
+        if (x, p) not in shown:
+            steady = rec.fails[p][x] >= repeat and not rec.passes[p][x]
+            shown[x, p] = (
+                steady or not rec.passes[x] or _witnessed(x, rec, faulty - {x}, confirm, p)
+            )
+        return shown[x, p]
+
+    out: dict[str, str] = {}
+    for p in sorted(rec.fails):
+        if p not in faulty:
+            blamed = sorted(x for x in rec.fails[p] if x in faulty and not apart(x, p))
+            if blamed:
+                out[p] = blamed[0]
+    for job in jobs:
+        culprits = sorted(faulty & set(job.members)) if job.verdict == "FAIL" else []
+        for p in job.members if culprits else ():
+            if p not in faulty and p not in out and not any(apart(x, p) for x in culprits):
+                out[p] = culprits[0]
+    return out
 
 
 def _good(
@@ -577,6 +637,33 @@ def _held(jobs: Sequence[Job], rec: _Record, faulty: set[str], confirm: int) -> 
     return held
 
 
+def _open_note(
+    x: str,
+    rec: _Record,
+    tainted: Mapping[str, tuple[str, ...]],
+    uncleared: Mapping[str, str],
+    held: Mapping[str, str],
+    confirm: int,
+) -> str:
+    """Why an UNKNOWN node is not GOOD yet, in words (the strongest reason last wins)."""
+    note = ""
+    if rec.fails[x]:
+        note = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
+    elif x in tainted:
+        note = f"in a failing group job ({', '.join(tainted[x])}) not yet explained"
+    if x in uncleared:
+        note = (
+            f"failed with {uncleared[x]}, whose fault is not shown apart from this "
+            "node (fewer than two other witnesses): not GOOD until it is"
+        )
+    if x in held:
+        note = (
+            f"failed with {held[x]}, whose result changed with the same partner: "
+            f"GOOD after {confirm} more passing jobs for each such failure"
+        )
+    return note
+
+
 def judge(
     nodes: Sequence[str],
     topo: Topology,
@@ -598,43 +685,50 @@ def judge(
     reach = _reach(nodes, topo, paths, len(faulty))
     ran = passing_jobs(jobs)
     held = _held(jobs, rec, faulty, confirm)
-    eligible = [n for n in nodes if n not in tainted and n not in held and ran[n] >= confirm]
+    uncleared = _uncleared(jobs, rec, faulty, confirm, repeat)
+    eligible = [
+        n
+        for n in nodes
+        if n not in tainted and n not in held and n not in uncleared and ran[n] >= confirm
+    ]
     good = _good(eligible, rec, faulty, confirm, reach, expose or confirm)
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
     retests: dict[str, list[str]] = {}
+    suspects: set[str] = set()
     for x in nodes:
         if x in good:
             verdicts[x] = "GOOD"
         elif x in faulty:
-            verdicts[x], notes[x], rerun = _faulty_verdict(x, rec, good, repeat, confirm)
+            verdicts[x], notes[x], rerun = _faulty_verdict(
+                x, rec, good | {p for p, y in uncleared.items() if y == x}, repeat, confirm
+            )
             if rerun:
                 retests[x] = rerun
         else:
             verdicts[x] = "UNKNOWN"
-            if rec.fails[x]:
-                notes[x] = f"failed with {', '.join(sorted(rec.fails[x]))}, not yet explained"
-            elif x in tainted:
-                notes[x] = f"in a failing group job ({', '.join(tainted[x])}) not yet explained"
-            if x in held:
-                notes[x] = (
-                    f"failed with {held[x]}, whose result changed with the same partner: "
-                    f"GOOD after {confirm} more passing jobs for each such failure"
-                )
+            note = _open_note(x, rec, tainted, uncleared, held, confirm)
+            if note:
+                notes[x] = note
+            if any(y not in faulty for y in rec.fails[x]):
+                suspects.add(x)
     mixed = [x for x in faulty if rec.passes[x]]
     failed_with = {p for x in mixed for p in rec.fails[x] if p in good}
     corroborate = _uncorroborated(failed_with, rec, good, confirm)
-    return Judgement(verdicts, notes, paths, good, faulty, retests, excused, corroborate)
+    unshown = sorted(set(uncleared.values()))
+    return Judgement(
+        verdicts, notes, paths, good, faulty, retests, excused, corroborate, suspects, unshown
+    )
 
 
 def _wants_partner(
     x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int, expose: int
 ) -> bool:
-    """An open node runs again while it has met fewer than 4C partners in pair jobs and
+    """An open node runs again while it has met fewer than max(4C, 2 (EXPOSE + C)) partners in pair jobs and
     either passed with fewer than max(C + 2, ``expose``) proven ones, has a failure no verdict
     explains yet (a flaky partner shows itself by failing again) or is in a failing group job
     not yet explained (it is not GOOD before that)."""
-    if len(met.get(x, ())) >= max(4 * confirm, expose + confirm):
+    if len(met.get(x, ())) >= max(4 * confirm, 2 * (expose + confirm)):
         return False
     proven = sum(1 for y in rec.passes[x] if y in good)
     return (
@@ -653,10 +747,12 @@ def adaptive_pairs(
     round_: int,
     confirm: int = CONFIRM,
     expose: int | None = None,
+    busy: Iterable[str] = (),
 ) -> list[Pair]:
     """The next round after screening: failing pairs of a FLAKY node re-run, and every
     UNKNOWN node with a proven partner it has not met, under its own leaf where there is one
-    (a job across a faulted path proves nothing). Empty when nothing more can be learnt."""
+    (a job across a faulted path proves nothing); none with a node ``busy`` in another job of
+    the round. Empty when nothing more can be learnt."""
     record = expand(jobs)
     rec = _Record.of(record, verdict.excused)
     met = _met(record)
@@ -664,13 +760,13 @@ def adaptive_pairs(
     faulted = {f.key for f in verdict.paths}
     ran = passing_jobs(jobs)
     short = {x for x in nodes if ran[x] < confirm}
-    busy: set[str] = set()
+    taken = set(busy)
     pairs: list[Pair] = []
     for x in sorted(verdict.retests):
-        partner = next((p for p in verdict.retests[x] if p not in busy), None)
-        if partner is not None and x not in busy:
+        partner = next((p for p in verdict.retests[x] if p not in taken), None)
+        if partner is not None and x not in taken:
             pairs.append((x, partner))
-            busy |= {x, partner}
+            taken |= {x, partner}
     refs = sorted(verdict.good, key=lambda n: _rank(f"ref{round_}", n))
     by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for r in refs:
@@ -678,9 +774,9 @@ def adaptive_pairs(
     open_ = [x for x in nodes if verdict.verdicts[x] == "UNKNOWN"]
     waiting: list[str] = []
     ranked = sorted(open_, key=lambda n: _rank(f"open{round_}", n))
-    queue = list(dict.fromkeys(ranked + verdict.corroborate))
+    queue = list(dict.fromkeys(ranked + verdict.corroborate + verdict.unshown))
     for x in queue:
-        if x in busy or not _wants_partner(
+        if x in taken or not _wants_partner(
             x, rec, verdict.good, in_pairs, confirm, expose or confirm
         ):
             continue
@@ -689,7 +785,7 @@ def adaptive_pairs(
         usable = [
             r
             for r in candidates
-            if r != x and r not in busy and not _blocked(x, r, topo, levels, faulted)
+            if r != x and r not in taken and not _blocked(x, r, topo, levels, faulted)
         ]
         fresh = [r for r in usable if r not in met[x]]
         # a node short of passing jobs may meet a partner again (a job is what it lacks)
@@ -698,7 +794,7 @@ def adaptive_pairs(
             waiting.append(x)
         else:
             pairs.append((x, partner))
-            busy |= {x, partner}
+            taken |= {x, partner}
     return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_, short)
 
 
@@ -749,6 +845,138 @@ def _blocked(
 TYPICAL_JOB_S = 90.0
 """A two-node nccl-tests acceptance job from submission to its judged log (pods scheduled,
 images cached, both tests over their sizes): what the printed estimate assumes."""
+RUN_S = 15.0
+"""One more nccl-tests run inside a job (mpirun start, NCCL init, its sizes): a group job runs
+both tests once more for each rank order of :func:`ring_orders` past the first."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What the planner assumes a job takes: ``job_s`` for a pair (a group's first rank order
+    included), two runs of ``run_s`` for each rank order past the first."""
+
+    job_s: float = TYPICAL_JOB_S
+    run_s: float = RUN_S
+
+    def seconds(self, size: int) -> float:
+        return self.job_s + 2 * self.run_s * (len(ring_orders(size)) - 1)
+
+
+def admission_order(sizes: Sequence[int]) -> list[int]:
+    """The order a round's jobs are admitted in: largest first (stable), so the long group jobs
+    start first and pairs fill the nodes they leave."""
+    return sorted(range(len(sizes)), key=lambda i: -sizes[i])
+
+
+def round_seconds(sizes: Sequence[int], nodes_at_once: int, seconds: Callable[[int], float]) -> float:  # fmt: skip
+    """The wall time of one round: its jobs in :func:`admission_order`, each started as soon as
+    the quota has nodes for it and the job before it started (as the sweep's runner admits
+    them); a job of ``size`` nodes takes ``seconds(size)``."""
+    capacity = max(2, nodes_at_once)
+    running: list[tuple[float, int]] = []
+    free, now, end = capacity, 0.0, 0.0
+    for i in admission_order(sizes):
+        need = min(sizes[i], capacity)
+        while free < need:
+            now, done = heapq.heappop(running)
+            free += done
+        took = now + seconds(sizes[i])
+        heapq.heappush(running, (took, need))
+        free -= need
+        end = max(end, took)
+    return end
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How the screening rounds run: ``group_rounds`` rounds of group jobs of up to ``size``
+    nodes under each leaf (none: pairs only), then one pair round across each level of
+    ``pair_scopes`` (None: under a leaf). A node is GOOD after C passing jobs with
+    ``expose`` distinct partners. ``seconds`` and ``jobs``: the planner's estimate of the
+    screening rounds, which chose this mode."""
+
+    size: int
+    group_rounds: int
+    pair_scopes: tuple[int | None, ...]
+    expose: int
+    seconds: float
+    jobs: int
+    partners: int = 0
+    """Distinct partners the screening rounds give a node under a typical leaf."""
+
+    @property
+    def rounds(self) -> int:
+        return self.group_rounds + len(self.pair_scopes)
+
+
+def _leaf_sizes(topo: Topology) -> list[int]:
+    return sorted(Counter(topo.values()).values())
+
+
+def _group_sizes(topo: Topology, size: int) -> list[int]:
+    """The job sizes of one round of :func:`screening_groups` (without running the hash)."""
+    sizes: list[int] = []
+    alone = 0
+    for leaf in _leaf_sizes(topo):
+        if leaf < 2:
+            alone += leaf
+            continue
+        parts = -(-leaf // size)
+        sizes += [leaf // parts + (1 if i < leaf % parts else 0) for i in range(parts)]
+    return sizes + [2] * (alone // 2)
+
+
+def _pair_mode(topo: Topology, at_once: int, rounds: int, expose: int, cost: Cost) -> Mode:
+    """Pairs only: ``rounds`` screening rounds as :func:`round_scope` numbers them."""
+    depth = max((len(t) for t in topo.values()), default=0)
+    scopes = tuple(_round_scope(r, depth) for r in range(1, rounds + 1))
+    per_round = len(topo) // 2
+    took = rounds * round_seconds([2] * per_round, 2 * at_once, cost.seconds)
+    return Mode(2, 0, scopes, expose, took, rounds * per_round, rounds)
+
+
+def _group_mode(
+    topo: Topology, at_once: int, confirm: int, size: int, rounds: int, expose: int, cost: Cost
+) -> Mode:
+    """``rounds`` group rounds of up to ``size`` nodes, a pair round across each switch level,
+    and as many more pair rounds across the levels (they give new partners and load the
+    uplinks again) as C jobs and ``expose`` partners per node still need."""
+    depth = max((len(t) for t in topo.values()), default=0)
+    leaves = Counter(topo.values())
+    typical = max(leaves.values(), key=lambda n: (n * Counter(leaves.values())[n], n), default=2)
+    groups = _group_sizes(topo, size)
+    per_group = typical // -(-typical // size) - 1 if typical >= 2 else 0
+    partners = min(rounds * per_group, typical - 1) + depth
+    extra = max(0, confirm - rounds - depth, expose - partners)
+    cross: list[int | None] = [depth - 1 - i for i in range(depth)] or [None]
+    scopes: tuple[int | None, ...] = tuple(cross[i % len(cross)] for i in range(depth + extra))
+    pairs = len(topo) // 2
+    took = rounds * round_seconds(groups, 2 * at_once, cost.seconds) + len(scopes) * round_seconds(
+        [2] * pairs, 2 * at_once, cost.seconds
+    )
+    jobs = rounds * len(groups) + len(scopes) * pairs
+    return Mode(size, rounds, scopes, expose, took, jobs, partners + extra)
+
+
+def choose_mode(
+    topo: Topology, at_once: int, confirm: int = CONFIRM, group: int = 2, cost: Cost | None = None
+) -> Mode:
+    """The screening the sweep runs with ``at_once`` two-node jobs' worth of quota and group jobs
+    of at most ``group`` nodes (2: pairs only, C partners as before): the one of least expected
+    wall time among pairs and every group size the quota and the leaves allow (1 to 3 group
+    rounds), each giving every node C jobs and max(C, EXPOSE) distinct partners."""
+    cost = cost or Cost()
+    depth = max((len(t) for t in topo.values()), default=0)
+    largest = group_size(topo, min(group, 2 * at_once))
+    if largest <= 2:
+        return _pair_mode(topo, at_once, screening_rounds(topo, confirm), confirm, cost)
+    expose = max(confirm, EXPOSE)
+    modes = [_pair_mode(topo, at_once, max(expose, depth + 1), expose, cost)] + [
+        _group_mode(topo, at_once, confirm, size, rounds, expose, cost)
+        for size in range(3, largest + 1)
+        for rounds in (1, 2, 3)
+    ]
+    return min(modes, key=lambda m: (m.seconds, m.jobs, -m.partners, m.size))
 
 
 @dataclass(frozen=True)
@@ -759,23 +987,56 @@ class Estimate:
     at_once: int
     waves: int
     timeout_s: float | None
+    mode: Mode | None = None
+    """The screening chosen (None: an estimate made for pairs before modes were chosen)."""
+    cost: Cost = field(default_factory=Cost)
+    limit_s: float | None = None
+    """The longest the screening can take when every job runs to its ``timeout_s``."""
 
     def words(self) -> str:
         def hours(seconds: float) -> str:
             return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
-        limit = f", at most {hours(self.waves * self.timeout_s)}" if self.timeout_s else ""
+        if self.mode is None or self.mode.group_rounds == 0:
+            limit = f", at most {hours(self.waves * self.timeout_s)}" if self.timeout_s else ""
+            return (
+                f"sweep over {self.nodes} GPU nodes: {self.rounds} screening rounds, {self.jobs} "
+                f"two-node jobs, {self.at_once} at a time as the quota admits ({self.waves} waves: "
+                f"about {hours(self.waves * self.cost.job_s)} at {self.cost.job_s:g} s a job{limit}); "
+                "failures add rounds with proven partners"
+            )
+        m = self.mode
+        limit = f", at most {hours(self.limit_s)}" if self.limit_s else ""
         return (
-            f"sweep over {self.nodes} GPU nodes: {self.rounds} screening rounds, {self.jobs} "
-            f"two-node jobs, {self.at_once} at a time as the quota admits ({self.waves} waves: "
-            f"about {hours(self.waves * TYPICAL_JOB_S)} at {TYPICAL_JOB_S:g} s a job{limit}); "
-            "failures add rounds with proven partners"
+            f"sweep over {self.nodes} GPU nodes: {m.rounds} screening rounds ({m.group_rounds} of "
+            f"group jobs of up to {m.size} nodes under each leaf, {len(m.pair_scopes)} of two-node "
+            f"jobs across the switch levels), {self.jobs} jobs, {2 * self.at_once} nodes at a time "
+            f"as the quota admits: about {hours(m.seconds)} at {self.cost.job_s:g} s a job and "
+            f"{2 * self.cost.run_s:g} s per rank order past the first{limit}; GOOD after {m.expose} "
+            "distinct partners; failures add rounds (splits, proven partners)"
         )
 
 
-def estimate(topo: Topology, at_once: int, timeout_s: float | None, confirm: int) -> Estimate:
-    """Jobs and waves of the screening rounds (every node in each round, two to a job)."""
-    rounds = screening_rounds(topo, confirm)
+def estimate(
+    topo: Topology,
+    at_once: int,
+    timeout_s: float | None,
+    confirm: int,
+    group: int = 2,
+    cost: Cost | None = None,
+) -> Estimate:
+    """Jobs, rounds and wall time of the screening rounds the sweep will run (the mode
+    :func:`choose_mode` picks for ``at_once`` two-node jobs' worth of quota and groups of at
+    most ``group`` nodes; 2: pairs, every node in each round, two to a job)."""
+    cost = cost or Cost()
+    mode = choose_mode(topo, at_once, confirm, group, cost)
     per_round = len(topo) // 2
-    waves = rounds * -(-per_round // max(1, at_once))
-    return Estimate(len(topo), rounds, rounds * per_round, at_once, waves, timeout_s)
+    waves = mode.rounds * -(-per_round // max(1, at_once)) if mode.group_rounds == 0 else 0
+    limit = None
+    if timeout_s and mode.group_rounds:
+        groups = _group_sizes(topo, mode.size)
+        flat = Cost(timeout_s, 0.0).seconds
+        limit = mode.group_rounds * round_seconds(groups, 2 * at_once, flat) + len(
+            mode.pair_scopes
+        ) * round_seconds([2] * per_round, 2 * at_once, flat)
+    return Estimate(len(topo), mode.rounds, mode.jobs, at_once, waves, timeout_s, mode, cost, limit)

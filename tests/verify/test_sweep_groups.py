@@ -202,7 +202,9 @@ def _screened() -> list[Job]:
 def test_two_flaky_nodes_failing_once_with_one_node_are_not_good_on_that_record() -> None:
     """n05 and n09 each failed once with n00 (found at N = 1,024 in the mixed simulation:
     they were flaky, n00 healthy), and n00 passed again with n05: the record cannot tell who
-    is flaky, so n00 is FLAKY and neither n05 nor n09 is GOOD until it passed C more jobs."""
+    is flaky, so n00 is FLAKY and neither n05 nor n09 is GOOD: passing more jobs does not tell
+    it either (a flaky node passes three in a row one time in three); n00 failing with two
+    other proven partners does."""
     h, f1, f2 = "n00", "n05", "n09"
     jobs = [*_screened(), Job(6, (h, f1), "FAIL"), Job(7, (h, f2), "FAIL"), Job(8, (h, f1), "PASS")]  # fmt: skip
     verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
@@ -210,4 +212,8 @@ def test_two_flaky_nodes_failing_once_with_one_node_are_not_good_on_that_record(
     assert verdict.verdicts[f1] == verdict.verdicts[f2] == "UNKNOWN"
     assert "whose result changed with the same partner" in verdict.notes[f2]
     later = [Job(r, (f2, p), "PASS") for r, p in ((9, "n12"), (10, "n14"), (11, "n03"))]
-    assert sweep_plan.judge(NODES, FLAT, (), jobs + later).verdicts[f2] == "GOOD"
+    assert sweep_plan.judge(NODES, FLAT, (), jobs + later).verdicts[f2] == "UNKNOWN"
+    shown = [Job(12, (h, "n12"), "FAIL"), Job(13, (h, "n14"), "FAIL")]
+    verdict = sweep_plan.judge(NODES, FLAT, (), jobs + later + shown)
+    assert verdict.verdicts[h] == "FLAKY"
+    assert verdict.verdicts[f2] == "GOOD"
