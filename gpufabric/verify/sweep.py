@@ -412,6 +412,16 @@ def diagnosis(result: NodeResult) -> str:
             "the cable, transceiver and switch port"
         )
     if all(r.verdict == "PASS" for r in result.rails.values()):
+        passed = sorted({p for _, p, v in result.pairs if v == "PASS"})
+        failed = sorted({p for _, p, v in result.pairs if v.startswith("FAIL")})
+        if passed:  # a node bad with every partner never passes a job
+            shown = ", ".join(failed[:4]) + (f" and {len(failed) - 4} more" if len(failed) > 4 else "")  # fmt: skip
+            return (
+                f"every rail passes alone and it passed with {len(passed)} partners, but failed "
+                f"with {shown}: it fails only with some partners (the paths to them: their "
+                "ports and the switches between, or all rails together with them), not on "
+                "one link of its own"
+            )
         return (
             "every rail passes alone: it fails only with all rails together (PCIe, NUMA, "
             "GPU-NIC placement), not on a link"

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 from nccllogs import IB_8X400, Log, text
 
+from gpufabric.exitcodes import Verdict
 from gpufabric.verify import nccl_report
 from gpufabric.verify.sweep import (
+    NodeResult,
+    RailResult,
     diagnosis,
     format_table,
     localize_rails,
@@ -432,3 +435,18 @@ def test_verify_nccl_sweep_names_a_degraded_leaf_uplink_through_the_api(tmp_path
     assert set(doc["pathFaults"][0]["nodes"]) <= {n for n, s in leaf.items() if s == "leaf-c"}
     assert "no node drained" in doc["pathFaults"][0]["words"]
     assert "sweep over 12 GPU nodes: 3 screening rounds, 18 two-node jobs" in err
+
+
+def test_a_node_bad_only_with_some_partners_is_not_told_to_look_at_pcie() -> None:
+    """A partner-dependent node passes with some partners: its rails passing alone do not
+    mean its fault is inside it (PCIe, NUMA); the words name the partners it failed with."""
+    result = NodeResult(
+        "n04",
+        "BAD",
+        pairs=[(1, "n01", "PASS"), (1, "n02", "FAIL in a group of 4"), (2, "n07", "FAIL")],
+        rails={r: RailResult(Verdict.PASS, 50.0, r, "n01") for r in RAILS},
+    )
+    words = diagnosis(result)
+    assert "fails only with some partners" in words
+    assert "n02, n07" in words
+    assert "PCIe" not in words
