@@ -11,7 +11,7 @@ import pytest
 from gpufabric import cli
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.outputs.render import OutputError
-from gpufabric.verify.interrupts import Terminated, check_running, stopped_check
+from gpufabric.verify.interrupts import Terminated, check_running, leftovers, stopped_check
 from gpufabric.verify.kube import KubeError
 from gpufabric.verify.results import SuiteError
 
@@ -44,6 +44,7 @@ def during_check(exc: BaseException) -> BaseException:
 def test_what_stops_a_check(
     exc: BaseException, code: int, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    leftovers(clear=True)  # a check clears its record when it starts; this one starts here
     assert cli.failure_exit(during_check(exc), ARGS) == code
     assert message in capsys.readouterr().err
 
