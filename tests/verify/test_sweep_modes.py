@@ -121,7 +121,8 @@ def test_judge_demands_the_fleets_partners() -> None:
     # it still wants a partner, and gets a proven one it has not met
     pairs = sweep_plan.adaptive_pairs(nodes, flat, (), jobs, verdict, 20, 3, need)
     partner = next(b if a == x else a for a, b in pairs if x in (a, b))
-    assert partner in verdict.good and partner not in rest[: need - 1]
+    assert partner in verdict.good
+    assert partner not in rest[: need - 1]
     jobs.append(Job(20, (x, partner), "PASS"))
     assert sweep_plan.judge(nodes, flat, (), jobs, expose=need).verdicts[x] == "GOOD"
 
