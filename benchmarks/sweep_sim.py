@@ -39,8 +39,10 @@ from gpufabric.verify.sweep_plan import Cost, estimate
 
 BOUNDS = """bounds (not zero by construction):
 - partner-dependent: a node slow with half of its partners is GOOD only if it passed with all
-  of them: 2^-p for p distinct partners (the screening gives 9 with groups of 8: 2^-9, about
-  one node in 500; k = 128 such nodes at N = 4,096 leave 0.25 per fleet to chance);
+  of them: 2^-p for p distinct partners; with groups p = max(8, ceil(log2 N) + 5)
+  (sweep_plan.partners_needed: 15 at N = 1,024, 17 at 4,096), so even if every node of the
+  fleet were such a node, one escapes in a fleet with probability <= N x 2^-p <= 1/32 (k =
+  N / 32 of them: <= 1/1,024); with --pairs-only, C partners: 2^-C per node;
 - mixed, cut-off leaves: a leaf cut off by its uplink has only its own nodes as partners; a
   bad node in a leaf of 4 leaves the others 2 clean partners, fewer than the witness rule's
   C = 3, and two or three partner-dependent nodes in one cut-off leaf of 16 fail with the same

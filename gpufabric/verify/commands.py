@@ -347,7 +347,7 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
 
 def _group_estimate(
     names: list[str], topo: dict[str, tuple[str, ...]], levels: tuple[str, ...], size: int,
-    concurrency: int, timeout: float | None, confirm: int,
+    concurrency: int, timeout: float | None, confirm: int, expose: int,
 ) -> str:  # fmt: skip
     """Rounds, jobs and wall time of a sweep with group jobs when every job passes: the
     planner's own rounds, run against jobs that all pass (no cluster, deterministic), each
@@ -374,8 +374,8 @@ def _group_estimate(
         f"{len(groups)} group jobs and {len(dry.jobs) - len(groups)} two-node jobs when all "
         f"pass, {2 * concurrency} nodes at a time as the quota admits (about "
         f"{_hours(seconds)} at {cost.job_s:g} s a job plus {2 * cost.run_s:g} s "
-        f"per rank order past the first{limit}); failures add splits and rounds with proven "
-        "partners"
+        f"per rank order past the first{limit}); {sweep_plan.confidence_words(len(names), expose)}; "
+        "failures add splits and rounds with proven partners"
     )
 
 
@@ -390,8 +390,11 @@ def _estimate(
 ) -> str:  # fmt: skip
     """What the sweep will take, in words, for the mode it runs in (group jobs when a group
     holds more than two nodes, else two-node jobs)."""
-    if sweep_plan.choose_mode(topo, concurrency, confirm, size).group_rounds:
-        return _group_estimate(names, topo, levels, size, concurrency, timeout, confirm)
+    mode = sweep_plan.choose_mode(topo, concurrency, confirm, size)
+    if mode.group_rounds:
+        return _group_estimate(
+            names, topo, levels, size, concurrency, timeout, confirm, mode.expose
+        )
     return sweep_plan.estimate(topo, concurrency, timeout, confirm).words()
 
 

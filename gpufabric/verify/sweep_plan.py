@@ -39,9 +39,10 @@ nodes are not GOOD until a faulty member explains it, and it splits (:func:`spli
 halves, then groups joining a quarter of each half, down to pairs; once explained, the rest
 run again without the faulty (and GOOD) members. The confidence rule counts a group job once
 toward C (a node is GOOD after C passing *jobs*, so the flaky bound stays per job) and its
-g - 1 partners toward ``expose`` (EXPOSE distinct partners with groups, which they give at no
-extra job: a node slow with half its partners escapes with probability 2^-EXPOSE at most,
-2^-(g-1) from one group).
+g - 1 partners toward ``expose``: with groups, :func:`partners_needed` distinct partners, which
+grow with the fleet (ceil(log2 N) + 5, at least EXPOSE) so that a node slow with half its
+partners escapes with probability 2^-p and the whole fleet's N nodes with at most N x 2^-p
+<= 1/32 (pairs-only sweeps keep C: each partner costs a round there).
 """
 
 from __future__ import annotations
@@ -57,9 +58,33 @@ CONFIRM = 3
 REPEAT = 3
 """Runs with one partner, all failing, that make a failure partner-dependent, not flaky."""
 EXPOSE = 8
-"""Distinct partners a node passes with before it is GOOD in a sweep with group jobs (whose
-groups give them at no extra job): a node slow with half of its partners passes with all of
-them with probability 2^-EXPOSE. A sweep of pairs asks C (each partner costs a round)."""
+"""The fewest distinct partners a node passes with before it is GOOD in a sweep with group
+jobs (:func:`partners_needed` asks more of a larger fleet). A sweep of pairs asks C (each
+partner costs a round)."""
+FLEET_ESCAPE_LOG2 = 5
+"""The fleet-wide bound, as a power of two: a sweep with group jobs asks each node for so many
+distinct partners that the chance that ANY node of the fleet, slow with half of its partners,
+passes with all of them stays at most 2^-5 (about 3%)."""
+
+
+def partners_needed(nodes: int, confirm: int = CONFIRM) -> int:
+    """Distinct partners a node passes with before it is GOOD in a sweep with group jobs of a
+    fleet of ``nodes``: p(N) = max(EXPOSE, C, ceil(log2 N) + FLEET_ESCAPE_LOG2). A node slow
+    with half of its partners passes p of them with probability 2^-p, so the fleet's N nodes
+    together escape with probability at most N x 2^-p <= 2^-FLEET_ESCAPE_LOG2 (a node with
+    fewer partners to meet must pass with every one)."""
+    log2_ceil = max(0, nodes - 1).bit_length()
+    return max(EXPOSE, confirm, log2_ceil + FLEET_ESCAPE_LOG2)
+
+
+def confidence_words(nodes: int, partners: int) -> str:
+    """The confidence a sweep of ``nodes`` that asks ``partners`` distinct partners states."""
+    fleet = nodes * 2.0**-partners
+    return (
+        f"GOOD after {partners} distinct partners: a node slow with half of its partners "
+        f"escapes with probability <= 2^-{partners}, the fleet's {nodes:,} nodes together "
+        f"<= {100 * fleet:.2g}%"
+    )
 
 
 Pair = tuple[str, str]
@@ -243,13 +268,15 @@ def group_size(topo: Topology, nodes_at_once: int) -> int:
     return max(2, min(nodes_at_once, largest))
 
 
-def group_rounds(topo: Topology, size: int) -> int:
+def group_rounds(topo: Topology, size: int, expose: int | None = None) -> int:
     """Group screening rounds: one when a group holds a whole leaf, else enough that each
-    node meets EXPOSE partners (a new partition of the leaf each round); none for pairs."""
+    node meets ``expose`` partners (default :func:`partners_needed` of the fleet; a new
+    partition of the leaf each round); none for pairs."""
     if size <= 2:
         return 0
     largest = max(Counter(topo.values()).values(), default=0)
-    return 1 if largest <= size else -(-EXPOSE // (size - 1))
+    need = partners_needed(len(topo)) if expose is None else expose
+    return 1 if largest <= size else -(-need // (size - 1))
 
 
 def screening_groups(
@@ -676,7 +703,8 @@ def judge(
     """Every node's verdict (GOOD, BAD, FLAKY, UNKNOWN) and the path faults, from the jobs
     (group jobs as :func:`expand` reads them; the indices in ``excused`` are of that list).
     ``expose``: distinct partners a node passes with before it is GOOD (default C; a sweep
-    with group jobs asks EXPOSE, which its groups give at no extra job)."""
+    with group jobs asks :func:`partners_needed` of the fleet, which its groups give at no
+    extra job)."""
     pairs = expand(jobs)
     paths, excused = path_faults(pairs, topo, levels) if levels else ([], set())
     rec = _Record.of(pairs, excused)
@@ -724,15 +752,15 @@ def judge(
 def _wants_partner(
     x: str, rec: _Record, good: set[str], met: Mapping[str, set[str]], confirm: int, expose: int
 ) -> bool:
-    """An open node runs again while it has met fewer than max(4C, 2 (EXPOSE + C)) partners in pair jobs and
-    either passed with fewer than max(C + 2, ``expose``) proven ones, has a failure no verdict
+    """An open node runs again while it has met fewer than max(4C, 2 (``expose`` + C)) partners in pair jobs and
+    either passed with fewer than max(C + 2, EXPOSE, ``expose``) proven ones, has a failure no verdict
     explains yet (a flaky partner shows itself by failing again) or is in a failing group job
     not yet explained (it is not GOOD before that)."""
     if len(met.get(x, ())) >= max(4 * confirm, 2 * (expose + confirm)):
         return False
     proven = sum(1 for y in rec.passes[x] if y in good)
     return (
-        proven < max(confirm + 2, EXPOSE)
+        proven < max(confirm + 2, EXPOSE, expose)
         or any(y not in good for y in rec.fails[x])
         or (x not in good and not rec.fails[x])
     )
@@ -964,13 +992,13 @@ def choose_mode(
     """The screening the sweep runs with ``at_once`` two-node jobs' worth of quota and group jobs
     of at most ``group`` nodes (2: pairs only, C partners as before): the one of least expected
     wall time among pairs and every group size the quota and the leaves allow (1 to 3 group
-    rounds), each giving every node C jobs and max(C, EXPOSE) distinct partners."""
+    rounds), each giving every node C jobs and :func:`partners_needed` distinct partners."""
     cost = cost or Cost()
     depth = max((len(t) for t in topo.values()), default=0)
     largest = group_size(topo, min(group, 2 * at_once))
     if largest <= 2:
         return _pair_mode(topo, at_once, screening_rounds(topo, confirm), confirm, cost)
-    expose = max(confirm, EXPOSE)
+    expose = partners_needed(len(topo), confirm)
     modes = [_pair_mode(topo, at_once, max(expose, depth + 1), expose, cost)] + [
         _group_mode(topo, at_once, confirm, size, rounds, expose, cost)
         for size in range(3, largest + 1)
@@ -1012,8 +1040,8 @@ class Estimate:
             f"group jobs of up to {m.size} nodes under each leaf, {len(m.pair_scopes)} of two-node "
             f"jobs across the switch levels), {self.jobs} jobs, {2 * self.at_once} nodes at a time "
             f"as the quota admits: about {hours(m.seconds)} at {self.cost.job_s:g} s a job and "
-            f"{2 * self.cost.run_s:g} s per rank order past the first{limit}; GOOD after {m.expose} "
-            "distinct partners; failures add rounds (splits, proven partners)"
+            f"{2 * self.cost.run_s:g} s per rank order past the first{limit}; "
+            f"{confidence_words(self.nodes, m.expose)}; failures add rounds (splits, proven partners)"
         )
 
 

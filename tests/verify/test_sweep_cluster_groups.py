@@ -136,6 +136,8 @@ def test_group_jobs_drain_a_partner_dependent_node_the_pairs_sweep_calls_good(
     assert doc["pathFaults"] == []
     # the estimate names the mode it runs in, before the first job
     assert "with group jobs of up to 4 nodes" in err
+    # and the confidence it asks of a fleet of 12: ceil(log2 12) + 5 distinct partners
+    assert "GOOD after 9 distinct partners: a node slow with half of its partners escapes with probability <= 2^-9, the fleet's 12 nodes together <= 2.3%" in err  # fmt: skip
     # the failing group job is said at once, each failing order by its nodes (where the
     # job's pods ran) and its figure
     said = re.search(rf"group job \S+ \([^)]*{culprit}[^)]*\): FAIL: (order .*)", err)
