@@ -75,6 +75,8 @@ class PassReport:
         return ExitCode.OK
 
     def document(self) -> dict[str, Any]:
+        if self.busy:  # nothing was read: no figures about the cluster
+            return {"stack": self.stack, "dryRun": self.dry_run, "busy": self.busy, "actions": []}
         return {
             "stack": self.stack,
             "dryRun": self.dry_run,
@@ -84,7 +86,6 @@ class PassReport:
             "alerts": self.alerts,
             "actions": self.rows,
             "held": self.held,
-            **({"busy": self.busy} if self.busy else {}),
         }
 
     def table(self) -> str:
@@ -354,6 +355,9 @@ def _check(plan: Plan, args: argparse.Namespace) -> None:
         args.probe_image or plan.components["probe-image"].image_ref
     ):
         problems.append(Problem("--probe-image", "the stack pins no probe image; name one or pass --node-checks api"))  # fmt: skip
+    if args.in_cluster and (args.kubeconfig or args.context):
+        flag = "--kubeconfig" if args.kubeconfig else "--context"
+        problems.append(Problem("--in-cluster", f"uses the pod's service account; drop {flag} (or --in-cluster to use the kubeconfig)"))  # fmt: skip
     if problems:
         raise StackError("gpufabric health", problems)
     if args.prometheus:
@@ -368,7 +372,7 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
     leftovers(clear=True)
     with check_running(), terminating_signals():
         kube = (
-            Kube(None, None)
+            Kube(in_cluster=True)
             if args.in_cluster
             else Kube(args.kubeconfig, args.context or plan.facts.kube_context)
         )

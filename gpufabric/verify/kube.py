@@ -191,10 +191,25 @@ def unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Kube:
     """A connected API client (from a kubeconfig or the in-cluster service account)."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False
+    ) -> None:
+        """``in_cluster``: the pod's service account or nothing (never a kubeconfig's
+        current context, which may be another cluster)."""
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
 
+        if in_cluster:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+            except ConfigException as exc:
+                raise KubeError(
+                    f"--in-cluster: no service account to use ({exc}); run it in a pod (the "
+                    "rendered CronJob/Deployment), or without --in-cluster with a kubeconfig"
+                ) from exc
+            self.api = client.ApiClient()
+            self.context = "in-cluster"
+            return
         try:
             if kubeconfig is None and context is None:
                 try:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fake_kube import FakeKube
 
-from gpufabric.cli import parser
+from gpufabric.cli import main, parser
 from gpufabric.health import command, lease
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
@@ -148,3 +148,30 @@ def test_dry_run_takes_no_lease(fake: FakeKube, tmp_path: Path, plan: Plan) -> N
     assert report.busy == ""
     assert [r["node"] for r in report.rows if r["action"] == "quarantine"] == ["gpu-03", "gpu-05"]
     assert fake.objects[lease_path(plan)]["spec"]["holderIdentity"] == "laptop-1234-abcd"
+
+
+def test_a_busy_pass_reports_no_cluster_figures(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    hold(fake, plan, "laptop-1234-abcd", NOW - dt.timedelta(seconds=10))
+    doc = run_pass(fake, tmp_path, plan, "loop-1-ffff").document()
+    assert "laptop-1234-abcd" in doc["busy"]
+    assert "gpuNodes" not in doc  # nothing was read: no zeros that read as facts
+    assert doc["actions"] == []
+
+
+def test_in_cluster_outside_a_pod_never_falls_back_to_the_kubeconfig(fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The kubeconfig's current context may be another cluster: --in-cluster uses the pod's
+    service account or stops (exit 3), and never acts on that cluster."""
+    monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    fake.requests.clear()
+    code = main(["health", "--stack", STACK, "--tenant", TENANT, "--in-cluster", "--node-checks", "api"])  # fmt: skip
+    assert code == 3
+    assert "--in-cluster: no service account" in capsys.readouterr().err
+    assert fake.requests == []
+
+
+def test_in_cluster_with_a_kubeconfig_is_bad_input(fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    cfg = str(fake.kubeconfig(tmp_path))
+    code = main(["health", "--stack", STACK, "--tenant", TENANT, "--in-cluster", "--kubeconfig", cfg, "--node-checks", "api"])  # fmt: skip
+    assert code == 2
+    assert "--in-cluster" in capsys.readouterr().err
