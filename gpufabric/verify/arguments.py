@@ -198,7 +198,8 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         "once under each leaf (each runs the tests once per rank order so its rings load every "
         "pair; a failing group splits down to pairs), then rounds of two-node jobs over every "
         "GPU node, within and across the leaf/spine levels of the topology; a node is GOOD after passing "
-        "with --sweep-confirm distinct GOOD partners, FLAKY when it failed and passed (never "
+        "C jobs with distinct GOOD partners (C = --sweep-confirm with two-node jobs; with group jobs "
+        "max(8, C, ceil(log2 N) + 5) for N nodes, printed before it starts), FLAKY when it failed and passed (never "
         "drained on one result); prints the jobs and expected time first, then a table per node, "
         "the uplinks at fault and the nodes to drain",
     )
@@ -206,7 +207,8 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         "--sweep-confirm",
         type=_confirm,
         metavar="C",
-        help="with --sweep: distinct GOOD partners a node must pass with to be GOOD (default 3; "
+        help="with --sweep: jobs a node must pass, with distinct GOOD partners, to be GOOD (default 3; "
+        "with group jobs it must also pass with max(8, C, ceil(log2 N) + 5) distinct partners; "
         "a node failing a fraction f of its jobs and never caught escapes with probability at "
         "most (1-f)^C)",
     )

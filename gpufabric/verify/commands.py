@@ -517,6 +517,7 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
         ],
         "topologyLevels": list(report.levels),
         "confirm": report.confirm,
+        "partners": report.partners or report.confirm,
         "jobs": len(report.jobs),
     }
 

@@ -95,6 +95,9 @@ class SweepReport:
     levels: tuple[str, ...] = ()
     """The topology levels the rounds paired across (widest first; empty: none known)."""
     confirm: int = CONFIRM
+    partners: int = 0
+    """Distinct GOOD partners a node passed with before it was GOOD (C with pairs; with group
+    jobs :func:`sweep_plan.partners_needed`); 0 until a sweep ran."""
 
     @property
     def bad(self) -> list[str]:
@@ -244,6 +247,7 @@ def sweep(
         topo, concurrency, confirm, group if run_group is not None else 2, cost
     )
     planner = _Planner(ordered, topo, tuple(levels), confirm, mode)
+    report.partners = max(confirm, mode.expose)
     for round_ in range(1, max_rounds + 1):
         parts = planner.next(round_, report.jobs)
         if not parts:
@@ -434,7 +438,8 @@ def format_table(report: SweepReport) -> str:
     if report.rail_rounds:
         rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
     lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}, {len(report.jobs)} jobs"]
-    lines[0] += f"; GOOD after passing with {report.confirm} distinct GOOD partners" + (
+    partners = report.partners or report.confirm
+    lines[0] += f"; GOOD after passing with {partners} distinct GOOD partners" + (
         f"; paired within and across {', '.join(report.levels)}" if report.levels else ""
     )
     if report.stopped:

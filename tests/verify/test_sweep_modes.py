@@ -294,3 +294,15 @@ def test_a_node_failing_once_keeps_meeting_proven_partners_past_twelve() -> None
     partner = next((b if a == x else a for a, b in pairs if x in (a, b)), None)
     assert partner is not None
     assert verdict.verdicts[partner] == "GOOD"
+
+
+def test_the_table_and_document_name_the_partners_the_sweep_demanded() -> None:
+    """With group jobs the table's header and the JSON say the fleet's partner count
+    (the one the estimate printed), not --sweep-confirm's C."""
+    from gpufabric.verify.commands import sweep_document
+    from gpufabric.verify.sweep import SweepReport, format_table
+
+    report = SweepReport({}, 0)
+    report.partners, report.confirm = 11, 3
+    assert "GOOD after passing with 11 distinct GOOD partners" in format_table(report)
+    assert sweep_document(report, {})["partners"] == 11
