@@ -371,3 +371,22 @@ def test_a_tree_is_staged_before_approval_and_swapped_in_only_when_approved(
     assert seen[0][1] == tree_of(files)
     assert content(out) == tree_of(files if verdict else old)
     assert beside(out) == []
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_outputs_get_the_modes_the_umask_gives_not_owner_only(tmp_path: Path, mask: int) -> None:
+    """A render's directory and a written file (runbook, job) are readable as the user's
+    umask says (a CI artifact, a shared docs tree), not 0700/0600 from the temp helpers."""
+    old = os.umask(mask)
+    try:
+        assert render_module.umask() == mask
+        out = tmp_path / "out"
+        assert main(["render", "--stack", "lab-roce", "--out", str(out)]) == 0
+        runbook = tmp_path / "rb.md"
+        assert main(["runbook", "--stack", "lab-roce", "--out", str(runbook)]) == 0
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
+    assert runbook.stat().st_mode & 0o777 == 0o666 & ~mask
+    some = next(p for p in out.rglob("*.yaml"))
+    assert some.stat().st_mode & 0o777 == 0o666 & ~mask

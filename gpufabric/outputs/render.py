@@ -566,6 +566,26 @@ def _swap(parent: int, staging: Path, out: Path) -> None:
     shutil.rmtree(retired)
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def umask() -> int:
+    """The process's umask (files we create in place of others' get the mode ``open()``
+    would give them): read from /proc where Linux shows it, else set and restored under a
+    lock."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
 def write_tree(
     files: Mapping[str, str],
     out: Path,
@@ -588,6 +608,7 @@ def write_tree(
         _recover(out.resolve())
         out = check_output_dir(out)  # again: another render may have written meanwhile
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
+        os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would outlive the swap
         try:
             _stage(files, out, stack, staging)
             if approve is not None and not approve():
@@ -608,6 +629,7 @@ def write_file(path: Path, text: str) -> None:
         raise OutputError(f"{path} exists and is not a regular file; choose a file path")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~umask())  # as open() would create it, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
