@@ -69,6 +69,7 @@ def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
         "pathFaults",
         "topologyLevels",
         "confirm",
+        "partners",
         "jobs",
     ]
     assert doc["stopped"] is None
