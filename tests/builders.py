@@ -93,3 +93,36 @@ def chart(plan: Plan, item_id: str) -> HelmChart:
     payload = plan.item(item_id).payload
     assert isinstance(payload, HelmChart)
     return payload
+
+
+XID79 = "NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus"
+
+
+def gpu_node(name: str, hostname: str | None = None, xid: bool = False) -> dict[str, Any]:
+    """A Ready GPU node of 8 GPUs as the API server returns it, with node-problem-detector's
+    fatal conditions (False, or GpuFatalXid True with Xid 79 when ``xid``); its
+    ``kubernetes.io/hostname`` label is ``hostname`` (default: the name)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "labels": {
+                "nvidia.com/gpu.present": "true",
+                "kubernetes.io/hostname": hostname or name,
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8"},
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "GpuFatalXid", "status": "True", "reason": "FatalXid", "message": XID79}
+                if xid
+                else {"type": "GpuFatalXid", "status": "False", "reason": "NoFatalXid"},
+                {"type": "NicFatalError", "status": "False", "reason": "NoNicFatalError"},
+            ],
+        },
+    }

@@ -130,6 +130,20 @@ class Fleet:
         return SimpleNamespace(verdict="FAIL" if failing else "PASS", runs=[])
 
 
+def screened(nodes: list[str]) -> list[sweep_plan.Job]:
+    """Five passing rounds over 16 ``nodes`` in which every node passes with five distinct
+    partners (a record the judge's rules are then tested on top of)."""
+    rounds = [
+        list(zip(nodes[::2], nodes[1::2], strict=True)),
+        list(zip(nodes[1::2], nodes[2::2] + nodes[:1], strict=True)),
+        [(nodes[i], nodes[i + 4]) for i in (0, 1, 2, 3, 8, 9, 10, 11)],
+        [(nodes[i], nodes[i + 8]) for i in range(8)],
+        [(nodes[i], nodes[i + 6]) for i in range(6)]
+        + [(nodes[12], nodes[14]), (nodes[13], nodes[15])],
+    ]
+    return [sweep_plan.Job(r, pair, "PASS") for r, pairs in enumerate(rounds, 1) for pair in pairs]
+
+
 def build(n: int, kind: str, k: int, seed: int) -> Fleet:
     """``n`` nodes, 16 to a leaf (fewer on small fleets), 4 leaves to a spine from 256 nodes;
     ``k`` faults of ``kind`` (uplink: ``k`` leaves, at most a quarter of them)."""

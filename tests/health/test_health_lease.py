@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from builders import gpu_node
 from fake_kube import FakeKube
 
 from gpufabric.cli import main, parser
@@ -24,39 +24,10 @@ NOW = dt.datetime(2026, 11, 24, 22, 0, tzinfo=dt.UTC)
 NODES = [f"gpu-{i:02d}" for i in range(16)]
 
 
-def node(name: str, xid: bool = False) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "labels": {"nvidia.com/gpu.present": "true", "kubernetes.io/hostname": name},
-        },
-        "spec": {},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "8"},
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {
-                    "type": "GpuFatalXid",
-                    "status": "True" if xid else "False",
-                    "reason": "FatalXid" if xid else "NoFatalXid",
-                    "message": "NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus"
-                    if xid
-                    else "",
-                },
-                {"type": "NicFatalError", "status": "False", "reason": "NoNicFatalError"},
-            ],
-        },
-    }
-
-
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
     with FakeKube() as f:
-        f.add(*(node(n, xid=n in ("gpu-03", "gpu-05", "gpu-07")) for n in NODES))
+        f.add(*(gpu_node(n, xid=n in ("gpu-03", "gpu-05", "gpu-07")) for n in NODES))
         yield f
 
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import nodefs
 import pytest
+from builders import gpu_node
 from fake_kube import FakeKube
 from fleetfake import LatencyTransport, gather_checks
 from nccllogs import IB_8X400, Log, text
@@ -41,28 +42,6 @@ PROBE_NS = "gpufabric-health-probe"
 NODES = [f"gpu-{i:02d}" for i in range(16)]
 NOW = dt.datetime(2026, 11, 24, 22, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(hours=1)
-
-
-def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            # a hostname label that differs from the name (some clouds): pinning uses it
-            "labels": {"nvidia.com/gpu.present": "true", "kubernetes.io/hostname": f"h-{name}"},
-        },
-        "spec": {},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "8"},
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "GpuFatalXid", "status": "False", "reason": "NoFatalXid"},
-            ],
-        },
-    }
 
 
 def live(fake: FakeKube, name: str) -> dict[str, Any]:
@@ -180,7 +159,7 @@ def tree(tmp_path: Path, plan: Plan, name: str, **broken: object) -> Path:
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
     with FakeKube() as f:
-        f.add(*(node(n) for n in NODES))
+        f.add(*(gpu_node(n, hostname=f"h-{n}") for n in NODES))
         yield f
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import gpu_node
 from fake_kube import FakeKube
 from nccllogs import IB_8X400, Log, text
 
@@ -34,28 +35,6 @@ TENANT = "llm-pretrain"
 TAINT = "gpufabric.io/quarantine"
 NODES = [f"gpu-{i:02d}" for i in range(16)]
 NOW = dt.datetime(2026, 11, 24, 22, 0, tzinfo=dt.UTC)
-
-
-def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "labels": {"nvidia.com/gpu.present": "true", "kubernetes.io/hostname": name},
-        },
-        "spec": {},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "8"},
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "GpuFatalXid", "status": "False", "reason": "NoFatalXid"},
-                {"type": "NicFatalError", "status": "False", "reason": "NoNicFatalError"},
-            ],
-        },
-    }
 
 
 def set_condition(fake: FakeKube, name: str, ctype: str, status: str, message: str = "") -> None:
@@ -92,7 +71,7 @@ def writes(fake: FakeKube) -> list[tuple[str, str]]:
 @pytest.fixture
 def fake() -> Iterator[FakeKube]:
     with FakeKube() as f:
-        f.add(*(node(n) for n in NODES))
+        f.add(*(gpu_node(n) for n in NODES))
         yield f
 
 

@@ -186,19 +186,6 @@ def test_group_size_follows_the_quota_and_the_leaf(
     assert all(len(g) <= size for g in groups)
 
 
-def _screened() -> list[Job]:
-    """Five rounds in which every node passes with five distinct partners."""
-    rounds = [
-        list(zip(NODES[::2], NODES[1::2], strict=True)),
-        list(zip(NODES[1::2], NODES[2::2] + NODES[:1], strict=True)),
-        [(NODES[i], NODES[i + 4]) for i in (0, 1, 2, 3, 8, 9, 10, 11)],
-        [(NODES[i], NODES[i + 8]) for i in range(8)],
-        [(NODES[i], NODES[i + 6]) for i in range(6)]
-        + [(NODES[12], NODES[14]), (NODES[13], NODES[15])],
-    ]
-    return [Job(r, pair, "PASS") for r, pairs in enumerate(rounds, 1) for pair in pairs]
-
-
 def test_two_flaky_nodes_failing_once_with_one_node_are_not_good_on_that_record() -> None:
     """n05 and n09 each failed once with n00 (found at N = 1,024 in the mixed simulation:
     they were flaky, n00 healthy), and n00 passed again with n05: the record cannot tell who
@@ -206,7 +193,7 @@ def test_two_flaky_nodes_failing_once_with_one_node_are_not_good_on_that_record(
     it either (a flaky node passes three in a row one time in three); n00 failing with two
     other proven partners does."""
     h, f1, f2 = "n00", "n05", "n09"
-    jobs = [*_screened(), Job(6, (h, f1), "FAIL"), Job(7, (h, f2), "FAIL"), Job(8, (h, f1), "PASS")]  # fmt: skip
+    jobs = [*sweepfleet.screened(NODES), Job(6, (h, f1), "FAIL"), Job(7, (h, f2), "FAIL"), Job(8, (h, f1), "PASS")]  # fmt: skip
     verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
     assert verdict.verdicts[h] == "FLAKY"
     assert verdict.verdicts[f1] == verdict.verdicts[f2] == "UNKNOWN"

@@ -203,19 +203,6 @@ NODES = [f"n{i:02d}" for i in range(16)]
 FLAT: dict[str, tuple[str, ...]] = dict.fromkeys(NODES, ())
 
 
-def _screened() -> list[Job]:
-    """Five rounds in which every node passes with five distinct partners."""
-    rounds = [
-        list(zip(NODES[::2], NODES[1::2], strict=True)),
-        list(zip(NODES[1::2], NODES[2::2] + NODES[:1], strict=True)),
-        [(NODES[i], NODES[i + 4]) for i in (0, 1, 2, 3, 8, 9, 10, 11)],
-        [(NODES[i], NODES[i + 8]) for i in range(8)],
-        [(NODES[i], NODES[i + 6]) for i in range(6)]
-        + [(NODES[12], NODES[14]), (NODES[13], NODES[15])],
-    ]
-    return [Job(r, pair, "PASS") for r, pairs in enumerate(rounds, 1) for pair in pairs]
-
-
 def test_a_flaky_node_that_made_a_healthy_one_look_faulty_is_never_good() -> None:
     """Found at N = 1,024 in the mixed simulation (seed 1002): flaky f failed with healthy h
     in a group of three and in a pair, another flaky node f2 failed once with h, so h had two
@@ -225,7 +212,7 @@ def test_a_flaky_node_that_made_a_healthy_one_look_faulty_is_never_good() -> Non
     other proven partners."""
     h, f, f2, g = "n00", "n05", "n09", "n03"
     jobs = [
-        *_screened(),
+        *sweepfleet.screened(NODES),
         Job(6, (h, f), "FAIL", (h, f, g)),
         Job(7, (h, f2), "FAIL"),
         Job(8, (h, f), "FAIL"),
@@ -249,7 +236,7 @@ def test_a_group_a_faulty_node_explains_clears_its_other_members() -> None:
     """A node never passing, failing with two proven partners, explains the failing group it
     was in: the others are GOOD on their passing jobs (no hold for a deterministic fault)."""
     b, x = "n00", "n05"
-    jobs = [j for j in _screened() if b not in j.pair]
+    jobs = [j for j in sweepfleet.screened(NODES) if b not in j.pair]
     jobs += [Job(6, (b, x), "FAIL", (b, x, "n03")), Job(7, (b, "n12"), "FAIL"), Job(8, (b, "n14"), "FAIL")]  # fmt: skip
     verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
     assert verdict.verdicts[b] == "BAD"
