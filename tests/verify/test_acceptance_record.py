@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import REPO, body
+from builders import REPO, body, gpu_node
 from fake_kube import FakeKube
 from nccllogs import Log, text
 
@@ -308,12 +308,12 @@ def test_health_records_its_recertification_candidates(tmp_path: Path) -> None:
     """gpufabric health (prod-ib, 16 nodes): two nodes quarantined for Xid 79, cleared, then
     re-certified with a sweep in which one is slow: the returned node is GOOD, the kept one
     BAD, both with their bus bandwidth; the partners' results are no candidates'."""
-    from test_health import NODES, NOW, Fleet, node, one_pass, set_condition, xid79
+    from test_health import NODES, NOW, Fleet, one_pass, set_condition, xid79
 
     plan = load_stack("prod-ib", None).plan
     with FakeKube() as fake:
         fake.status_subresources.add(na.PLURAL)
-        fake.add(*(node(n) for n in NODES))
+        fake.add(*(gpu_node(n) for n in NODES))
         install_crd(fake, plan)
         for name in ("gpu-03", "gpu-11"):
             xid79(fake, name)
