@@ -282,7 +282,10 @@ class _Slots:
         if kind is str:
             if "__gpufabric_value_" in value:  # a JSON text of an earlier value, e.g. json | json
                 value = _TOKEN.sub(self._text_of, value)
-            self.odd = self.odd or _ODD.search(value) is not None
+            if value.isascii():
+                self.odd = self.odd or "\x7f" in value
+            else:
+                self.odd = self.odd or _ODD.search(value) is not None
             data, text = value, None
         elif kind is bool or kind is int or value is None:
             data, text = value, None
@@ -326,11 +329,13 @@ class _Shape:
     a sequence's entry, an entry of a flow collection), never inside a quoted or block
     scalar, a comment or a longer text; anything else renders the text and parses it."""
 
-    __slots__ = ("tokens", "tree")
+    __slots__ = ("frozen", "places", "tokens", "tree")
 
     def __init__(self, text: str) -> None:
         self.tree: Any = None
         self.tokens: frozenset[int] | None = None  # None: values cannot be put in place
+        self.frozen: bytes | None = None
+        self.places: list[tuple[tuple[Any, ...], int]] = []
         try:
             tree = load_yaml(text)
         except yaml.YAMLError:
@@ -339,13 +344,44 @@ class _Shape:
         if not _tokens_alone(text, found) or not _whole_tokens(tree, found):
             return
         self.tree, self.tokens = tree, frozenset(found)
+        if _token_places(tree, (), self.places):
+            # No token is a key: a copy of the tree at C speed, then the values set in place.
+            self.frozen = marshal.dumps(tree)
 
     def fill(self, slots: _Slots) -> Any:
         """The document with ``slots``' values in place; None where that could differ from
         parsing the rendered text."""
         if self.tokens is None or self.tokens | slots.consumed != set(range(len(slots.data))):
             return None
-        return _filled(self.tree, slots)
+        if self.frozen is None:
+            return _filled(self.tree, slots)
+        obj = marshal.loads(self.frozen)
+        for path, i in self.places:
+            node = obj
+            for step in path[:-1]:
+                node = node[step]
+            node[path[-1]] = slots.value(i)
+        return obj
+
+
+def _token_places(
+    node: Any, path: tuple[Any, ...], places: list[tuple[tuple[Any, ...], int]]
+) -> bool:
+    """Add where each token of ``node`` stands (the keys and indices from the root);
+    False where a token is a mapping key."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str) and key.startswith("__gpufabric_value_"):
+                return False
+            if not _token_places(value, (*path, key), places):
+                return False
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            if not _token_places(value, (*path, i), places):
+                return False
+    elif isinstance(node, str) and node.startswith("__gpufabric_value_"):
+        places.append((path, int(node[18:-2])))
+    return True
 
 
 def _tokens_alone(text: str, found: list[int]) -> bool:
