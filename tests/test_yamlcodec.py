@@ -245,3 +245,63 @@ def test_values_that_are_not_plain_are_converted_where_they_sit() -> None:
     assert "hunter2" not in to_yaml(body)
     with pytest.raises(TypeError):
         yamlcodec.dump({"a": object()})
+
+
+CHARS = "abcxyz019_./- :#'\"\n\t{}[],&*!|>%@`?~=\\é\u00a0\u2028"
+
+
+def rich_value(rng: random.Random, depth: int = 0) -> Any:
+    """Documents of every shape: literal blocks that keep, strip or lead with spaces,
+    texts that fold past column 100 or are quoted, keys that are not simple."""
+    pick = rng.random()
+    if depth > 4 or pick < 0.45:
+        if rng.random() < 0.6:
+            size = rng.choice([3, 12, 40, 140])
+            return "".join(rng.choice(CHARS) for _ in range(rng.randrange(0, size)))
+        return rng.choice([*TRICKY, 0, -5, 10**20, 1.5, -0.0, 1e20, float("nan"), True, None])
+    if pick < 0.75:
+        return {
+            rng.choice(["k", "name", "x" * 130, "a b", "multi\nkey", ""]) + str(i): rich_value(
+                rng, depth + 1
+            )
+            for i in range(rng.randrange(0, 5))
+        }
+    return [rich_value(rng, depth + 1) for _ in range(rng.randrange(0, 5))]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_documents_assembled_from_scalar_texts_are_libyamls(seed: int) -> None:
+    """dump assembles a document from each scalar's text where that text cannot depend on
+    where the scalar stands, else libyaml writes it whole: either way libyaml's text, for
+    hundreds of documents of every shape (literal blocks kept and stripped, texts folded at
+    column 100, complex keys, sequences in sequences)."""
+    rng = random.Random(seed)
+    assembled = 0
+    for _ in range(150):
+        value = rich_value(rng)
+        if not isinstance(value, dict | list) or not value:
+            continue
+        assert yamlcodec.dump(value) == yamlcodec._dump_events(value, None), value
+        assembled += yamlcodec._Block(None).document(value) is not None
+    assert assembled >= 10  # the assembled path was exercised, not only the fallback
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": "kept\n\n"},  # the last literal block keeps its breaks: the document ends "..."
+        {"a": "kept\n\n", "b": "stripped\nx"},  # a later block clears that
+        {"a": "kept\n\n", "b": 1},  # a later plain scalar does not
+        {"a": ["x\n\n", {"b": "y\n"}]},
+        {"a": {"b": [" leading\nspace", "\n", "a\n\n\n"]}},
+        {"a": [["- x", "y\nz"], [{}], []]},
+        {"k": "w " * 48, "deeper": {"k": "w " * 47}},  # folded where the column passes 100
+        {"x" * 129: 1},  # no simple key past 128 characters
+        {"multi\nline": 1},
+    ],
+)
+def test_documents_libyaml_ends_or_folds_are_written_as_libyaml_writes_them(value: Any) -> None:
+    """libyaml's text (what render has always written), which is PyYAML's own emitter's
+    but for the "..." libyaml still writes after a plain scalar follows a kept block."""
+    assert yamlcodec.dump(value) == yamlcodec._dump_events(value, None)
+    assert yamlcodec.load(yamlcodec.dump(value)) == value

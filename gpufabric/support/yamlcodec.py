@@ -17,6 +17,7 @@ lines folded at 100 columns.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -255,7 +256,22 @@ def dump(data: Any, convert: Callable[[Any], Any] | None = None) -> str:
 
     ``convert`` turns anything else (a value of another type, a mapping with other keys)
     into plain data, once per such value: the caller's objects are written without first
-    copying every plain dict and list around them."""
+    copying every plain dict and list around them.
+
+    The text is libyaml's: each distinct scalar is written by libyaml once (see
+    :func:`_value_text`), and a document whose scalars all keep their text wherever they
+    stand is assembled from those texts (:class:`_Block`); any other document is written
+    by libyaml whole."""
+    kind = type(data)
+    if data and (kind is list or (kind is dict and all(type(k) is str for k in data))):
+        text = _Block(convert).document(data)
+        if text is not None:
+            return text
+    return _dump_events(data, convert)
+
+
+def _dump_events(data: Any, convert: Callable[[Any], Any] | None) -> str:
+    """:func:`dump` through libyaml's emitter, event by event."""
     stream = io.StringIO()
     dumper = _Dumper(stream, default_flow_style=False, width=WIDTH, sort_keys=True)
     emit = dumper.emit
@@ -265,3 +281,165 @@ def dump(data: Any, convert: Callable[[Any], Any] | None = None) -> str:
     emit(_DOC_END)
     emit(_STREAM_END)
     return stream.getvalue()
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*\Z")
+"""Texts libyaml writes plain wherever they stand (no indicator, space, quote or
+non-ASCII character) when they read back as a string."""
+_Literal = tuple[str, tuple[str, ...]]
+"""A literal block: its header (``|-``, ``|2+`` ...) and its lines as libyaml indents
+them under a key at column 0 (two spaces; an empty line empty)."""
+_Text = str | _Literal | None
+"""How libyaml writes a scalar: one line, a literal block, or None where it is neither
+(wrapped over lines, or a key it writes as a complex key)."""
+_VALUE_TEXTS: dict[Any, _Text] = {}
+_KEY_TEXTS: dict[str, str | None] = {}
+
+
+def _value_text(data: Any) -> _Text:
+    """How libyaml writes ``data`` as a block mapping's value or a sequence's entry (the
+    same in both: block context, not a key), found once per distinct scalar."""
+    key = (type(data), repr(data) if type(data) is float else data)
+    text = _VALUE_TEXTS.get(key, _MISSING)
+    if text is _MISSING:
+        if len(_VALUE_TEXTS) >= _SCALARS_MAX:
+            _VALUE_TEXTS.clear()
+        if type(data) is str and _PLAIN.match(data) and _scalar_tag(data, (True, False)) == _STR:
+            text = data
+        else:
+            text = _parse_probe(_dump_events({"k": data}, None))
+        _VALUE_TEXTS[key] = text
+    result: _Text = text
+    return result
+
+
+_MISSING: Any = object()
+
+
+def _parse_probe(probe: str) -> _Text:
+    """The scalar's text in ``k: <scalar>\n`` as libyaml wrote it."""
+    rest = probe[3:]
+    if rest.startswith(("|", ">")):
+        header, _, body = rest.partition("\n")
+        lines = body.split("\n")[:-1]
+        if lines and lines[-1] == "...":  # a kept final line break leaves the document open
+            lines.pop()
+        if header[0] == ">" or any(line and not line.startswith("  ") for line in lines):
+            return None
+        return header, tuple(lines)
+    if rest.count("\n") != 1 or not rest.endswith("\n"):
+        return None  # folded over lines
+    return rest[:-1]
+
+
+def _key_text(key: str) -> str | None:
+    """How libyaml writes ``key`` as a simple key (None: it writes a complex key)."""
+    text = _KEY_TEXTS.get(key, _MISSING)
+    if text is _MISSING:
+        if len(_KEY_TEXTS) >= _SCALARS_MAX:
+            _KEY_TEXTS.clear()
+        if _PLAIN.match(key) and len(key) <= 128 and _scalar_tag(key, (True, False)) == _STR:
+            text = key
+        else:
+            probe = _dump_events({key: 0}, None)
+            head = probe[: -len(": 0\n")]
+            simple = probe.endswith(": 0\n") and "\n" not in head and not head.startswith("?")
+            text = head if simple else None
+        _KEY_TEXTS[key] = text
+    result: str | None = text
+    return result
+
+
+class _Unsure(Exception):
+    """A scalar whose text could depend on where it stands: libyaml writes the document."""
+
+
+_WRITABLE = frozenset({dict, list, str, int, bool, float, type(None)})
+
+
+class _Block:
+    """A document in libyaml's block style (indent 2, sequences under a key not indented,
+    empty collections as ``{}`` and ``[]``), assembled from the scalars' texts."""
+
+    def __init__(self, convert: Callable[[Any], Any] | None) -> None:
+        self.convert = convert
+        self.out: list[str] = []
+        self.open_ended = False
+
+    def document(self, data: Any) -> str | None:
+        try:
+            if type(data) is dict:
+                self.mapping(data, 0, "")
+            else:
+                self.sequence(data, 0, "")
+        except _Unsure:
+            return None
+        if self.open_ended:
+            self.out.append("...\n")
+        return "".join(self.out)
+
+    def mapping(self, data: dict[str, Any], indent: int, first: str) -> None:
+        pad = " " * indent
+        for i, key in enumerate(sorted(data)):
+            text = _key_text(key)
+            if text is None:
+                raise _Unsure
+            self.entry(data[key], indent, f"{first if i == 0 else pad}{text}:", True)
+
+    def sequence(self, data: list[Any], indent: int, first: str) -> None:
+        pad = " " * indent
+        for i, item in enumerate(data):
+            self.entry(item, indent, f"{first if i == 0 else pad}-", False)
+
+    def entry(self, value: Any, indent: int, line: str, in_mapping: bool) -> None:
+        """``line`` (a key and its colon, or a dash) and the value written after it; a
+        value converted to plain data is written without converting again."""
+        convert = self.convert
+        kind = type(value)
+        if kind not in _WRITABLE or (kind is dict and not all(type(k) is str for k in value)):
+            if convert is None:
+                raise TypeError(f"cannot write {kind.__name__} as YAML: {value!r}")
+            value = convert(value)
+            convert, kind = None, type(value)
+        saved, self.convert = self.convert, convert
+        try:
+            self._entry(value, kind, indent, line, in_mapping)
+        finally:
+            self.convert = saved
+
+    def _entry(self, value: Any, kind: type, indent: int, line: str, in_mapping: bool) -> None:
+        if kind is dict:
+            if not value:
+                self.out.append(f"{line} {{}}\n")
+            elif in_mapping:
+                self.out.append(line + "\n")
+                self.mapping(value, indent + 2, " " * (indent + 2))
+            else:
+                self.mapping(value, indent + 2, line + " ")
+        elif kind is list:
+            if not value:
+                self.out.append(f"{line} []\n")
+            elif in_mapping:
+                self.out.append(line + "\n")
+                self.sequence(value, indent, " " * indent)
+            else:
+                self.sequence(value, indent + 2, line + " ")
+        else:
+            self.scalar(value, indent, line)
+
+    def scalar(self, value: Any, indent: int, line: str) -> None:
+        text = _value_text(value)
+        if isinstance(text, str):
+            if " " in text and len(line) + 1 + len(text) > WIDTH:
+                raise _Unsure  # libyaml may fold it over lines here
+            self.out.append(f"{line} {text}\n")
+        elif text is None:
+            raise _Unsure
+        else:
+            header, lines = text
+            pad = " " * indent
+            self.out.append(f"{line} {header}\n")
+            self.out.extend(f"{pad}{raw}\n" if raw else "\n" for raw in lines)
+            # libyaml ends the document with "..." when the last literal block kept its
+            # final line breaks (each block's header sets or clears that)
+            self.open_ended = header.endswith("+")
