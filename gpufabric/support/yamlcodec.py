@@ -293,6 +293,8 @@ _Text = str | _Literal | None
 """How libyaml writes a scalar: one line, a literal block, or None where it is neither
 (wrapped over lines, or a key it writes as a complex key)."""
 _VALUE_TEXTS: dict[Any, _Text] = {}
+_STR_TEXTS: dict[str, str] = {}
+"""The one-line texts of strings, by the string (the common case, one lookup)."""
 _KEY_TEXTS: dict[str, str | None] = {}
 
 
@@ -309,6 +311,10 @@ def _value_text(data: Any) -> _Text:
         else:
             text = _parse_probe(_dump_events({"k": data}, None))
         _VALUE_TEXTS[key] = text
+        if type(data) is str and isinstance(text, str):
+            if len(_STR_TEXTS) >= _SCALARS_MAX:
+                _STR_TEXTS.clear()
+            _STR_TEXTS[data] = text
     result: _Text = text
     return result
 
@@ -354,9 +360,6 @@ class _Unsure(Exception):
     """A scalar whose text could depend on where it stands: libyaml writes the document."""
 
 
-_WRITABLE = frozenset({dict, list, str, int, bool, float, type(None)})
-
-
 class _Block:
     """A document in libyaml's block style (indent 2, sequences under a key not indented,
     empty collections as ``{}`` and ``[]``), assembled from the scalars' texts."""
@@ -380,8 +383,9 @@ class _Block:
 
     def mapping(self, data: dict[str, Any], indent: int, first: str) -> None:
         pad = " " * indent
+        texts = _KEY_TEXTS
         for i, key in enumerate(sorted(data)):
-            text = _key_text(key)
+            text = texts.get(key) or _key_text(key)
             if text is None:
                 raise _Unsure
             self.entry(data[key], indent, f"{first if i == 0 else pad}{text}:", True)
@@ -392,24 +396,18 @@ class _Block:
             self.entry(item, indent, f"{first if i == 0 else pad}-", False)
 
     def entry(self, value: Any, indent: int, line: str, in_mapping: bool) -> None:
-        """``line`` (a key and its colon, or a dash) and the value written after it; a
-        value converted to plain data is written without converting again."""
-        convert = self.convert
+        """``line`` (a key and its colon, or a dash) and the value written after it."""
         kind = type(value)
-        if kind not in _WRITABLE or (kind is dict and not all(type(k) is str for k in value)):
-            if convert is None:
-                raise TypeError(f"cannot write {kind.__name__} as YAML: {value!r}")
-            value = convert(value)
-            convert, kind = None, type(value)
-        saved, self.convert = self.convert, convert
-        try:
-            self._entry(value, kind, indent, line, in_mapping)
-        finally:
-            self.convert = saved
-
-    def _entry(self, value: Any, kind: type, indent: int, line: str, in_mapping: bool) -> None:
-        if kind is dict:
-            if not value:
+        if kind is str:
+            text = _STR_TEXTS.get(value)
+            if text is not None and (len(line) + len(text) < WIDTH or " " not in text):
+                self.out.append(f"{line} {text}\n")
+            else:
+                self.scalar(value, indent, line)
+        elif kind is dict:
+            if not all(type(k) is str for k in value):
+                self.converted(value, indent, line, in_mapping)
+            elif not value:
                 self.out.append(f"{line} {{}}\n")
             elif in_mapping:
                 self.out.append(line + "\n")
@@ -424,8 +422,22 @@ class _Block:
                 self.sequence(value, indent, " " * indent)
             else:
                 self.sequence(value, indent + 2, line + " ")
-        else:
+        elif kind is int or kind is bool or kind is float or value is None:
             self.scalar(value, indent, line)
+        else:
+            self.converted(value, indent, line, in_mapping)
+
+    def converted(self, value: Any, indent: int, line: str, in_mapping: bool) -> None:
+        """A value that is not plain data, converted once and written without converting
+        again (as :func:`_emit` does)."""
+        convert = self.convert
+        if convert is None:
+            raise TypeError(f"cannot write {type(value).__name__} as YAML: {value!r}")
+        self.convert = None
+        try:
+            self.entry(convert(value), indent, line, in_mapping)
+        finally:
+            self.convert = convert
 
     def scalar(self, value: Any, indent: int, line: str) -> None:
         text = _value_text(value)
