@@ -100,7 +100,7 @@ def test_bad_stacks_exit_2_naming_the_path(
 def test_no_traceback_ever_reaches_the_user(text: str, write_stack: Callable[..., Path]) -> None:
     stack = write_stack(text)
     proc = subprocess.run(
-        [sys.executable, "-m", "gpufabric.cli", "validate", "--stack", str(stack)],
+        [sys.executable, "-m", "gpufabric", "validate", "--stack", str(stack)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -109,6 +109,26 @@ def test_no_traceback_ever_reaches_the_user(text: str, write_stack: Callable[...
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert str(stack) in proc.stderr
+
+
+def test_the_program_runs_its_command_with_the_garbage_collector_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program loads its modules with the collector off, then turns it on: a long
+    command (``health --watch``) must not grow without bound."""
+    import gc
+
+    from gpufabric import __main__ as program
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", ["gpufabric", "stacks"])
+    try:
+        assert program.main() == 0
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert "prod-ib" in capsys.readouterr().out
 
 
 def test_missing_crd_dir_is_bad_input(tmp_path: Path) -> None:
