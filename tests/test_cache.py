@@ -4,7 +4,6 @@ result, and a cache that is damaged, shared or unwritable is ignored, never an e
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,18 +211,11 @@ def test_a_planted_crd_schema_entry_changes_no_verdict(cache_home: Path, tmp_pat
         "spec.size"
     ]
     directory = cache_home.parent / "crd-schemas"
-    # the file's converted schemas, and the directory's index of which file defines what
-    index, entry = sorted(directory.iterdir(), key=lambda p: not p.name.startswith("dir-"))
-    assert index.name.startswith("dir-")
-    assert not entry.name.startswith("dir-")
+    (entry,) = directory.iterdir()  # the file's converted schemas
     forged = tmp_path / "accepts-anything.json"
     forged.write_text('[["example.com/v1", "Widget", {"type": "object"}]]')
     entry.unlink()
     entry.symlink_to(forged)
-    hidden = tmp_path / "defines-nothing.json"
-    hidden.write_text(json.dumps([[entry.stem, []]]))
-    index.unlink()
-    index.symlink_to(hidden)
     schema.load_crds.cache_clear()
     try:
         bad = schema.validate_objects([widget("big")], "1.33", crds)
@@ -235,9 +227,9 @@ def test_a_planted_crd_schema_entry_changes_no_verdict(cache_home: Path, tmp_pat
 def test_a_warm_render_reads_only_the_crds_of_the_kinds_it_validates(
     cache_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The directory's index (which file defines which kinds) lets a render read the
-    converted schemas of the files it needs only, and a file later in order that defines
-    the same kind still wins, as a full read gives."""
+    """A render reads the converted schemas of only the files that name a kind it
+    validates, and a file later in order that defines the same kind still wins, as a full
+    read gives."""
     from gpufabric.outputs import schema
     from gpufabric.support import cache, yamlcodec
 
@@ -271,7 +263,7 @@ def test_a_warm_render_reads_only_the_crds_of_the_kinds_it_validates(
         assert schema.validate_objects([widget("big")], "1.33", crds).ok
         gadget_key = schema._file_key(gadget.encode())
         assert gadget_key not in read  # the Gadget file's schemas were never read
-        assert len(read) == 3  # the index, then the two files that define a Widget
+        assert len(read) == 2  # the two files that define a Widget
         wanted = frozenset({("example.com/v1", "Widget")})
         assert schema.load_crds(crds.resolve(), wanted).schemas == {
             k: v for k, v in full.schemas.items() if k in wanted
@@ -280,7 +272,7 @@ def test_a_warm_render_reads_only_the_crds_of_the_kinds_it_validates(
         schema.load_crds.cache_clear()
 
 
-def test_the_index_gives_what_a_full_read_gives_for_the_upstream_crds(
+def test_the_files_that_name_a_kind_give_what_a_full_read_gives_for_the_upstream_crds(
     cache_home: Path, crd_dir: Path
 ) -> None:
     from gpufabric.outputs import schema
@@ -288,9 +280,9 @@ def test_the_index_gives_what_a_full_read_gives_for_the_upstream_crds(
     schema.load_crds.cache_clear()
     try:
         full = schema.load_crds(crd_dir.resolve())
-        for pair in sorted(full.schemas)[::7]:
+        for pair in sorted(full.schemas):
             wanted = frozenset({pair})
-            for _ in range(2):  # building the index, then reading it
+            for _ in range(2):  # converting the files that name the kind, then reading them
                 schema.load_crds.cache_clear()
                 part = schema.load_crds(crd_dir.resolve(), wanted)
                 assert part.schemas == {pair: full.schemas[pair]}
@@ -338,5 +330,35 @@ def test_a_cold_index_converts_only_the_files_defining_wanted_kinds(
         later = schema.load_crds(crds.resolve(), gadget_only)
         assert later.schemas == {k: v for k, v in full.schemas.items() if k in gadget_only}
         assert len(conversions) == 2
+    finally:
+        schema.load_crds.cache_clear()
+
+
+@pytest.mark.parametrize("style", ["json", "block", "flow", "quoted"])
+def test_a_crd_written_as_json_or_flow_yaml_is_found_by_its_kind(
+    cache_home: Path, tmp_path: Path, style: str
+) -> None:
+    """Only files naming a validated kind in a ``kind:`` entry are parsed: a CRD written as
+    JSON, in flow style or with the kind quoted still names it there."""
+    import json
+
+    from gpufabric.outputs import schema
+    from gpufabric.support import yamlcodec
+
+    doc = yamlcodec.load(CRD)
+    text = {
+        "json": json.dumps(doc),
+        "block": yamlcodec.dump(doc),
+        "flow": CRD,
+        "quoted": CRD.replace("kind: Widget", "kind: 'Widget'"),
+    }[style]
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    (crds / "widget.yaml").write_text(text)
+    (crds / "other.yaml").write_text(CRD.replace("Widget", "Gadget").replace("widgets", "gadgets"))
+    schema.load_crds.cache_clear()
+    try:
+        report = schema.validate_objects([widget("big")], "1.33", crds)
+        assert [e.path for e in report.errors] == ["spec.size"]
     finally:
         schema.load_crds.cache_clear()

@@ -312,74 +312,29 @@ def _crd_files(directory: Path) -> list[CrdFile]:
     return files
 
 
-def _kinds_by_file(
-    files: list[CrdFile],
-    wanted: frozenset[tuple[str, str]] = frozenset(),
-    converted: dict[str, list[Crd]] | None = None,
-) -> list[list[tuple[str, str]]]:
-    """The (apiVersion, kind) pairs each file defines, from the directory's cached index
-    (one small entry keyed by every file's key) or, when it is absent or not what these
-    files give, from each file, then stored. Building the index converts (and caches) the
-    schemas of only the files that define ``wanted`` kinds, into ``converted`` by file key:
-    converting and storing every upstream CRD costs more than parsing them all."""
-    digest = hashlib.sha256(_CONVERSION_KEY)
-    for _, _, key in files:
-        digest.update(key.encode())
-    index_key = "dir-" + digest.hexdigest()
-    cached = read_json("crd-schemas", index_key)
-    if (
-        isinstance(cached, list)
-        and len(cached) == len(files)
-        and all(_index_row(row, key) for row, (_, _, key) in zip(cached, files, strict=True))
-    ):
-        return [[(str(a), str(k)) for a, k in row[1]] for row in cached]
-    kept = {} if converted is None else converted
-    kinds = []
-    for _, data, key in files:
-        schemas = _cached(key)
-        if schemas is None:
-            schemas = _served(data)
-            if wanted.intersection((a, k) for a, k, _ in schemas):
-                schemas = _converted(schemas, key)
-        if wanted.intersection((a, k) for a, k, _ in schemas):
-            kept[key] = schemas  # converted: read right after
-        kinds.append([(a, k) for a, k, _ in schemas])
-    rows = [
-        [key, [list(p) for p in pairs]] for (_, _, key), pairs in zip(files, kinds, strict=True)
-    ]
-    write_json("crd-schemas", index_key, rows)
-    return kinds
+_KIND_LINE = re.compile(rb"kind[\"']?[ \t]*:[ \t]*[\"']?([A-Za-z0-9]+)")
+"""A ``kind: Name`` entry (YAML or JSON): every CRD names the kind it defines in one."""
 
 
-def _index_row(row: Any, key: str) -> bool:
-    """A well-formed row of the directory index for the file whose key is ``key``."""
-    return (
-        isinstance(row, list)
-        and len(row) == 2
-        and row[0] == key
-        and isinstance(row[1], list)
-        and all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
-            for p in row[1]
-        )
-    )
+def _may_define(data: bytes, names: frozenset[bytes]) -> bool:
+    """Whether a file's bytes can define a kind of these names: a file with no ``kind:``
+    entry naming one of them defines none (its megabytes need not be parsed to know)."""
+    return not names.isdisjoint(_KIND_LINE.findall(data))
 
 
 @functools.cache
 def load_crds(directory: Path, kinds: frozenset[tuple[str, str]] | None = None) -> CrdIndex:
     """Every CustomResourceDefinition in YAML files under ``directory``; with ``kinds``,
-    those of these (apiVersion, kind) pairs only, reading the schemas of just the files
-    that define them (a directory's index of which file defines what is cached)."""
+    those of these (apiVersion, kind) pairs only, parsing (or reading the cached schemas
+    of) just the files that name one of their kinds (:func:`_may_define`)."""
     files = _crd_files(directory)
-    converted: dict[str, list[Crd]] = {}  # converted while the index was built
     if kinds is not None:
-        defined = _kinds_by_file(files, kinds, converted)
-        files = [f for f, pairs in zip(files, defined, strict=True) if kinds.intersection(pairs)]
+        names = frozenset(kind.encode() for _, kind in kinds)
+        files = [f for f in files if _may_define(f[1], names)]
     schemas: dict[tuple[str, str], dict[str, Any]] = {}
     sources: dict[tuple[str, str], str] = {}
     for path, data, key in files:
-        known = converted.get(key)
-        for api_version, kind, schema in known if known is not None else _crd_schemas(data, key):
+        for api_version, kind, schema in _crd_schemas(data, key):
             if kinds is None or (api_version, kind) in kinds:
                 schemas[(api_version, kind)] = schema
                 sources[(api_version, kind)] = str(path)
