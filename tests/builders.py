@@ -98,10 +98,24 @@ def chart(plan: Plan, item_id: str) -> HelmChart:
 XID79 = "NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus"
 
 
-def gpu_node(name: str, hostname: str | None = None, xid: bool = False) -> dict[str, Any]:
+GFD_DRIVER = "575.57.08"
+"""The driver GPU Feature Discovery labels a built node with (nodefs.Node's by default)."""
+
+
+def gpu_node(name: str, hostname: str | None = None, xid: bool = False, driver: str | None = GFD_DRIVER) -> dict[str, Any]:  # fmt: skip
     """A Ready GPU node of 8 GPUs as the API server returns it, with node-problem-detector's
     fatal conditions (False, or GpuFatalXid True with Xid 79 when ``xid``); its
-    ``kubernetes.io/hostname`` label is ``hostname`` (default: the name)."""
+    ``kubernetes.io/hostname`` label is ``hostname`` (default: the name); GPU Feature
+    Discovery's driver-version labels say ``driver`` (none when None)."""
+    gfd = {}
+    if driver is not None:
+        major, minor, *rev = driver.split(".")
+        gfd = {
+            "nvidia.com/cuda.driver-version.full": driver,
+            "nvidia.com/cuda.driver.major": major,
+            "nvidia.com/cuda.driver.minor": minor,
+            "nvidia.com/cuda.driver.rev": rev[0] if rev else "",
+        }
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -112,6 +126,7 @@ def gpu_node(name: str, hostname: str | None = None, xid: bool = False) -> dict[
             "labels": {
                 "nvidia.com/gpu.present": "true",
                 "kubernetes.io/hostname": hostname or name,
+                **gfd,
             },
         },
         "spec": {},

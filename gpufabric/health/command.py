@@ -232,9 +232,12 @@ def _recertify(
     m, by_name = plan.facts.monitoring, {s.name: s for s in states}
     confirm = args.confirm or sweep_plan.CONFIRM
     partners = recertify.partners(states, confirm + 1)
+    fleet_driver = recertify.fleet_driver(states)
     checked: list[str] = []
     for name in names:
         failing = recertify.node_checks(by_name[name], plan.facts.nodes.gpus_per_node)
+        if not failing:
+            failing = _driver_words(args, by_name[name], fleet_driver)
         if not failing and len(partners) < confirm + 1:
             failing = f"sweep: {len(partners)} proven-good partners, {confirm + 1} needed"
         if failing:
@@ -244,9 +247,13 @@ def _recertify(
     hostnames = {name: by_name[name].hostname for name in checked}
     if not checked or args.dry_run:
         for name in checked:
-            report.add("re-certify", name, _plan_words(plan, args, hostnames, partners))
+            report.add(
+                "re-certify",
+                name,
+                _plan_words(plan, args, hostnames, partners, fleet_driver.version),
+            )
         return
-    checked = _probe(plan, args, kube, hostnames, report, clock, transport)
+    checked = _probe(plan, args, kube, hostnames, report, clock, transport, fleet_driver)
     if not checked:
         return
     outcomes = _sweep(plan, args, kube, checked, partners, run_pair)
@@ -259,6 +266,16 @@ def _recertify(
             _keep(kube, args, name, outcome.words, report, clock)
 
 
+def _driver_words(args: argparse.Namespace, state: decide.NodeState, fleet: recertify.FleetDriver) -> str:  # fmt: skip
+    """The driver comparison before any probe: none possible without the fleet's version;
+    with --node-checks api, the node's GFD label against it (the probe compares the driver
+    it reads on the node)."""
+    if fleet.version and args.node_checks != nodechecks.API:
+        return ""
+    label = recertify.driver_check(state.name, state.driver, fleet, f"its label {decide.DRIVER_LABEL}")  # fmt: skip
+    return nodechecks.verdict([label])
+
+
 def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport | None) -> nodechecks.ProbeRun:  # fmt: skip
     image = args.probe_image or plan.components["probe-image"].image_ref or ""
     context = None if args.in_cluster else (args.context or plan.facts.kube_context)
@@ -268,20 +285,24 @@ def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport 
     )
 
 
-def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str], partners: list[str]) -> str:  # fmt: skip
-    """What re-certification would do (--dry-run)."""
+def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str], partners: list[str], driver: str) -> str:  # fmt: skip
+    """What re-certification would do (--dry-run); ``driver``: the fleet's."""
     sweep_words = f"sweep with {', '.join(partners)}"
     if args.node_checks == nodechecks.API:
-        return f"node checks (API status) pass; {sweep_words}"
+        return f"node checks (API status, driver {driver} as the fleet) pass; {sweep_words}"
     probe = nodechecks.describe(
         _probe_run(plan, args, None), sorted(hostnames.values()), plan.facts.monitoring.quarantine_taint
     )  # fmt: skip
-    return f"node checks (API status) pass; would start the {probe}; then {sweep_words}"
+    return (
+        f"node checks (API status) pass; would start the {probe}; compare the driver it reads "
+        f"with the fleet's {driver}; then {sweep_words}"
+    )
 
 
 def _probe(
     plan: Plan, args: argparse.Namespace, kube: Kube, hostnames: dict[str, str],
     report: PassReport, clock: Clock, transport: fleet.Transport | None,
+    fleet_driver: recertify.FleetDriver,
 ) -> list[str]:  # fmt: skip
     """The candidates whose probe node checks pass (all of them with --node-checks api);
     the others are kept with the check named."""
@@ -289,7 +310,7 @@ def _probe(
         return list(hostnames)
     run = _probe_run(plan, args, transport)
     taint = plan.facts.monitoring.quarantine_taint
-    verdicts = nodechecks.run(kube, plan, hostnames, taint, run, progress=_progress)
+    verdicts = nodechecks.run(kube, plan, hostnames, taint, run, fleet_driver, progress=_progress)
     for name, failing in verdicts.items():
         if failing:
             _keep(kube, args, name, failing, report, clock)

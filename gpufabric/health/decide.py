@@ -58,6 +58,8 @@ class NodeState:
     """Allocatable GPUs."""
     hostname: str = ""
     """Its ``kubernetes.io/hostname`` label (the probe is pinned by it); its name without one."""
+    driver: str = ""
+    """The driver version GPU Feature Discovery labels it with; "" without the labels."""
 
     @property
     def ours(self) -> bool:
@@ -128,7 +130,33 @@ def observe(
         notices=tuple(sorted(set(notices), key=lambda f: (f.source, f.name))),
         gpus=gpus,
         hostname=_hostname(meta, name),
+        driver=driver_label(meta.get("labels")),
     )
+
+
+DRIVER_LABEL = "nvidia.com/cuda.driver-version.full"
+"""The driver version (X.Y[.Z]) GPU Feature Discovery, which the GPU Operator runs, sets on
+each GPU node (k8s-device-plugin internal/lm/nvml.go, newVersionLabeler)."""
+DRIVER_PARTS = (
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+)
+"""The same version in its deprecated labels (older GFD releases set only these; rev may be
+empty)."""
+
+
+def driver_label(labels: Any) -> str:
+    """The node's driver version from GFD's labels; "" when it carries none."""
+    if not isinstance(labels, dict):
+        return ""
+    full = labels.get(DRIVER_LABEL)
+    if isinstance(full, str) and full:
+        return full
+    parts = [labels.get(k) for k in DRIVER_PARTS]
+    if not all(isinstance(p, str) for p in parts[:2]) or not parts[0] or not parts[1]:
+        return ""
+    return ".".join(p for p in parts if isinstance(p, str) and p)
 
 
 def _hostname(meta: Mapping[str, Any], name: str) -> str:
@@ -185,4 +213,4 @@ def _not_ready_to_recertify(s: NodeState, alerts_read: bool, due: bool) -> str:
     return ""
 
 
-__all__ = ["ALERT", "CONDITION", "Alert", "Decision", "Fault", "NodeState", "breaker", "decide", "observe"]  # fmt: skip
+__all__ = ["ALERT", "CONDITION", "DRIVER_LABEL", "Alert", "Decision", "Fault", "NodeState", "breaker", "decide", "driver_label", "observe"]  # fmt: skip

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufabric.health.arguments import API, PROBE, PROBE_TIMEOUT
+from gpufabric.health.recertify import FleetDriver, driver_check
 from gpufabric.plan.build import Plan
 from gpufabric.verify import expect, fleet, probe_daemonset
 from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
@@ -75,11 +76,13 @@ def run(
     candidates: Mapping[str, str],
     taint: str,
     probe: ProbeRun,
+    fleet: FleetDriver,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, str]:
     """Each candidate (node name -> its hostname label) with its node checks in words ("":
-    they pass). The probe is deleted however this ends; what could not be deleted is
-    recorded for the interrupted command's message."""
+    they pass), the driver the probe read judged against the ``fleet``'s. The probe is
+    deleted however this ends; what could not be deleted is recorded for the interrupted
+    command's message."""
     where = placement(sorted(candidates.values()), taint)
     try:
         transport = probe.transport or _kubectl_transport()
@@ -101,7 +104,22 @@ def run(
         f"node checks could not run: no probe pod Running on the node within "
         f"{probe.timeout:g}s (kubectl -n {where.namespace} describe pods)"
     )
-    return {name: verdict(results[name]) if name in results else missing for name in candidates}
+    return {
+        name: verdict(_with_driver(name, results[name], fleet)) if name in results else missing
+        for name in candidates
+    }
+
+
+def _with_driver(node: str, checks: list[Check], fleet: FleetDriver) -> list[Check]:
+    """The node's checks and, when any ran, its loaded driver (``verify nodes``' gpu.driver
+    check reads /proc/driver/nvidia/version) against the fleet's."""
+    if not checks:
+        return checks
+    loaded = next(
+        (str(c.details["version"]) for c in checks if c.check == "gpu.driver" and "version" in c.details),
+        "",
+    )  # fmt: skip
+    return [*checks, driver_check(node, loaded, fleet, "loaded, read by the probe")]
 
 
 def _kubectl_transport() -> fleet.Transport:

@@ -15,8 +15,10 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpufabric.health.decide import NodeState
+from gpufabric.health.decide import DRIVER_LABEL, NodeState
 from gpufabric.verify import sweep
+from gpufabric.verify.nodes import FLEET_DRIVER_CHECK
+from gpufabric.verify.results import Check, error, failed, passed
 from gpufabric.verify.sweep import RunPair, SweepReport
 
 
@@ -37,6 +39,62 @@ def node_checks(state: NodeState, gpus_per_node: int) -> str:
     if state.gpus < gpus_per_node:
         return f"node checks: {state.gpus} of {gpus_per_node} GPUs allocatable"
     return ""
+
+
+@dataclass(frozen=True)
+class FleetDriver:
+    """The driver version of the GPU nodes outside quarantine, which a re-certified node
+    must run (``verify nodes``' one-driver-version rule, applied to the fleet)."""
+
+    version: str
+    """"" when it could not be established."""
+    basis: str
+    """Where the version comes from; why there is none."""
+
+
+def fleet_driver(states: Sequence[NodeState]) -> FleetDriver:
+    """The one driver version GPU Feature Discovery's labels give the GPU nodes that do not
+    carry the quarantine taint; none when they carry no label or disagree."""
+    fleet = [s for s in states if not s.tainted]
+    versions: dict[str, list[str]] = {}
+    for s in fleet:
+        if s.driver:
+            versions.setdefault(s.driver, []).append(s.name)
+    if not versions:
+        return FleetDriver(
+            "",
+            f"none of the {len(fleet)} GPU nodes outside quarantine carries GPU Feature "
+            f"Discovery's label {DRIVER_LABEL}",
+        )
+    if len(versions) > 1:
+        spread = "; ".join(
+            f"{v} on {len(n)} ({', '.join(sorted(n)[:3])}{', ...' if len(n) > 3 else ''})"
+            for v, n in sorted(versions.items())
+        )
+        return FleetDriver("", f"the GPU nodes outside quarantine run {len(versions)} driver versions: {spread}")  # fmt: skip
+    ((version, names),) = versions.items()
+    unlabelled = len(fleet) - len(names)
+    more = f"; {unlabelled} carry no label" if unlabelled else ""
+    return FleetDriver(version, f"the {len(names)} GPU nodes outside quarantine{more}")
+
+
+def driver_check(node: str, version: str, fleet: FleetDriver, read: str) -> Check:
+    """``node``'s driver (``version``, as ``read`` says where from) against the fleet's: a
+    check that could not compare is an ERROR, never a PASS."""
+    if not fleet.version:
+        return error(FLEET_DRIVER_CHECK, node, f"the fleet's driver version is not known: {fleet.basis}")  # fmt: skip
+    if not version:
+        return error(FLEET_DRIVER_CHECK, node, f"the node's driver version is not known ({read})")
+    if version != fleet.version:
+        return failed(
+            FLEET_DRIVER_CHECK,
+            node,
+            f"driver {version} ({read}), the fleet runs {fleet.version} ({fleet.basis})",
+            "NCCL needs one driver version across a job: install the fleet's driver on the "
+            "node (the GPU Operator's driver), reboot it, and let gpufabric health retry",
+            version=version,
+        )
+    return passed(FLEET_DRIVER_CHECK, node, f"driver {version}, as the fleet", version=version)
 
 
 def partners(states: Sequence[NodeState], wanted: int) -> list[str]:
@@ -99,4 +157,4 @@ def run_sweep(
     return judge(report, candidates, median_fraction)
 
 
-__all__ = ["Outcome", "judge", "node_checks", "partners", "run_sweep"]
+__all__ = ["FleetDriver", "Outcome", "driver_check", "fleet_driver", "judge", "node_checks", "partners", "run_sweep"]  # fmt: skip

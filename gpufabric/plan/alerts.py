@@ -12,10 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpufabric.plan import node_acceptance
 from gpufabric.plan.facts import Facts, XidClass
 
 ACCEPTANCE_JOB = "gpufabric-nccl"
 """Name prefix of the NCCL acceptance job ``gpufabric verify nccl`` runs."""
+GPU_PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
+"""One series per GPU the DCGM exporter sees, labelled with its node: which nodes are GPU
+nodes (the GPUs-missing and acceptance-stale rules count them per node)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ def _gpu_links(f: Facts) -> list[AlertClass]:
         AlertClass(
             "GpusMissing",
             "gpufabric-gpu",
-            f"count by (node) (DCGM_FI_DEV_GPU_TEMP) < {f.nodes.gpus_per_node}",
+            f"count by (node) ({GPU_PRESENCE_METRIC}) < {f.nodes.gpus_per_node}",
             "10m",
             "critical",
             True,
@@ -210,16 +214,17 @@ def acceptance_master(reason: str) -> str:
     return f'kube_pod_container_status_terminated_reason{{{pods}, reason="{reason}"}}'
 
 
-def _stale(f: Facts, age: int) -> str:
-    """True while no acceptance run succeeded within ``age`` seconds."""
-    if f.operators.acceptance_kind == "pytorchjob":
-        return f"absent(max_over_time({acceptance_master('Completed')}[{age}s]) == 1)"
-    # status.completionTime is set only when a Job succeeds; the launcher Job (MPIJob) or
-    # the JobSet's Jobs (TrainJob) of the acceptance run carry its name.
-    done = f'kube_job_status_completion_time{{job_name=~"{ACCEPTANCE_JOB}.*"}}'
+def _stale(age: int) -> str:
+    """A GPU node (one the DCGM exporter reports GPUs for) without a GOOD NodeAcceptance
+    result from the last ``age`` seconds: its last result is older, not GOOD (a failed run,
+    a BAD or FLAKY sweep verdict), or it has none at all (a node never accepted, or
+    kube-state-metrics not exporting the results). Records of nodes that left the fleet
+    never fire: the join keeps only nodes with GPUs."""
+    last = f"max by (node) ({node_acceptance.LAST_RUN_METRIC})"
+    good = f'max by (node) ({node_acceptance.VERDICT_METRIC}{{verdict="GOOD"}})'
     return (
-        f"(time() - max(max_over_time({done}[{age}s]))) > {age} "
-        f"or absent(max_over_time({done}[{age}s]))"
+        f"count by (node) ({GPU_PRESENCE_METRIC}) unless on (node) "
+        f"(((time() - {last}) < {age}) and on (node) ({good} == 1))"
     )
 
 
@@ -229,12 +234,15 @@ def _fleet(f: Facts) -> list[AlertClass]:
         AlertClass(
             "AcceptanceStale",
             "gpufabric-fleet",
-            _stale(f, age),
+            _stale(age),
             "1h",
             "warning",
             False,
-            f"No NCCL acceptance run succeeded in the last {age // 3600} hours",
-            "run gpufabric verify nccl (the runbook's acceptance phase)",
+            "{{ $labels.node }} has no GOOD acceptance result from the last "
+            f"{age // 3600} hours (its last result is older, failed, or missing)",
+            "prove the node: gpufabric verify nccl (the runbook's acceptance phase), or its "
+            "--sweep when the node's last result is BAD, FLAKY or UNKNOWN; when every GPU "
+            "node fires, kube-state-metrics is not exporting the NodeAcceptance results",
         )
     ]
 

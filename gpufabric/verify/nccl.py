@@ -367,7 +367,8 @@ class Outcome:
     """Each of the job's pods that was seen on a node: its hostname (the rank host the
     launcher's hostfile names) -> the node (with ``run_job(placement=True)``)."""
     nodes: tuple[str, ...] = ()
-    """The nodes its GPU pods ran on (read only when asked: ``run_job(find_nodes=True)``)."""
+    """The nodes its GPU pods ran on (read only when asked: ``run_job(find_nodes=True)``),
+    from the same listings as ``placed``."""
 
 
 def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[str | None, str]:
@@ -392,21 +393,40 @@ def _condition(job: dict[str, Any], shape: Shape = SHAPES["MPIJob"]) -> tuple[st
     return None, "created, no status yet"
 
 
-def job_nodes(kube: Kube, namespace: str, name: str, shape: Shape) -> tuple[str, ...]:
-    """The nodes the job's GPU pods were placed on (its launcher, without GPUs, aside);
-    none when they cannot be read (a result is then recorded for no node)."""
+Seen = dict[str, tuple[str, bool]]
+"""The job's pods as listed while it ran: each pod's hostname (the rank host the launcher's
+hostfile names; its name without one) -> (its node, whether it runs GPUs)."""
+
+
+def _look(kube: Kube, namespace: str, name: str, shape: Shape, seen: Seen) -> None:
+    """One listing of the job's pods into ``seen``: a pod gone since keeps its entry (the
+    workers' cleanPodPolicy deletes them once the job ends), one moved keeps its latest
+    node. A list that fails is skipped (the job's own wait reports the API's trouble)."""
     try:
         pods = kube.list(collection_path("v1", "Pod", namespace), f"{shape.name_label}={name}")
-        nodes = {
-            text(p, "spec", "nodeName")
-            for p in pods
-            for c in records(p, "spec", "containers")
-            if GPU_RESOURCE in mapping(c, "resources", "limits")
-            or GPU_RESOURCE in mapping(c, "resources", "requests")
-        }
     except KubeError:
-        return ()
-    return tuple(sorted(nodes - {""}))
+        return
+    for p in pods:
+        node = text(p, "spec", "nodeName")
+        if node:
+            seen[text(p, "spec", "hostname") or name_of(p)] = (node, _uses_gpus(p))
+
+
+def _uses_gpus(pod: Mapping[str, Any]) -> bool:
+    return any(
+        GPU_RESOURCE in mapping(c, "resources", "limits")
+        or GPU_RESOURCE in mapping(c, "resources", "requests")
+        for c in records(pod, "spec", "containers")
+    )
+
+
+def _placed(seen: Seen) -> dict[str, str]:
+    return {host: node for host, (node, _gpus) in seen.items()}
+
+
+def _gpu_nodes(seen: Seen) -> tuple[str, ...]:
+    """The nodes the job's GPU pods ran on (its launcher, without GPUs, aside)."""
+    return tuple(sorted({node for node, gpus in seen.values() if gpus}))
 
 
 def launcher_log(kube: Kube, namespace: str, name: str, shape: Shape = SHAPES["MPIJob"]) -> str:
@@ -523,12 +543,16 @@ def run_job(
     with ``find_nodes``, the nodes its GPU pods ran on), and
     delete the job (unless ``keep``) whatever happened: success, failure, timeout, an API
     error, Ctrl-C (also during the create, and a second one during the delete), SIGTERM or
-    SIGHUP. ``timeout`` bounds everything but that delete. With ``placement``, the job's
-    pods are listed at every poll until each was seen on a node (``Outcome.placed``)."""
+    SIGHUP. ``timeout`` bounds everything but that delete. With ``placement`` or
+    ``find_nodes``, the job's pods are listed at every poll and once when it ended, and
+    both ``Outcome.placed`` and ``Outcome.nodes`` come from those listings."""
     ns, name, shape = job["metadata"]["namespace"], job["metadata"]["name"], shape_of(job)
     path = object_path(job["apiVersion"], job["kind"], name, ns)
-    placed: dict[str, str] = {}
-    look = (lambda: _placement(kube, ns, name, shape, placed)) if placement else (lambda: None)
+    seen: Seen = {}
+    watch = placement or find_nodes
+    look: Callable[[], None] = (
+        (lambda: _look(kube, ns, name, shape, seen)) if watch else (lambda: None)
+    )
     start = clock()
     with kube.limit(timeout):
         for obj in (job, *companions(job)):
@@ -536,7 +560,6 @@ def run_job(
                 raise _already_exists(obj)
         wait_until = start + max(timeout - min(LOG_RESERVE, timeout * 0.2), 0)
         state, text_, log = "Failed", "", ""
-        nodes: tuple[str, ...] = ()
         made = [job]  # what cleanup deletes: each object whose create was started
         try:
             created = kube.create(job)
@@ -546,31 +569,17 @@ def run_job(
                 kube, path, ns, name, wait_until, timeout, poll, progress, clock, sleep, shape,
                 look,
             )  # fmt: skip
+            look()  # pods placed since the last poll
             try:
                 log = launcher_log(kube, ns, name, shape)
             except KubeError as exc:
                 text_ = f"{text_}; the launcher log could not be read: {exc}"
-            nodes = job_nodes(kube, ns, name, shape) if find_nodes else ()
         finally:
             if not keep:
                 for obj in made:
                     _delete(kube, obj, progress)
-    return Outcome(state, text_, log, clock() - start, shape.kind, placed, nodes)
-
-
-def _placement(kube: Kube, ns: str, name: str, shape: Shape, placed: dict[str, str]) -> None:
-    """Record where the job's pods run (hostname -> node): the hosts a group job's order
-    markers name become node names. Only words depend on it, so a list that fails is
-    skipped (the job's own wait reports the API's trouble); a pod gone since keeps its
-    entry."""
-    try:
-        pods = kube.list(collection_path("v1", "Pod", ns), f"{shape.name_label}={name}")
-        found = {
-            text(p, "spec", "hostname") or name_of(p): text(p, "spec", "nodeName") for p in pods
-        }
-    except KubeError:
-        return
-    placed.update({host: node for host, node in found.items() if node})
+    nodes = _gpu_nodes(seen) if find_nodes else ()
+    return Outcome(state, text_, log, clock() - start, shape.kind, _placed(seen), nodes)
 
 
 def _create_companions(

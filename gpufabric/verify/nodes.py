@@ -881,6 +881,11 @@ def run_checks(
     return probe_run_checks(probe, exp, node_checks(exp) if checks is None else checks)
 
 
+FLEET_DRIVER_CHECK = "fleet.driver-version"
+"""One driver version across the nodes a job may span (``gpufabric health`` judges a
+re-certified node by the same check against the rest of the fleet)."""
+
+
 def fleet_checks(results: list[Check]) -> list[Check]:
     """Checks across nodes: one driver version everywhere."""
     versions: dict[str, list[str]] = {}
@@ -891,7 +896,7 @@ def fleet_checks(results: list[Check]) -> list[Check]:
         spread = "; ".join(f"{v}: {', '.join(sorted(t))}" for v, t in sorted(versions.items()))
         return [
             failed(
-                "fleet.driver-version",
+                FLEET_DRIVER_CHECK,
                 "all nodes",
                 f"{len(versions)} driver versions across nodes ({spread})",
                 "NCCL needs one driver version across a job; upgrade the stragglers",
@@ -899,5 +904,5 @@ def fleet_checks(results: list[Check]) -> list[Check]:
         ]
     if versions:
         (v,) = versions
-        return [passed("fleet.driver-version", "all nodes", f"one driver version ({v})")]
+        return [passed(FLEET_DRIVER_CHECK, "all nodes", f"one driver version ({v})")]
     return []

@@ -302,7 +302,8 @@ def test_dry_run_says_the_probe_it_would_start(fake: FakeKube, tmp_path: Path, p
     words = report.rows[0]["reason"]
     assert (
         "would start the probe DaemonSet gpufabric-health-probe/gpufabric-health-probe "
-        "(reg.example/probe:1) pinned to h-gpu-03, tolerating gpufabric.io/quarantine; then sweep with"
+        "(reg.example/probe:1) pinned to h-gpu-03, tolerating gpufabric.io/quarantine; "
+        "compare the driver it reads with the fleet's 575.57.08; then sweep with"
     ) in words
     assert ds.created == []
     assert json.dumps(fake.objects, sort_keys=True) == before
@@ -448,3 +449,115 @@ def test_a_probe_that_could_not_be_deleted_is_said_with_its_command(fake: FakeKu
     )
     assert done.returncode == 0, done.stderr
     assert f"/api/v1/namespaces/{PROBE_NS}" not in fake.objects
+
+
+# ------------------------------------------- the fleet's driver version (verify nodes' rule)
+
+FLEET_DRIVER = "575.57.08"
+OTHER_DRIVER = "580.65.06"
+GFD_FULL = "nvidia.com/cuda.driver-version.full"
+
+
+def label_driver(fake: FakeKube, name: str, version: str | None) -> None:
+    """GPU Feature Discovery's labels on the node say ``version`` (none when None)."""
+    labels = live(fake, name)["metadata"]["labels"]
+    for key in [k for k in labels if k.startswith("nvidia.com/cuda.driver")]:
+        del labels[key]
+    if version is not None:
+        labels[GFD_FULL] = version
+
+
+def test_a_node_back_with_another_driver_than_the_fleet_is_kept(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    """verify nodes fails a fleet with two driver versions; re-certification probed only the
+    candidates, so a node that came back with a different driver passed and returned. Its
+    GFD label still says the old version (not relabelled yet): the loaded driver decides."""
+    DaemonSets(fake)
+    quarantined_and_cleared(fake, tmp_path, plan, "gpu-03", "gpu-11")
+    trees = {
+        "gpu-03": tree(tmp_path, plan, "gpu-03", driver=OTHER_DRIVER),
+        "gpu-11": tree(tmp_path, plan, "gpu-11"),
+    }
+    report = one_pass(fake, tmp_path, plan, trees, at=LATER)
+    assert acts(report) == {"keep": ["gpu-03"], "return": ["gpu-11"]}
+    assert rec(fake, "gpu-03").check == (
+        f"node checks: fleet.driver-version: driver {OTHER_DRIVER} (loaded, read by the probe), "
+        f"the fleet runs {FLEET_DRIVER} (the 14 GPU nodes outside quarantine)"
+    )
+    assert tainted(fake, "gpu-03")
+    assert not any("gpu-03" in pair for pair in JOBS)  # no sweep job for it
+    assert probe_objects(fake) == []
+
+
+def test_with_api_node_checks_the_nodes_label_is_compared(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    quarantined_and_cleared(fake, tmp_path, plan, "gpu-03", "gpu-11")
+    label_driver(fake, "gpu-03", OTHER_DRIVER)
+    report = one_pass(fake, tmp_path, plan, None, "--node-checks", "api", at=LATER)
+    assert acts(report) == {"keep": ["gpu-03"], "return": ["gpu-11"]}
+    check = rec(fake, "gpu-03").check
+    assert check.startswith(f"node checks: fleet.driver-version: driver {OTHER_DRIVER} (its label {GFD_FULL})")  # fmt: skip
+    assert f"the fleet runs {FLEET_DRIVER}" in check
+    # a candidate without the label is not compared, so not passed
+    set_xid(fake, "gpu-03", "True")
+    label_driver(fake, "gpu-11", None)
+    quarantined_and_cleared(fake, tmp_path, plan, "gpu-11")
+    set_xid(fake, "gpu-03", "False")
+    later = one_pass(fake, tmp_path, plan, None, "--node-checks", "api", at=LATER + dt.timedelta(hours=2))  # fmt: skip
+    assert acts(later)["keep"] == ["gpu-03", "gpu-11"]
+    assert rec(fake, "gpu-11").check == (
+        "node checks could not run: fleet.driver-version: the node's driver version is not "
+        f"known (its label {GFD_FULL})"
+    )
+
+
+@pytest.mark.parametrize("node_checks", ["probe", "api"])
+def test_without_one_fleet_version_the_comparison_is_could_not_run_never_a_pass(fake: FakeKube, tmp_path: Path, plan: Plan, node_checks: str) -> None:  # fmt: skip
+    ds = DaemonSets(fake)
+    quarantined_and_cleared(fake, tmp_path, plan, "gpu-03")
+    for name in ("gpu-00", "gpu-01"):  # a rolling driver upgrade half done
+        label_driver(fake, name, OTHER_DRIVER)
+    trees = {"gpu-03": tree(tmp_path, plan, "gpu-03")}
+    report = one_pass(fake, tmp_path, plan, trees, "--node-checks", node_checks, at=LATER)
+    assert acts(report) == {"keep": ["gpu-03"]}
+    assert rec(fake, "gpu-03").check == (
+        "node checks could not run: fleet.driver-version: the fleet's driver version is not "
+        f"known: the GPU nodes outside quarantine run 2 driver versions: {FLEET_DRIVER} on 13 "
+        f"(gpu-02, gpu-04, gpu-05, ...); {OTHER_DRIVER} on 2 (gpu-00, gpu-01)"
+    )
+    assert ds.created == []  # decided before any probe
+    assert JOBS == []
+    # no GFD label anywhere (GPU Feature Discovery off): still no pass
+    for name in NODES:
+        label_driver(fake, name, None)
+    again = one_pass(fake, tmp_path, plan, trees, "--node-checks", node_checks, at=LATER + dt.timedelta(hours=2))  # fmt: skip
+    assert acts(again) == {"keep": ["gpu-03"]}
+    assert rec(fake, "gpu-03").check.endswith(
+        f"none of the 15 GPU nodes outside quarantine carries GPU Feature Discovery's label {GFD_FULL}"
+    )
+    assert tainted(fake, "gpu-03")
+
+
+def test_the_fleet_version_from_older_gfd_labels_and_in_the_dry_run(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    """Older GPU Feature Discovery releases set only nvidia.com/cuda.driver.major/minor/rev."""
+    for name in NODES:
+        labels = live(fake, name)["metadata"]["labels"]
+        del labels[GFD_FULL]
+        assert labels["nvidia.com/cuda.driver.rev"] == "08"
+    quarantined_and_cleared(fake, tmp_path, plan, "gpu-03")
+    dry = one_pass(fake, tmp_path, plan, None, "--node-checks", "api", "--dry-run", at=LATER)
+    assert acts(dry) == {"re-certify": ["gpu-03"]}
+    assert dry.rows[0]["reason"].startswith(
+        f"node checks (API status, driver {FLEET_DRIVER} as the fleet) pass; sweep with"
+    )
+    report = one_pass(fake, tmp_path, plan, None, "--node-checks", "api", at=LATER)
+    assert acts(report) == {"return": ["gpu-03"]}
+
+
+def test_gfd_driver_labels_read() -> None:
+    from gpufabric.health.decide import driver_label
+
+    assert driver_label({GFD_FULL: "570.86.15", "nvidia.com/cuda.driver.major": "1"}) == "570.86.15"
+    parts = {"nvidia.com/cuda.driver.major": "570", "nvidia.com/cuda.driver.minor": "86"}
+    assert driver_label({**parts, "nvidia.com/cuda.driver.rev": ""}) == "570.86"
+    assert driver_label({**parts, "nvidia.com/cuda.driver.rev": "15"}) == "570.86.15"
+    assert driver_label({"nvidia.com/cuda.driver.major": "570"}) == ""
+    assert driver_label(None) == ""

@@ -25,14 +25,14 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not in
 AGE_H = 168
 
 
-def _plan() -> Plan:
+def _plan(age_h: int = AGE_H) -> Plan:
     config = example_config("lab-roce")  # two RoCE rails on mlx5_0/mlx5_1, PFC priority 3
     config["gpufabric:monitoring"] = {
         "enabled": True,
         "thresholds": {
             "symbolErrorsPerHour": 10,
             "pfcPausesPerSecond": 10_000,
-            "acceptanceMaxAgeHours": AGE_H,
+            "acceptanceMaxAgeHours": age_h,
         },
     }
     return plan_of(config, "lab")
@@ -246,32 +246,81 @@ def _fabric_cases(plan: Plan) -> dict[str, Any]:
     }
 
 
+H = 3600
+LAST_RUN = "gpufabric_node_acceptance_last_run_timestamp_seconds"
+VERDICT = "gpufabric_node_acceptance_verdict"
+
+
+def _record(node: str, at_h: int, verdict: str, until_h: int) -> list[dict[str, str]]:
+    """The series kube-state-metrics makes of ``node``'s NodeAcceptance written at hour
+    ``at_h`` with ``verdict`` (a StateSet: 1 for the verdict it has, 0 for the others),
+    sampled every minute up to hour ``until_h``."""
+    before, after = at_h * 60, (until_h - at_h) * 60
+    crs = 'customresource_group="gpufabric.io", customresource_kind="NodeAcceptance"'
+    out = [
+        {
+            "series": f'{LAST_RUN}{{node="{node}", {crs}}}',
+            "values": f"_x{before} {at_h * H}x{after}" if before else f"{at_h * H}x{after}",
+        }
+    ]
+    for v in ("GOOD", "BAD", "FLAKY", "UNKNOWN"):
+        value = 1 if v == verdict else 0
+        out.append(
+            {
+                "series": f'{VERDICT}{{node="{node}", verdict="{v}", {crs}}}',
+                "values": f"_x{before} {value}x{after}" if before else f"{value}x{after}",
+            }
+        )
+    return out
+
+
+def _gpu_node(node: str, until_h: int) -> dict[str, str]:
+    return {
+        "series": f'DCGM_FI_DEV_GPU_TEMP{{node="{node}", gpu="0"}}',
+        "values": f"40x{until_h * 60}",
+    }
+
+
+STALE_H = 3
+"""The window of the acceptance cases: short, so promtool replays hours, not a week."""
+
+
 def _acceptance_cases(plan: Plan) -> list[dict[str, Any]]:
-    done = 'kube_job_status_completion_time{namespace="team-vision", job_name="gpufabric-nccl-launcher"}'
+    """Per node, the window being STALE_H = 3 hours: a GOOD result written at hour 1 goes
+    stale at hour 4 and fires an hour later (the rule's ``for``); one written at hour 4 is
+    fresh; a node never accepted, and one whose fresh result is not GOOD, fire once the
+    rule's hour has passed; the record of a node that left the fleet (no GPUs reported)
+    never fires."""
+    end = 7
+    series = [
+        *(_gpu_node(n, end) for n in ("fresh", "old", "never", "failed")),
+        *_record("old", 1, "GOOD", end),
+        *_record("fresh", 4, "GOOD", end),
+        *_record("failed", 4, "UNKNOWN", end),
+        *_record("gone", 1, "GOOD", end),
+    ]
+
+    def at(time: str, *nodes: str) -> dict[str, Any]:
+        exp = [_fires(plan, "AcceptanceStale", node=n) for n in nodes]
+        return {"eval_time": time, "alertname": "AcceptanceStale", "exp_alerts": exp}
+
     return [
-        {  # A run completed an hour in: fresh two hours in.
+        {
             "interval": "1m",
-            "input_series": [{"series": done, "values": "3600x180"}],
+            "input_series": series,
             "alert_rule_test": [
-                {"eval_time": "2h", "alertname": "AcceptanceStale", "exp_alerts": []}
+                at("30m"),
+                # before hour 4 'fresh' and 'failed' have no record yet
+                at("3h", "failed", "fresh", "never"),
+                # 'old' went stale at hour 4: pending, not firing, for the rule's hour
+                at("4h30m", "failed", "never"),
+                at("6h", "failed", "never", "old"),
             ],
         },
-        {  # No acceptance run ever: stale once the rule's hour has passed.
+        {  # No GPU node and no record: nothing to prove, nothing fires.
             "interval": "1m",
-            "input_series": [
-                {
-                    "series": 'kube_job_status_completion_time{namespace="x", job_name="train"}',
-                    "values": "60x180",
-                }
-            ],
-            "alert_rule_test": [
-                {"eval_time": "30m", "alertname": "AcceptanceStale", "exp_alerts": []},
-                {
-                    "eval_time": "2h",
-                    "alertname": "AcceptanceStale",
-                    "exp_alerts": [_fires(plan, "AcceptanceStale")],
-                },
-            ],
+            "input_series": [{"series": 'up{job="x"}', "values": "1x180"}],
+            "alert_rule_test": [at("2h")],
         },
     ]
 
@@ -304,8 +353,11 @@ def test_each_fabric_failure_class_fires_and_healthy_ports_do_not(tmp_path: Path
 
 
 @needs_promtool
-def test_acceptance_goes_stale_without_a_successful_run(tmp_path: Path) -> None:
-    plan = _plan()
+def test_acceptance_goes_stale_per_node_without_a_fresh_good_result(tmp_path: Path) -> None:
+    """AcceptanceStale reads each node's NodeAcceptance result: it read job completions,
+    fired once for the whole fleet, and stayed quiet while one node had never been proven
+    as long as any acceptance job had completed."""
+    plan = _plan(STALE_H)
     out = _run(tmp_path, _rules_file(plan, tmp_path), _acceptance_cases(plan))
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -326,52 +378,24 @@ def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
     assert out.returncode != 0
 
 
-def _pytorch_cases(plan: Plan) -> list[dict[str, Any]]:
-    master = (
-        'kube_pod_container_status_terminated_reason{namespace="team-vision", '
-        'pod="gpufabric-nccl-r1-0-master-0", container="pytorch", reason="%s"}'
-    )
-    return [
-        {  # A PyTorchJob run's Master completed an hour in: fresh two hours in.
-            "interval": "1m",
-            "input_series": [{"series": master % "Completed", "values": "_x59 1x10"}],
-            "alert_rule_test": [
-                {"eval_time": "2h", "alertname": "AcceptanceStale", "exp_alerts": []}
-            ],
-        },
-        {  # Only a failed Master and someone else's finished Job: stale.
-            "interval": "1m",
-            "input_series": [
-                {"series": master % "Error", "values": "1x180"},
-                {
-                    "series": 'kube_job_status_completion_time{namespace="x", job_name="gpufabric-nccl-x"}',
-                    "values": "60x180",
-                },
-            ],
-            "alert_rule_test": [
-                {"eval_time": "30m", "alertname": "AcceptanceStale", "exp_alerts": []},
-                {
-                    "eval_time": "2h",
-                    "alertname": "AcceptanceStale",
-                    "exp_alerts": [_fires(plan, "AcceptanceStale")],
-                },
-            ],
-        },
-    ]
-
-
 @needs_promtool
 def test_a_pytorchjob_acceptance_run_keeps_the_acceptance_fresh(tmp_path: Path) -> None:
-    """A PyTorchJob runs bare pods and leaves no batch Job: AcceptanceStale read only
-    kube_job_* and fired on a PyTorchJob-only stack however often its acceptance passed."""
+    """A PyTorchJob runs bare pods and leaves no batch Job: AcceptanceStale once read only
+    kube_job_* and fired on a PyTorchJob-only stack however often its acceptance passed.
+    It now reads the NodeAcceptance results every acceptance kind writes: the same cases
+    hold on a PyTorchJob-only stack."""
     config = example_config("lab-roce")
     config["gpufabric:training"] = {
         "mpiOperator": False,
         "trainingOperator": {"schemes": ["pytorchjob"]},
     }
-    config["gpufabric:monitoring"] = {"enabled": True}
+    config["gpufabric:monitoring"] = {
+        "enabled": True,
+        "thresholds": {"acceptanceMaxAgeHours": STALE_H},
+    }
     plan = plan_of(config, "lab")
-    out = _run(tmp_path, _rules_file(plan, tmp_path), _pytorch_cases(plan))
+    assert plan.facts.operators.acceptance_kind == "pytorchjob"
+    out = _run(tmp_path, _rules_file(plan, tmp_path), _acceptance_cases(plan))
     assert out.returncode == 0, out.stdout + out.stderr
     # the acceptance dashboard reads the same Master series, in queries Prometheus parses
     from gpufabric.plan.dashboards import boards

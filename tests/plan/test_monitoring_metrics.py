@@ -265,5 +265,10 @@ def test_every_gpufabric_metric_queried_is_one_kube_state_metrics_exports(stack:
     assert configs, "the stack gives kube-state-metrics no custom-resource-state configuration"
     exported = set().union(*(ksm_custom_metrics(c) for c in configs))
     queried = {m for e in _exprs(plan) for m in metrics(e) if m.startswith("gpufabric_")}
-    assert "gpufabric_node_acceptance_busbw_gbps" in queried
+    # the board's bus bandwidth; AcceptanceStale's last run time and verdict per node
+    assert {
+        na.BUSBW_METRIC,
+        "gpufabric_node_acceptance_last_run_timestamp_seconds",
+        "gpufabric_node_acceptance_verdict",
+    } <= queried
     assert queried <= exported, sorted(queried - exported)

@@ -248,6 +248,62 @@ def _mpijob_operator(fake: FakeKube, busbw: dict[str, float]) -> None:
     fake.on_create.append(on_create)
 
 
+def _cleaning_pods_at_the_end(fake: FakeKube, gone: tuple[str, ...] = ("worker-0", "worker-1")) -> None:  # fmt: skip
+    """After ``_mpijob_operator``: each MPIJob runs for two polls, then succeeds, and
+    ``cleanPodPolicy: Running`` deletes its still-running pods (the workers' sshd) in the
+    same moment, as the MPI Operator does; the finished launcher stays."""
+    jobs: dict[str, int] = {}
+
+    def on_create(fake_: FakeKube, obj: dict[str, Any]) -> None:
+        if obj["kind"] == "MPIJob":
+            obj["status"] = {"conditions": [{"type": "Running", "status": "True", "message": "running"}]}  # fmt: skip
+            jobs[f"/apis/kubeflow.org/v2beta1/namespaces/{obj['metadata']['namespace']}/mpijobs/{obj['metadata']['name']}"] = 0  # fmt: skip
+
+    def on_get(fake_: FakeKube, path: str) -> None:
+        if path not in jobs or path not in fake_.objects:
+            return
+        jobs[path] += 1
+        if jobs[path] == 3:
+            job = fake_.objects[path]
+            job["status"] = {"conditions": [{"type": "Succeeded", "status": "True", "message": "done"}]}  # fmt: skip
+            ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+            for pod in gone:
+                fake_.objects.pop(f"/api/v1/namespaces/{ns}/pods/{name}-{pod}", None)
+
+    fake.on_create.append(on_create)
+    fake.on_get.append(on_get)
+
+
+def test_the_nodes_recorded_are_those_the_run_placed_its_gpu_pods_on(fake: FakeKube, tmp_path: Path, plan: Plan, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The GPU pods' nodes were read in a second listing after the job ended, when
+    cleanPodPolicy had already deleted the workers: a passing run recorded no node."""
+    install_crd(fake, plan)
+    _mpijob_operator(fake, {})
+    _cleaning_pods_at_the_end(fake)
+    assert _verify(fake, tmp_path) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "PASS"
+    got = recorded(fake)
+    assert sorted(got) == ["gpu-a", "gpu-b"]
+    assert {o["status"]["verdict"] for o in got.values()} == {"GOOD"}
+
+
+def test_placement_and_the_nodes_come_from_one_listing(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
+    """A job's placement (host -> node) and its GPU nodes (what NodeAcceptance records) are
+    read from the same listings: with one worker cleaned up before the job's end was seen,
+    placement named both workers' nodes and the recorded nodes only one."""
+    _mpijob_operator(fake, {})
+    _cleaning_pods_at_the_end(fake, gone=("worker-1",))
+    job = nccl.acceptance_job(plan, TENANT, 2, None, "gpufabric-nccl")
+    outcome = nccl.run_job(kube_of(fake, tmp_path), job, timeout=60, poll=0.01, placement=True, find_nodes=True)  # fmt: skip
+    assert outcome.state == "Succeeded"
+    assert outcome.placed == {
+        "gpufabric-nccl-launcher": "cpu-0",
+        "gpufabric-nccl-worker-0": "gpu-a",
+        "gpufabric-nccl-worker-1": "gpu-b",
+    }
+    assert outcome.nodes == ("gpu-a", "gpu-b")
+
+
 def _verify(fake: FakeKube, tmp_path: Path, *extra: str) -> int:
     cfg = str(fake.kubeconfig(tmp_path))
     return main(["verify", "nccl", "--stack", STACK, "--tenant", TENANT, "--kubeconfig", cfg, "--context", "fake", "--poll", "0.01", "--json", *extra])  # fmt: skip
