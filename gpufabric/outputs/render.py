@@ -42,6 +42,7 @@ from typing import Any
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
+from gpufabric.support.background import Background, can_fork
 
 CLUSTER_SCOPE_DIR = "_cluster"
 
@@ -523,29 +524,83 @@ class _Writer:
 
 
 def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
-    """Write the complete new tree into ``staging``, a new directory beside ``out``; a
-    large tree through a :class:`_Writer` thread while the files are formatted."""
+    """Write the complete new tree into ``staging``, a new directory beside ``out``: a
+    large tree by two processes where this one can fork (each formats and creates its
+    share), else through a :class:`_Writer` thread while the files are formatted."""
     directories = {rel: _inside(rel) for rel in files}  # every path checked before writing
     (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
     previous = out if out.is_dir() else None
-    if len(files) < WRITER_MIN_FILES:
-        root = str(staging)
-        made: set[str] = set()
-        for rel in sorted(files):
-            directory = directories[rel]
-            if directory not in made:
-                (staging / directory).mkdir(parents=True, exist_ok=True)
-                made.add(directory)
-            data = files[rel].encode("utf-8")
-            if previous is None or not _link_if_same(previous / rel, staging / rel, data):
+    rels = sorted(files)
+    if len(rels) < WRITER_MIN_FILES:
+        _write_files(files, rels, directories, staging, previous)
+    elif can_fork():
+        _stage_shared(files, rels, directories, staging, previous)
+    else:
+        _stage_threaded(files, rels, directories, staging, previous)
+
+
+HELPER_SHARE = 0.6
+"""The share of the files (all but plan.json, which takes as long to format as a few
+hundred objects) a forked helper formats and creates while the render does the rest."""
+
+
+def _stage_shared(
+    files: Mapping[str, str],
+    rels: list[str],
+    directories: Mapping[str, str],
+    staging: Path,
+    previous: Path | None,
+) -> None:
+    """Two processes write the tree: a forked helper the first files, the render the
+    others. The helper holds the lock the render took (its descriptor is inherited), so a
+    render killed meanwhile is recovered only once the helper is done; if the helper fails
+    in any way, the render writes its files again itself and any error is raised here."""
+    objects = [rel for rel in rels if rel != "plan.json"]
+    cut = int(len(objects) * HELPER_SHARE)
+    theirs, ours = objects[:cut], objects[cut:] + [rel for rel in rels if rel == "plan.json"]
+    with Background(lambda: _write_files(files, theirs, directories, staging, previous)) as helper:
+        _write_files(files, ours, directories, staging, previous)
+        helper.result()
+
+
+def _write_files(
+    files: Mapping[str, str],
+    rels: list[str],
+    directories: Mapping[str, str],
+    staging: Path,
+    previous: Path | None,
+) -> None:
+    """Format and create ``rels`` in ``staging`` (a file already there, from a helper that
+    failed part way, is replaced)."""
+    root = str(staging)
+    made: set[str] = set()
+    for rel in rels:
+        directory = directories[rel]
+        if directory not in made:
+            (staging / directory).mkdir(parents=True, exist_ok=True)
+            made.add(directory)
+        data = files[rel].encode("utf-8")
+        if previous is None or not _link_if_same(previous / rel, staging / rel, data):
+            try:
                 _create(f"{root}/{rel}", data)
-        return
+            except FileExistsError:
+                os.unlink(f"{root}/{rel}")
+                _create(f"{root}/{rel}", data)
+
+
+def _stage_threaded(
+    files: Mapping[str, str],
+    rels: list[str],
+    directories: Mapping[str, str],
+    staging: Path,
+    previous: Path | None,
+) -> None:
     interval = sys.getswitchinterval()
     sys.setswitchinterval(_SWITCH_S)
     writer = _Writer(staging, previous)
     stopping = True
     try:
-        for rel in sorted(files):
+        for rel in rels:
             writer.put(rel, directories[rel], files[rel].encode("utf-8"))
         stopping = False
     finally:
