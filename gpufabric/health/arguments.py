@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 
 from gpufabric.verify.arguments import (
+    RULES,
+    THRESHOLD_RULES,
+    AppliesOnly,
     _confirm,
     _kube_args,
     _seconds,
@@ -78,6 +81,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "kubeconfig or the stack's cluster.kubeContext",
     )
     p.add_argument("--json", action="store_true", help="print the JSON document instead")
+    p.set_defaults(**{RULES: FLAG_RULES + THRESHOLD_RULES})
+
+
+def _probe_only(flag: str, dest: str) -> AppliesOnly:
+    return AppliesOnly(
+        flag, dest, lambda a: a.node_checks == PROBE,
+        f"applies only with --node-checks {PROBE} (--node-checks {API} starts no probe pods)",
+    )  # fmt: skip
+
+
+FLAG_RULES = (
+    AppliesOnly(
+        "--interval",
+        "interval",
+        lambda a: bool(a.watch),
+        "applies only with --watch (without it, one pass runs and the command ends)",
+    ),
+    _probe_only("--probe-image", "probe_image"),
+    _probe_only("--probe-timeout", "probe_timeout"),
+)
+"""Flags another flag makes ``health`` ignore: refused (exit 2) rather than ignored."""
 
 
 def _loop_args(p: argparse.ArgumentParser) -> None:

@@ -55,6 +55,8 @@ from gpufabric.verify.results import (
 )
 from gpufabric.verify.results import skipped as skipped_check
 
+MIN_NODES = 2
+"""Nodes an acceptance run spans at least: the bandwidth verdict is for inter-node traffic."""
 HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
 _HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
 
@@ -148,8 +150,8 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     if args.hosts:
         results = check(_hosts(args.hosts), args.root)
     else:
+        kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
-        kube = _kube(plan, args)
         image = args.probe_image or plan.components["probe-image"].image_ref or ""
         try:
             pods = probe_daemonset.start(
@@ -557,15 +559,15 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     nccl.acceptance_kind(plan)  # a stack without an acceptance job: exit 2, no cluster call
     if args.sweep:
         return cmd_sweep(plan, args)
-    if args.sweep_timeout is not None:
-        problem = Problem("--sweep-timeout", f"{args.sweep_timeout:g}: applies only with --sweep")
-        raise StackError("gpufabric verify", [problem])
-    if args.sweep_confirm is not None:
-        problem = Problem("--sweep-confirm", f"{args.sweep_confirm}: applies only with --sweep")
-        raise StackError("gpufabric verify", [problem])
-    if args.sweep_group is not None:
-        problem = Problem("--sweep-group", f"{args.sweep_group}: applies only with --sweep")
-        raise StackError("gpufabric verify", [problem])
+    # the sweep's own flags without --sweep are refused by the CLI (arguments.NCCL_RULES)
+    if args.nodes < MIN_NODES:
+        problem = Problem(
+            "--nodes",
+            f"{args.nodes}: the acceptance test needs at least {MIN_NODES} nodes: its "
+            "verdict is on the fabric between nodes, and a run on one node sends nothing over "
+            "the rails (the analyzer could only call it INCONCLUSIVE)",
+        )
+        raise StackError("gpufabric verify nccl", [problem])
     job = nccl.acceptance_job(
         plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)
     )

@@ -2,18 +2,26 @@
 
 Paths are built from an object's apiVersion, kind, namespace and name (no discovery round
 trip), so every verify command needs read access to exactly the objects it names. Errors
-the user can act on (no kubeconfig, API unreachable, forbidden) become :class:`KubeError`
-with one line of explanation; the CLI prints it and exits 3.
+the user can act on (API unreachable, forbidden) become :class:`KubeError` with one line of
+explanation; the CLI prints it and exits 3. A kubeconfig that cannot be used (missing,
+unreadable, not YAML, without the context asked for) is bad input: a StackError naming the
+file and the flag or variable that chose it (exit 2).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from gpufabric.model.problems import Problem, StackError
 
 IRREGULAR_PLURALS = {
     "NetworkAttachmentDefinition": "network-attachment-definitions",
@@ -188,6 +196,72 @@ def unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _kubeconfig_files(kubeconfig: str | None) -> tuple[str, list[Path]]:
+    """Where the kubeconfig comes from (the flag or variable, in words) and its files that
+    exist; StackError (exit 2) when none does."""
+    if kubeconfig is not None:
+        origin, paths = "--kubeconfig", [kubeconfig]
+    elif os.environ.get("KUBECONFIG"):
+        origin = "KUBECONFIG"
+        paths = [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    else:
+        origin, paths = "--kubeconfig", ["~/.kube/config"]
+    found = [Path(p).expanduser() for p in paths if Path(p).expanduser().exists()]
+    if not found:
+        shown = os.pathsep.join(paths)
+        why = (
+            "no kubeconfig: not given, KUBECONFIG unset and ~/.kube/config does not exist; "
+            "pass --kubeconfig FILE"
+            if paths == ["~/.kube/config"] and kubeconfig is None
+            else f"{shown}: no such file"
+        )
+        raise StackError("gpufabric verify", [Problem(origin, why)])
+    return origin, found
+
+
+def _read_kubeconfig(origin: str, path: Path) -> dict[str, Any]:
+    """One kubeconfig file as a mapping; StackError naming it when it is not one."""
+    why = None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        why = "a directory, not a kubeconfig file"
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror or exc})"
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        why = f"not YAML ({str(exc).splitlines()[0][:120]})"
+    else:
+        if isinstance(doc, dict):
+            return doc
+        why = "not a kubeconfig (expected a YAML mapping with clusters, contexts and users)"
+    raise StackError("gpufabric verify", [Problem(origin, f"{path}: {why}")])
+
+
+def check_kubeconfig(kubeconfig: str | None, context: str | None) -> None:
+    """The kubeconfig the client would load exists, reads as YAML and holds ``context``
+    (or sets a current context): StackError (exit 2) naming the file otherwise, before
+    the client's own less telling error."""
+    origin, files = _kubeconfig_files(kubeconfig)
+    docs = [_read_kubeconfig(origin, path) for path in files]
+    names = [
+        str(entry.get("name"))
+        for doc in docs
+        for entry in (doc.get("contexts") or [])
+        if isinstance(entry, dict)
+    ]
+    shown = ", ".join(str(f) for f in files)
+    if context is not None and context not in names:
+        known = ", ".join(names) or "none"
+        why = (
+            f"{context!r} (--context, else the stack's cluster.kubeContext) is no context "
+            f"of {origin} {shown}; its contexts: {known}"
+        )
+        raise StackError("gpufabric verify", [Problem("--context", why)])
+    if context is None and not any(doc.get("current-context") for doc in docs):
+        why = f"{origin} {shown} sets no current-context: pass --context"
+        raise StackError("gpufabric verify", [Problem("--context", why)])
+
+
 class Kube:
     """A connected API client (from a kubeconfig or the in-cluster service account)."""
 
@@ -219,6 +293,7 @@ class Kube:
                     return
                 except ConfigException:
                     pass
+            check_kubeconfig(kubeconfig, context)
             cfg = client.Configuration()
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, context=context, client_configuration=cfg
