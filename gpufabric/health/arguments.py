@@ -110,7 +110,10 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--watch", action="store_true", help="run a pass every --interval until stopped")
     p.add_argument(
-        "--interval", type=_seconds, default=INTERVAL, help=f"seconds between passes ({INTERVAL:g})"
+        "--interval",
+        type=_seconds,
+        default=INTERVAL,
+        help=f"with --watch: seconds between passes ({INTERVAL:g})",
     )
     p.add_argument(
         "--retry-after",
@@ -135,12 +138,16 @@ def _node_check_args(p: argparse.ArgumentParser) -> None:
         "probe (default) runs verify nodes' checks in a privileged probe pod pinned to the "
         "quarantined nodes; api stops at the API status (the rendered in-cluster loop)",
     )
-    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
+    p.add_argument(
+        "--probe-image",
+        help="with --node-checks probe: image of the probe pods (default: the pinned one)",
+    )
     p.add_argument(
         "--probe-timeout",
         type=_seconds,
         default=PROBE_TIMEOUT,
-        help=f"seconds for the probe pods to run ({PROBE_TIMEOUT:g}); a node without one "
+        help=f"with --node-checks probe: seconds for the probe pods to run ({PROBE_TIMEOUT:g}); "
+        "a node without one "
         "stays quarantined (node checks could not run)",
     )
 

@@ -54,7 +54,18 @@ def ignored_flags(args: argparse.Namespace, given: set[str]) -> list[tuple[str, 
     """(flag, words) of each flag the user gave (``given``: the dests typed on the command
     line) that the other flags make the command ignore."""
     rules: tuple[AppliesOnly, ...] = getattr(args, RULES, ())
-    return [(r.flag, r.words) for r in rules if r.dest in given and not r.when(args)]
+    return [
+        (r.flag, _typed(getattr(args, r.dest)) + r.words)
+        for r in rules
+        if r.dest in given and not r.when(args)
+    ]
+
+
+def _typed(value: Any) -> str:
+    """The value as the message echoes it before its words (none for a switch)."""
+    if isinstance(value, bool) or value is None:
+        return ""
+    return f"{value:g}: " if isinstance(value, float) else f"{value}: "
 
 
 THRESHOLD_RULES = (
@@ -142,8 +153,14 @@ def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
         default="/",
         help="where the node's root file system is seen (default /; --via-cluster uses /host)",
     )
-    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
-    p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
+    p.add_argument(
+        "--probe-image", help="with --via-cluster: image of the probe pods (default: pinned)"
+    )
+    p.add_argument(
+        "--keep-probe",
+        action="store_true",
+        help="with --via-cluster: leave the probe DaemonSet running",
+    )
     p.add_argument(
         "--parallel",
         type=int,
@@ -238,7 +255,12 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     )
     stack_arg(p)
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
-    p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=2,
+        help="GPU nodes the test spans, at least 2 (default 2; a sweep sizes its own jobs)",
+    )
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
     p.add_argument(

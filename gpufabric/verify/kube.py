@@ -305,6 +305,7 @@ class Kube:
         self.kubeconfig = kubeconfig
 
     _shared_deadline: float | None = None
+    _shared_flag: str = "--timeout"
     clock: Callable[[], float] = staticmethod(time.monotonic)
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 
@@ -331,36 +332,48 @@ class Kube:
         out: float | None = getattr(self._tls(), "deadline", self._shared_deadline)
         return out
 
-    def set_timeout(self, seconds: float | None) -> None:
-        """Bound everything this client does from now on by ``seconds`` in all."""
+    def set_timeout(self, seconds: float | None, flag: str = "--timeout") -> None:
+        """Bound everything this client does from now on by ``seconds`` in all, the limit
+        the user set with ``flag``."""
         self._shared_deadline = None if seconds is None else self.clock() + seconds
+        self._shared_flag = flag
         self._tls().__dict__.pop("deadline", None)
+        self._tls().__dict__.pop("flag", None)
+
+    @property
+    def deadline_flag(self) -> str:
+        """The option that set :attr:`deadline` (what a user raises when it is reached)."""
+        out: str = getattr(self._tls(), "flag", self._shared_flag)
+        return out
 
     @contextlib.contextmanager
-    def _deadline_as(self, value: float | None) -> Iterator[None]:
+    def _deadline_as(self, value: float | None, flag: str) -> Iterator[None]:
         state = self._tls()
-        saved = state.__dict__.get("deadline", _UNSET)
-        state.deadline = value
+        saved = state.__dict__.get("deadline", _UNSET), state.__dict__.get("flag", _UNSET)
+        state.deadline, state.flag = value, flag
         try:
             yield
         finally:
-            if saved is _UNSET:
-                state.__dict__.pop("deadline", None)
-            else:
-                state.deadline = saved
+            for key, was in zip(("deadline", "flag"), saved, strict=True):
+                if was is _UNSET:
+                    state.__dict__.pop(key, None)
+                else:
+                    setattr(state, key, was)
 
-    def limit(self, seconds: float) -> contextlib.AbstractContextManager[None]:
-        """Within the block, this thread's requests end within ``seconds`` (and within
-        the client's own limit): one job of a sweep."""
+    def limit(self, seconds: float, flag: str = "--timeout") -> contextlib.AbstractContextManager[None]:  # fmt: skip
+        """Within the block, this thread's requests end within ``seconds`` (set by ``flag``)
+        and within the client's own limit: one job of a sweep."""
         mine, outer = self.clock() + seconds, self.deadline
-        return self._deadline_as(mine if outer is None else min(mine, outer))
+        if outer is not None and outer < mine:
+            return self._deadline_as(outer, self.deadline_flag)
+        return self._deadline_as(mine, flag)
 
     def grace(self, seconds: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Extra time for cleanup after the deadline (deleting what the command created),
         :data:`CLEANUP_GRACE` unless given; from now when there is no deadline."""
         seconds = CLEANUP_GRACE if seconds is None else seconds
         saved = self.deadline
-        return self._deadline_as(max(saved or 0.0, self.clock()) + seconds)
+        return self._deadline_as(max(saved or 0.0, self.clock()) + seconds, self.deadline_flag)
 
     def _budget(self, wanted: float, what: str) -> float:
         deadline = self.deadline
@@ -368,7 +381,7 @@ class Kube:
             return wanted
         left = deadline - self.clock()
         if left <= 0:
-            raise KubeError(f"{what}: the command's time limit was reached (--timeout)")
+            raise KubeError(f"{what}: the command's time limit was reached ({self.deadline_flag})")
         return min(wanted, left)
 
     def _request(
@@ -590,7 +603,8 @@ class Kube:
         path, name = path_of(body), str(meta["name"])
         creates = collection_path(body["apiVersion"], body["kind"], meta.get("namespace"))
         deadline = self.deadline
-        with self._deadline_as(self.clock() + CLEANUP_GRACE if deadline is None else deadline):
+        bound = self.clock() + CLEANUP_GRACE if deadline is None else deadline
+        with self._deadline_as(bound, self.deadline_flag):
             return self._confirm_removed(path, creates, name, poll)
 
     def _confirm_removed(self, path: str, creates: str, name: str, poll: float) -> bool:
