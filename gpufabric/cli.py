@@ -47,6 +47,7 @@ from gpufabric.outputs.render import (
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay
 from gpufabric.support.background import Background
+from gpufabric.support.counts import counted
 from gpufabric.verify import arguments as verify_arguments
 from gpufabric.verify.interrupts import Terminated, leftovers, stopped_check
 
@@ -404,11 +405,6 @@ def _with_stack(
         return handler(stack, args)
 
     return run
-
-
-def counted(count: int, noun: str) -> str:
-    """``1 rail``, ``2 rails``: a count with its noun in the right number."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _describe(stack: Stack) -> str:

@@ -49,6 +49,13 @@ def test_render_summary_says_one_object(tmp_path: Path, capsys: pytest.CaptureFi
     assert "1 objects" not in out
 
 
+def test_a_sweep_of_one_round_says_one_round() -> None:
+    from gpufabric.verify import sweep
+
+    header = sweep.format_table(sweep.SweepReport({}, 1)).splitlines()[0]
+    assert header.startswith("NCCL sweep: 0 nodes in 1 round, 0 jobs;"), header
+
+
 # ------------------------------------------------------ flags another flag would ignore
 
 
@@ -62,8 +69,8 @@ def test_render_summary_says_one_object(tmp_path: Path, capsys: pytest.CaptureFi
         ([*HEALTH, "--min-busbw", "300", "--fraction", "0.8"], "--fraction", "--min-busbw"),
         ([*NCCL, "--sweep", "--nodes", "4", "--dry-run"], "--nodes", "--sweep"),
         ([*NCCL, "--sweep-group", "4", "--dry-run"], "--sweep-group", "--sweep"),
-        ([*NCCL, "--sweep-confirm", "4", "--dry-run"], "--sweep-confirm", "--sweep"),
-        ([*NCCL, "--min-busbw", "300", "--fraction", "0.8", "--dry-run"], "--fraction", "--min-busbw"),
+        ([*NCCL, "--sweep-confirm", "4"], "--sweep-confirm", "--sweep"),
+        ([*NCCL, "--min-busbw", "300", "--fraction", "0.8"], "--fraction", "--min-busbw"),
         ([*NODES, "--via-cluster", "--root", "/mnt"], "--root", "--hosts"),
         ([*NODES, "--hosts", "local://", "--probe-image", "x:1"], "--probe-image", "--via-cluster"),
         ([*NODES, "--hosts", "local://", "--keep-probe"], "--keep-probe", "--via-cluster"),
@@ -95,7 +102,8 @@ def test_a_flag_that_would_be_ignored_is_refused(
     "argv",
     [
         [*NCCL, "--nodes", "4", "--dry-run"],
-        [*NCCL, "--sweep", "--keep", "--dry-run"],  # a sweep keeps its jobs with --keep
+        # --dry-run previews the run its command line describes: appended, it refuses nothing
+        [*NCCL, "--sweep", "--keep", "--timeout", "60", "--kubeconfig", "absent", "--dry-run"],
         [*NCCL, "--sweep", "--sweep-group", "4", "--dry-run"],
     ],
 )
