@@ -8,10 +8,13 @@ from the one table in :mod:`gpufabric.exitcodes`.
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import math
+import os
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 from gpufabric import __version__, nics
 from gpufabric.exitcodes import ExitCode
 from gpufabric.health import arguments as health_arguments
-from gpufabric.model.problems import StackError
+from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import (
     Stack,
     list_stacks,
@@ -44,6 +47,7 @@ from gpufabric.outputs.render import (
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOverlay
 from gpufabric.support.background import Background
+from gpufabric.support.counts import counted
 from gpufabric.verify import arguments as verify_arguments
 from gpufabric.verify.interrupts import Terminated, leftovers, stopped_check
 
@@ -66,11 +70,18 @@ def _no_args(p: argparse.ArgumentParser) -> None:
     """A command that takes nothing but --stack."""
 
 
+def _directory(text: str) -> Path:
+    """A directory argument: an empty one would be the working directory (``Path("")``)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty; expected a directory")
+    return Path(text)
+
+
 def _render_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="output directory (default: out/<stack>)")
     p.add_argument(
         "--crd-dir",
-        type=Path,
+        type=_directory,
         help="directory of upstream CRDs to validate custom resources against",
     )
 
@@ -80,6 +91,17 @@ def _nccl_report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", help="stack whose fabric sets the expected transport and line rate")
     verify_arguments.add_threshold_args(p)
     p.add_argument("--json", action="store_true", help="print the stable JSON document")
+    p.set_defaults(**{verify_arguments.RULES: _NCCL_REPORT_RULES})
+
+
+_NCCL_REPORT_RULES = (
+    verify_arguments.AppliesOnly(
+        "--fraction",
+        "fraction",
+        lambda a: a.stack is not None and a.min_busbw is None,
+        "applies only with --stack (a fraction of its line rate) and without --min-busbw",
+    ),
+)
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
@@ -112,7 +134,7 @@ def cmd_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     if args.out is None:
         sys.stdout.write(page)
     else:
-        write_file(args.out, page)
+        _write_out(args.out, page)
         print(f"wrote {args.out}: {verdict}", file=sys.stderr)
     return verdict.exit_code
 
@@ -148,7 +170,7 @@ def _job_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--crd-dir",
-        type=Path,
+        type=_directory,
         help="directory of upstream CRDs to validate the job against before printing it",
     )
     p.add_argument(
@@ -234,10 +256,36 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _given(argv: Sequence[str] | None) -> set[str]:
+    """The destinations of the options typed on the command line (a default is not typed):
+    the command line parsed again with every default suppressed."""
+    quiet = parser()
+    todo = [quiet]
+    while todo:
+        p = todo.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += list(action.choices.values())
+            elif not action.required:
+                action.default = argparse.SUPPRESS
+    return set(vars(quiet.parse_args(argv)))
+
+
+def _refuse_ignored(args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    """StackError (exit 2) naming each flag the other flags would make the command ignore
+    (:class:`verify_arguments.AppliesOnly`): a flag is never silently dropped."""
+    if not getattr(args, verify_arguments.RULES, ()):
+        return
+    ignored = verify_arguments.ignored_flags(args, _given(argv))
+    if ignored:
+        raise StackError(f"gpufabric {_command_words(args)}", [Problem(f, w) for f, w in ignored])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = COMMANDS[args.command]
     try:
+        _refuse_ignored(args, argv)
         stack = None
         if command.stack:
             stack = load_stack(args.stack, args.stacks_dir)
@@ -284,11 +332,22 @@ def _stopped(exc: BaseException, args: argparse.Namespace) -> str:
 
 def _check(args: argparse.Namespace) -> str:
     """The running check's name: ``verify <check>``, or ``health``."""
-    return f"verify {args.verify_command}" if args.command == "verify" else str(args.command)
+    return _command_words(args)
 
 
-def _stack_report(exc: BaseException, _args: argparse.Namespace) -> str:
+def _command_words(args: argparse.Namespace) -> str:
+    """The command the user ran, as typed after ``gpufabric``: ``verify nccl``, ``job``."""
+    check = getattr(args, "verify_command", None)
+    return f"{args.command} {check}" if check else str(args.command)
+
+
+def _stack_report(exc: BaseException, args: argparse.Namespace) -> str:
+    """The problems under their source: the stack file, or for a problem with the command
+    line (a source ``gpufabric <command>`` set by whichever module found it, such as the
+    job builder ``verify nccl`` shares with ``job``), the command the user ran."""
     assert isinstance(exc, StackError)
+    if exc.source.startswith("gpufabric ") and not Path(exc.source).exists():
+        return StackError(f"gpufabric {_command_words(args)}", exc.problems).report()
     return exc.report()
 
 
@@ -353,9 +412,9 @@ def _describe(stack: Stack) -> str:
     f = m.fabric
     note = nics.mode(f.rdma).summary_note
     return (
-        f"{f.type}, {len(f.rails)} rails, rdma {f.rdma}{note}, gpuDirect {f.gpuDirect}, "
-        f"{m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
-        f"{len(m.tenants)} tenants"
+        f"{f.type}, {counted(len(f.rails), 'rail')}, rdma {f.rdma}{note}, gpuDirect "
+        f"{f.gpuDirect}, {m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
+        f"{counted(len(m.tenants), 'tenant')}"
     )
 
 
@@ -371,7 +430,8 @@ def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
         try:
             line = _describe(load_stack(name, directory))
         except StackError as err:
-            line = f"INVALID ({len(err.problems)} problems; run gpufabric validate --stack {name})"
+            found = counted(len(err.problems), "problem")
+            line = f"INVALID ({found}; run gpufabric validate --stack {name})"
             status = ExitCode.BAD_INPUT
         print(f"{name:<{width}}  {line}")
     return status
@@ -391,7 +451,7 @@ def _health(stack: Stack, args: argparse.Namespace) -> int:
 
 def cmd_validate(stack: Stack, _args: argparse.Namespace) -> int:
     plan = stack.plan
-    print(f"{stack.source}: ok ({_describe(stack)}; {len(plan.items)} plan items)")
+    print(f"{stack.source}: ok ({_describe(stack)}; {counted(len(plan.items), 'plan item')})")
     return ExitCode.OK
 
 
@@ -409,7 +469,7 @@ def _what(plan: Plan, index: int) -> str:
 
 def cmd_plan(stack: Stack, _args: argparse.Namespace) -> int:
     plan = stack.plan
-    print(f"stack {stack.name}: {len(plan.items)} items in apply order")
+    print(f"stack {stack.name}: {counted(len(plan.items), 'item')} in apply order")
     width = max((len(it.id) for it in plan.items), default=0)
     for i, it in enumerate(plan.items):
         flags = " [protect]" if it.protect else ""
@@ -455,11 +515,58 @@ def _print_pod_contract(plan: Plan) -> None:
 
 
 def _crd_dir_ok(crd_dir: Path | None) -> bool:
-    """--crd-dir, when given, must be a directory (said on stderr when it is not)."""
-    if crd_dir is not None and not crd_dir.is_dir():
-        print(f"gpufabric: --crd-dir {crd_dir}: not a directory", file=sys.stderr)
+    """--crd-dir, when given, must be a readable directory holding CRD files (*.yaml,
+    *.yml): said on stderr when it is not."""
+    if crd_dir is None:
+        return True
+    why = None
+    if not crd_dir.is_dir():
+        why = "no such file or directory" if not crd_dir.exists() else "not a directory"
+    elif not os.access(crd_dir, os.R_OK | os.X_OK):
+        why = "not readable"
+    elif not any(True for pattern in ("*.yaml", "*.yml") for _ in crd_dir.rglob(pattern)):
+        why = "holds no *.yaml or *.yml file; expected the upstream CRDs' YAML files"
+    if why is not None:
+        print(f"gpufabric: --crd-dir {str(crd_dir)!r}: {why}", file=sys.stderr)
         return False
     return True
+
+
+def _creatable(path: Path) -> list[Path]:
+    """The directories that writing ``path`` creates (its missing parents, outermost first);
+    OutputError (exit 2) naming ``path`` when it cannot be written there: a parent that is
+    a file, a directory where no file can be created (permissions, a read-only or special
+    file system). Nothing is left behind by the check."""
+    missing: list[Path] = []
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        missing.insert(0, existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputError(f"{path}: {existing} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gpufabric-probe-", dir=existing))
+    except OSError as err:
+        why = _UNWRITABLE.get(err.errno or 0, err.strerror or str(err))
+        raise OutputError(f"{path}: nothing can be created in {existing} ({why})") from None
+    return missing
+
+
+_UNWRITABLE = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOENT: "a special file system that holds no files of ours",
+}
+
+
+def _write_out(path: Path, text: str) -> None:
+    """Write ``path`` (--out of ``runbook`` or ``report``) atomically, creating its missing
+    parent directories as ``render`` does, and say which ones on stderr."""
+    created = _creatable(path)
+    write_file(path, text)
+    for directory in created:
+        print(f"created directory {directory}", file=sys.stderr)
 
 
 def _validate(plan: Plan, crd_dir: Path | None) -> Report:
@@ -476,6 +583,7 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
     if not _crd_dir_ok(crd_dir):
         return ExitCode.BAD_INPUT
     check_output_dir(out)  # refuse before any work: the user's files are never at risk
+    created = _creatable(out)
     # Schemas are checked on a second core while the files are formatted and staged beside
     # the output; the staged tree replaces the output only if every object passed.
     reports: list[Report] = []
@@ -489,14 +597,15 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
         written = write_tree(files, out, stack.name, approve=passed)
     report = reports[0]
     if not written:
-        print(
-            f"{stack.name}: {len(report.errors)} schema errors in rendered objects", file=sys.stderr
-        )
+        errors = counted(len(report.errors), "schema error")
+        print(f"{stack.name}: {errors} in rendered objects", file=sys.stderr)
         for err in report.errors:
             print(f"  - {err}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return ExitCode.INVALID_OBJECTS
     _print_summary(plan, out, len(files), report)
+    for directory in created:
+        print(f"created directory {directory}", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -529,7 +638,7 @@ def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
 
     text = runbook.render(stack.plan, stack.pulled)
     if args.out:
-        write_file(args.out, text)
+        _write_out(args.out, text)
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -624,10 +733,12 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
 
 def _print_summary(plan: Plan, out: Path, nfiles: int, report: Report) -> None:
     per_layer = Counter(it.layer for it, _ in plan.objects())
-    print(f"rendered stack {plan.stack}: {len(plan.items)} items, {nfiles} files in {out}/")
+    items, files = counted(len(plan.items), "item"), counted(nfiles, "file")
+    print(f"rendered stack {plan.stack}: {items}, {files} in {out}/")
     for layer in LAYER_ORDER:
         if per_layer[layer]:
-            print(f"  {layer.value:<11} {per_layer[layer]:5d} objects")
+            noun = "object" if per_layer[layer] == 1 else "objects"
+            print(f"  {layer.value:<11} {per_layer[layer]:5d} {noun}")
     for it in plan.items:
         p = it.payload
         if isinstance(p, HelmChart):
@@ -636,13 +747,13 @@ def _print_summary(plan: Plan, out: Path, nfiles: int, report: Report) -> None:
         p = it.payload
         if isinstance(p, KustomizeOverlay):
             print(f"  kustomize   {p.directory} -> {p.namespace}")
-    checked = f"schema-validated {report.checked_core} built-in objects"
+    checked = f"schema-validated {counted(report.checked_core, 'built-in object')}"
     if report.checked_custom:
-        checked += f" and {report.checked_custom} custom resources"
+        checked += f" and {counted(report.checked_custom, 'custom resource')}"
     print(f"  {checked}")
     if report.unchecked:
         reasons = "; ".join(sorted(report.unchecked_reasons))
-        print(f"  not checked: {len(report.unchecked)} custom resources ({reasons})")
+        print(f"  not checked: {counted(len(report.unchecked), 'custom resource')} ({reasons})")
     print(f"  plan: {out}/plan.json")
 
 

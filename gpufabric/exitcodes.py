@@ -3,8 +3,8 @@
 | code | meaning |
 |-----:|---------|
 | 0 | success; a verdict of PASS |
-| 1 | the command stopped for another reason (e.g. an unwritable --out) |
-| 2 | bad input: stack file, arguments or files named on the command line |
+| 1 | the command stopped for another reason (e.g. the disk filled up while writing) |
+| 2 | bad input: stack file, arguments, files named on the command line (e.g. an --out) |
 | 3 | the cluster or the hosts could not be asked (unreachable, unauthorized, no kubectl) |
 | 4 | a verdict of FAIL (checks, NCCL acceptance; ``diff --fail-on-disruptive``) |
 | 5 | a verdict of INCONCLUSIVE: something could not be decided, or the run timed out |

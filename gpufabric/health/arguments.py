@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 
 from gpufabric.verify.arguments import (
+    RULES,
+    THRESHOLD_RULES,
+    AppliesOnly,
     _confirm,
     _kube_args,
     _seconds,
@@ -78,6 +81,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "kubeconfig or the stack's cluster.kubeContext",
     )
     p.add_argument("--json", action="store_true", help="print the JSON document instead")
+    p.set_defaults(**{RULES: FLAG_RULES + THRESHOLD_RULES})
+
+
+def _probe_only(flag: str, dest: str) -> AppliesOnly:
+    return AppliesOnly(
+        flag, dest, lambda a: a.node_checks == PROBE,
+        f"applies only with --node-checks {PROBE} (--node-checks {API} starts no probe pods)",
+    )  # fmt: skip
+
+
+FLAG_RULES = (
+    AppliesOnly(
+        "--interval",
+        "interval",
+        lambda a: bool(a.watch),
+        "applies only with --watch (without it, one pass runs and the command ends)",
+    ),
+    _probe_only("--probe-image", "probe_image"),
+    _probe_only("--probe-timeout", "probe_timeout"),
+)
+"""Flags another flag makes ``health`` ignore: refused (exit 2) rather than ignored."""
 
 
 def _loop_args(p: argparse.ArgumentParser) -> None:
@@ -86,7 +110,10 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--watch", action="store_true", help="run a pass every --interval until stopped")
     p.add_argument(
-        "--interval", type=_seconds, default=INTERVAL, help=f"seconds between passes ({INTERVAL:g})"
+        "--interval",
+        type=_seconds,
+        default=INTERVAL,
+        help=f"with --watch: seconds between passes ({INTERVAL:g})",
     )
     p.add_argument(
         "--retry-after",
@@ -111,12 +138,16 @@ def _node_check_args(p: argparse.ArgumentParser) -> None:
         "probe (default) runs verify nodes' checks in a privileged probe pod pinned to the "
         "quarantined nodes; api stops at the API status (the rendered in-cluster loop)",
     )
-    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
+    p.add_argument(
+        "--probe-image",
+        help="with --node-checks probe: image of the probe pods (default: the pinned one)",
+    )
     p.add_argument(
         "--probe-timeout",
         type=_seconds,
         default=PROBE_TIMEOUT,
-        help=f"seconds for the probe pods to run ({PROBE_TIMEOUT:g}); a node without one "
+        help=f"with --node-checks probe: seconds for the probe pods to run ({PROBE_TIMEOUT:g}); "
+        "a node without one "
         "stays quarantined (node checks could not run)",
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from gpufabric.plan.pulls import Manifest, StackSources
+from gpufabric.support.counts import counted
 
 _BUILD = ("build", "build_file")
 """Manifest keys only a kustomize git base served by a file mirror has."""
@@ -55,8 +56,8 @@ def _build_note(m: Manifest) -> str | None:
 
 def to_text(pulled: StackSources) -> str:
     out = [
-        f"Stack {pulled.stack}: {len(pulled.charts)} charts, {len(pulled.manifests)} "
-        f"manifests, {len(pulled.images)} images"
+        f"Stack {pulled.stack}: {counted(len(pulled.charts), 'chart')}, "
+        f"{counted(len(pulled.manifests), 'manifest')}, {counted(len(pulled.images), 'image')}"
         + (" (through the stack's mirrors)" if pulled.mirrored else "")
     ]
     sections: list[tuple[str, list[tuple[str, str, str, str | None]]]] = [

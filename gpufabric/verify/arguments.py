@@ -7,6 +7,8 @@ The defaults the checks use live here too, so the help text and the code agree.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,51 @@ shared storage.
 exit codes: 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could not be decided, or the NCCL
 run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at all.
 """
+
+
+@dataclass(frozen=True)
+class AppliesOnly:
+    """A flag that acts only under a condition on the other flags: given where it would be
+    ignored, the command refuses it (exit 2) instead of running without it."""
+
+    flag: str
+    dest: str
+    when: Callable[[argparse.Namespace], bool]
+    """True when the flag acts."""
+    words: str
+    """Where it acts and why, naming the other flag: ``only with --sweep``."""
+
+
+RULES = "_applies_only"
+"""The namespace key under which a parser carries its :class:`AppliesOnly` rules."""
+
+
+def ignored_flags(args: argparse.Namespace, given: set[str]) -> list[tuple[str, str]]:
+    """(flag, words) of each flag the user gave (``given``: the dests typed on the command
+    line) that the other flags make the command ignore."""
+    rules: tuple[AppliesOnly, ...] = getattr(args, RULES, ())
+    return [
+        (r.flag, _typed(getattr(args, r.dest)) + r.words)
+        for r in rules
+        if r.dest in given and not r.when(args)
+    ]
+
+
+def _typed(value: Any) -> str:
+    """The value as the message echoes it before its words (none for a switch)."""
+    if isinstance(value, bool) or value is None:
+        return ""
+    return f"{value:g}: " if isinstance(value, float) else f"{value}: "
+
+
+THRESHOLD_RULES = (
+    AppliesOnly(
+        "--fraction",
+        "fraction",
+        lambda a: a.min_busbw is None,
+        "applies only without --min-busbw (an explicit threshold replaces the fraction)",
+    ),
+)
 
 
 def _outputs(p: argparse.ArgumentParser) -> None:
@@ -106,8 +153,14 @@ def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
         default="/",
         help="where the node's root file system is seen (default /; --via-cluster uses /host)",
     )
-    p.add_argument("--probe-image", help="image of the probe pods (default: the pinned one)")
-    p.add_argument("--keep-probe", action="store_true", help="leave the probe DaemonSet running")
+    p.add_argument(
+        "--probe-image", help="with --via-cluster: image of the probe pods (default: pinned)"
+    )
+    p.add_argument(
+        "--keep-probe",
+        action="store_true",
+        help="with --via-cluster: leave the probe DaemonSet running",
+    )
     p.add_argument(
         "--parallel",
         type=int,
@@ -129,6 +182,44 @@ def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
     )
     _kube_args(p)
     _outputs(p)
+    p.set_defaults(**{RULES: NODES_RULES})
+
+
+def _via_cluster_only(flag: str, dest: str) -> AppliesOnly:
+    return AppliesOnly(
+        flag, dest, lambda a: bool(a.via_cluster), "applies only with --via-cluster (--hosts "
+        "reach the hosts themselves, each within --host-timeout)",
+    )  # fmt: skip
+
+
+def _without_write_expect(flag: str, dest: str) -> AppliesOnly:
+    return AppliesOnly(
+        flag, dest, lambda a: a.write_expect is None,
+        "is ignored with --write-expect, which writes the expectations and exits: drop one",
+    )  # fmt: skip
+
+
+NODES_RULES = (
+    AppliesOnly(
+        "--root",
+        "root",
+        lambda a: bool(a.hosts),
+        "applies only with --hosts (--via-cluster sees the node's root at /host)",
+    ),
+    *(
+        _via_cluster_only(flag, dest)
+        for flag, dest in (
+            ("--probe-image", "probe_image"),
+            ("--keep-probe", "keep_probe"),
+            ("--timeout", "timeout"),
+            ("--kubeconfig", "kubeconfig"),
+            ("--context", "context"),
+        )
+    ),
+    _without_write_expect("--hosts", "hosts"),
+    _without_write_expect("--via-cluster", "via_cluster"),
+)
+"""``verify nodes``: the flags of one way of reaching the nodes given with the other."""
 
 
 def _pods_parser(vsub: Any, stack_arg: Any) -> None:
@@ -164,7 +255,12 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     )
     stack_arg(p)
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
-    p.add_argument("--nodes", type=int, default=2, help="GPU nodes the test spans (2)")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=2,
+        help="GPU nodes the test spans, at least 2 (default 2; a sweep sizes its own jobs)",
+    )
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
     p.add_argument(
@@ -187,6 +283,26 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     )
     _kube_args(p)
     _outputs(p)
+    p.set_defaults(**{RULES: NCCL_RULES + THRESHOLD_RULES})
+
+
+def _sweep_only(flag: str, dest: str) -> AppliesOnly:
+    return AppliesOnly(flag, dest, lambda a: bool(a.sweep), "applies only with --sweep")
+
+
+NCCL_RULES = (
+    AppliesOnly(
+        "--nodes",
+        "nodes",
+        lambda a: not a.sweep,
+        "applies only without --sweep: a sweep sizes its own jobs (two-node jobs, and group "
+        "jobs of at most --sweep-group nodes)",
+    ),
+    _sweep_only("--sweep-timeout", "sweep_timeout"),
+    _sweep_only("--sweep-confirm", "sweep_confirm"),
+    _sweep_only("--sweep-group", "sweep_group"),
+)
+"""``verify nccl``: one acceptance job's flags with --sweep, and the sweep's without it."""
 
 
 def _sweep_args(p: argparse.ArgumentParser) -> None:

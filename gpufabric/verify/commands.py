@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import threading
@@ -23,6 +24,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
     acceptance_record,
+    arguments,
     cluster,
     expect,
     fleet,
@@ -55,6 +57,8 @@ from gpufabric.verify.results import (
 )
 from gpufabric.verify.results import skipped as skipped_check
 
+MIN_NODES = 2
+"""Nodes an acceptance run spans at least: the bandwidth verdict is for inter-node traffic."""
 HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
 _HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
 
@@ -96,7 +100,10 @@ def _kube(plan: Plan, args: argparse.Namespace, sweep_: bool = False) -> Kube:
     """The API client; everything it does ends within --timeout (a sweep: within
     --sweep-timeout, each job within --timeout)."""
     kube = Kube(args.kubeconfig, _context(plan, args))
-    kube.set_timeout(args.sweep_timeout if sweep_ else getattr(args, "timeout", None))
+    if sweep_:
+        kube.set_timeout(args.sweep_timeout, "--sweep-timeout")
+    else:
+        kube.set_timeout(getattr(args, "timeout", None))
     return kube
 
 
@@ -148,8 +155,8 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     if args.hosts:
         results = check(_hosts(args.hosts), args.root)
     else:
+        kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
-        kube = _kube(plan, args)
         image = args.probe_image or plan.components["probe-image"].image_ref or ""
         try:
             pods = probe_daemonset.start(
@@ -464,7 +471,7 @@ def _run_sweep(
     except KubeError as exc:
         if kube.deadline is None or kube.clock() < kube.deadline:
             raise
-        report.stopped = f"--sweep-timeout reached ({exc})"
+        report.stopped = f"--sweep-timeout reached ({args.sweep_timeout:g} s; {exc})"
     except BaseException as exc:
         report.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
         sys.stderr.write(sweep.format_table(report))
@@ -522,10 +529,35 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
     }
 
 
+def _refuse_short_timeout(plan: Plan, args: argparse.Namespace) -> None:
+    """StackError (exit 2) when --timeout would cut off the longest job the sweep may run
+    (as the printed estimate costs it): a sweep whose jobs all end at --timeout judges no
+    node, after hours."""
+    size = _sweep_group(plan, args)
+    cost = sweep_plan.Cost()
+    longest, pair = cost.seconds(size), cost.seconds(2)
+    if args.timeout >= longest:
+        return
+    group = (
+        f", a group job of {size} nodes about {longest:g} s (or --sweep-group 2: two-node "
+        "jobs only)"
+        if size > 2
+        else ""
+    )
+    problem = Problem(
+        "--timeout",
+        f"{args.timeout:g} s bounds each job of a sweep, but a two-node job is expected to "
+        f"take about {pair:g} s{group}: every job cut off at --timeout judges no node; pass "
+        f"--timeout {math.ceil(longest)} or more (default {arguments.NCCL_TIMEOUT})",
+    )
+    raise StackError("gpufabric verify nccl", [problem])
+
+
 def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
     if args.dry_run:
         return _sweep_dry_run(plan, args)
+    _refuse_short_timeout(plan, args)
     # a request the stack cannot run (tenant, kind, leaf) is refused before any API call
     nccl.acceptance_job(plan, args.tenant, 2, args.image, args.name, leaf=args.leaf)
     kube = _kube(plan, args, sweep_=True)
@@ -557,15 +589,15 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     nccl.acceptance_kind(plan)  # a stack without an acceptance job: exit 2, no cluster call
     if args.sweep:
         return cmd_sweep(plan, args)
-    if args.sweep_timeout is not None:
-        problem = Problem("--sweep-timeout", f"{args.sweep_timeout:g}: applies only with --sweep")
-        raise StackError("gpufabric verify", [problem])
-    if args.sweep_confirm is not None:
-        problem = Problem("--sweep-confirm", f"{args.sweep_confirm}: applies only with --sweep")
-        raise StackError("gpufabric verify", [problem])
-    if args.sweep_group is not None:
-        problem = Problem("--sweep-group", f"{args.sweep_group}: applies only with --sweep")
-        raise StackError("gpufabric verify", [problem])
+    # the sweep's own flags without --sweep are refused by the CLI (arguments.NCCL_RULES)
+    if args.nodes < MIN_NODES:
+        problem = Problem(
+            "--nodes",
+            f"{args.nodes}: the acceptance test needs at least {MIN_NODES} nodes: its "
+            "verdict is on the fabric between nodes, and a run on one node sends nothing over "
+            "the rails (the analyzer could only call it INCONCLUSIVE)",
+        )
+        raise StackError("gpufabric verify nccl", [problem])
     job = nccl.acceptance_job(
         plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)
     )

@@ -2,18 +2,26 @@
 
 Paths are built from an object's apiVersion, kind, namespace and name (no discovery round
 trip), so every verify command needs read access to exactly the objects it names. Errors
-the user can act on (no kubeconfig, API unreachable, forbidden) become :class:`KubeError`
-with one line of explanation; the CLI prints it and exits 3.
+the user can act on (API unreachable, forbidden) become :class:`KubeError` with one line of
+explanation; the CLI prints it and exits 3. A kubeconfig that cannot be used (missing,
+unreadable, not YAML, without the context asked for) is bad input: a StackError naming the
+file and the flag or variable that chose it (exit 2).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from gpufabric.model.problems import Problem, StackError
 
 IRREGULAR_PLURALS = {
     "NetworkAttachmentDefinition": "network-attachment-definitions",
@@ -188,6 +196,72 @@ def unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _kubeconfig_files(kubeconfig: str | None) -> tuple[str, list[Path]]:
+    """Where the kubeconfig comes from (the flag or variable, in words) and its files that
+    exist; StackError (exit 2) when none does."""
+    if kubeconfig is not None:
+        origin, paths = "--kubeconfig", [kubeconfig]
+    elif os.environ.get("KUBECONFIG"):
+        origin = "KUBECONFIG"
+        paths = [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    else:
+        origin, paths = "--kubeconfig", ["~/.kube/config"]
+    found = [Path(p).expanduser() for p in paths if Path(p).expanduser().exists()]
+    if not found:
+        shown = os.pathsep.join(paths)
+        why = (
+            "no kubeconfig: not given, KUBECONFIG unset and ~/.kube/config does not exist; "
+            "pass --kubeconfig FILE"
+            if paths == ["~/.kube/config"] and kubeconfig is None
+            else f"{shown}: no such file"
+        )
+        raise StackError("gpufabric verify", [Problem(origin, why)])
+    return origin, found
+
+
+def _read_kubeconfig(origin: str, path: Path) -> dict[str, Any]:
+    """One kubeconfig file as a mapping; StackError naming it when it is not one."""
+    why = None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        why = "a directory, not a kubeconfig file"
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror or exc})"
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        why = f"not YAML ({str(exc).splitlines()[0][:120]})"
+    else:
+        if isinstance(doc, dict):
+            return doc
+        why = "not a kubeconfig (expected a YAML mapping with clusters, contexts and users)"
+    raise StackError("gpufabric verify", [Problem(origin, f"{path}: {why}")])
+
+
+def check_kubeconfig(kubeconfig: str | None, context: str | None) -> None:
+    """The kubeconfig the client would load exists, reads as YAML and holds ``context``
+    (or sets a current context): StackError (exit 2) naming the file otherwise, before
+    the client's own less telling error."""
+    origin, files = _kubeconfig_files(kubeconfig)
+    docs = [_read_kubeconfig(origin, path) for path in files]
+    names = [
+        str(entry.get("name"))
+        for doc in docs
+        for entry in (doc.get("contexts") or [])
+        if isinstance(entry, dict)
+    ]
+    shown = ", ".join(str(f) for f in files)
+    if context is not None and context not in names:
+        known = ", ".join(names) or "none"
+        why = (
+            f"{context!r} (--context, else the stack's cluster.kubeContext) is no context "
+            f"of {origin} {shown}; its contexts: {known}"
+        )
+        raise StackError("gpufabric verify", [Problem("--context", why)])
+    if context is None and not any(doc.get("current-context") for doc in docs):
+        why = f"{origin} {shown} sets no current-context: pass --context"
+        raise StackError("gpufabric verify", [Problem("--context", why)])
+
+
 class Kube:
     """A connected API client (from a kubeconfig or the in-cluster service account)."""
 
@@ -219,6 +293,7 @@ class Kube:
                     return
                 except ConfigException:
                     pass
+            check_kubeconfig(kubeconfig, context)
             cfg = client.Configuration()
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, context=context, client_configuration=cfg
@@ -230,6 +305,7 @@ class Kube:
         self.kubeconfig = kubeconfig
 
     _shared_deadline: float | None = None
+    _shared_flag: str = "--timeout"
     clock: Callable[[], float] = staticmethod(time.monotonic)
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 
@@ -256,36 +332,48 @@ class Kube:
         out: float | None = getattr(self._tls(), "deadline", self._shared_deadline)
         return out
 
-    def set_timeout(self, seconds: float | None) -> None:
-        """Bound everything this client does from now on by ``seconds`` in all."""
+    def set_timeout(self, seconds: float | None, flag: str = "--timeout") -> None:
+        """Bound everything this client does from now on by ``seconds`` in all, the limit
+        the user set with ``flag``."""
         self._shared_deadline = None if seconds is None else self.clock() + seconds
+        self._shared_flag = flag
         self._tls().__dict__.pop("deadline", None)
+        self._tls().__dict__.pop("flag", None)
+
+    @property
+    def deadline_flag(self) -> str:
+        """The option that set :attr:`deadline` (what a user raises when it is reached)."""
+        out: str = getattr(self._tls(), "flag", self._shared_flag)
+        return out
 
     @contextlib.contextmanager
-    def _deadline_as(self, value: float | None) -> Iterator[None]:
+    def _deadline_as(self, value: float | None, flag: str) -> Iterator[None]:
         state = self._tls()
-        saved = state.__dict__.get("deadline", _UNSET)
-        state.deadline = value
+        saved = state.__dict__.get("deadline", _UNSET), state.__dict__.get("flag", _UNSET)
+        state.deadline, state.flag = value, flag
         try:
             yield
         finally:
-            if saved is _UNSET:
-                state.__dict__.pop("deadline", None)
-            else:
-                state.deadline = saved
+            for key, was in zip(("deadline", "flag"), saved, strict=True):
+                if was is _UNSET:
+                    state.__dict__.pop(key, None)
+                else:
+                    setattr(state, key, was)
 
-    def limit(self, seconds: float) -> contextlib.AbstractContextManager[None]:
-        """Within the block, this thread's requests end within ``seconds`` (and within
-        the client's own limit): one job of a sweep."""
+    def limit(self, seconds: float, flag: str = "--timeout") -> contextlib.AbstractContextManager[None]:  # fmt: skip
+        """Within the block, this thread's requests end within ``seconds`` (set by ``flag``)
+        and within the client's own limit: one job of a sweep."""
         mine, outer = self.clock() + seconds, self.deadline
-        return self._deadline_as(mine if outer is None else min(mine, outer))
+        if outer is not None and outer < mine:
+            return self._deadline_as(outer, self.deadline_flag)
+        return self._deadline_as(mine, flag)
 
     def grace(self, seconds: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Extra time for cleanup after the deadline (deleting what the command created),
         :data:`CLEANUP_GRACE` unless given; from now when there is no deadline."""
         seconds = CLEANUP_GRACE if seconds is None else seconds
         saved = self.deadline
-        return self._deadline_as(max(saved or 0.0, self.clock()) + seconds)
+        return self._deadline_as(max(saved or 0.0, self.clock()) + seconds, self.deadline_flag)
 
     def _budget(self, wanted: float, what: str) -> float:
         deadline = self.deadline
@@ -293,7 +381,7 @@ class Kube:
             return wanted
         left = deadline - self.clock()
         if left <= 0:
-            raise KubeError(f"{what}: the command's time limit was reached (--timeout)")
+            raise KubeError(f"{what}: the command's time limit was reached ({self.deadline_flag})")
         return min(wanted, left)
 
     def _request(
@@ -515,7 +603,8 @@ class Kube:
         path, name = path_of(body), str(meta["name"])
         creates = collection_path(body["apiVersion"], body["kind"], meta.get("namespace"))
         deadline = self.deadline
-        with self._deadline_as(self.clock() + CLEANUP_GRACE if deadline is None else deadline):
+        bound = self.clock() + CLEANUP_GRACE if deadline is None else deadline
+        with self._deadline_as(bound, self.deadline_flag):
             return self._confirm_removed(path, creates, name, poll)
 
     def _confirm_removed(self, path: str, creates: str, name: str, poll: float) -> bool:

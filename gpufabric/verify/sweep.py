@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpufabric.exitcodes import Verdict, worst
+from gpufabric.support.counts import counted
 from gpufabric.verify import sweep_plan
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.nccl_report import Report
@@ -434,10 +435,11 @@ def diagnosis(result: NodeResult) -> str:
 
 
 def format_table(report: SweepReport) -> str:
-    rounds = f"{report.rounds} rounds"
+    rounds = counted(report.rounds, "round")
     if report.rail_rounds:
-        rounds += f" and {report.rail_rounds} rounds of one-rail jobs"
-    lines = [f"NCCL sweep: {len(report.nodes)} nodes in {rounds}, {len(report.jobs)} jobs"]
+        rounds += f" and {counted(report.rail_rounds, 'round')} of one-rail jobs"
+    nodes, jobs = counted(len(report.nodes), "node"), counted(len(report.jobs), "job")
+    lines = [f"NCCL sweep: {nodes} in {rounds}, {jobs}"]
     partners = report.partners or report.confirm
     lines[0] += f"; GOOD after passing with {partners} distinct GOOD partners" + (
         f"; paired within and across {', '.join(report.levels)}" if report.levels else ""

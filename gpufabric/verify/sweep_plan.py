@@ -883,8 +883,8 @@ class Cost:
     """What the planner assumes a job takes: ``job_s`` for a pair (a group's first rank order
     included), two runs of ``run_s`` for each rank order past the first."""
 
-    job_s: float = TYPICAL_JOB_S
-    run_s: float = RUN_S
+    job_s: float = field(default_factory=lambda: TYPICAL_JOB_S)
+    run_s: float = field(default_factory=lambda: RUN_S)
 
     def seconds(self, size: int) -> float:
         return self.job_s + 2 * self.run_s * (len(ring_orders(size)) - 1)

@@ -347,8 +347,11 @@ def test_cli_default_context_comes_from_the_stack(
     fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = str(fake.kubeconfig(tmp_path))
-    assert main(["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg]) == 3
-    assert "lab-roce-admin" in capsys.readouterr().err
+    # the stack's context is not in this kubeconfig: bad input (exit 2), naming both
+    assert main(["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg]) == 2
+    err = capsys.readouterr().err
+    assert "'lab-roce-admin' (--context, else the stack's cluster.kubeContext)" in err
+    assert cfg in err
 
 
 def test_layers_check_only_what_a_phase_applied(

@@ -503,6 +503,7 @@ def sweep_argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
     return [*argv(fake, tmp_path, "--sweep"), *extra]
 
 
+@pytest.mark.usefixtures("quick_jobs")
 def test_timeout_bounds_each_job_of_a_sweep_not_the_sweep(
     fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -517,6 +518,7 @@ def test_timeout_bounds_each_job_of_a_sweep_not_the_sweep(
     assert not [p for p in fake.objects if "/mpijobs/" in p]
 
 
+@pytest.mark.usefixtures("quick_jobs")
 def test_sweep_timeout_reports_what_was_proved(
     fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -534,6 +536,7 @@ def test_sweep_timeout_reports_what_was_proved(
     assert not [p for p in fake.objects if "/mpijobs/" in p]
 
 
+@pytest.mark.usefixtures("quick_jobs")
 def test_an_interrupted_sweep_prints_what_it_proved(
     fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -623,6 +626,7 @@ def test_every_item_twice_reads_as_every_item_once(
     assert again == baseline
 
 
+@pytest.mark.usefixtures("quick_jobs")
 def test_a_sweep_without_sweep_timeout_still_bounds_its_cleanup(
     fake: FakeKube, tmp_path: Path, short_grace: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

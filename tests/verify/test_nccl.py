@@ -361,10 +361,17 @@ def test_probe_lifecycle_against_the_fake(fake: FakeKube, tmp_path: Path) -> Non
 
 
 def test_via_cluster_needs_kubectl(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fake: FakeKube,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert main(["verify", "nodes", "--stack", "lab-roce", "--via-cluster"]) == 3
+    cfg = str(
+        fake.kubeconfig(tmp_path)
+    )  # a usable kubeconfig: the missing kubectl is what stops it
+    argv = ["verify", "nodes", "--stack", "lab-roce", "--via-cluster", "--kubeconfig", cfg]
+    assert main([*argv, "--context", "fake"]) == 3
     assert "install kubectl or use --hosts ssh://" in capsys.readouterr().err
 
 

@@ -293,9 +293,8 @@ def test_an_unreachable_api_is_not_a_failure(
     monkeypatch.setattr(storage, "targets_from_plan", lambda _plan: targets())
     with FakeKube() as gone:
         cfg = gone.kubeconfig(tmp_path)
-    code = main(
-        ["verify", "storage", "--stack", "lab-roce", "--kubeconfig", str(cfg), "--timeout", "3"]
-    )
+    argv = ["verify", "storage", "--stack", "lab-roce", "--kubeconfig", str(cfg)]
+    code = main([*argv, "--context", "fake", "--timeout", "3"])  # its context: the API is gone
     out = capsys.readouterr()
     assert code == 3
     assert "gpufabric verify storage:" in out.err

@@ -413,6 +413,7 @@ def test_sweep_group_errors_name_the_flag_and_exit_2(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.usefixtures("quick_jobs")
 def test_a_signal_during_group_jobs_deletes_every_job(
     fake: FakeKube,
     tmp_path: Path,
@@ -442,6 +443,7 @@ def test_a_signal_during_group_jobs_deletes_every_job(
     assert "stopped early: interrupted" in err or "stopped early" in err
 
 
+@pytest.mark.usefixtures("quick_jobs")
 def test_a_group_job_that_times_out_is_deleted_and_proves_nothing(
     fake: FakeKube,
     tmp_path: Path,
