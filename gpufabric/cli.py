@@ -13,6 +13,7 @@ import gc
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 from collections import Counter
@@ -49,7 +50,12 @@ from gpufabric.plan.items import LAYER_ORDER, HelmChart, K8sObject, KustomizeOve
 from gpufabric.support.background import Background
 from gpufabric.support.counts import counted
 from gpufabric.verify import arguments as verify_arguments
-from gpufabric.verify.interrupts import Terminated, leftovers, stopped_check
+from gpufabric.verify.interrupts import (
+    Terminated,
+    leftovers,
+    stopped_check,
+    terminating_signals,
+)
 
 if TYPE_CHECKING:
     from gpufabric.outputs.schema import Report
@@ -134,7 +140,7 @@ def cmd_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     if args.out is None:
         sys.stdout.write(page)
     else:
-        _write_out(args.out, page)
+        _write_out(args.out, page, "report")
         print(f"wrote {args.out}: {verdict}", file=sys.stderr)
     return verdict.exit_code
 
@@ -285,13 +291,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = COMMANDS[args.command]
     try:
-        _refuse_ignored(args, argv)
-        stack = None
-        if command.stack:
-            stack = load_stack(args.stack, args.stacks_dir)
-            for warning in stack_warnings(stack.model):
-                print(f"{stack.source}: warning: {warning}", file=sys.stderr)
-        return int(command.run(args, stack))
+        # SIGTERM and SIGHUP (a cancelled CI job, a closed terminal) end every command as
+        # Ctrl-C does: its cleanup runs (a staged render, a checkout for diff, cluster jobs)
+        with terminating_signals():
+            _refuse_ignored(args, argv)
+            stack = None
+            if command.stack:
+                stack = load_stack(args.stack, args.stacks_dir)
+                for warning in stack_warnings(stack.model):
+                    print(f"{stack.source}: warning: {warning}", file=sys.stderr)
+            return int(command.run(args, stack))
     except BaseException as exc:
         code = failure_exit(exc, args)
         if code is None:
@@ -330,6 +339,18 @@ def _stopped(exc: BaseException, args: argparse.Namespace) -> str:
     return f"gpufabric {_check(args)}: {why}; cleaned up"
 
 
+def _interrupted(exc: BaseException, args: argparse.Namespace) -> str:
+    """A command other than a running check, stopped by a signal: its cleanup ran (a render
+    leaves the previous output as it was unless the new one was already in place)."""
+    why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by {exc}"
+    return f"gpufabric {_command_words(args)}: {why}"
+
+
+BROKEN_PIPE = 128 + 13
+"""The exit code when the reader of the output went away (``gpufabric stacks | head -1``):
+what a shell reports for a command that SIGPIPE ended, said without a message."""
+
+
 def _check(args: argparse.Namespace) -> str:
     """The running check's name: ``verify <check>``, or ``health``."""
     return _command_words(args)
@@ -359,6 +380,8 @@ FAILURES: tuple[Failure, ...] = (
         in_check=True,
     ),
     Failure((KeyboardInterrupt, Terminated), _signal_exit, _stopped, in_check=True),
+    Failure((KeyboardInterrupt, Terminated), _signal_exit, _interrupted),
+    Failure((BrokenPipeError,), lambda _exc: BROKEN_PIPE, lambda _exc, _args: ""),
     Failure((StackError,), _exit(ExitCode.BAD_INPUT), _stack_report),
     Failure(
         (OutputError,),
@@ -392,7 +415,9 @@ def failure_exit(exc: BaseException, args: argparse.Namespace) -> int | None:
     for failure in FAILURES:
         types = tuple(_loaded(t) for t in failure.types)
         if isinstance(exc, types) and (not failure.in_check or stopped_check(exc)):
-            print(failure.message(exc, args), file=sys.stderr)
+            message = failure.message(exc, args)
+            if message:
+                print(message, file=sys.stderr)
             return failure.code(exc)
     return None
 
@@ -418,6 +443,12 @@ def _describe(stack: Stack) -> str:
     )
 
 
+def _validate_command(args: argparse.Namespace, name: str) -> str:
+    """The command that lists a stack's problems, with the stacks directory it was found in."""
+    where = f"--stacks-dir {shlex.quote(str(args.stacks_dir))} " if args.stacks_dir else ""
+    return f"gpufabric {where}validate --stack {shlex.quote(name)}"
+
+
 def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     directory = args.stacks_dir or stacks_dir()
     names = list_stacks(directory)
@@ -431,7 +462,7 @@ def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
             line = _describe(load_stack(name, directory))
         except StackError as err:
             found = counted(len(err.problems), "problem")
-            line = f"INVALID ({found}; run gpufabric validate --stack {name})"
+            line = f"INVALID ({found}; run {_validate_command(args, name)})"
             status = ExitCode.BAD_INPUT
         print(f"{name:<{width}}  {line}")
     return status
@@ -560,9 +591,38 @@ _UNWRITABLE = {
 }
 
 
-def _write_out(path: Path, text: str) -> None:
+_WRITTEN_BY = {
+    "runbook": "Generated by `gpufabric runbook",
+    "report": '<meta name="generator" content="gpufabric report">',
+}
+"""What every file a command writes holds in its first lines: --out replaces only such a
+file (or an empty one), as ``render`` replaces only a directory it wrote."""
+
+
+def _ours(path: Path, command: str) -> None:
+    """OutputError (exit 2) when ``path`` is a file with content that ``command`` did not
+    write: the stack file, a README, the report's own input."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except (FileNotFoundError, IsADirectoryError):
+        return  # new, or refused by the write as not a file
+    except OSError as err:
+        raise OutputError(
+            f"{path}: cannot be read to check what it holds ({err.strerror})"
+        ) from None
+    if head.strip() and _WRITTEN_BY[command].encode() not in head:
+        raise OutputError(
+            f"{path} exists and was not written by gpufabric {command}: --out replaces only "
+            f"a file an earlier `gpufabric {command}` wrote; choose a new file or move it away"
+        )
+
+
+def _write_out(path: Path, text: str, command: str) -> None:
     """Write ``path`` (--out of ``runbook`` or ``report``) atomically, creating its missing
-    parent directories as ``render`` does, and say which ones on stderr."""
+    parent directories as ``render`` does, and say which ones on stderr; never over a file
+    the command did not write."""
+    _ours(path, command)
     created = _creatable(path)
     write_file(path, text)
     for directory in created:
@@ -618,6 +678,7 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
             base = semantic_diff.side_from_dir(base_dir)
         else:
             repo = project_root() or Path.cwd()
+            _inside_repository(stack, repo, args.base)
             base = semantic_diff.render_ref(repo, args.base, args.stack)
     except ValueError as exc:
         print(f"gpufabric diff: --base {args.base}: {exc}", file=sys.stderr)
@@ -633,12 +694,26 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _inside_repository(stack: Stack, repo: Path, base: str) -> None:
+    """``diff --base REF`` renders the stack file as committed at REF: one outside the
+    repository has no such commit (ValueError saying what to give instead)."""
+    source = Path(stack.source)
+    if source.suffix not in (".yaml", ".yml") or not source.exists():
+        return
+    if not source.resolve().is_relative_to(repo.resolve()):
+        raise ValueError(
+            f"the stack file {source} is outside the repository {repo}, so it has no version "
+            f"at {base}; give a stack file inside the repository, or an earlier render "
+            "directory as --base"
+        )
+
+
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
     from gpufabric.outputs import runbook
 
     text = runbook.render(stack.plan, stack.pulled)
     if args.out:
-        _write_out(args.out, text)
+        _write_out(args.out, text, "runbook")
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -815,7 +890,14 @@ def entry() -> int:
     # program (gpufabric.__main__) loaded this module with the collector off.
     gc.freeze()
     gc.enable()
-    return main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = BROKEN_PIPE
+    if code == BROKEN_PIPE:  # nothing more reaches the reader; the exit's flush must not fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
 
 
 if __name__ == "__main__":

@@ -288,3 +288,82 @@ def _not_in_a_pod() -> None:
     from kubernetes.config.config_exception import ConfigException
 
     raise ConfigException("not in a pod")
+
+
+def test_runbook_out_never_replaces_a_file_it_did_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``runbook --out stacks/Pulumi.x.yaml`` (or a README) replaced the user's file with
+    Markdown: --out replaces only a runbook written earlier, or an empty file."""
+    from builders import REPO
+
+    stack_copy = tmp_path / "Pulumi.lab-roce.yaml"
+    stack_copy.write_bytes((REPO / "stacks" / "Pulumi.lab-roce.yaml").read_bytes())
+    before = stack_copy.read_bytes()
+    assert main(["runbook", "--stack", "lab-roce", "--out", str(stack_copy)]) == 2
+    assert stack_copy.read_bytes() == before
+    assert "was not written by gpufabric runbook" in capsys.readouterr().err
+    ours, empty = tmp_path / "runbook.md", tmp_path / "empty.md"
+    empty.touch()
+    for path in (ours, ours, empty):  # new, then its own earlier file, then an empty one
+        assert main(["runbook", "--stack", "lab-roce", "--out", str(path)]) == 0
+        assert path.read_text().startswith("# Bootstrap runbook")
+
+
+def test_report_out_never_replaces_its_own_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from builders import REPO
+
+    nodes = tmp_path / "nodes.json"
+    nodes.write_bytes((REPO / "docs" / "examples" / "report" / "nodes.json").read_bytes())
+    before = nodes.read_bytes()
+    assert main(["report", "--nodes", str(nodes), "--out", str(nodes)]) == 2
+    assert nodes.read_bytes() == before
+    assert "was not written by gpufabric report" in capsys.readouterr().err
+    page = tmp_path / "report.html"
+    for _ in range(2):  # a report replaces the report it wrote
+        assert main(["report", "--nodes", str(nodes), "--out", str(page)]) in (0, 4, 5)
+    assert '<meta name="generator" content="gpufabric report">' in page.read_text()
+
+
+def test_the_validate_command_stacks_prints_for_an_invalid_stack_runs(tmp_path: Path) -> None:
+    """``stacks --stacks-dir D`` names the command that lists a bad stack's problems, with
+    the directory it was found in; run as printed, it lists them."""
+    import shlex
+    import subprocess
+    import sys
+
+    from builders import REPO
+
+    directory = tmp_path / "my stacks"
+    directory.mkdir()
+    (directory / "Pulumi.b1.yaml").write_text("config:\n  gpufabric:bogus: 1\n")
+    listing = subprocess.run(
+        [sys.executable, "-m", "gpufabric", "--stacks-dir", str(directory), "stacks"],
+        capture_output=True, text=True, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert listing.returncode == 2
+    printed = listing.stdout.split("; run ", 1)[1].rsplit(")", 1)[0]
+    argv = shlex.split(printed)
+    assert argv[0] == "gpufabric"
+    run = subprocess.run(
+        [sys.executable, "-m", "gpufabric", *argv[1:]],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert "gpufabric:bogus" in run.stderr
+
+
+def test_diff_against_a_ref_of_a_stack_outside_the_repository_says_what_to_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from builders import REPO
+
+    stack = tmp_path / "Pulumi.s.yaml"
+    stack.write_bytes((REPO / "stacks" / "Pulumi.kind-dev.yaml").read_bytes())
+    assert main(["diff", "--stack", str(stack), "--base", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert "is outside the repository" in err
+    assert "an earlier render directory as --base" in err
+    assert "subpath" not in err  # not Python's own words

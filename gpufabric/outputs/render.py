@@ -43,6 +43,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
 from gpufabric.support.background import Background, can_fork
+from gpufabric.verify.interrupts import shielded
 
 CLUSTER_SCOPE_DIR = "_cluster"
 
@@ -672,16 +673,20 @@ def write_tree(
     with _locked(parent) as fd:
         _recover(out.resolve())
         out = check_output_dir(out)  # again: another render may have written meanwhile
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
-        os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would outlive the swap
+        staging: Path | None = None
         try:
+            with shielded():  # a signal lands once the cleanup below knows the directory
+                staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
+            os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would outlive the swap
             _stage(files, out, stack, staging)
             if approve is not None and not approve():
                 shutil.rmtree(staging)
                 return False
             _swap(fd, staging, out)
         except BaseException as exc:
-            shutil.rmtree(staging, ignore_errors=True)
+            if staging is not None:
+                with shielded():  # a second Ctrl-C must not leave half a tree beside the output
+                    shutil.rmtree(staging, ignore_errors=True)
             if isinstance(exc, OSError) and exc.errno in (errno.EBUSY, errno.EXDEV):
                 raise _mount_point(out) from None
             raise
