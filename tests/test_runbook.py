@@ -386,3 +386,22 @@ def test_a_stack_without_an_acceptance_kind_runbook_says_what_accepts_it() -> No
     assert "`pytorchjob` to\n`training.trainingOperator.schemes` (PyTorchJob)" in acceptance
     assert "(jaxjob only)" in acceptance
     assert "installs no job operator" not in acceptance  # it said so, of the Training Operator
+
+
+def test_a_leaf_with_one_gpu_node_gets_no_acceptance_run_of_its_own() -> None:
+    """verify nccl refuses --nodes 1 (no fabric between nodes): the runbook prints a per-leaf
+    acceptance run only for leaves with two nodes or more."""
+    import copy
+
+    config = copy.deepcopy(example_config("routed-b200"))
+    table = config["gpufabric:scheduling"]["nodeTopology"]
+    label = next(iter(table["gpu-node-0"]))
+    before = _runbook_of(copy.deepcopy(config), "routed-b200")
+    assert "--leaf leaf-02" in before
+    for node, labels in table.items():  # every node under leaf-01 but one
+        if labels[label] == "leaf-02" and node != "gpu-node-8":
+            labels[label] = "leaf-01"
+    text = _runbook_of(config, "routed-b200")
+    assert "--leaf leaf-01" in text
+    assert "--leaf leaf-02" not in text
+    assert "--nodes 1 " not in text

@@ -177,14 +177,17 @@ def _leaf_scopes(facts: Facts, tenant: str | None) -> list[dict[str, Any]]:
     if contract is None or not contract.leaf_networks or contract.leaf_label is None:
         return []
     label = contract.leaf_label
+    # without a node table the nodes under a leaf are unknown: two, the smallest test; a
+    # leaf with one GPU node has no pair to test within it (verify nccl refuses --nodes 1)
+    sizes = {leaf: facts.gang.nodes_under(label, leaf) or 2 for leaf in contract.leaf_networks}
     return [
         {
             "arg": f" --leaf {shell_word(leaf)}",
-            # without a node table the nodes under a leaf are unknown: two, the smallest test
-            "nodes": facts.gang.nodes_under(label, leaf) or 2,
+            "nodes": sizes[leaf],
             "junit": shell_word(f"nccl-{leaf}.xml"),
         }
         for leaf in contract.leaf_networks
+        if sizes[leaf] >= 2
     ]
 
 
