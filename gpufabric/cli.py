@@ -605,8 +605,8 @@ def _ours(path: Path, command: str) -> None:
     try:
         with path.open("rb") as f:
             head = f.read(4096)
-    except (FileNotFoundError, IsADirectoryError):
-        return  # new, or refused by the write as not a file
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return  # new, or refused by the write (not a file; a file in its path)
     except OSError as err:
         raise OutputError(
             f"{path}: cannot be read to check what it holds ({err.strerror})"

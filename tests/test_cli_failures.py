@@ -49,15 +49,30 @@ def test_what_stops_a_check(
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "exc", [KubeError("x"), SuiteError("x"), KeyboardInterrupt(), Terminated(signal.SIGTERM)]
-)
+@pytest.mark.parametrize("exc", [KubeError("x"), SuiteError("x")])
 def test_check_entries_do_not_apply_outside_a_check(
     exc: BaseException, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert not stopped_check(exc)
     assert cli.failure_exit(exc, ARGS) is None
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "words"),
+    [
+        (KeyboardInterrupt(), 130, "interrupted"),
+        (Terminated(signal.SIGTERM), 143, "stopped by SIGTERM"),
+    ],
+)
+def test_a_signal_outside_a_check_ends_the_command_in_one_line(
+    exc: BaseException, code: int, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not the check's words (nothing of a check's to clean up): the command and the
+    signal, as for a render or a diff stopped by Ctrl-C or SIGTERM."""
+    assert not stopped_check(exc)
+    assert cli.failure_exit(exc, ARGS) == code
+    assert capsys.readouterr().err == f"gpufabric verify nccl: {words}\n"
 
 
 @pytest.mark.parametrize("in_check", [False, True])
