@@ -50,6 +50,43 @@ def test_unknown_keys_get_did_you_mean_and_accepted_keys(lab: dict[str, Any]) ->
     assert "did you mean 'fabric'" in found["gpufabric:fabrik"]
 
 
+@pytest.mark.parametrize(
+    "namespace", ["gpufabrc", "gpufarbic", "GpuFabric", "gpu-fabric", "gpufabricc"]
+)
+def test_a_mistyped_namespace_is_an_error_not_ignored(lab: dict[str, Any], namespace: str) -> None:
+    """`gpufabrc:scheduling:` used to validate ok with the scheduling defaults."""
+    import yaml
+
+    lab[f"{namespace}:scheduling"] = lab.pop("gpufabric:scheduling")
+    with pytest.raises(StackError) as err:
+        parse_stack_text(yaml.safe_dump({"config": lab}), "x.yaml")
+    found = {p.path: p.message for p in err.value.problems}
+    assert found == {
+        f"{namespace}:scheduling": f"unknown config namespace '{namespace}'; did you mean "
+        "'gpufabric:scheduling'? (gpufabric reads only gpufabric:* keys; other namespaces "
+        "belong to other providers, e.g. kubernetes:context)"
+    }
+
+
+def test_other_providers_keys_are_left_to_them(lab: dict[str, Any]) -> None:
+    import yaml
+
+    lab.update({"kubernetes:context": "lab", "aws:region": "us-east-1", "gcp:project": "p"})
+    model = parse_stack_text(yaml.safe_dump({"config": lab}), "x.yaml")
+    assert model.scheduling.gang == "kueue"
+
+
+def test_an_unknown_top_level_key_is_an_error_even_when_the_config_is_valid(
+    lab: dict[str, Any],
+) -> None:
+    """Reported only beside config problems before, ignored when the config was valid."""
+    import yaml
+
+    with pytest.raises(StackError) as err:
+        parse_stack_text(yaml.safe_dump({"config": lab, "confg": {}}), "x.yaml")
+    assert [p.path for p in err.value.problems] == ["confg"]
+
+
 def test_every_problem_is_reported_at_once(lab: dict[str, Any]) -> None:
     fabric = lab["gpufabric:fabric"]
     fabric["rails"][1]["subnet"] = fabric["rails"][0]["subnet"]
