@@ -127,6 +127,34 @@ def test_rail_subnets_must_not_overlap_cluster_networks(lab: dict[str, Any]) -> 
     assert "overlaps cluster.serviceCIDR 10.96.0.0/12" in found["fabric.rails[1].subnet"]
 
 
+@pytest.mark.parametrize(
+    ("subnet", "what"),
+    [
+        ("127.1.0.0/16", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("224.1.0.0/16", "multicast"),
+        ("240.1.0.0/16", "reserved"),
+    ],
+)
+def test_rail_subnets_that_no_host_can_use_are_refused(
+    lab: dict[str, Any], subnet: str, what: str
+) -> None:
+    """What README promises, exactly: these are refused, a public range is not."""
+    lab["gpufabric:fabric"]["rails"][0]["subnet"] = subnet
+    found = problems_of(lab)
+    assert found["fabric.rails[0].subnet"] == (
+        f"{subnet} is {what}; a rail needs a unicast subnet (a private one, or one of the "
+        "site's own public allocation)"
+    )
+
+
+def test_a_rail_subnet_from_a_public_allocation_is_accepted(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["rails"][0]["subnet"] = "11.0.0.0/24"
+    lab["gpufabric:fabric"]["rails"][1]["subnet"] = "8.8.8.0/24"
+    model = model_from_config(sections(lab), "test", from_file=True)
+    assert [str(r.subnet) for r in model.fabric.rails[:2]] == ["11.0.0.0/24", "8.8.8.0/24"]
+
+
 def test_duplicate_rail_names_netdevs_and_hcas(lab: dict[str, Any]) -> None:
     rails = lab["gpufabric:fabric"]["rails"]
     rails[1].update(name=rails[0]["name"], netdev=rails[0]["netdev"], hca=rails[0]["hca"])
