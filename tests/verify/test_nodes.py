@@ -331,6 +331,20 @@ def test_memlock_without_a_kubelet_and_disagreeing_runtimes_is_not_verified(
     assert "no kubelet process" in res.message
 
 
+def test_memlock_without_kubelet_or_runtime_says_why_once(tmp_path: Path) -> None:
+    """The message said "(no kubelet process)" twice."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, kubelet="none"))
+    for pid in (root / "proc").iterdir():
+        if pid.name.isdigit():
+            shutil.rmtree(pid)
+    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
+    res = {c.check: c for c in nodes.run_checks(probe, exp)}["limits.memlock"]
+    assert res.status == "ERROR"
+    assert res.message.count("no kubelet process") == 1, res.message
+    assert "not verified" in res.message
+
+
 def test_memlock_kubelet_runtime_not_running_is_not_verified(tmp_path: Path) -> None:
     exp = expectation("prod-ib")
     root = nodefs.build(tmp_path / "node", node_for(exp, dockerd_memlock="unlimited"))
