@@ -125,8 +125,19 @@ class Inputs:
 # ------------------------------------------------------------------ defensive reading
 
 
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Control characters other than tab and line breaks: not text, and HTML forbids them (an
+ESC in a title or a message would reach the page, and a terminal printing it, raw)."""
+
+
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return CONTROL.sub("", value) if isinstance(value, str) else ""
+
+
+def page_title(title: str | None) -> str:
+    """``--title`` on one line without control characters (default when nothing is left)."""
+    text = " ".join(CONTROL.sub("", title or "").split())
+    return text or Inputs.title
 
 
 def _number(value: Any) -> float | None:
@@ -522,7 +533,7 @@ def load(files: Mapping[str, Sequence[Path]], title: str | None = None) -> Input
     """Read every given input (option -> files); an input not given is a section that
     says so. Raises StackError for a file that is not the document its option takes, and
     for inputs from different stacks (one page hands over one stack)."""
-    inputs = Inputs(title=title or Inputs.title)
+    inputs = Inputs(title=page_title(title))
     first: tuple[str, Path, str] | None = None  # option, file, stack of the first named stack
     for option, name, command in INPUTS + OPTIONAL_INPUTS:
         paths = list(files.get(option) or [])

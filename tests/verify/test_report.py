@@ -500,3 +500,17 @@ def test_a_flaky_node_and_a_path_fault_fail_the_sweep_section() -> None:
     assert failure.hint == report.FLAKY_HINT
     html = report.render_html(report.Inputs(sections=[section], sweep=nodes))
     assert '<span class="badge fail">FLAKY</span>' in html
+
+
+def test_control_characters_never_reach_the_page(tmp_path: Path, well: dict[str, Path]) -> None:
+    """`--title` passed a raw ESC into <title>; a message from a document could too."""
+    doc = json.loads(well["nodes"].read_text())
+    doc["checks"][0]["message"] = "bad\x1b[2Jnode\x07"
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps(doc), encoding="utf-8")
+    files = {**well, "nodes": nodes}
+    html = page(tmp_path, [*args_for(files), "--title", "lab\x1b[31m\nacceptance\x9b"], 0)
+    assert not report.CONTROL.search(html)
+    assert "<title>lab[31m acceptance" in html
+    assert "bad[2Jnode" in html
+    assert report.page_title("\x1b\x00 ") == "GPU cluster acceptance"
