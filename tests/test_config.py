@@ -50,6 +50,43 @@ def test_unknown_keys_get_did_you_mean_and_accepted_keys(lab: dict[str, Any]) ->
     assert "did you mean 'fabric'" in found["gpufabric:fabrik"]
 
 
+@pytest.mark.parametrize(
+    "namespace", ["gpufabrc", "gpufarbic", "GpuFabric", "gpu-fabric", "gpufabricc"]
+)
+def test_a_mistyped_namespace_is_an_error_not_ignored(lab: dict[str, Any], namespace: str) -> None:
+    """`gpufabrc:scheduling:` used to validate ok with the scheduling defaults."""
+    import yaml
+
+    lab[f"{namespace}:scheduling"] = lab.pop("gpufabric:scheduling")
+    with pytest.raises(StackError) as err:
+        parse_stack_text(yaml.safe_dump({"config": lab}), "x.yaml")
+    found = {p.path: p.message for p in err.value.problems}
+    assert found == {
+        f"{namespace}:scheduling": f"unknown config namespace '{namespace}'; did you mean "
+        "'gpufabric:scheduling'? (gpufabric reads only gpufabric:* keys; other namespaces "
+        "belong to other providers, e.g. kubernetes:context)"
+    }
+
+
+def test_other_providers_keys_are_left_to_them(lab: dict[str, Any]) -> None:
+    import yaml
+
+    lab.update({"kubernetes:context": "lab", "aws:region": "us-east-1", "gcp:project": "p"})
+    model = parse_stack_text(yaml.safe_dump({"config": lab}), "x.yaml")
+    assert model.scheduling.gang == "kueue"
+
+
+def test_an_unknown_top_level_key_is_an_error_even_when_the_config_is_valid(
+    lab: dict[str, Any],
+) -> None:
+    """Reported only beside config problems before, ignored when the config was valid."""
+    import yaml
+
+    with pytest.raises(StackError) as err:
+        parse_stack_text(yaml.safe_dump({"config": lab, "confg": {}}), "x.yaml")
+    assert [p.path for p in err.value.problems] == ["confg"]
+
+
 def test_every_problem_is_reported_at_once(lab: dict[str, Any]) -> None:
     fabric = lab["gpufabric:fabric"]
     fabric["rails"][1]["subnet"] = fabric["rails"][0]["subnet"]
@@ -88,6 +125,34 @@ def test_rail_subnets_must_not_overlap_cluster_networks(lab: dict[str, Any]) -> 
     found = problems_of(lab)
     assert "overlaps cluster.podCIDR 10.244.0.0/16" in found["fabric.rails[0].subnet"]
     assert "overlaps cluster.serviceCIDR 10.96.0.0/12" in found["fabric.rails[1].subnet"]
+
+
+@pytest.mark.parametrize(
+    ("subnet", "what"),
+    [
+        ("127.1.0.0/16", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("224.1.0.0/16", "multicast"),
+        ("240.1.0.0/16", "reserved"),
+    ],
+)
+def test_rail_subnets_that_no_host_can_use_are_refused(
+    lab: dict[str, Any], subnet: str, what: str
+) -> None:
+    """What README promises, exactly: these are refused, a public range is not."""
+    lab["gpufabric:fabric"]["rails"][0]["subnet"] = subnet
+    found = problems_of(lab)
+    assert found["fabric.rails[0].subnet"] == (
+        f"{subnet} is {what}; a rail needs a unicast subnet (a private one, or one of the "
+        "site's own public allocation)"
+    )
+
+
+def test_a_rail_subnet_from_a_public_allocation_is_accepted(lab: dict[str, Any]) -> None:
+    lab["gpufabric:fabric"]["rails"][0]["subnet"] = "11.0.0.0/24"
+    lab["gpufabric:fabric"]["rails"][1]["subnet"] = "8.8.8.0/24"
+    model = model_from_config(sections(lab), "test", from_file=True)
+    assert [str(r.subnet) for r in model.fabric.rails[:2]] == ["11.0.0.0/24", "8.8.8.0/24"]
 
 
 def test_duplicate_rail_names_netdevs_and_hcas(lab: dict[str, Any]) -> None:

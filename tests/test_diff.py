@@ -203,6 +203,42 @@ def test_bad_base_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "no plan.json" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("damage", ["string", "list", "empty", "missing", "symlink", "plan-link"])
+def test_a_damaged_base_render_is_an_input_error_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A damaged earlier render used to give a traceback (an object file holding a plain
+    string) or a made-up change (a missing or symlinked file: ``object: ∅ → ∅``)."""
+    base = tmp_path / "base"
+    assert main(["render", "--stack", "lab-roce", "--out", str(base)]) == 0
+    plan = json.loads((base / "plan.json").read_text())
+    name = next(f for i in plan["items"] if i["type"] == "object" for f in i["files"])
+    victim = base / name
+    if damage == "string":
+        victim.write_text("just a string\n")
+    elif damage == "list":
+        victim.write_text("- a\n- b\n")
+    elif damage == "empty":
+        victim.write_text("")
+    elif damage == "missing":
+        victim.unlink()
+    elif damage == "symlink":
+        (tmp_path / "elsewhere.yaml").write_text(victim.read_text())
+        victim.unlink()
+        victim.symlink_to(tmp_path / "elsewhere.yaml")
+    else:
+        name = "plan.json"
+        (tmp_path / "plan.json").write_text((base / name).read_text())
+        (base / name).unlink()
+        (base / name).symlink_to(tmp_path / "plan.json")
+    capsys.readouterr()
+    assert main(["diff", "--stack", "lab-roce", "--base", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert f"gpufabric diff: --base {base}: {name}" in err
+    assert "the render is " in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_ref_is_rendered_by_that_refs_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

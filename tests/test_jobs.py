@@ -160,7 +160,7 @@ def test_cli_prints_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
         "--nodes",
         "4",
         "--image",
-        "registry.example/nccl:1",
+        "harbor.prod-ib.example.internal/team/nccl:1",
         "--command",
         "all_reduce_perf_mpi -b 8 -e 16G -f 2",
         "--name",
@@ -171,7 +171,7 @@ def test_cli_prints_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
     assert job["metadata"]["name"] == "nccl-check"
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    assert launcher["image"] == "registry.example/nccl:1"
+    assert launcher["image"] == "harbor.prod-ib.example.internal/team/nccl:1"
     assert launcher["command"][-7:] == ["all_reduce_perf_mpi", "-b", "8", "-e", "16G", "-f", "2"]
 
 
@@ -216,6 +216,91 @@ def test_bad_requests_exit_2_naming_the_option(
     assert expected in captured.err
     assert captured.out == ""
     assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--image", "x y"], "--image: 'x y' is not an image reference; expected an image"),
+        (["--image", "nvcr.io/x:$(id)"], "--image: 'nvcr.io/x:$(id)' is not an image reference"),
+        (["--image", "nvcr.io/Upper/x"], "--image: 'nvcr.io/Upper/x' is not an image reference"),
+        (["--image", ""], "--image: '' is empty; expected an image reference"),
+        (["--command", ""], "--command: '' is empty; give the program to run"),
+        (["--command", "   "], "--command: '   ' is empty"),
+    ],
+)
+def test_an_image_or_command_that_cannot_run_exits_2(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: written into the job as given (an image no runtime pulls, shell syntax in a
+    YAML field), and an empty --command silently ran the default NCCL test."""
+    argv = ["job", "--stack", "lab-roce", "--tenant", "team-vision", "--kind", "mpijob"]
+    assert main([*argv, *args]) == 2
+    captured = capsys.readouterr()
+    assert expected in captured.err
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+
+
+def _images(out: str) -> set[str]:
+    job = yaml.safe_load(out)
+    replicas = job["spec"]["mpiReplicaSpecs"].values()
+    return {c["image"] for r in replicas for c in r["template"]["spec"]["containers"]}
+
+
+@pytest.mark.parametrize(
+    ("image", "pulled"),
+    [
+        (
+            "nvcr.io/nvidia/pytorch:24.12-py3",
+            "harbor.prod-ib.example.internal/nvcr/nvidia/pytorch:24.12-py3",
+        ),
+        ("alpine:3", "harbor.prod-ib.example.internal/dockerhub/library/alpine:3"),
+        (
+            "harbor.prod-ib.example.internal/nvcr/own:1",
+            "harbor.prod-ib.example.internal/nvcr/own:1",
+        ),
+    ],
+)
+def test_an_image_goes_through_the_stacks_mirrors(
+    image: str, pulled: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An air-gapped stack (prod-ib) pulls --image through its mirror as its own images."""
+    argv = ["job", "--stack", "prod-ib", "--tenant", "eval", "--kind", "mpijob"]
+    assert main([*argv, "--image", image]) == 0
+    assert _images(capsys.readouterr().out) == {pulled}
+
+
+def test_an_air_gapped_stack_refuses_an_image_it_has_no_mirror_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["job", "--stack", "prod-ib", "--tenant", "eval", "--kind", "mpijob"]
+    assert main([*argv, "--image", "quay.io/team/trainer:1"]) == 2
+    captured = capsys.readouterr()
+    assert (
+        "--image: 'quay.io/team/trainer:1' is pulled from quay.io, which this air-gapped "
+        "stack has no mirror for" in captured.err
+    )
+    assert "add 'quay.io: <mirror prefix>' to sources.registries" in captured.err
+    assert captured.out == ""
+    # a stack that is not air-gapped pulls an unmirrored registry as given
+    assert (
+        main(
+            [
+                "job",
+                "--stack",
+                "lab-roce",
+                "--tenant",
+                "team-vision",
+                "--kind",
+                "mpijob",
+                "--image",
+                "quay.io/team/trainer:1",
+            ]
+        )
+        == 0
+    )
+    assert _images(capsys.readouterr().out) == {"quay.io/team/trainer:1"}
 
 
 def test_all_kinds_are_offered() -> None:

@@ -184,3 +184,15 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "missing.log" in capsys.readouterr().err
     assert main(["nccl-report", str(LOGS / "roce-pass.log"), "--fraction", "1.5"]) == 2
     assert main(["nccl-report", str(LOGS / "roce-pass.log"), "--stack", "no-such-stack"]) == 2
+
+
+def test_an_empty_log_shows_no_python_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The text report of an empty log said "average line (not judged): None"."""
+    log = tmp_path / "empty.log"
+    log.write_text("")
+    assert main(["nccl-report", str(log)]) == 5
+    out = capsys.readouterr().out
+    assert "average line (not judged): -" in out
+    assert "None" not in out

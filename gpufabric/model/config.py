@@ -884,6 +884,7 @@ class Sources(Model):
             charts={k.rstrip("/"): v.rstrip("/") for k, v in self.charts.items()},
             manifests=self.manifests.rstrip("/") if self.manifests else None,
             pull_secrets=tuple(dict.fromkeys(self.pullSecrets)),
+            air_gapped=self.airGapped,
         )
 
 

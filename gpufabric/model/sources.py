@@ -16,6 +16,7 @@ registry serves:
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,34 @@ def split_tag(ref: str) -> tuple[str, str]:
     return name, tag
 
 
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REFERENCE = re.compile(
+    rf"(?P<name>(?:{_HOST}(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    re.ASCII,
+)
+"""An image reference in the distribution grammar (github.com/distribution/reference):
+``[HOST[:PORT]/]PATH[:TAG][@ALGORITHM:HEX]``, path components lowercase."""
+REFERENCE_FORM = (
+    "an image reference [HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST] (path in lowercase letters, "
+    "digits and . _ -; tag up to 128 of letters, digits, _ . -), e.g. nvcr.io/nvidia/pytorch:24.12-py3"
+)
+
+
+def reference_problem(ref: str) -> str | None:
+    """Why ``ref`` is not an image reference a container runtime pulls (None: it is one)."""
+    if not ref:
+        return "is empty"
+    m = REFERENCE.fullmatch(ref)
+    if m is None:
+        return "is not an image reference"
+    if len(m["name"]) > 255:
+        return "has a name longer than 255 characters"
+    return None
+
+
 @dataclass(frozen=True)
 class Mirrors:
     """The ``sources`` section as lookups; empty mappings mean "pull from upstream"."""
@@ -64,6 +93,8 @@ class Mirrors:
     manifests: str | None = None
     pull_secrets: tuple[str, ...] = ()
     """Names of the image pull Secrets the system namespaces hold (``sources.pullSecrets``)."""
+    air_gapped: bool = False
+    """``sources.airGapped``: nothing may be pulled from an upstream without a mirror."""
 
     @property
     def active(self) -> bool:
@@ -78,6 +109,12 @@ class Mirrors:
             return name
         mirror = mirror.rstrip("/")
         return f"{mirror}/{rest}" if rest else mirror
+
+    def serves(self, name: str) -> bool:
+        """Whether an image name or reference is pulled from one of the mirrors' hosts (a
+        reference already written through a mirror)."""
+        hosts = {prefix.split("/", 1)[0] for prefix in self.registries.values()}
+        return split_registry(name)[0] in hosts
 
     def chart_repository(self, url: str) -> str:
         return self.charts.get(url.rstrip("/"), url)
@@ -169,10 +206,13 @@ def get_path(values: Mapping[str, Any], path: str) -> Any:
 __all__ = [
     "DOCKER_HUB",
     "NO_MIRRORS",
+    "REFERENCE",
+    "REFERENCE_FORM",
     "Mirrors",
     "RemoteBase",
     "full_name",
     "get_path",
+    "reference_problem",
     "remote_base",
     "set_path",
     "split_registry",

@@ -183,15 +183,76 @@ def _parse(text: str, source: str, name: str | None) -> tuple[StackModel, StackS
     if not isinstance(config, dict):
         problems.append(Problem("config", "missing or not a mapping of gpufabric:* keys"))
         raise StackError(source, problems)
+    problems += [p for key in config if (p := _namespace_typo(str(key))) is not None]
     values: dict[str, Any] = {}
     for key, value in config.items():
         namespace, _, section = str(key).partition(":")
         if namespace == NAMESPACE:
             values[section] = value
     try:
-        return checked_config(values, source, from_file=True, name=name)
+        checked = checked_config(values, source, from_file=True, name=name)
     except StackError as err:
         raise StackError(source, problems + list(err.problems)) from None
+    if problems:  # the gpufabric sections are fine, but something the user wrote is ignored
+        raise StackError(source, problems)
+    return checked
+
+
+KNOWN_NAMESPACES = frozenset(
+    {
+        "kubernetes",
+        "pulumi",
+        "aws",
+        "azure",
+        "azure-native",
+        "gcp",
+        "google-native",
+        "docker",
+        "helm",
+        "random",
+        "tls",
+        "command",
+        "github",
+        "cloudflare",
+        "vault",
+        "oci",
+        "openstack",
+    }
+)
+"""Pulumi providers whose config keys a stack file may also hold; never taken for a typo."""
+TYPO_DISTANCE = 2
+"""Namespaces this many edits or fewer from ``gpufabric`` (a letter missing, doubled,
+swapped, changed; any case) are taken for a mistyped ``gpufabric``."""
+
+
+def _namespace_typo(key: str) -> Problem | None:
+    """A problem for ``gpufabrc:scheduling`` (a mistyped namespace would silently leave the
+    section at its defaults); None for gpufabric's own keys and other providers' keys."""
+    namespace, colon, section = key.partition(":")
+    if not colon or namespace == NAMESPACE or namespace.lower() in KNOWN_NAMESPACES:
+        return None
+    if edit_distance(namespace.lower(), NAMESPACE) > TYPO_DISTANCE:
+        return None
+    return Problem(
+        key,
+        f"unknown config namespace '{namespace}'; did you mean '{NAMESPACE}:{section}'? "
+        f"(gpufabric reads only {NAMESPACE}:* keys; other namespaces belong to other "
+        "providers, e.g. kubernetes:context)",
+    )
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap two neighbours) that turn ``a`` into ``b``."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                best = min(best, rows[-2][j - 2] + 1)
+            row.append(best)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {

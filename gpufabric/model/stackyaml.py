@@ -38,6 +38,10 @@ MAX_FILE_BYTES = 1 << 20
 """Stack files are a few kilobytes; a megabyte is far beyond any real one."""
 MAX_DEPTH = 32
 """A stack nests about six levels deep."""
+NESTED_TOO_DEEP = (
+    f"nested more than {MAX_DEPTH} levels deep; a stack file nests about 6 levels, so this is "
+    "not one (generated data, or aliases that nest each other)"
+)
 MAX_NODES = 200_000
 """Nodes after alias expansion (a 1,000-tenant stack has about 20,000)."""
 MAX_SCALAR_CHARS = 4 << 20
@@ -139,9 +143,7 @@ def _walk(
 ) -> None:
     """Depth-first over the node graph as construction would expand it."""
     if depth > MAX_DEPTH:
-        raise StackFileError(
-            [(_line(node), f"nested more than {MAX_DEPTH} levels deep; a stack file is not")]
-        )
+        raise StackFileError([(_line(node), NESTED_TOO_DEEP)])
     _check_tag(node)
     budget.nodes += 1
     if budget.nodes > MAX_NODES:
@@ -219,9 +221,7 @@ def _load(loader: Any) -> Any:
         try:
             node = loader.get_single_node()
         except RecursionError:
-            raise StackFileError(
-                [(None, f"nested more than {MAX_DEPTH} levels deep; a stack file is not")]
-            ) from None
+            raise StackFileError([(None, NESTED_TOO_DEEP)]) from None
         if node is None:
             return None
         problems: list[tuple[int | None, str]] = []

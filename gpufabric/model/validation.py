@@ -129,7 +129,10 @@ def _unusable_subnet(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str 
         ("is_reserved", "reserved"),
     ):
         if getattr(net, attr):
-            return f"{net} is {what}; a rail needs a routable private subnet"
+            return (
+                f"{net} is {what}; a rail needs a unicast subnet (a private one, or one of "
+                "the site's own public allocation)"
+            )
     if net.prefixlen < MIN_RAIL_PREFIX[net.version]:
         return (
             f"{net} is wider than /{MIN_RAIL_PREFIX[net.version]}; a rail subnet covers the "

@@ -139,22 +139,34 @@ def side_from_files(files: Mapping[str, str]) -> Side:
     for index, raw in enumerate(plan["items"]):
         item = _check_item(index, raw)
         items[item["id"]] = item
-    docs: dict[str, dict[str, Any]] = {}
-    for item_id, item in items.items():
-        doc: dict[str, Any] = {}
-        for name in item.get("files", []):
-            try:
-                data = yaml.load(files.get(name, ""), Loader=YamlLoader)
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                line = f" line {mark.line + 1}" if mark else ""
-                raise ValueError(
-                    f"{name}{line}: not YAML ({getattr(exc, 'problem', exc)})"
-                ) from None
-            key = Path(name).stem if item["type"] != "object" else "object"
-            doc[key] = _expand_json(data)
-        docs[item_id] = doc
+    docs = {item_id: _item_docs(files, item) for item_id, item in items.items()}
     return Side(items, docs)
+
+
+def _item_docs(files: Mapping[str, str], item: Mapping[str, Any]) -> dict[str, Any]:
+    """The parsed files of one plan item; ValueError naming a file that is missing or holds
+    no mapping (a damaged or incomplete render, never diffed as an empty object)."""
+    doc: dict[str, Any] = {}
+    for name in item.get("files", []):
+        if name not in files:
+            raise ValueError(
+                f"{name}: listed in plan.json for {item['id']} but not in the render "
+                "(missing or not a regular file); the render is incomplete"
+            )
+        try:
+            data = yaml.load(files[name], Loader=YamlLoader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" line {mark.line + 1}" if mark else ""
+            raise ValueError(f"{name}{line}: not YAML ({getattr(exc, 'problem', exc)})") from None
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"{name}: holds {type(data).__name__ if data is not None else 'nothing'}, "
+                "not a mapping (a render writes one mapping per file); the render is damaged"
+            )
+        key = Path(name).stem if item["type"] != "object" else "object"
+        doc[key] = _expand_json(data)
+    return doc
 
 
 def side_from_dir(directory: Path) -> Side:
@@ -162,7 +174,12 @@ def side_from_dir(directory: Path) -> Side:
         raise ValueError(f"{directory} is not a gpufabric render (no plan.json)")
     files: dict[str, str] = {}
     for p in sorted(directory.rglob("*")):
-        if p.is_file() and not p.is_symlink():
+        if p.is_symlink():
+            raise ValueError(
+                f"{p.relative_to(directory)} is a symbolic link (a render writes regular files "
+                "only); the render is damaged"
+            )
+        if p.is_file():
             try:
                 files[str(p.relative_to(directory))] = p.read_text(encoding="utf-8")
             except UnicodeDecodeError:

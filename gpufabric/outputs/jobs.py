@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.sources import REFERENCE_FORM, reference_problem, split_registry
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
 from gpufabric.plan.failure import FailurePolicyFacts
@@ -625,19 +626,50 @@ def job_manifest(plan: Plan, req: JobRequest) -> dict[str, Any]:
     the stack."""
     w = _named_wiring(plan, req)
     name = w.job_name
-    image = req.image or plan.components["training-image"].image_ref or ""
+    image = job_image(plan, req.image)
     try:
-        program = shlex.split(req.command or _default_program(req))
+        program = shlex.split(req.command if req.command is not None else _default_program(req))
     except ValueError as exc:
         raise _fail("--command", f"cannot be split into words as a shell would: {exc}") from None
     if not program:
-        raise _fail("--command", "is empty")
+        raise _fail(
+            "--command",
+            f"{req.command!r} is empty; give the program to run (e.g. 'torchrun train.py'), "
+            "or leave --command out for the default (the NCCL test)",
+        )
     if req.kind == "mpijob":
         return mpijob(w, name, req.nodes, image, program)
     if req.kind == "pytorchjob":
         return pytorchjob(w, name, req.nodes, image, program, elastic_range(req))
     runtime = req.runtime or plan.facts.operators.trainer_runtimes[0]
     return trainjob(w, name, req.nodes, image, program, runtime)
+
+
+def job_image(plan: Plan, image: str | None) -> str:
+    """The image a job's pods pull: the pinned training image, or ``--image`` checked
+    against the distribution reference grammar and written through the stack's registry
+    mirrors exactly as the stack's own images are. StackError naming ``--image`` when it is
+    not a reference, or when an air-gapped stack has no mirror for its registry."""
+    component = plan.components["training-image"]
+    if image is None:
+        return component.image_ref or ""
+    why = reference_problem(image)
+    if why is not None:
+        raise _fail("--image", f"{image[:120]!r} {why}; expected {REFERENCE_FORM}")
+    mirrors = component.mirrors
+    pulled = mirrors.image(image)
+    if mirrors.air_gapped and pulled == image and not mirrors.serves(image):
+        registry = split_registry(image)[0]
+        hosts = sorted({p.split("/", 1)[0] for p in mirrors.registries.values()})
+        raise _fail(
+            "--image",
+            f"{image!r} is pulled from {registry}, which this air-gapped stack has no mirror "
+            f"for (sources.airGapped is on); accepted: an image of a mirrored registry "
+            f"({', '.join(sorted(mirrors.registries)) or 'none'}) or of a mirror "
+            f"({', '.join(hosts) or 'none'}), or add '{registry}: <mirror prefix>' to "
+            "sources.registries",
+        )
+    return pulled
 
 
 # ------------------------------------------------- the NCCL test as a PyTorchJob (mpirun)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,8 +125,19 @@ class Inputs:
 # ------------------------------------------------------------------ defensive reading
 
 
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Control characters other than tab and line breaks: not text, and HTML forbids them (an
+ESC in a title or a message would reach the page, and a terminal printing it, raw)."""
+
+
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return CONTROL.sub("", value) if isinstance(value, str) else ""
+
+
+def page_title(title: str | None) -> str:
+    """``--title`` on one line without control characters (default when nothing is left)."""
+    text = " ".join(CONTROL.sub("", title or "").split())
+    return text or Inputs.title
 
 
 def _number(value: Any) -> float | None:
@@ -519,24 +531,70 @@ def _missing(source: Source) -> Section:
 
 def load(files: Mapping[str, Sequence[Path]], title: str | None = None) -> Inputs:
     """Read every given input (option -> files); an input not given is a section that
-    says so. Raises StackError for a file that is not the document its option takes."""
-    inputs = Inputs(title=title or Inputs.title)
+    says so. Raises StackError for a file that is not the document its option takes, and
+    for inputs from different stacks (one page hands over one stack)."""
+    inputs = Inputs(title=page_title(title))
+    first: tuple[str, Path, str] | None = None  # option, file, stack of the first named stack
     for option, name, command in INPUTS + OPTIONAL_INPUTS:
         paths = list(files.get(option) or [])
         if not paths and (option, name, command) in INPUTS:
             inputs.sections.append(_missing(Source(option, name, command)))
         for path in paths:
             source = Source(option, name, command, str(path), None)
-            _add(inputs, source, path)
+            stack = _add(inputs, source, path)
+            if stack is not None and first is not None and stack != first[2]:
+                raise StackError(
+                    "gpufabric report",
+                    [
+                        Problem(
+                            option,
+                            f"{path}: from stack {stack!r}, but {first[0]} {first[1]} is from "
+                            f"stack {first[2]!r}; one report hands over one stack: give the "
+                            "inputs of one stack",
+                        )
+                    ],
+                )
+            if stack is not None and first is None:
+                first = (option, path, stack)
     return inputs
 
 
-def _add(inputs: Inputs, source: Source, path: Path) -> None:
+SUITE = re.compile(r"(?P<kind>[a-z]+)(?: \((?P<stack>[^,]+?)(?:, .*)?\))?", re.DOTALL)
+"""The ``suite`` a verify command writes: ``nodes (lab-roce)``, ``cluster (prod-ib, layers
+gpu)``, ``storage (prod-ib, threshold ...)``: its kind and its stack."""
+CHECKS_KIND = {"--nodes": "nodes", "--cluster": "cluster", "--storage": "storage"}
+"""The suite kind each checks input takes."""
+
+
+def _checks_kind(source: Source, path: Path, doc: Mapping[str, Any]) -> str | None:
+    """The stack a checks document was written for (None: it does not say); StackError
+    when it is another command's document."""
+    want = CHECKS_KIND.get(source.option, source.option.lstrip("-"))
+    suite = doc.get("suite")
+    m = SUITE.fullmatch(suite) if isinstance(suite, str) else None
+    if m is not None and m["kind"] == want:
+        return m["stack"]
+    other = {kind: opt for opt, kind in CHECKS_KIND.items()}.get(m["kind"] if m else "")
+    seen = f"its suite is {str(suite)[:80]!r}" if suite is not None else "it has no 'suite'"
+    why = f"{seen}, the document {other} takes" if other else f"{seen}, not '{want} (STACK)'"
+    raise StackError(
+        "gpufabric report",
+        [
+            Problem(
+                source.option, f"{path}: {why}; expected the JSON that `{source.command}` writes"
+            )
+        ],
+    )
+
+
+def _add(inputs: Inputs, source: Source, path: Path) -> str | None:
+    """Read one input into its section; the stack it names (None: it does not say)."""
     required, kind = {"--nccl": ("runs", list), "--sweep": ("nodes", dict)}.get(
         source.option, ("checks", list)
     )
     doc, digest = read_document(source, path, required, kind)
     source = Source(source.option, source.title, source.command, source.path, digest)
+    stack = None
     if source.option == "--nccl":
         section, runs = nccl_section(source, doc)
         inputs.runs += runs
@@ -545,8 +603,10 @@ def _add(inputs: Inputs, source: Source, path: Path) -> None:
         inputs.sweep += nodes
         inputs.skipped += sweep_skipped(doc)
     else:
+        stack = _checks_kind(source, path, doc)
         section = checks_section(source, doc)
     inputs.sections.append(section)
+    return stack
 
 
 __all__ = [

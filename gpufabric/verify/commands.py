@@ -13,6 +13,7 @@ import math
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -141,6 +142,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     if args.parallel < 1:
         raise StackError("gpufabric verify", [Problem("--parallel", "must be at least 1")])
     progress = (lambda _d, _t: None) if args.json else fleet.terminal_progress()
+    until = time.monotonic() + args.timeout  # --timeout bounds the whole command
 
     def check(hosts: list[str], root: str) -> list[Check]:
         return fleet.run_fleet(
@@ -150,6 +152,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
             parallel=args.parallel,
             host_timeout=args.host_timeout,
             progress=progress,
+            timeout=max(until - time.monotonic(), 0.0),
         )
 
     if args.hosts:

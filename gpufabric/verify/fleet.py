@@ -219,12 +219,16 @@ def run_fleet(
     host_timeout: float = DEFAULT_HOST_TIMEOUT,
     progress: Callable[[int, int], None] = lambda _done, _total: None,
     judges: int | None = None,
+    timeout: float | None = None,
 ) -> list[Check]:
     """Every host's checks, ``parallel`` hosts at a time, in the given host order, judged
     in ``judges`` worker processes (default: one per CPU for large fleets, none for small
-    ones). A host whose checks run longer than ``host_timeout`` is an ERROR and is no longer
-    waited for: its worker is a daemon thread, so a hung connection never holds the command
-    open."""
+    ones). A host given twice is checked once, where it first appears. A host whose checks
+    run longer than ``host_timeout`` is an ERROR and is no longer waited for: its worker is
+    a daemon thread, so a hung connection never holds the command open. ``timeout`` bounds
+    the whole wait: every host not heard from by then is an ERROR (not checked), never a
+    PASS."""
+    hosts = list(dict.fromkeys(hosts))
     workers = judges_for(len(hosts), judges)
     pool = judge_pool(workers) if workers else None
     judge: Judge = _pooled(pool) if pool is not None else nodes_gather.judge
@@ -232,7 +236,7 @@ def run_fleet(
         _check_host, exp=exp, transport=transport, judge=judge, first=_first_scripts(exp)
     )
     try:
-        results = _fan_out(hosts, check, parallel, host_timeout, progress)
+        results = _fan_out(hosts, check, parallel, (host_timeout, timeout), progress)
     except BaseException:
         if pool is not None:  # interrupted: leave the workers, never wait for them
             pool.shutdown(wait=False, cancel_futures=True)
@@ -250,9 +254,11 @@ def _fan_out(
     hosts: Sequence[str],
     check: Callable[[str], list[Check]],
     parallel: int,
-    host_timeout: float,
+    limits: tuple[float, float | None],
     progress: Callable[[int, int], None],
 ) -> list[Check]:
+    """The hosts' results in their order; ``limits``: (per host, whole wait or None)."""
+    host_timeout, timeout = limits
     results: dict[str, list[Check]] = {}
     in_flight: dict[str, float] = {}  # spec -> when its worker took it, until its result
     finished: queue.Queue[tuple[str, list[Check]]] = queue.Queue()
@@ -260,16 +266,14 @@ def _fan_out(
     for spec in hosts:
         todo.put(spec)
     worker = functools.partial(_work, todo, in_flight, finished, check)
-    workers = [
-        threading.Thread(target=worker, name=f"verify-{i}", daemon=True)
-        for i in range(max(1, min(parallel, len(hosts))))
-    ]
-    for w in workers:
-        w.start()
+    for i in range(max(1, min(parallel, len(hosts)))):
+        threading.Thread(target=worker, name=f"verify-{i}", daemon=True).start()
     looked = time.monotonic()
-    while len(results) < len(hosts):
+    until = looked + timeout if timeout is not None else float("inf")
+    while len(results) < len(hosts) and time.monotonic() < until:  # hosts: no repeats
         try:
-            spec, checks = finished.get(timeout=OVERDUE_EVERY)
+            wait = min(OVERDUE_EVERY, max(until - time.monotonic(), 0.0))
+            spec, checks = finished.get(timeout=wait)
             if spec not in results:  # a late answer from a host already timed out is dropped
                 results[spec] = checks
                 progress(len(results), len(hosts))
@@ -285,7 +289,33 @@ def _fan_out(
             progress(len(results), len(hosts))
             # its worker stays stuck on it: another takes its place in the pool
             threading.Thread(target=worker, name=f"verify-{spec}", daemon=True).start()
+    _stop(todo)
+    late = [spec for spec in hosts if spec not in results]
+    for spec in late:
+        results[spec] = _out_of_time(spec, timeout or 0.0)
+    if late:
+        progress(len(hosts), len(hosts))
     return [c for spec in hosts for c in results[spec]]
+
+
+def _stop(todo: queue.Queue[str]) -> None:
+    """No worker takes another host (those in flight are no longer waited for)."""
+    while True:
+        try:
+            todo.get_nowait()
+        except queue.Empty:
+            return
+
+
+def _out_of_time(spec: str, timeout: float) -> list[Check]:
+    return [
+        error(
+            "host",
+            spec,
+            f"not checked within the command's --timeout ({timeout:g} s); nothing was checked",
+            "raise --timeout, or --parallel to check more hosts at once",
+        )
+    ]
 
 
 def group_failures(checks: Sequence[Check]) -> list[str]:

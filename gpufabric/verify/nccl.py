@@ -37,6 +37,7 @@ from gpufabric.outputs.jobs import (
     JOBSET_LABEL,
     JobRequest,
     Wiring,
+    job_image,
     mpi_pytorchjob,
     mpi_trainjob,
     mpijob,
@@ -231,7 +232,7 @@ def acceptance_job(
         narrow = on_one_rail(plan.facts.fabric, w.contract, rail)
         overrides = {k: v for k, v in narrow.nccl_env.items() if w.contract.nccl_env.get(k) != v}
         w = replace(w, contract=narrow)
-    image_ref = image or plan.components["training-image"].image_ref or ""
+    image_ref = job_image(plan, image)
     script = (
         group_launcher_script(w, nodes, orders, overrides)
         if orders

@@ -1316,7 +1316,7 @@ def format_text(doc: Report) -> str:
             )
         out.append(
             f"    busbw       best >= 1 GiB: {best if best is not None else '-'} GB/s; "
-            f"average line (not judged): {run.avg_busbw_gbps}"
+            f"average line (not judged): {_gbps(run.avg_busbw_gbps)}"
         )
         for reason in run.reasons:
             out.append(f"    - {reason}")

@@ -802,11 +802,11 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
     """Containers inherit the locked-memory limit of the runtime the kubelet uses."""
     procs, who, unverified = _runtime_processes(probe)
     if not procs:
+        why = "" if unverified and unverified in who else f" ({unverified or 'not running'})"
         return error(
             "limits.memlock",
             probe.name,
-            f"no process of {who} found ({unverified or 'not running'}), so what containers "
-            "inherit is not verified",
+            f"no process of {who} found{why}, so what containers inherit is not verified",
             "on the node: cat /proc/$(pidof containerd)/limits | grep 'locked memory'",
         )
     limits = {d: _memlock_of(probe, d) for d in procs}

@@ -331,6 +331,20 @@ def test_memlock_without_a_kubelet_and_disagreeing_runtimes_is_not_verified(
     assert "no kubelet process" in res.message
 
 
+def test_memlock_without_kubelet_or_runtime_says_why_once(tmp_path: Path) -> None:
+    """The message said "(no kubelet process)" twice."""
+    exp = expectation("prod-ib")
+    root = nodefs.build(tmp_path / "node", node_for(exp, kubelet="none"))
+    for pid in (root / "proc").iterdir():
+        if pid.name.isdigit():
+            shutil.rmtree(pid)
+    probe = HostProbe(testinfra.get_host("local://"), root=str(root), name="node")
+    res = {c.check: c for c in nodes.run_checks(probe, exp)}["limits.memlock"]
+    assert res.status == "ERROR"
+    assert res.message.count("no kubelet process") == 1, res.message
+    assert "not verified" in res.message
+
+
 def test_memlock_kubelet_runtime_not_running_is_not_verified(tmp_path: Path) -> None:
     exp = expectation("prod-ib")
     root = nodefs.build(tmp_path / "node", node_for(exp, dockerd_memlock="unlimited"))
@@ -734,3 +748,75 @@ def test_a_kubelet_config_path_stays_under_the_root(tmp_path: Path) -> None:
     endpoint, source = nodes.kubelet_runtime_endpoint(probe)
     assert endpoint == "unix:///var/run/crio/crio.sock"
     assert source == "containerRuntimeEndpoint in /var/lib/kubelet/config.yaml"
+
+
+def test_a_host_named_twice_is_checked_once_and_never_hangs(
+    tmp_path: Path, mlnx_qos_on_path: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--hosts local://,local://` used to wait forever (results were kept by host name and
+    counted against the hosts given)."""
+    import threading
+
+    exp = expectation("lab-roce")
+    root = nodefs.build(tmp_path / "node", node_for(exp))
+    argv = ["verify", "nodes", "--stack", "lab-roce", "--hosts", "local://,local://"]
+    codes: list[int] = []
+    runner = threading.Thread(
+        target=lambda: codes.append(main([*argv, "--root", str(root), "--json"])), daemon=True
+    )
+    runner.start()
+    runner.join(60)
+    assert codes == [0], "verify nodes with a host named twice did not end"
+    doc = json.loads(capsys.readouterr().out)
+    once = [c for c in doc["checks"] if c["target"] == "local://"]
+    assert len(once) == len({c["check"] for c in once})  # every check once, not twice
+
+
+class _Silent:
+    """A transport whose hosts in ``hung`` never answer (a worker that never reports)."""
+
+    def __init__(self, inner: object, hung: set[str]) -> None:
+        import threading
+
+        self.inner, self.hung, self.released = inner, hung, threading.Event()
+
+    def root(self, spec: str) -> str:
+        return self.inner.root(spec)  # type: ignore[attr-defined,no-any-return]
+
+    def run(self, spec: str, script: str) -> bytes:
+        if spec in self.hung:
+            self.released.wait(30)
+        return self.inner.run(spec, script)  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_command_timeout_bounds_the_whole_fan_out(tmp_path: Path) -> None:
+    """Hosts not heard from when --timeout runs out (one stuck, one never started) are
+    ERROR "not checked", never PASS, and the wait ends on time whatever --host-timeout is."""
+    import time
+
+    from fleetfake import LatencyTransport
+
+    from gpufabric.verify import fleet
+
+    exp = expectation("prod-ib")
+    roots = _fleet(tmp_path, exp, 4)
+    inner = LatencyTransport(roots)
+    fleet.run_fleet(["gpu-0001"], exp, inner)  # its tree's answer is ready: no sh time
+    transport = _Silent(inner, {"gpu-0000", "gpu-0002"})
+    began = time.monotonic()
+    results = fleet.run_fleet(
+        ["gpu-0000", "gpu-0001", "gpu-0000", "gpu-0002", "gpu-0003"],
+        exp,
+        transport,
+        parallel=2,
+        host_timeout=600,
+        timeout=1.5,
+    )
+    transport.released.set()
+    assert time.monotonic() - began < 5
+    for host in ("gpu-0000", "gpu-0002", "gpu-0003"):  # stuck, stuck, never started
+        mine = [c for c in results if c.target == host]
+        assert [c.status for c in mine] == ["ERROR"], host
+        assert "not checked within the command's --timeout (1.5 s)" in mine[0].message
+    assert [c.target for c in results if c.check == "host"] == ["gpu-0000", "gpu-0002", "gpu-0003"]
+    assert any(c.target == "gpu-0001" and c.status == "PASS" for c in results)

@@ -118,7 +118,7 @@ def hostile_docs(tmp_path: Path) -> dict[str, Path]:
 
     swept = sweep.sweep([HOSTILE, "n1", "n2", "n3"], run_pair, concurrency=2)
     docs: dict[str, Any] = {
-        "nodes": document(HOSTILE, checks),
+        "nodes": document(f"nodes ({HOSTILE})", checks),
         "cluster": document("cluster", checks),
         "nccl": nccl,
         "sweep": commands.sweep_document(swept, {HOSTILE: [HOSTILE]}),
@@ -185,6 +185,61 @@ def test_a_file_that_is_not_the_document_is_a_usage_error_and_writes_nothing(
     assert "gpufabric verify nodes --json" in err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "suite", "why"),
+    [
+        (
+            "--nodes",
+            "cluster (lab-roce)",
+            "its suite is 'cluster (lab-roce)', the document --cluster takes",
+        ),
+        (
+            "--cluster",
+            "nodes (lab-roce)",
+            "its suite is 'nodes (lab-roce)', the document --nodes takes",
+        ),
+        ("--storage", "pods (lab-roce)", "its suite is 'pods (lab-roce)', not 'storage (STACK)'"),
+        ("--nodes", None, "it has no 'suite', not 'nodes (STACK)'"),
+    ],
+)
+def test_another_commands_document_under_an_option_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, suite: str | None, why: str
+) -> None:
+    """`report --nodes cluster.json` used to render a page whose node section was the
+    cluster's checks (exit 4); every checks input now takes only its command's document."""
+    doc = document(suite or "x", [passed("gpu.count", "n0", "8 GPUs")])
+    if suite is None:
+        del doc["suite"]
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "report.html"
+    assert main(["report", option, str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{option}: {path}: {why}; expected the JSON that `gpufabric verify" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_inputs_from_two_stacks_are_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes, cluster = tmp_path / "nodes.json", tmp_path / "cluster.json"
+    checks = [passed("gpu.count", "n0", "8 GPUs")]
+    nodes.write_text(json.dumps(document("nodes (lab-roce)", checks)), encoding="utf-8")
+    cluster.write_text(json.dumps(document("cluster (prod-ib, layers gpu)", checks)))
+    out = tmp_path / "report.html"
+    argv = ["report", "--nodes", str(nodes), "--cluster", str(cluster), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--cluster: {cluster}: from stack 'prod-ib', but --nodes {nodes} is from stack 'lab-roce'"
+        in err
+    )
+    assert not out.exists()
+    cluster.write_text(json.dumps(document("cluster (lab-roce, layers gpu)", checks)))
+    assert main(argv) == 5  # one stack: accepted (inconclusive: --nccl, --sweep not given)
 
 
 def test_the_chart_draws_the_threshold_where_the_value_is() -> None:
@@ -445,3 +500,17 @@ def test_a_flaky_node_and_a_path_fault_fail_the_sweep_section() -> None:
     assert failure.hint == report.FLAKY_HINT
     html = report.render_html(report.Inputs(sections=[section], sweep=nodes))
     assert '<span class="badge fail">FLAKY</span>' in html
+
+
+def test_control_characters_never_reach_the_page(tmp_path: Path, well: dict[str, Path]) -> None:
+    """`--title` passed a raw ESC into <title>; a message from a document could too."""
+    doc = json.loads(well["nodes"].read_text())
+    doc["checks"][0]["message"] = "bad\x1b[2Jnode\x07"
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps(doc), encoding="utf-8")
+    files = {**well, "nodes": nodes}
+    html = page(tmp_path, [*args_for(files), "--title", "lab\x1b[31m\nacceptance\x9b"], 0)
+    assert not report.CONTROL.search(html)
+    assert "<title>lab[31m acceptance" in html
+    assert "bad[2Jnode" in html
+    assert report.page_title("\x1b\x00 ") == "GPU cluster acceptance"
