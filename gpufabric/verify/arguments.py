@@ -21,7 +21,7 @@ DEFAULT_HOST_TIMEOUT = 600.0
 """Seconds one host's checks may take."""
 NCCL_JOB_NAME = "gpufabric-nccl"
 NCCL_TIMEOUT = 1800
-"""Seconds ``verify nccl`` waits for its MPIJob."""
+"""Seconds ``verify nccl`` waits for its acceptance job."""
 
 _VERIFY_HELP = """\
 Prove a cluster built from the stack works: node preflight, checks inside training pods,
@@ -262,7 +262,11 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         help="GPU nodes the test spans, at least 2 (default 2; a sweep sizes its own jobs)",
     )
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
-    p.add_argument("--name", default=NCCL_JOB_NAME, help="MPIJob name (gpufabric-nccl)")
+    p.add_argument(
+        "--name",
+        default=NCCL_JOB_NAME,
+        help="the acceptance job's name, whatever its kind (gpufabric-nccl)",
+    )
     p.add_argument(
         "--leaf",
         help="where rails are routed per leaf (fabric.rails[].blocks): the leaf the test runs "
@@ -275,7 +279,9 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         "order, ceil(g/2) orders, so allow for admission plus ceil(g/2) x 2 test runs",
     )
     p.add_argument("--poll", type=float, default=10.0, help=argparse.SUPPRESS)
-    p.add_argument("--keep", action="store_true", help="do not delete the MPIJob afterwards")
+    p.add_argument(
+        "--keep", action="store_true", help="do not delete the acceptance job afterwards"
+    )
     add_threshold_args(p)
     _sweep_args(p)
     p.add_argument(
