@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpufabric.cli import main
 from gpufabric.support import background

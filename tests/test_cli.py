@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import EXAMPLE_STACKS, REPO
+from msgspec.structs import replace
 
 from gpufabric.cli import main
 from gpufabric.exitcodes import ExitCode

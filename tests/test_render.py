@@ -4,13 +4,13 @@ secrets, byte-identical output, and a clean replacement of the output directory.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 from builders import example_config, plan_of
 from conftest import EXAMPLE_STACKS
+from msgspec.structs import replace
 
 from gpufabric.model.config import SecretValue
 from gpufabric.model.stackfile import load_stack

@@ -15,9 +15,10 @@ import reprlib
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
+from msgspec.structs import force_setattr
 from pydantic import BaseModel, ValidationError
 
 from gpufabric.model.redaction import CONTROL, redact
@@ -60,8 +61,7 @@ def _models_in(tp: Any) -> list[type[BaseModel]]:
     return [m for arg in typing.get_args(tp) for m in _models_in(arg)]
 
 
-@dataclass(frozen=True, order=True)
-class Problem:
+class Problem(Struct, frozen=True, order=True):
     """One thing wrong with a stack: where (config path) and what (message). Both are
     redacted (:func:`redact`) when the problem is made, whatever check made it: a value
     echoed in a message never shows a credential or breaks the line."""
@@ -72,8 +72,8 @@ class Problem:
     """A likely mistake that does not stop the stack (printed, exit code unchanged)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", _redact_path(self.path))
-        object.__setattr__(self, "message", redact(self.message))
+        force_setattr(self, "path", _redact_path(self.path))
+        force_setattr(self, "message", redact(self.message))
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 DOCKER_HUB = "docker.io"
 _DOCKER_HUB_ALIASES = {"index.docker.io", "registry-1.docker.io"}
@@ -84,8 +85,7 @@ def reference_problem(ref: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Mirrors:
+class Mirrors(Struct, frozen=True):
     """The ``sources`` section as lookups; empty mappings mean "pull from upstream"."""
 
     registries: Mapping[str, str] = field(default_factory=dict)
@@ -131,8 +131,7 @@ class Mirrors:
         return f"{self.manifests.rstrip('/')}/{rest if sep else url}"
 
 
-@dataclass(frozen=True)
-class RemoteBase:
+class RemoteBase(Struct, frozen=True):
     """A kustomize remote base, ``https://HOST/OWNER/REPO//DIR?ref=TAG``: a directory of a git
     repository at a tag, which only a git server can serve. A plain file mirror serves instead
     the one file ``kubectl kustomize`` renders from it."""

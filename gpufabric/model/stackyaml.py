@@ -14,11 +14,11 @@ naming its line, before any value is built.
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec import Struct
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
@@ -110,8 +110,7 @@ def decode(data: bytes) -> str:
         ) from None
 
 
-@dataclass
-class _Budget:
+class _Budget(Struct):
     nodes: int = 0
     chars: int = 0
 

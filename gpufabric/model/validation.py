@@ -10,8 +10,9 @@ import ipaddress
 import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import get_args
+
+from msgspec import Struct
 
 from gpufabric import nics
 from gpufabric.model import railblocks, storagechecks
@@ -44,8 +45,7 @@ _NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]{1,248}$")
 """An NCCL variable, and a ConfigMap key (at most 253 characters)."""
 
 
-@dataclass(frozen=True)
-class Parts:
+class Parts(Struct, frozen=True):
     """The sections of a stack that parsed; None where a section had errors."""
 
     cluster: Cluster | None

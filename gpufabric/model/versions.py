@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Set
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from msgspec import Struct, field
+from msgspec.structs import replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -27,8 +28,7 @@ ImageForm = Literal["registry", "parent", "name", "ref"]
 PullSecretForm = Literal["names", "objects", "name"]
 
 
-@dataclass(frozen=True)
-class PullSecretKey:
+class PullSecretKey(Struct, frozen=True):
     """A chart values key that names image pull secrets, and what it holds: a list of
     names, a list of {name: ...} objects, or one name (the chart takes only one)."""
 
@@ -43,8 +43,7 @@ class PullSecretKey:
         return names[0]
 
 
-@dataclass(frozen=True)
-class ChartImage:
+class ChartImage(Struct, frozen=True):
     """An image a pinned chart pulls by default, and the values key that says where from."""
 
     key: str
@@ -81,8 +80,7 @@ class ChartImage:
         return ref
 
 
-@dataclass(frozen=True)
-class Component:
+class Component(Struct, frozen=True):
     """One upstream release a stack may install."""
 
     name: str
@@ -168,8 +166,7 @@ class Component:
         return split_tag(self.image_ref or "")
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Struct, frozen=True):
     """A compatibility rule: when features are in use, components must be in ranges."""
 
     id: str
@@ -179,8 +176,7 @@ class Rule:
     reason: str
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(Struct, frozen=True):
     """The pins file, parsed."""
 
     kubernetes: SpecifierSet
@@ -289,8 +285,7 @@ def effective_components(
     return out
 
 
-@dataclass(frozen=True)
-class VersionCheck:
+class VersionCheck(Struct, frozen=True):
     """What the version rules read: the pins, the stack's overrides, the features it uses,
     its Kubernetes minor, and the effective release versions."""
 

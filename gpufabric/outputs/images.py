@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from msgspec.structs import asdict
+
 from gpufabric.plan.pulls import Manifest, StackSources
 from gpufabric.support.counts import counted
 
@@ -16,9 +18,9 @@ def to_json(pulled: StackSources) -> str:
     doc = {
         "stack": pulled.stack,
         "mirrored": pulled.mirrored,
-        "charts": [c.__dict__ for c in pulled.charts],
+        "charts": [asdict(c) for c in pulled.charts],
         "manifests": [
-            {k: v for k, v in m.__dict__.items() if v is not None or k not in _BUILD}
+            {k: v for k, v in asdict(m).items() if v is not None or k not in _BUILD}
             for m in pulled.manifests
         ],
         "images": [

@@ -9,8 +9,9 @@ label every series with its node).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from gpufabric.plan import node_acceptance
 from gpufabric.plan.facts import Facts, XidClass
@@ -22,8 +23,7 @@ GPU_PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 nodes (the GPUs-missing and acceptance-stale rules count them per node)."""
 
 
-@dataclass(frozen=True)
-class AlertClass:
+class AlertClass(Struct, frozen=True):
     """One failure class: the alert, what it means and where it leads."""
 
     alert: str

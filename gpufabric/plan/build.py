@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import Component, effective_components
@@ -29,8 +30,7 @@ LAYER_BUILDERS: Mapping[Layer, Builder] = {
 """One builder per layer, in layer order; builders never import each other."""
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Struct, frozen=True):
     """Ordered items of one stack, with the facts they were built from."""
 
     stack: str

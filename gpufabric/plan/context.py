@@ -7,14 +7,11 @@ protocol (:mod:`gpufabric.plan.authority`) itself reads the facts: they stay pla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import PlanContext
 
 
-@dataclass(frozen=True)
-class LayerContext(PlanContext):
+class LayerContext(PlanContext, frozen=True):
     """A :class:`PlanContext` with the resolved queueing authority."""
 
     authority: Authority

@@ -12,8 +12,10 @@ cannot disagree with what ``pulumi up`` applies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from gpufabric.model.config import Ufm
 from gpufabric.model.versions import Component
@@ -49,8 +51,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource the GPU Operator's device plugin advertises."""
 
 
-@dataclass(frozen=True)
-class BlockFacts:
+class BlockFacts(Struct, frozen=True):
     """One leaf block of a routed rail: its own subnet, gateway, pool and network."""
 
     leaf: str
@@ -67,8 +68,7 @@ class BlockFacts:
     """The rail's exclusions inside this block's subnet."""
 
 
-@dataclass(frozen=True)
-class RailFacts:
+class RailFacts(Struct, frozen=True):
     """One rail as every layer and check sees it."""
 
     name: str
@@ -106,8 +106,7 @@ class RailFacts:
         return tuple(b.nad for b in self.blocks) if self.blocks else (self.nad,)
 
 
-@dataclass(frozen=True)
-class RoceFacts:
+class RoceFacts(Struct, frozen=True):
     """The lossless class RDMA traffic uses; must match the switches."""
 
     dscp: int
@@ -121,8 +120,7 @@ class RoceFacts:
     """mlnx_qos --pfc argument: 1 on the PFC priority, 0 elsewhere."""
 
 
-@dataclass(frozen=True)
-class Partition:
+class Partition(Struct, frozen=True):
     """One InfiniBand partition the rails' networks put pods in: what the subnet manager
     (OpenSM partitions.conf or UFM) must define and every rail port must be a member of."""
 
@@ -146,8 +144,7 @@ class Partition:
         return f"0x{self.base | 0x8000:04x}"
 
 
-@dataclass(frozen=True)
-class InfinibandFacts:
+class InfinibandFacts(Struct, frozen=True):
     pkey: str | None
     pkey_management: PkeyManagement
     ufm: Ufm | None = None
@@ -158,8 +155,7 @@ class InfinibandFacts:
     (shared IPoIB devices, whose partition is the rail netdev's)."""
 
 
-@dataclass(frozen=True)
-class FabricFacts:
+class FabricFacts(Struct, frozen=True):
     """The fabric as resolved: types, modes, rails and the values each layer sets."""
 
     type: FabricType
@@ -199,8 +195,7 @@ class FabricFacts:
     """The priority RDMA traffic pauses on (None: the link has no lossless Ethernet class)."""
 
 
-@dataclass(frozen=True)
-class NodeFacts:
+class NodeFacts(Struct, frozen=True):
     """The GPU nodes the stack expects."""
 
     count: int
@@ -216,8 +211,7 @@ class NodeFacts:
     """/dev/shm every training pod gets (per GPU: NCCL buffers, data loaders)."""
 
 
-@dataclass(frozen=True)
-class RequeuePolicy:
+class RequeuePolicy(Struct, frozen=True):
     """How a gang that timed out waiting for its pods is requeued (Kueue's backoff)."""
 
     backoff_limit_count: int
@@ -226,8 +220,7 @@ class RequeuePolicy:
     backoff_max_s: int
 
 
-@dataclass(frozen=True)
-class DiscoveredTopology:
+class DiscoveredTopology(Struct, frozen=True):
     """Objects the authority discovers from the topology-level node labels (Volcano's
     HyperNodes): one per switch, labelled ``<level>=<switch>``, ``spec.tierName`` the level,
     the narrowest level's members the nodes by name, each wider level's the narrower objects."""
@@ -238,8 +231,7 @@ class DiscoveredTopology:
     """Label selector of the discovered objects (as ``kubectl -l`` takes it)."""
 
 
-@dataclass(frozen=True)
-class QueueMetrics:
+class QueueMetrics(Struct, frozen=True):
     """What the queueing authority's own metrics tell about waiting work, and where it serves
     them: the tenants dashboard reads the queries, a ServiceMonitor scrapes the endpoint."""
 
@@ -260,8 +252,7 @@ class QueueMetrics:
     """What the wait measures and what it misses (the panels' description)."""
 
 
-@dataclass(frozen=True)
-class GangPolicy:
+class GangPolicy(Struct, frozen=True):
     """How the cluster's one queueing authority admits and places gangs."""
 
     authority: str
@@ -294,8 +285,7 @@ class GangPolicy:
         return sum(1 for labels in self.node_topology.values() if labels.get(label) == switch)
 
 
-@dataclass(frozen=True)
-class TenantContract:
+class TenantContract(Struct, frozen=True):
     """What a training pod in one tenant namespace gets and must carry."""
 
     namespace: str
@@ -338,8 +328,7 @@ class TenantContract:
     """Node labels the tenant's pods must carry beyond the GPU nodes' (a pinned leaf)."""
 
 
-@dataclass(frozen=True)
-class Acceptance:
+class Acceptance(Struct, frozen=True):
     """What the NCCL acceptance test must reach on this fabric."""
 
     rdma: bool
@@ -372,8 +361,7 @@ class Acceptance:
         )
 
 
-@dataclass(frozen=True)
-class GpuOperatorFacts:
+class GpuOperatorFacts(Struct, frozen=True):
     """The GPU Operator's settings as the stack gives them."""
 
     driver: bool
@@ -387,8 +375,7 @@ class GpuOperatorFacts:
     dcgm_service_monitor: bool
 
 
-@dataclass(frozen=True)
-class DcgmCounter:
+class DcgmCounter(Struct, frozen=True):
     """One line of the DCGM exporter's counters CSV: a DCGM field (or an exporter field)
     and the Prometheus type it is exported as."""
 
@@ -397,8 +384,7 @@ class DcgmCounter:
     help: str
 
 
-@dataclass(frozen=True)
-class XidClass:
+class XidClass(Struct, frozen=True):
     """Xid codes that call for one action (NVIDIA's Xid catalogue)."""
 
     name: XidAction
@@ -408,8 +394,7 @@ class XidClass:
     action: str
 
 
-@dataclass(frozen=True)
-class InClusterHealth:
+class InClusterHealth(Struct, frozen=True):
     """``gpufabric health`` run in the cluster (monitoring.health.inCluster)."""
 
     image: str
@@ -423,8 +408,7 @@ class InClusterHealth:
     interval_s: int
 
 
-@dataclass(frozen=True)
-class HealthFacts:
+class HealthFacts(Struct, frozen=True):
     """What ``gpufabric health`` reads: the node conditions that quarantine, the breaker,
     the bar for returning a node."""
 
@@ -438,8 +422,7 @@ class HealthFacts:
     """None: not rendered."""
 
 
-@dataclass(frozen=True)
-class AcceptanceResults:
+class AcceptanceResults(Struct, frozen=True):
     """Where each GPU node's last acceptance result lives (gpufabric.plan.node_acceptance):
     its NodeAcceptance object, the roles to write and read them, and the kube-state-metrics
     configuration that makes series of them."""
@@ -455,8 +438,7 @@ class AcceptanceResults:
     busbw_metric: str
 
 
-@dataclass(frozen=True)
-class MonitoringFacts:
+class MonitoringFacts(Struct, frozen=True):
     """The monitoring layer as resolved: where rules and dashboards go, which counters the
     DCGM exporter emits, the alert thresholds and the quarantine taint."""
 
@@ -503,8 +485,7 @@ CHECKPOINT_DIR_ENV = "GPUFABRIC_CHECKPOINT_DIR"
 """The variable every job ``gpufabric job`` writes sets to its checkpoint directory."""
 
 
-@dataclass(frozen=True)
-class BackendFacts:
+class BackendFacts(Struct, frozen=True):
     """One storage backend as every output sees it (computed by its kind in
     :mod:`gpufabric.storage`)."""
 
@@ -536,8 +517,7 @@ class BackendFacts:
     nfs_version: NfsVersion | None = None
 
 
-@dataclass(frozen=True)
-class ClaimFacts:
+class ClaimFacts(Struct, frozen=True):
     """One PersistentVolumeClaim a tenant gets, and where its training pods mount it.
 
     This is the interface ``gpufabric verify storage`` reads: it mounts each claim at
@@ -564,8 +544,7 @@ class ClaimFacts:
     """Jobs write their checkpoints under it (``<mount_path>/<job name>``)."""
 
 
-@dataclass(frozen=True)
-class TenantStorage:
+class TenantStorage(Struct, frozen=True):
     """A tenant's shared storage: its claims and the quota that bounds them."""
 
     namespace: str
@@ -586,8 +565,7 @@ AcceptanceKind = Literal["mpijob", "trainjob", "pytorchjob"]
 """The job kinds the NCCL acceptance test runs as."""
 
 
-@dataclass(frozen=True)
-class OperatorFacts:
+class OperatorFacts(Struct, frozen=True):
     """Which operator does what, and the flags the job operators run with."""
 
     nfd_owner: NfdOwner
@@ -614,8 +592,7 @@ class OperatorFacts:
     them."""
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(Struct, frozen=True):
     stack: str
     cluster: str
     kubernetes_version: str
@@ -646,8 +623,7 @@ class Facts:
         return next((t for t in self.storage if t.namespace == namespace), None)
 
 
-@dataclass(frozen=True)
-class PlanContext:
+class PlanContext(Struct, frozen=True):
     """What layer builders read: the stack's name, the effective pins and the resolved facts
     (never the stack model: what a builder needs is resolved into the facts first)."""
 

@@ -21,8 +21,10 @@ toleration gpufabric writes matches it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 USER_ERROR_EXIT_CODES: tuple[int, ...] = tuple(range(2, 128))
 """Exit codes that are the program's own deliberate error: fail at once where the operator
@@ -31,8 +33,7 @@ process was killed by a signal (128 + signal): the cluster's doing."""
 RDZV_BACKEND = "c10d"
 
 
-@dataclass(frozen=True)
-class FailurePolicyFacts:
+class FailurePolicyFacts(Struct, frozen=True):
     """The failure policy of one stack (or one job, after :meth:`for_job`)."""
 
     max_restarts: int

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import msgspec
+from msgspec import Struct
+
 from gpufabric.model.config import SecretValue
 from gpufabric.model.sources import split_tag
 from gpufabric.model.versions import Component
@@ -49,8 +52,7 @@ class SecretRef:
         return f"<secret:{self.path}>"
 
 
-@dataclass(frozen=True)
-class HelmChart:
+class HelmChart(Struct, frozen=True):
     """A Helm chart release with values computed from the stack."""
 
     repository: str
@@ -59,7 +61,7 @@ class HelmChart:
     namespace: str
     release: str
     values: Mapping[str, Any]
-    awaits: Mapping[str, str] = field(default_factory=dict)
+    awaits: Mapping[str, str] = msgspec.field(default_factory=dict)
     """Readiness of objects the chart creates: "group/version/Kind" -> pulumi.com/waitFor."""
 
     @property
@@ -70,14 +72,13 @@ class HelmChart:
         return self.chart
 
 
-@dataclass(frozen=True)
-class KustomizeOverlay:
+class KustomizeOverlay(Struct, frozen=True):
     """A local kustomize overlay (a directory under manifests/) over a pinned upstream; its
     ``*.j2`` files are rendered with ``parameters`` (pinned URLs and images)."""
 
     directory: str
     namespace: str
-    parameters: Mapping[str, Any] = field(default_factory=dict)
+    parameters: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """Template values (strings, or lists of strings such as controller flags)."""
     component: str = ""
     """The pinned component (versions.yaml) whose upstream manifest the overlay builds on."""
@@ -87,8 +88,7 @@ class KustomizeOverlay:
         return render_overlay(self.directory, self.parameters)
 
 
-@dataclass(frozen=True)
-class K8sObject:
+class K8sObject(Struct, frozen=True):
     """One Kubernetes object gpufabric writes itself."""
 
     body: Mapping[str, Any]
@@ -206,8 +206,7 @@ def spec_object(
 Payload = HelmChart | KustomizeOverlay | K8sObject
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(Struct, frozen=True):
     """One named thing to apply, its layer and the items it must follow."""
 
     id: str

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpufabric import nics
 from gpufabric.model.versions import NIC_POLICY_IMAGE_REPOSITORY

@@ -17,8 +17,9 @@ same way the render maps it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from gpufabric.model.config import Sources, StackModel
 from gpufabric.model.problems import Problem
@@ -33,8 +34,7 @@ TOOL_IMAGES = {
 }
 
 
-@dataclass
-class Image:
+class Image(Struct):
     upstream: str
     pulled: str
     used_by: list[str] = field(default_factory=list)
@@ -45,8 +45,7 @@ class Image:
         return split_registry(self.upstream)[0]
 
 
-@dataclass(frozen=True)
-class Chart:
+class Chart(Struct, frozen=True):
     component: str
     repository: str
     chart: str
@@ -54,8 +53,7 @@ class Chart:
     pulled_repository: str
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(Struct, frozen=True):
     component: str
     url: str
     pulled_url: str
@@ -65,8 +63,7 @@ class Manifest:
     build_file: str | None = None
 
 
-@dataclass(frozen=True)
-class StackSources:
+class StackSources(Struct, frozen=True):
     """What one stack pulls, in plan order."""
 
     stack: str

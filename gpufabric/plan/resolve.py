@@ -18,7 +18,8 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from gpufabric import nics
 from gpufabric.model import railblocks

@@ -4,12 +4,12 @@ and that nothing outside the authorities branches on an authority's name."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
 from builders import REPO, example_config, plan_of, problems_of
 from jinja2 import nodes
+from msgspec.structs import replace
 
 from gpufabric import authorities
 from gpufabric.authorities.kueue import Kueue

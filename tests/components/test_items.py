@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pulumi
 from builders import example_config, plan_of
+from msgspec.structs import replace
 from pulumi.runtime import rpc
 from pulumi.runtime.sync_await import _sync_await
 from test_program import Recorder, RecordingMonitor, _await

@@ -4,12 +4,12 @@ a fallback; each hook is checked on its own here (the whole pipeline in tests/pl
 from __future__ import annotations
 
 import inspect
-from dataclasses import replace
 from typing import get_args
 
 import jinja2
 import pytest
 from builders import REPO, example_config, model_of, plan_of
+from msgspec.structs import replace
 
 from gpufabric import nics
 from gpufabric.model.config import Fabric, FabricType, Infiniband, RdmaMode

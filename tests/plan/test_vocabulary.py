@@ -5,11 +5,11 @@ typed ``str`` fails here until it gets a Literal (or is argued free-form on the 
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import typing
 from typing import Any
 
+import msgspec
 import pytest
 from pydantic import BaseModel
 
@@ -149,23 +149,23 @@ def _has_str(hint: Any) -> bool:
     return any(_has_str(arg) for arg in typing.get_args(hint))
 
 
-def _facts_dataclasses() -> list[type]:
+def _facts_records() -> list[type]:
     return [
         cls
         for cls in vars(facts).values()
         if inspect.isclass(cls)
-        and dataclasses.is_dataclass(cls)
+        and issubclass(cls, msgspec.Struct)
         and cls.__module__ == facts.__name__
     ]
 
 
 def str_typed_fields() -> set[str]:
     out = set()
-    for cls in _facts_dataclasses():
+    for cls in _facts_records():
         hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if _has_str(hints[f.name]):
-                out.add(f"{cls.__name__}.{f.name}")
+        for name in cls.__struct_fields__:
+            if _has_str(hints[name]):
+                out.add(f"{cls.__name__}.{name}")
     return out
 
 
