@@ -14,7 +14,9 @@ as a user runs each, in fresh processes:
 
 The two are run in pairs, interleaved (the order alternates), so neighbours' load hits both
 alike; the ratio reported is the median of the pairs' ratios. Also printed: the interpreter
-start and the import of the command (the fixed cost of every render); the render's phases
+start and the import of the command (the fixed cost of every render); what no render in
+this runtime avoids (the interpreter, pydantic, jinja2 and PyYAML, the stack's pydantic
+models, and creating one file per object on the file system); the render's phases
 one after the other in one process (import, stack file, plan, schema validation, formatting
 the files, writing them); where /dev/shm exists, the render into memory (tmpfs) against the
 render onto the file system --workdir is on, which shows what creating the files costs
@@ -222,6 +224,66 @@ def helm_part(
         )
 
 
+# Creates the files of a rendered tree anew (contents read first), as the render's staging
+# does: exclusive create, one write, close; prints the seconds the creation took.
+CREATE = r"""
+import os, sys, time
+src, dst = sys.argv[1], sys.argv[2]
+files = []
+for root, _, names in os.walk(src):
+    for name in names:
+        path = os.path.join(root, name)
+        with open(path, "rb") as f:
+            files.append((os.path.relpath(path, src), f.read()))
+start = time.perf_counter()
+made = set()
+for rel, data in files:
+    directory = os.path.join(dst, os.path.dirname(rel))
+    if directory not in made:
+        os.makedirs(directory, exist_ok=True)
+        made.add(directory)
+    fd = os.open(os.path.join(dst, rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    os.write(fd, data)
+    os.close(fd)
+print(time.perf_counter() - start, len(files))
+"""
+
+FLOOR_IMPORTS = (
+    ("interpreter start", "pass"),
+    ("+ pydantic, jinja2, PyYAML", "import pydantic, jinja2, yaml"),
+    ("+ the stack's pydantic models", "import gpufabric.model.config"),
+)
+
+
+def floor_part(args: argparse.Namespace, work: Path, rendered: Path) -> None:
+    """What any render in this runtime pays before its own work: the interpreter, the
+    libraries the stack model and templates are built on, the stack's pydantic models, and
+    the kernel's cost of creating one file per object on this file system. Medians of
+    --repeat fresh processes."""
+    print("what a render cannot avoid here (median seconds of wall clock):")
+    cells, previous = [], 0.0
+    for label, code in FLOOR_IMPORTS:
+        runs = [timed([sys.executable, "-c", code]).wall for _ in range(args.repeat)]
+        median = statistics.median(runs)
+        cells.append(f"{label} {median - previous:.3f}")
+        previous = median
+    create = []
+    for i in range(args.repeat):
+        out = subprocess.run(
+            [sys.executable, "-c", CREATE, str(rendered), str(work / f"create-{i}")],
+            check=True, capture_output=True, text=True,
+        ).stdout.split()  # fmt: skip
+        create.append(float(out[0]))
+    files = int(out[1])
+    created = statistics.median(create)
+    print("  " + "; ".join(cells))
+    print(
+        f"  creating the render's {files} files on {file_system(work)}: {created:.3f} s in one "
+        f"process ({created / 2:.3f} s if two cores shared it perfectly)"
+    )
+    print(f"  sum with the files on two cores: {previous + created / 2:.3f} s")
+
+
 def phase_part(args: argparse.Namespace, stack: Path, work: Path) -> None:
     """The render's steps, one after the other in one fresh process (render itself
     validates on a second core and a writer thread creates the files while it formats them)."""
@@ -300,6 +362,7 @@ def main() -> int:
         print("imports: `python -m gpufabric --version` | `python -c pass`")
         fixed = import_cost(args.repeat)
         helm_part(args, stack, work, rendered, fixed)
+        floor_part(args, work, rendered)
         phase_part(args, stack, work)
         tmpfs_part(args, stack, work)
         if not args.no_crds:
