@@ -1021,7 +1021,10 @@ class Estimate:
     limit_s: float | None = None
     """The longest the screening can take when every job runs to its ``timeout_s``."""
 
-    def words(self) -> str:
+    def words(self, failures: str = "") -> str:
+        """The screening in words, then ``failures`` (what failures add; default: that they
+        add rounds, unquantified)."""
+
         def hours(seconds: float) -> str:
             return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
@@ -1031,7 +1034,7 @@ class Estimate:
                 f"sweep over {self.nodes} GPU nodes: {self.rounds} screening rounds, {self.jobs} "
                 f"two-node jobs, {self.at_once} at a time as the quota admits ({self.waves} waves: "
                 f"about {hours(self.waves * self.cost.job_s)} at {self.cost.job_s:g} s a job{limit}); "
-                "failures add rounds with proven partners"
+                f"{failures or 'failures add rounds with proven partners'}"
             )
         m = self.mode
         limit = f", at most {hours(self.limit_s)}" if self.limit_s else ""
@@ -1041,7 +1044,8 @@ class Estimate:
             f"jobs across the switch levels), {self.jobs} jobs, {2 * self.at_once} nodes at a time "
             f"as the quota admits: about {hours(m.seconds)} at {self.cost.job_s:g} s a job and "
             f"{2 * self.cost.run_s:g} s per rank order past the first{limit}; "
-            f"{confidence_words(self.nodes, m.expose)}; failures add rounds (splits, proven partners)"
+            f"{confidence_words(self.nodes, m.expose)}; "
+            f"{failures or 'failures add rounds (splits, proven partners)'}"
         )
 
 
