@@ -185,9 +185,7 @@ def forecast(
 
     one = run(bad_nodes(names, 1))
     share = one if share_bad == 1 else run(bad_nodes(names, share_bad))
-    return Forecast(
-        len(names), at_once, cost, mode, rails, run(frozenset()), one, share, share_bad
-    )
+    return Forecast(len(names), at_once, cost, mode, rails, run(frozenset()), one, share, share_bad)
 
 
 def words(
