@@ -54,6 +54,8 @@ class Outcome:
     rounds: tuple[tuple[int, ...], ...]
     drained: int
     """The nodes it found BAD."""
+    rail_jobs: int = 0
+    """Of the jobs, the one-rail jobs of the nodes it found BAD."""
 
     @property
     def jobs(self) -> int:
@@ -103,7 +105,8 @@ def simulate(
 
         names_ = [f"rail{i}" for i in range(rails)]
         sweep.localize_rails(report, names_, run_rail, at_once)
-    return Outcome(tuple(tuple(rounds[r]) for r in sorted(rounds)), len(report.bad))
+    rail_jobs = sum(len(report.nodes[n].rails) for n in report.bad)
+    return Outcome(tuple(tuple(rounds[r]) for r in sorted(rounds)), len(report.bad), rail_jobs)
 
 
 @dataclass(frozen=True)
