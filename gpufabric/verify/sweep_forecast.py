@@ -145,6 +145,8 @@ class Forecast:
         if self.rails > 1:
             what += f", its {self.rails} rails alone"
         head = f"one bad node adds about {counted(jobs, 'job')} ({hours(added)}: {what})"
+        if not self.one.drained:
+            head += " and is not localized (too few nodes to witness it: it stays UNKNOWN)"
         if self.share_bad <= 1:
             return f"{head}, about {hours(self.seconds(self.one))} in all"
         return (

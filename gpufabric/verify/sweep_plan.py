@@ -606,6 +606,18 @@ def expand(jobs: Sequence[Job]) -> list[Job]:
     return out
 
 
+def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int = REPEAT) -> bool:  # fmt: skip
+    """Whether a round of ``parts`` can teach nothing: each is a pair that failed ``repeat``
+    times or more and never passed (the judge reads that as steady; one more failure changes
+    no verdict, and a node whose every partner fails with it stays so). Two nodes, or four
+    without group jobs, one of them bad, met again and again until the round cap."""
+    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    failed = Counter(frozenset(j.pair) for j in jobs if not j.members and j.verdict == "FAIL")
+    return bool(parts) and all(
+        len(p) == 2 and frozenset(p) not in passed and failed[frozenset(p)] >= repeat for p in parts
+    )
+
+
 def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
     """Node -> the jobs it passed (a group job is one: its runs share one time window, and
     a node that fails one job in three passes any one job with probability 2/3)."""

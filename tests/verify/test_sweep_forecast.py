@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sweepfleet
 
 from gpufabric.cli import main
-from gpufabric.verify import sweep_forecast, sweep_plan
+from gpufabric.exitcodes import Verdict
+from gpufabric.verify import nccl_report, sweep, sweep_forecast, sweep_plan
 
 
 @pytest.fixture
@@ -202,3 +203,42 @@ def test_a_sweep_timeout_shorter_than_the_estimate_is_said_not_refused(
     short = fc.warning(passing / 2)
     assert short is not None
     assert "even when every job passes" in short
+
+
+# ------------------------------------------------- a round that can teach nothing ends it
+
+
+def _fail_with(bad: str) -> Callable[..., nccl_report.Report]:
+    def run(nodes: tuple[str, ...], *_: object) -> nccl_report.Report:
+        return nccl_report.Report(
+            Verdict.FAIL if bad in nodes else Verdict.PASS, (), None, "none", ()
+        )
+
+    return run
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_fleet_too_small_to_localize_a_bad_node_ends_without_a_hundred_rounds(n: int) -> None:
+    """Two nodes, or four in two-node jobs, one of them bad: no partner can witness it, so
+    the planner met the failing pair again every round until its cap of 100 rounds (2.5 h of
+    90 s jobs, and the estimate said so). Once the pair failed every time of 3 runs, nothing
+    more can be learnt: the sweep ends, the nodes UNKNOWN, none drained, none GOOD."""
+    names = [f"n{i}" for i in range(n)]
+    topo = dict.fromkeys(names, ("leaf-a",))
+    report = sweep.sweep(names, _fail_with("n0"), 8, topology=topo, levels=(sweepfleet.LEAF_LABEL,))  # fmt: skip
+    assert report.rounds <= 6
+    assert report.bad == []
+    assert "n0" in report.unknown
+    fc = sweep_forecast.forecast(names, topo, (sweepfleet.LEAF_LABEL,), 8, 3, 2)
+    assert "and is not localized (too few nodes to witness it" in fc.failure_words()
+
+
+def test_a_pair_that_changed_its_result_is_not_exhausted() -> None:
+    """A pair that failed and passed may be flaky: re-running it can still teach something."""
+    fail = [sweep_plan.Job(r, ("a", "b"), "FAIL") for r in (1, 2, 3)]
+    assert sweep_plan.exhausted([("a", "b")], fail)
+    assert not sweep_plan.exhausted([("a", "b")], fail[:2])
+    assert not sweep_plan.exhausted([("a", "b")], [*fail, sweep_plan.Job(4, ("b", "a"), "PASS")])
+    assert not sweep_plan.exhausted([("a", "b"), ("c", "d")], fail)
+    group = sweep_plan.Job(5, ("a", "b"), "PASS", ("a", "b", "c"))  # a passing group holds a-b
+    assert not sweep_plan.exhausted([("a", "b")], [*fail, group])
