@@ -20,11 +20,21 @@ time. Rail rounds (each bad node's rails alone) are included. Columns add up ove
 of a row. "misses" counts faulty nodes not drained (UNKNOWN and FLAKY ones included) and
 uplinks not named; "GOOD bad" counts the faulty nodes among them reported GOOD; "flaky GOOD"
 the flaky nodes GOOD after a job with healthy partners failed.
+
+The estimate beside what ran: "est jobs" and "est x8" are what the estimate
+(gpufabric/verify/sweep_forecast.py: the planner's own sweep against a fleet of the same nodes
+whose k bad nodes fail every job, 8 rails) gives for the row's N and k, beside the "jobs" and
+"wall x8" the sweeps of the row ran ("jobs" without one-rail jobs, "wall x8" with them); the
+bad class differs from it only in which nodes are bad, the others show how far flaky,
+partner-dependent, uplink and rail faults are from the bad-node model. Then, per N, each figure
+the estimate prints (every job passing, one bad node, 1% bad nodes) beside the mean and range
+over --fleets seeded fleets of the bad class with that many bad nodes, placed by the seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -34,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import sweepfleet
 
+from gpufabric.verify import sweep_forecast
 from gpufabric.verify.sweep import localize_rails, sweep
-from gpufabric.verify.sweep_plan import Cost, estimate
+from gpufabric.verify.sweep_plan import Cost
 
 BOUNDS = """bounds (not zero by construction):
 - partner-dependent: a node slow with half of its partners is GOOD only if it passed with all
@@ -72,7 +83,10 @@ def run(
     ), time.perf_counter() - started
 
 
-def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, flat_s: float) -> str:
+def _row(
+    kind: str, n: int, scores: list[sweepfleet.Score], spent: float, flat_s: float,
+    est: tuple[int, float],
+) -> str:  # fmt: skip
     def total(f: Callable[[sweepfleet.Score], int]) -> int:
         return sum(f(s) for s in scores)
 
@@ -88,13 +102,56 @@ def _row(kind: str, n: int, scores: list[sweepfleet.Score], spent: float, flat_s
         f"{_hours(sum(s.seconds[1] for s in scores) / fleets):>8} "
         f"{_hours(sum(s.seconds[8] for s in scores) / fleets):>8} "
         f"{_hours(sum(s.waves[8] for s in scores) / fleets * flat_s):>9} "
+        f"{est[0]:>8} {_hours(est[1]):>7} "
         f"{spent:>6.1f}"
     )
 
 
-def _plan_line(n: int, group: int, cost: Cost) -> str:
+def _forecast(n: int, group: int, cost: Cost) -> tuple[sweepfleet.Fleet, sweep_forecast.Forecast]:  # fmt: skip
+    """The estimate `verify nccl --sweep` prints for N nodes (8 rails, as the fleets have)."""
     fleet = sweepfleet.build(n, "bad", 0, 0)
-    return f"N={n}: " + estimate(fleet.topology, 8, None, 3, group=group, cost=cost).words()
+    rails = len(sweepfleet.RAILS)
+    fc = sweep_forecast.forecast(fleet.nodes, fleet.topology, fleet.levels, 8, 3, group, rails, cost)  # fmt: skip
+    return fleet, fc
+
+
+@functools.cache
+def _estimated(n: int, k: int, group: int, cost: Cost) -> tuple[int, float]:
+    """The estimate's jobs (without one-rail jobs) and wall time (with them) for ``k`` bad
+    nodes of N."""
+    fleet = sweepfleet.build(n, "bad", 0, 0)
+    bad = sweep_forecast.bad_nodes(fleet.nodes, k)
+    got = sweep_forecast.simulate(
+        fleet.nodes, fleet.topology, fleet.levels, 8, 3, group, bad, len(sweepfleet.RAILS), cost
+    )
+    return got.jobs - got.rail_jobs, got.seconds(8, cost)
+
+
+def _accuracy(n: int, fc: sweep_forecast.Forecast, args: argparse.Namespace, group: int) -> list[str]:  # fmt: skip
+    """Each figure the estimate prints beside seeded fleets with that many bad nodes."""
+    lines = []
+    printed = [("all pass", 0, fc.passing), ("one bad", 1, fc.one)]
+    if fc.share_bad > 1:
+        printed.append((f"1% bad ({fc.share_bad})", fc.share_bad, fc.share))
+    for label, k, outcome in printed:
+        jobs, hours = [], []
+        for i in range(args.fleets):
+            fleet = sweepfleet.build(n, "bad", k, args.seed * 1000 + i)
+            report = sweep(
+                fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels,
+                run_group=None if group <= 2 else fleet.run_group, group=group, cost=fc.cost,
+            )  # fmt: skip
+            if report.bad:
+                localize_rails(report, sweepfleet.RAILS, fleet.run_rail_pair, 8)
+            got = sweepfleet.score(fleet, report, pair_s=fc.cost.job_s, run_s=fc.cost.run_s)
+            jobs.append(got.jobs + sum(len(report.nodes[b].rails) for b in report.bad))
+            hours.append(got.seconds[8] / 3600)
+        lines.append(
+            f"{n:>5} {label:<14} {outcome.jobs:>8} {sum(jobs) / len(jobs):>9.0f} "
+            f"{min(jobs):>6}-{max(jobs):<6} {fc.seconds(outcome) / 3600:>8.2f} "
+            f"{sum(hours) / len(hours):>8.2f} {min(hours):>6.2f}-{max(hours):<6.2f}"
+        )
+    return lines
 
 
 def main() -> int:
@@ -112,12 +169,19 @@ def main() -> int:
     sizes = [16, 64, 256, 1024, 4096] if args.full else [int(x) for x in args.sizes.split(",")]
     group = 2 if args.pairs_only else args.group
     cost = Cost(args.job_seconds, args.run_seconds)
+    accuracy = []
     for n in sizes:
-        print(_plan_line(n, group, cost))
+        started = time.perf_counter()
+        fleet, fc = _forecast(n, group, cost)
+        took = time.perf_counter() - started
+        words = sweep_forecast.words(fc, fleet.nodes, fleet.topology, None, 3, group)
+        print(f"N={n} (estimated in {took:.2f} s): {words}")
+        accuracy += _accuracy(n, fc, args, group)
     head = (
         f"{'scenario':<8} {'N':>5} {'k':>4} {'fleets':>6} {'false drains':>12} {'misses':>6} {'GOOD bad':>8} "
         f"{'flaky FLAKY':>11} {'flaky GOOD':>10} {'false paths':>11} {'unknown':>7} "
-        f"{'rounds':>6} {'jobs':>7} {'wall x1':>8} {'wall x8':>8} {'x8 flat':>9} {'sim s':>6}"
+        f"{'rounds':>6} {'jobs':>7} {'wall x1':>8} {'wall x8':>8} {'x8 flat':>9} "
+        f"{'est jobs':>8} {'est x8':>7} {'sim s':>6}"
     )
     print(head)
     for kind in args.classes.split(","):
@@ -129,7 +193,14 @@ def main() -> int:
                 )
                 scores.append(got)
                 spent += took
-            print(_row(kind, n, scores, spent, args.job_seconds), flush=True)
+            est = _estimated(n, max(1, n // 32), group, cost)
+            print(_row(kind, n, scores, spent, args.job_seconds, est), flush=True)
+    print(
+        "\nthe printed estimate beside sweeps of seeded fleets of the bad class (jobs with the "
+        "one-rail jobs; hours at 8 two-node jobs' worth of quota):"
+    )
+    print(f"{'N':>5} {'fleet':<14} {'est jobs':>8} {'sim jobs':>9} {'range':<13} {'est h':>8} {'sim h':>8} {'range':<13}")  # fmt: skip
+    print("\n".join(accuracy))
     print(BOUNDS, end="")
     return 0
 

@@ -36,6 +36,7 @@ from gpufabric.verify import (
     storage,
     storage_run,
     sweep,
+    sweep_forecast,
     sweep_plan,
 )
 from gpufabric.verify.interrupts import (
@@ -355,61 +356,17 @@ def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
             _progress(f"could not delete {path_of(job)}: {why}; delete it with `{command}`")
 
 
-def _group_estimate(
-    names: list[str], topo: dict[str, tuple[str, ...]], levels: tuple[str, ...], size: int,
-    concurrency: int, timeout: float | None, confirm: int, expose: int,
-) -> str:  # fmt: skip
-    """Rounds, jobs and wall time of a sweep with group jobs when every job passes: the
-    planner's own rounds, run against jobs that all pass (no cluster, deterministic), each
-    round's jobs admitted by the quota's nodes and costed as the planner costs them
-    (:func:`sweep_plan.round_seconds`, :class:`sweep_plan.Cost`). Failures add the splits
-    and re-runs."""
-    dry = sweep.SweepReport({}, 0)
-    sweep.sweep(
-        names, _passing, concurrency, into=dry, topology=topo, levels=levels,
-        confirm=confirm, run_group=_passing, group=size,
-    )  # fmt: skip
-    rounds: dict[int, list[int]] = {}
-    for job in dry.jobs:
-        rounds.setdefault(job.round, []).append(len(job.nodes) or 2)
-    cost = sweep_plan.Cost()
-    seconds = sum(sweep_plan.round_seconds(r, 2 * concurrency, cost.seconds) for r in rounds.values())  # fmt: skip
-    flat = sweep_plan.Cost(timeout, 0.0).seconds if timeout else None
-    bound = sum(sweep_plan.round_seconds(r, 2 * concurrency, flat) for r in rounds.values()) if flat else 0  # fmt: skip
-    groups = [n for sizes in rounds.values() for n in sizes if n > 2]
-    limit = f", at most {_hours(bound)}" if timeout else ""
-    return (
-        f"sweep over {len(names)} GPU nodes with group jobs of up to {max(groups, default=2)} "
-        f"nodes, each running the tests once per rank order: {dry.rounds} rounds, "
-        f"{len(groups)} group jobs and {len(dry.jobs) - len(groups)} two-node jobs when all "
-        f"pass, {2 * concurrency} nodes at a time as the quota admits (about "
-        f"{_hours(seconds)} at {cost.job_s:g} s a job plus {2 * cost.run_s:g} s "
-        f"per rank order past the first{limit}); {sweep_plan.confidence_words(len(names), expose)}; "
-        "failures add splits and rounds with proven partners"
-    )
-
-
-def _passing(*_job: object) -> nccl_report.Report:
-    """A job that passed, for the estimate's sweep."""
-    return nccl_report.Report(Verdict.PASS, (), None, "none", ())
-
-
 def _estimate(
     names: list[str], topo: dict[str, tuple[str, ...]], levels: tuple[str, ...], size: int,
-    concurrency: int, timeout: float | None, confirm: int,
-) -> str:  # fmt: skip
-    """What the sweep will take, in words, for the mode it runs in (group jobs when a group
-    holds more than two nodes, else two-node jobs)."""
-    mode = sweep_plan.choose_mode(topo, concurrency, confirm, size)
-    if mode.group_rounds:
-        return _group_estimate(
-            names, topo, levels, size, concurrency, timeout, confirm, mode.expose
-        )
-    return sweep_plan.estimate(topo, concurrency, timeout, confirm).words()
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+    concurrency: int, args: argparse.Namespace, confirm: int, rails: int,
+) -> list[str]:  # fmt: skip
+    """What the sweep will take, in words, failures included (the planner's own sweep run
+    against simulated fleets: :mod:`sweep_forecast`), and a warning when --sweep-timeout is
+    shorter than that."""
+    fc = sweep_forecast.forecast(names, topo, levels, concurrency, confirm, size, rails)
+    said = sweep_forecast.words(fc, names, topo, args.timeout, confirm, size)
+    warning = fc.warning(args.sweep_timeout)
+    return [said] if warning is None else [said, warning]
 
 
 def _judged(
@@ -458,7 +415,8 @@ def _run_sweep(
     topo = _sweep_topology(plan, names, labels)
     levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
     confirm = args.sweep_confirm or sweep_plan.CONFIRM
-    _progress(_estimate(names, topo, levels, size, concurrency, args.timeout, confirm))
+    for line in _estimate(names, topo, levels, size, concurrency, args, confirm, len(rails)):
+        _progress(line)
     report = sweep.SweepReport({}, 0)
     try:
         sweep.sweep(

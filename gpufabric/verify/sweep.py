@@ -236,7 +236,8 @@ def sweep(
     when the sweep is interrupted (the jobs' waits should watch it). The report is judged
     round by round and also when cut short (``into`` when given: what an interrupted sweep
     proved stays readable there); a node listed twice is swept once. It ends when a round
-    judged no job (the jobs cannot run: more rounds would not judge any either)."""
+    judged no job (the jobs cannot run: more rounds would not judge any either), or when the
+    next round would only re-run pairs that failed every time (:func:`sweep_plan.exhausted`)."""
     ordered = list(dict.fromkeys(nodes))
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
@@ -251,7 +252,7 @@ def sweep(
     report.partners = max(confirm, mode.expose)
     for round_ in range(1, max_rounds + 1):
         parts = planner.next(round_, report.jobs)
-        if not parts:
+        if not parts or sweep_plan.exhausted(parts, report.jobs):
             break
         try:
             _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop)

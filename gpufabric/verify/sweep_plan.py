@@ -606,6 +606,18 @@ def expand(jobs: Sequence[Job]) -> list[Job]:
     return out
 
 
+def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int = REPEAT) -> bool:  # fmt: skip
+    """Whether a round of ``parts`` can teach nothing: each is a pair that failed ``repeat``
+    times or more and never passed (the judge reads that as steady; one more failure changes
+    no verdict, and a node whose every partner fails with it stays so). Two nodes, or four
+    without group jobs, one of them bad, met again and again until the round cap."""
+    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    failed = Counter(frozenset(j.pair) for j in jobs if not j.members and j.verdict == "FAIL")
+    return bool(parts) and all(
+        len(p) == 2 and frozenset(p) not in passed and failed[frozenset(p)] >= repeat for p in parts
+    )
+
+
 def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
     """Node -> the jobs it passed (a group job is one: its runs share one time window, and
     a node that fails one job in three passes any one job with probability 2/3)."""
@@ -1021,7 +1033,10 @@ class Estimate:
     limit_s: float | None = None
     """The longest the screening can take when every job runs to its ``timeout_s``."""
 
-    def words(self) -> str:
+    def words(self, failures: str = "") -> str:
+        """The screening in words, then ``failures`` (what failures add; default: that they
+        add rounds, unquantified)."""
+
         def hours(seconds: float) -> str:
             return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
@@ -1031,7 +1046,7 @@ class Estimate:
                 f"sweep over {self.nodes} GPU nodes: {self.rounds} screening rounds, {self.jobs} "
                 f"two-node jobs, {self.at_once} at a time as the quota admits ({self.waves} waves: "
                 f"about {hours(self.waves * self.cost.job_s)} at {self.cost.job_s:g} s a job{limit}); "
-                "failures add rounds with proven partners"
+                f"{failures or 'failures add rounds with proven partners'}"
             )
         m = self.mode
         limit = f", at most {hours(self.limit_s)}" if self.limit_s else ""
@@ -1041,7 +1056,8 @@ class Estimate:
             f"jobs across the switch levels), {self.jobs} jobs, {2 * self.at_once} nodes at a time "
             f"as the quota admits: about {hours(m.seconds)} at {self.cost.job_s:g} s a job and "
             f"{2 * self.cost.run_s:g} s per rank order past the first{limit}; "
-            f"{confidence_words(self.nodes, m.expose)}; failures add rounds (splits, proven partners)"
+            f"{confidence_words(self.nodes, m.expose)}; "
+            f"{failures or 'failures add rounds (splits, proven partners)'}"
         )
 
 
