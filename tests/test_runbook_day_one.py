@@ -1,0 +1,116 @@
+"""What a new user reading a generated runbook relies on, found by writing stacks of shapes
+the examples do not have: every gate names what the plan creates, every rollback line says
+how, no gate waits for an empty value, and the RoCE text says the traffic class the stack
+sets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from conftest import EXAMPLE_STACKS, example_config, sections
+from golden import variants
+
+from gpufabric.model.stackfile import model_from_config
+from gpufabric.outputs.runbook import render
+from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.pulls import collect
+
+VARIANTS = {name: cfg for name, cfg in variants().items() if name != "stress"}
+
+
+def _runbook(config: dict[str, Any], name: str) -> tuple[Plan, str]:
+    model = model_from_config(sections(config), name, from_file=True)
+    plan = build_plan(name, model)
+    return plan, render(plan, collect(name, model))
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_phase_has_its_rollback(name: str) -> None:
+    """Each phase of the bring-up has a rollback line that says something (the monitoring
+    and storage phases had only their title)."""
+    _plan, text = _runbook(VARIANTS[name], name)
+    rollback = _section(text, "Rollback")
+    lines = re.findall(r"^- Phase (\d+) \(([^)]*)\):(.*)$", rollback, re.MULTILINE)
+    titles = re.findall(r"^### Phase (\d+): ([^(]+) \(", text, re.MULTILINE)
+    assert [(n, t.strip()) for n, t in titles] == [(n, t) for n, t, _ in lines]
+    for number, title, says in lines:
+        assert len(says.strip()) > 20, f"{name}: phase {number} ({title}) has no rollback"
+
+
+def test_storage_rollback_speaks_only_of_what_the_stack_installs() -> None:
+    _, nfs = _runbook(example_config("prod-ib"), "prod-ib")
+    _, existing = _runbook(example_config("lab-roce"), "lab-roce")
+    nfs_line = next(ln for ln in nfs.splitlines() if ln.startswith("- Phase 7 (Shared storage)"))
+    assert "gpufabric:versions.csi-driver-nfs" in nfs_line
+    assert "StorageClass" in nfs_line
+    existing_line = next(
+        ln for ln in existing.splitlines() if ln.startswith("- Phase 6 (Shared storage)")
+    )
+    # an existing class: gpufabric installs no driver and writes no class
+    assert "csi-driver-nfs" not in existing_line
+    assert "StorageClass" not in existing_line
+    assert "stays in the cluster" in existing_line
+
+
+NAD_GATE = re.compile(r"`kubectl -n (\S+) get network-attachment-definitions` lists ([^;]+);")
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_network_gate_lists_exactly_the_networks_the_plan_creates(name: str) -> None:
+    """The network phase's gate names, per namespace, the NetworkAttachmentDefinitions the
+    plan writes there: a routed rail's are `<rail>-<leaf>` (the gate listed the rail names,
+    which never exist there), and tenant-scoped ones are listed per tenant namespace (the
+    gate said they came in the tenants phase and gave no command)."""
+    plan, text = _runbook(VARIANTS[name], name)
+    created: dict[str, set[str]] = {}
+    for _, obj in plan.objects():
+        if obj.kind == "NetworkAttachmentDefinition":
+            body = obj.body["metadata"]
+            created.setdefault(str(body["namespace"]), set()).add(str(body["name"]))
+    gated = {ns: set(re.findall(r"`([^`]+)`", names)) for ns, names in NAD_GATE.findall(text)}
+    assert gated == created
+    assert "created in the tenants phase" not in text
+
+
+def _tenantless(gang: str) -> dict[str, Any]:
+    config = example_config("lab-roce")
+    config["gpufabric:tenants"] = []
+    del config["gpufabric:storage"]
+    config["gpufabric:scheduling"] = {"gang": gang}
+    return config
+
+
+@pytest.mark.parametrize("gang", ["kueue", "volcano"])
+def test_a_stack_without_tenants_has_no_queue_gate_waiting_for_nothing(gang: str) -> None:
+    """With no tenant there is no queue: the scheduling gate printed "prints ``" (Kueue) or
+    "lists  in state Open" (Volcano), a gate nobody can tell passed."""
+    _, text = _runbook(_tenantless(gang), "lab")
+    assert "prints ``" not in text
+    assert "lists  in state Open" not in text
+    assert "kubectl get clusterqueues" not in text
+    assert "kubectl get queues.scheduling.volcano.sh" not in text
+    # with tenants, the gate is there
+    _, with_tenants = _runbook(example_config("lab-roce"), "lab-roce")
+    assert "prints `team-speech=True team-vision=True`" in with_tenants
+
+
+def test_roce_text_names_the_traffic_class_the_stack_sets() -> None:
+    """`fabric.roce.trafficClass: 106` (DSCP 26 with the ECN bits set) was explained as
+    "DSCP 26 x 4", which is 104."""
+    config = example_config("lab-roce")
+    config["gpufabric:fabric"]["roce"]["trafficClass"] = 106
+    _, text = _runbook(config, "lab-roce")
+    assert "106 (DSCP 26 x 4)" not in text
+    assert "106 (DSCP 26 in its upper six bits, ECN bits 2" in text
+    _, default = _runbook(example_config("lab-roce"), "lab-roce")
+    assert "104 (DSCP 26 x 4)" in default
+
+
+def test_example_runbooks_are_among_the_variants() -> None:
+    assert set(EXAMPLE_STACKS) <= set(VARIANTS)
