@@ -114,3 +114,17 @@ def test_roce_text_names_the_traffic_class_the_stack_sets() -> None:
 
 def test_example_runbooks_are_among_the_variants() -> None:
     assert set(EXAMPLE_STACKS) <= set(VARIANTS)
+
+
+def test_tenant_vlans_are_a_switch_prerequisite() -> None:
+    """`tenants[].vlan` tags a tenant's RDMA traffic: the switch ports must trunk those
+    VLANs, which the runbook's switch step did not say."""
+    config = variants()["roce-sriov-vlans"]
+    tagged = [t for t in config["gpufabric:tenants"] if t.get("vlan")]
+    assert tagged
+    _, text = _runbook(config, "roce-sriov-vlans")
+    step = text.split("### Lossless RoCE: switches", 1)[1].split("\n### ", 1)[0]
+    for t in tagged:
+        assert f"VLAN {t['vlan']} (`{t['namespace']}`)" in step
+    _, plain = _runbook(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
+    assert "tenants[].vlan" not in plain
