@@ -128,3 +128,48 @@ def test_tenant_vlans_are_a_switch_prerequisite() -> None:
         assert f"VLAN {t['vlan']} (`{t['namespace']}`)" in step
     _, plain = _runbook(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     assert "tenants[].vlan" not in plain
+
+
+VERIFY_NCCL = re.compile(
+    r"gpufabric verify nccl --stack \S+ --tenant (\S+)(?: --leaf \S+)? --nodes (\d+)"
+)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_acceptance_run_fits_the_tenants_quota(name: str) -> None:
+    """The runbook's widest NCCL test ran `--nodes <gpuNodes.count>` through the first
+    tenant, whose GPU quota (and the namespace's ResourceQuota) may hold fewer nodes: that
+    job could never start and the gate timed out (lab-roce: 4 nodes through 16 GPUs)."""
+    plan, text = _runbook(VARIANTS[name], name)
+    runs = VERIFY_NCCL.findall(text)
+    per_node = plan.facts.nodes.gpus_per_node
+    for tenant, nodes in runs:
+        limit = plan.facts.tenants[tenant].gpu_limit
+        assert int(nodes) * per_node <= limit, f"{name}: --nodes {nodes} through {tenant}"
+        assert int(nodes) <= plan.facts.nodes.count
+
+
+def test_a_quota_below_the_fleet_is_said_with_the_sweep_that_covers_it() -> None:
+    plan, text = _runbook(example_config("lab-roce"), "lab-roce")
+    assert plan.facts.tenants["team-vision"].gpu_limit == 16
+    assert "--tenant team-vision --nodes 2 --junit nccl.xml" in text
+    assert "spans 2 of 4 GPU nodes" in text
+    assert "gpufabric verify nccl --stack lab-roce --tenant team-vision --sweep" in text
+    config = example_config("lab-roce")
+    config["gpufabric:tenants"][0]["gpuBorrowingLimit"] = 16  # the whole fleet, borrowed
+    _, whole = _runbook(config, "lab-roce")
+    assert "--tenant team-vision --nodes 4 --junit nccl.xml" in whole
+    assert "GPU nodes: a larger job" not in whole
+    acceptance = whole.split("## Acceptance", 1)[1].split("\n## ", 1)[0]
+    assert "may hold" not in acceptance
+
+
+def test_a_first_tenant_below_two_nodes_gets_no_test_it_cannot_run() -> None:
+    config = example_config("lab-roce")
+    config["gpufabric:tenants"][0]["gpuQuota"] = 8  # one node's GPUs
+    _, text = _runbook(config, "lab-roce")
+    acceptance = text.split("## Acceptance", 1)[1].split("\n## ", 1)[0]
+    assert "fewer than two\nGPU nodes' 16" in acceptance
+    assert "--tenant team-vision --nodes" not in acceptance
+    # the pod check runs a job the quota holds: one node
+    assert "--tenant team-vision --kind mpijob --nodes 1 > job.yaml" in acceptance
