@@ -1,7 +1,7 @@
-"""What a new user reading a generated runbook relies on, found by writing stacks of shapes
-the examples do not have: every gate names what the plan creates, every rollback line says
-how, no gate waits for an empty value, and the RoCE text says the traffic class the stack
-sets."""
+"""What a new user reading README.md and a generated runbook relies on, found by writing
+stacks of shapes the examples do not have: every gate names what the plan creates, every
+rollback line says how, no gate waits for an empty value or a job that cannot start, and the
+RoCE text says the traffic class the stack sets."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import re
 from typing import Any
 
 import pytest
-from conftest import EXAMPLE_STACKS, example_config, sections
+from conftest import EXAMPLE_STACKS, REPO, example_config, sections
 from golden import variants
 
-from gpufabric.model.stackfile import model_from_config
+from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.runbook import render
 from gpufabric.plan.build import Plan, build_plan
 from gpufabric.plan.pulls import collect
@@ -173,3 +173,20 @@ def test_a_first_tenant_below_two_nodes_gets_no_test_it_cannot_run() -> None:
     assert "--tenant team-vision --nodes" not in acceptance
     # the pod check runs a job the quota holds: one node
     assert "--tenant team-vision --kind mpijob --nodes 1 > job.yaml" in acceptance
+
+
+README_JOB = re.compile(
+    r"gpufabric (?:job|verify nccl) --stack (\S+) --tenant (\S+)[^\n]*?--nodes (\d+)"
+)
+
+
+def test_readme_job_examples_fit_their_tenants_quota() -> None:
+    """README's `gpufabric job --stack prod-ib --tenant eval ... --nodes 4` printed a job of
+    32 GPUs for a tenant that may hold 16: pasted into `kubectl apply`, it never starts."""
+    readme = (REPO / "README.md").read_text()
+    examples = README_JOB.findall(readme)
+    assert examples
+    for stack, tenant, nodes in examples:
+        plan = build_plan(stack, load_stack(stack).model)
+        limit = plan.facts.tenants[tenant].gpu_limit
+        assert int(nodes) * plan.facts.nodes.gpus_per_node <= limit, (stack, tenant, nodes)
