@@ -190,3 +190,14 @@ def test_readme_job_examples_fit_their_tenants_quota() -> None:
         plan = build_plan(stack, load_stack(stack).model)
         limit = plan.facts.tenants[tenant].gpu_limit
         assert int(nodes) * plan.facts.nodes.gpus_per_node <= limit, (stack, tenant, nodes)
+
+
+@pytest.mark.parametrize("gang", ["kueue", "volcano"])
+def test_a_stack_without_tenants_prints_no_command_that_needs_one(gang: str) -> None:
+    """Triage rows printed `gpufabric job --stack S --tenant <tenant> ...` and `kubectl -n
+    <tenant> get configmap nccl-env` on a stack with no tenant: `job` refuses every tenant
+    (exit 2, "the stack has no tenants") and no nccl-env exists."""
+    _, text = _runbook(_tenantless(gang), "lab")
+    assert "gpufabric job --stack" not in text
+    assert "get configmap nccl-env" not in text
+    assert "no tenant, so no `nccl-env` sets it" in text
