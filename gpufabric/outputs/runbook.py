@@ -160,6 +160,10 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         if job_kind and facts_first
         else None,
         "leaf_scopes": leaf_scopes,
+        # the most GPU nodes one job of the first tenant may span: its quota admits no more
+        "quota_nodes": facts.tenants[facts_first].gpu_limit // facts.nodes.gpus_per_node
+        if facts_first
+        else 0,
         "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else "",
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.plan import ids
+from gpufabric.plan import ids, tolerations
 from gpufabric.plan.facts import PlanContext
 from gpufabric.plan.items import STATE_READY, Item, Layer, helm_chart, system_namespace
 
@@ -51,6 +51,9 @@ def values(ctx: PlanContext) -> dict[str, Any]:
         "gds": {"enabled": gpu.gds},
         "mig": {"strategy": gpu.mig_strategy},
         "dcgmExporter": dcgm_exporter(ctx),
+        **tolerations.chart_values(
+            ctx, COMPONENT, tolerations.GPU_OPERATOR_DAEMONSETS, tolerations.GPU_OPERATOR_NFD_WORKER
+        ),
     }
 
 

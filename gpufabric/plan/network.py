@@ -26,7 +26,7 @@ from msgspec.structs import replace
 from gpufabric import nics
 from gpufabric.model.versions import NIC_POLICY_IMAGE_REPOSITORY
 from gpufabric.nics import cni
-from gpufabric.plan import ids
+from gpufabric.plan import ids, tolerations
 from gpufabric.plan.facts import (
     BlockFacts,
     FabricFacts,
@@ -69,6 +69,7 @@ def chart_values(ctx: PlanContext) -> dict[str, Any]:
     return {
         "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
         "sriovNetworkOperator": {"enabled": nics.mode(ctx.facts.fabric.rdma).sriov_operator},
+        **tolerations.chart_values(ctx, COMPONENT, (), tolerations.NETWORK_OPERATOR_NFD_WORKER),
     }
 
 
@@ -92,6 +93,8 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
         spec["ofedDriver"] = _ofed_driver(ctx)
     spec.update(nics.mode(facts.rdma).policy_spec(ctx, image))
     spec.update(nics.link(facts.type).policy_spec(ctx, image))
+    if taints := tolerations.nic_policy(ctx):
+        spec["tolerations"] = taints  # every operand DaemonSet runs on the GPU nodes
     return spec
 
 
