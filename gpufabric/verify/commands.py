@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
@@ -64,6 +65,26 @@ HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ans
 _HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
 
 
+PASSWORD_REFUSED = (
+    "carries a password (USER:PASSWORD@HOST), which every result would print (table, "
+    "--json, --junit, the report) and ssh would get on its command line; give ssh a key "
+    "instead (ssh-agent, ~/.ssh/config, or ssh://USER@HOST?ssh_identity_file=PATH)"
+)
+
+
+def _userinfo(host: str) -> str:
+    """What testinfra takes for ``USER[:PASSWORD]`` in a host spec (before the first ``@`` of
+    the URL's network location)."""
+    netloc = urlsplit(host).netloc
+    return netloc.split("@", 1)[0] if "@" in netloc else ""
+
+
+def _no_password(host: str) -> str:
+    scheme, _, rest = host.partition("://")
+    user = _userinfo(host).split(":", 1)[0]
+    return f"{scheme}://{user}:***@{rest.split('@', 1)[1]}"
+
+
 def _hosts(text: str) -> list[str]:
     """The testinfra host specs of --hosts; StackError naming the bad one (exit 2)."""
     hosts = [h.strip() for h in text.split(",") if h.strip()]
@@ -81,6 +102,8 @@ def _hosts(text: str) -> list[str]:
             )
         elif m["scheme"] != "local" and not m["rest"].split("?", 1)[0]:
             problems.append(Problem("--hosts", f"{host!r} names no host or pod"))
+        elif ":" in _userinfo(host):
+            problems.append(Problem("--hosts", f"{_no_password(host)!r}: {PASSWORD_REFUSED}"))
     if not hosts:
         problems.append(Problem("--hosts", "is empty"))
     if problems:
