@@ -367,3 +367,20 @@ def test_diff_against_a_ref_of_a_stack_outside_the_repository_says_what_to_give(
     assert "is outside the repository" in err
     assert "an earlier render directory as --base" in err
     assert "subpath" not in err  # not Python's own words
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_stack_that_is_no_regular_file_is_said_as_such(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO or a directory named as the stack was "no such stack file": the user looked
+    at a file that exists. Nothing is opened (a FIFO would block)."""
+    stack = tmp_path / "Pulumi.lab.yaml"
+    if kind == "fifo":
+        os.mkfifo(stack)
+    else:
+        stack.mkdir()
+    assert main(["validate", "--stack", str(stack)]) == 2
+    err = capsys.readouterr().err
+    assert "no such stack file" not in err
+    assert "--stack: is a " + ("FIFO" if kind == "fifo" else "directory") in err
