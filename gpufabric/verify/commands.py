@@ -8,20 +8,24 @@ not be asked at all. Everything a check expects is read from the stack's Plan.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
+from gpufabric.outputs import ownfile
+from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
@@ -53,9 +57,9 @@ from gpufabric.verify.results import (
     exit_code,
     failed,
     format_table,
+    junit_xml,
     passed,
     to_json,
-    write_junit,
 )
 from gpufabric.verify.results import skipped as skipped_check
 
@@ -133,7 +137,7 @@ def _kube(plan: Plan, args: argparse.Namespace, sweep_: bool = False) -> Kube:
 
 def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
     if args.junit:
-        write_junit(args.junit, title, checks)
+        _write_junit(args.junit, title, checks)
     if args.json:
         sys.stdout.write(to_json(title, checks))
     else:
@@ -145,17 +149,57 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
     """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
     is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
     plan = stack.plan
+    for flag, path, written in _files(args):
+        _file_check(flag, functools.partial(ownfile.writable, path, written, "verify", flag))
     leftovers(clear=True)
     with check_running(), terminating_signals():
         return int(COMMANDS[args.verify_command](plan, args))
 
 
+JUNIT_WRITTEN = ownfile.marked('<testsuites name="gpufabric verify"')
+
+
+def _expect_written(head: bytes) -> bool:
+    """An expectations file, as --write-expect writes it (sorted keys, indented)."""
+    return head.startswith(b'{\n  "driver_version": ')
+
+
+def _write_junit(path: Path, suite: str, checks: Sequence[Check]) -> None:
+    _file_check(
+        "--junit",
+        lambda: ownfile.write_out(
+            path, junit_xml(suite, checks), JUNIT_WRITTEN, "verify", "--junit"
+        ),
+    )
+
+
+def _files(args: argparse.Namespace) -> list[tuple[str, Path, ownfile.Written]]:
+    """The files this command writes, with how to recognise one it wrote before."""
+    files = [("--junit", getattr(args, "junit", None), JUNIT_WRITTEN)]
+    files.append(("--write-expect", getattr(args, "write_expect", None), _expect_written))
+    return [(flag, path, written) for flag, path, written in files if path is not None]
+
+
+def _file_check(flag: str, work: Callable[[], object]) -> None:
+    """``work`` (a check or a write of ``flag``'s file); its refusal as a problem of the
+    flag (exit 2)."""
+    try:
+        work()
+    except OutputError as exc:
+        raise StackError("gpufabric verify", [Problem(flag, str(exc))]) from None
+
+
+def _write_expect(path: Path, exp: expect.Expectation) -> int:
+    write = functools.partial(ownfile.write_out, path, exp.to_json(), _expect_written)
+    _file_check("--write-expect", functools.partial(write, "verify", "--write-expect"))
+    print(f"wrote {path}", file=sys.stderr)
+    return ExitCode.OK
+
+
 def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     exp = expect.from_facts(plan.facts)
     if args.write_expect:
-        args.write_expect.write_text(exp.to_json(), encoding="utf-8")
-        print(f"wrote {args.write_expect}", file=sys.stderr)
-        return ExitCode.OK
+        return _write_expect(args.write_expect, exp)
     if not args.hosts and not args.via_cluster:
         print(
             "gpufabric verify nodes: pass --hosts ssh://a,ssh://b or --via-cluster",
@@ -599,7 +643,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         return Verdict.INCONCLUSIVE.exit_code
     report = _run_sweep(plan, args, kube, names, labels)
     if args.junit:
-        write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
+        _write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
         sys.stdout.write(json.dumps(sweep_document(report, skipped), indent=2) + "\n")
     else:
@@ -646,7 +690,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     doc = nccl.judge(outcome, exp)
     checks = nccl_checks(doc, args.nodes)
     if args.junit:
-        write_junit(args.junit, f"nccl ({plan.stack})", checks)
+        _write_junit(args.junit, f"nccl ({plan.stack})", checks)
     if args.json:
         sys.stdout.write(json.dumps(doc.to_dict(), indent=2) + "\n")
     else:

@@ -14,7 +14,6 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from gpufabric.exitcodes import ExitCode, Verdict
@@ -139,8 +138,3 @@ def junit_xml(suite: str, checks: Sequence[Check]) -> str:
             ET.SubElement(tc, "system-out").text = c.message
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def write_junit(path: Path, suite: str, checks: Sequence[Check]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(suite, checks), encoding="utf-8")
