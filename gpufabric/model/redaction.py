@@ -11,6 +11,10 @@ _USERINFO = re.compile(r"[^\s/@'\"\\,;\[\]{}()<>*]+@")
 _QUERY = re.compile(r"(?<=[A-Za-z0-9/._~-])[?#][^\s'\"\\,\[\]{}()<>]+")
 """A URL's query or fragment (``?token=...``, ``#...``): where tokens travel."""
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""What a terminal or an XML reader must never get from a log, a host or an API object:
+control characters (ESC starts escape sequences that retitle, clear or rewrite the terminal;
+XML 1.0 forbids most C0 characters) and the bidirectional overrides that reorder a line."""
 
 EXAMPLES = (
     "admin@prod",
@@ -39,4 +43,10 @@ def redact(text: str) -> str:
     return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
-__all__ = ["CONTROL", "EXAMPLES", "redact"]
+def printable(text: str) -> str:
+    """``text`` with every :data:`_UNPRINTABLE` character written as its escape (``\\x1b``),
+    lines and tabs kept: for text output built from what others wrote."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+__all__ = ["CONTROL", "EXAMPLES", "printable", "redact"]

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs import ownfile
 from gpufabric.outputs.render import OutputError
@@ -544,7 +545,7 @@ def _run_sweep(
         report.stopped = f"--sweep-timeout reached ({args.sweep_timeout:g} s; {exc})"
     except BaseException as exc:
         report.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        sys.stderr.write(sweep.format_table(report))
+        sys.stderr.write(printable(sweep.format_table(report)))
         raise
     finally:
         if not args.keep:
@@ -647,7 +648,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(sweep_document(report, skipped), indent=2) + "\n")
     else:
-        sys.stdout.write(sweep.format_table(report))
+        sys.stdout.write(printable(sweep.format_table(report)))
         for why, which in _skipped(skipped):
             print(f"not swept ({why}): {', '.join(which)}")
     sys.stdout.flush()  # the report first: recording the results may take a while

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpufabric.exitcodes import ExitCode, Verdict
+from gpufabric.model.redaction import printable
 
 
 class SuiteError(Exception):
@@ -107,7 +108,7 @@ def format_table(title: str, checks: Sequence[Check]) -> str:
     n = counts(checks)
     summary = ", ".join(f"{v} {k.lower()}" for k, v in n.items() if v)
     lines.append(f"{title}: {verdict(checks)} ({summary})")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")
 
 
 def junit_xml(suite: str, checks: Sequence[Check]) -> str:
@@ -136,5 +137,8 @@ def junit_xml(suite: str, checks: Sequence[Check]) -> str:
             ET.SubElement(tc, "skipped", message=c.message)
         else:
             ET.SubElement(tc, "system-out").text = c.message
+    for element in root.iter():
+        element.attrib = {k: printable(v) for k, v in element.attrib.items()}
+        element.text = printable(element.text) if element.text else element.text
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
