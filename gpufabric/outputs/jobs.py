@@ -832,11 +832,24 @@ def _add_file(files: dict[str, str], p: Path) -> None:
     if p.name in files:
         raise _fail("--entrypoint", f"two files are named {p.name!r}; names must differ")
     try:
-        files[p.name] = p.read_bytes().decode()
+        with p.open("rb") as f:  # at most what a ConfigMap takes: never a whole dataset
+            data = f.read(ENTRYPOINT_MAX_BYTES + 1)
+        files[p.name] = data.decode()
     except UnicodeDecodeError:
         raise _fail("--entrypoint", f"{str(p)!r} is not UTF-8 text") from None
     except OSError as e:
         raise _fail("--entrypoint", f"{str(p)!r} cannot be read: {e.strerror}") from None
+    if _PRIVATE_KEY.search(files[p.name]):
+        raise _fail(
+            "--entrypoint",
+            f"{str(p)!r} holds a private key; a ConfigMap is no secret (every member of the "
+            "tenant reads it, and the job's YAML prints it): put the key in a Secret, or "
+            "ship a directory without it",
+        )
+
+
+_PRIVATE_KEY = re.compile(r"-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")
+"""PEM (RSA, EC, PKCS#8, encrypted), OpenSSH and PGP private keys."""
 
 
 # ----------------------------------------------------------------- resume, for the runbook
