@@ -205,7 +205,17 @@ def test_bad_base_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize(
     "damage",
-    ["string", "list", "empty", "missing", "symlink", "plan-link", "deep", "deep-json", "deep-plan"],
+    [
+        "string",
+        "list",
+        "empty",
+        "missing",
+        "symlink",
+        "plan-link",
+        "deep",
+        "deep-json",
+        "deep-plan",
+    ],
 )
 def test_a_damaged_base_render_is_an_input_error_naming_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
