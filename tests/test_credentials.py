@@ -117,3 +117,26 @@ def test_credentials_in_the_prometheus_url_are_refused_unshown(
     assert "hunter2" not in err
     assert f"--prometheus: carries credentials ({where}" in err
     assert "kubectl port-forward" in err
+
+
+def test_a_kubeconfig_server_url_with_credentials_is_never_printed(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """The client's connection errors quote the server URL (and the request URL with its
+    query): a kubeconfig whose server carries a user, password or token printed them."""
+    from gpufabric.verify.kube import Kube, KubeError
+
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: "
+        "{server: 'http://admin:hunter2@127.0.0.1:1/k8s?token=s3cr3t'}}]\n"
+        "users: [{name: u, user: {token: abc}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+    kube = Kube(str(config), "x")
+    kube.set_timeout(5)
+    with pytest.raises(KubeError) as info, kube.grace():  # as cleanup asks
+        kube.delete("/api/v1/namespaces/gpufabric-probe")
+    assert "hunter2" not in str(info.value) and "s3cr3t" not in str(info.value)
+    assert "127.0.0.1" in str(info.value)

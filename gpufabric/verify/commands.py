@@ -229,10 +229,12 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
         image = args.probe_image or plan.components["probe-image"].image_ref or ""
+        owned: list[str] = []  # what this run creates: all it may delete
         try:
             pods = probe_daemonset.start(
-                kube, plan.facts.nodes, image, timeout=min(300, args.timeout), progress=_progress
-            )
+                kube, plan.facts.nodes, image, timeout=min(300, args.timeout),
+                progress=_progress, owned=owned,
+            )  # fmt: skip
             context = _context(plan, args)
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
             names = dict(zip(hosts, pods.values(), strict=True))
@@ -245,7 +247,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         finally:
             if not args.keep_probe:
                 with shielded(), kube.grace():
-                    probe_daemonset.stop(kube, progress=_progress)
+                    probe_daemonset.stop(kube, progress=_progress, owned=owned)
     results += nodes.fleet_checks(results)
     code = _report(args, f"nodes ({plan.stack})", results)
     summary = fleet.group_failures(results)
