@@ -48,7 +48,9 @@ def test_the_hosts_hint_shows_the_kubectl_example(capsys: Any) -> None:
 )
 def test_a_value_holding_an_example_is_still_masked(value: str) -> None:
     shown = redact(f"{value!r} is not a context")
-    assert "secret" not in shown and "s3cret" not in shown and "pw@" not in shown
+    assert "secret" not in shown
+    assert "s3cret" not in shown
+    assert "pw@" not in shown
     assert "tok@" not in shown
     if value.startswith("xkubectl"):
         assert "namespace=NS" not in shown
@@ -63,7 +65,8 @@ def test_a_context_that_is_a_url_with_credentials_says_what_to_name() -> None:
     config = example_config("lab-roce")
     config["gpufabric:cluster"]["kubeContext"] = "https://admin:hunter2@api.prod:6443"
     (line,) = problem_lines(config)
-    assert "hunter2" not in line and "admin:" not in line
+    assert "hunter2" not in line
+    assert "admin:" not in line
     assert "kubectl config get-contexts -o name" in line
     assert "mirror" not in line
 
@@ -138,5 +141,6 @@ def test_a_kubeconfig_server_url_with_credentials_is_never_printed(
     kube.set_timeout(5)
     with pytest.raises(KubeError) as info, kube.grace():  # as cleanup asks
         kube.delete("/api/v1/namespaces/gpufabric-probe")
-    assert "hunter2" not in str(info.value) and "s3cr3t" not in str(info.value)
+    assert "hunter2" not in str(info.value)
+    assert "s3cr3t" not in str(info.value)
     assert "127.0.0.1" in str(info.value)
