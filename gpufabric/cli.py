@@ -26,6 +26,7 @@ from gpufabric import __version__, nics
 from gpufabric.exitcodes import ExitCode
 from gpufabric.health import arguments as health_arguments
 from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import (
     Stack,
     list_stacks,
@@ -462,7 +463,7 @@ def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
             found = counted(len(err.problems), "problem")
             line = f"INVALID ({found}; run {_validate_command(args, name)})"
             status = ExitCode.BAD_INPUT
-        print(f"{name:<{width}}  {line}")
+        print(printable(f"{name:<{width}}  {line}"))  # a file's name is anyone's to choose
     return status
 
 

@@ -48,3 +48,16 @@ def test_check_tables_and_junit_escape_what_a_host_answered() -> None:
     assert failure is not None
     assert failure.get("message") == f"state {ESCAPED}"
     assert case.get("classname") == f"nodes (lab).gpu-a{ESCAPED}"
+
+
+def test_stacks_shows_a_hostile_file_name_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack file is anyone's to name (a pull request adds one): `gpufabric stacks` printed
+    its name raw, and the ESC sequence retitled the reviewer's terminal."""
+    source = Path(__file__).parents[1] / "stacks" / "Pulumi.kind-dev.yaml"
+    (tmp_path / "Pulumi.x\x1b]0;owned\x07.yaml").write_text(source.read_text())
+    assert main(["--stacks-dir", str(tmp_path), "stacks"]) == 2
+    out = capsys.readouterr().out
+    assert "x\\x1b]0;owned\\x07  INVALID" in out
+    assert _raw(out) == []
