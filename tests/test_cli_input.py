@@ -384,3 +384,39 @@ def test_a_stack_that_is_no_regular_file_is_said_as_such(
     err = capsys.readouterr().err
     assert "no such stack file" not in err
     assert "--stack: is a " + ("FIFO" if kind == "fifo" else "directory") in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        ([*NODES, "--via-cluster", "--probe-image"], "--probe-image"),
+        (["verify", "storage", "--stack", "prod-ib", "--image"], "--image"),
+        ([*HEALTH, "--probe-image"], "--probe-image"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        ("probe image:1", "is not an image reference"),
+        ("quay.io/x/probe:1", "is pulled from quay.io, which this air-gapped stack has no mirror"),
+    ],
+)
+def test_every_image_flag_is_a_reference_through_the_mirrors(
+    fake: FakeKube,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    flag: str,
+    image: str,
+    why: str,
+) -> None:
+    """`job --image` and `verify nccl --image` were checked and mirrored; the probe and
+    storage images went unchecked into pod specs (pods stuck pulling on an air-gapped
+    cluster until the timeout, or refused by the API after objects were created)."""
+    if "lab-roce" in argv and "air-gapped" in why:
+        argv = [a if a != "lab-roce" else "prod-ib" for a in argv]
+    cfg = str(fake.kubeconfig(tmp_path))
+    code = main([*argv, image, "--kubeconfig", cfg, "--context", "fake"])
+    assert code == 2
+    assert f"  - {flag}: {image!r} {why}" in capsys.readouterr().err
+    assert [r for r in fake.requests if r[0] != "GET"] == []

@@ -650,19 +650,25 @@ def job_image(plan: Plan, image: str | None) -> str:
     against the distribution reference grammar and written through the stack's registry
     mirrors exactly as the stack's own images are. StackError naming ``--image`` when it is
     not a reference, or when an air-gapped stack has no mirror for its registry."""
-    component = plan.components["training-image"]
+    return pulled_image(plan, image, "--image", "training-image")
+
+
+def pulled_image(plan: Plan, image: str | None, flag: str, component_name: str) -> str:
+    """The image pods pull: the pinned ``component_name``, or ``image`` given with ``flag``,
+    checked and written through the stack's mirrors as :func:`job_image` says."""
+    component = plan.components[component_name]
     if image is None:
         return component.image_ref or ""
     why = reference_problem(image)
     if why is not None:
-        raise _fail("--image", f"{image[:120]!r} {why}; expected {REFERENCE_FORM}")
+        raise _fail(flag, f"{image[:120]!r} {why}; expected {REFERENCE_FORM}")
     mirrors = component.mirrors
     pulled = mirrors.image(image)
     if mirrors.air_gapped and pulled == image and not mirrors.serves(image):
         registry = split_registry(image)[0]
         hosts = sorted({p.split("/", 1)[0] for p in mirrors.registries.values()})
         raise _fail(
-            "--image",
+            flag,
             f"{image!r} is pulled from {registry}, which this air-gapped stack has no mirror "
             f"for (sources.airGapped is on); accepted: an image of a mirrored registry "
             f"({', '.join(sorted(mirrors.registries)) or 'none'}) or of a mirror "

@@ -26,6 +26,7 @@ from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs import ownfile
+from gpufabric.outputs.jobs import pulled_image
 from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
@@ -228,7 +229,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     else:
         kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
-        image = args.probe_image or plan.components["probe-image"].image_ref or ""
+        image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
         owned: list[str] = []  # what this run creates: all it may delete
         try:
             pods = probe_daemonset.start(
@@ -732,7 +733,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     judge = storage.Judge(
         mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
     )
-    image = args.image or plan.components["probe-image"].image_ref or ""
+    image = pulled_image(plan, args.image, "--image", "probe-image")
     opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
     kube = _kube(plan, args)
     kube.set_timeout(None)  # --timeout bounds each pod, not the command
