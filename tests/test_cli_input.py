@@ -4,6 +4,8 @@ the flag (or file) and what is accepted; nothing is contacted, created or half-w
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -420,3 +422,29 @@ def test_every_image_flag_is_a_reference_through_the_mirrors(
     assert code == 2
     assert f"  - {flag}: {image!r} {why}" in capsys.readouterr().err
     assert [r for r in fake.requests if r[0] != "GET"] == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runbook", "--stack", "lab-roce", "--out"],
+        ["report", "--nodes", "docs/examples/report/nodes.json", "--out"],
+        ["verify", "nodes", "--stack", "lab-roce", "--write-expect"],
+    ],
+)
+def test_an_output_that_is_a_pipe_is_refused_without_waiting(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """`--out /dev/stdout` (or a FIFO) hung: checking what the file held opened it for
+    reading, which waits for a writer (a terminal: for the keyboard)."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpufabric", *argv, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 2
+    assert "is not a regular file (a device, pipe or terminal); name a file" in done.stderr

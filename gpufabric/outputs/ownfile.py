@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -53,15 +54,23 @@ _UNWRITABLE = {
 def check_ours(path: Path, written: Written, command: str, flag: str = "--out") -> None:
     """OutputError (exit 2) when ``path`` is a file with content that ``command`` did not
     write: the stack file, a README, the report's own input."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(4096)
+    try:  # never blocks: /dev/stdout, a FIFO or a terminal is refused, not read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return  # new, or refused by the write (not a file; a file in its path)
     except OSError as err:
         raise OutputError(
             f"{path}: cannot be read to check what it holds ({err.strerror})"
         ) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(
+                f"{path} is not a regular file (a device, pipe or terminal); name a file, "
+                f"or leave {flag} out to print to stdout"
+                if flag == "--out"
+                else f"{path} is not a regular file (a device, pipe or terminal); name a file"
+            )
+        head = f.read(4096)
     if head.strip() and not written(head):
         raise OutputError(
             f"{path} exists and was not written by gpufabric {command}: {flag} replaces only "
