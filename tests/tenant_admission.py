@@ -244,6 +244,18 @@ def _security_changes() -> Iterator[tuple[str, Callable[[dict[str, Any]], None]]
             volumes=[{"name": "h", "hostPath": {"path": "/dev/infiniband"}}]
         ),
     )
+    for source, spec in (
+        ("nfs", {"server": "10.40.0.10", "path": "/export/training"}),
+        ("iscsi", {"targetPortal": "10.0.0.9:3260", "iqn": "iqn.2001-04.x:t", "lun": 0}),
+        ("gitRepo", {"repository": "https://example.com/x.git"}),
+    ):
+        yield (
+            f"{source} volume",
+            lambda p, source=source, spec=spec: p["spec"].update(  # type: ignore[misc]
+                volumes=[{"name": "own", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+                         {"name": "d", source: spec}]
+            ),
+        )  # fmt: skip
     yield "hostPort", lambda p: p["spec"][c0][0].update(ports=[{"containerPort": 1, "hostPort": 2}])
     yield (
         "AppArmor unconfined (field)",
@@ -290,6 +302,16 @@ def pod_security_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
         change(pod)
         yield Case(f"baseline: {name}", "pods", pod, False, req)
     yield Case("baseline: IPC_LOCK and runtime/default", "pods", _pod(ns), True, req)
+    own = _pod(ns)
+    own["spec"]["volumes"] = [
+        {"name": "c", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+        {"name": "s", "emptyDir": {"medium": "Memory"}},
+        {"name": "e", "configMap": {"name": "nccl-env"}},
+        {"name": "k", "secret": {"secretName": "ssh"}},
+        {"name": "p", "projected": {"sources": []}},
+        {"name": "t", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+    ]
+    yield Case("own claims and pod-local volumes", "pods", own, True, req)
     other = _foreign(plan, ns)
     for name, allowed in (
         (me.priority_class, True),

@@ -4,6 +4,8 @@ the flag (or file) and what is accepted; nothing is contacted, created or half-w
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -367,3 +369,82 @@ def test_diff_against_a_ref_of_a_stack_outside_the_repository_says_what_to_give(
     assert "is outside the repository" in err
     assert "an earlier render directory as --base" in err
     assert "subpath" not in err  # not Python's own words
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_stack_that_is_no_regular_file_is_said_as_such(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO or a directory named as the stack was "no such stack file": the user looked
+    at a file that exists. Nothing is opened (a FIFO would block)."""
+    stack = tmp_path / "Pulumi.lab.yaml"
+    if kind == "fifo":
+        os.mkfifo(stack)
+    else:
+        stack.mkdir()
+    assert main(["validate", "--stack", str(stack)]) == 2
+    err = capsys.readouterr().err
+    assert "no such stack file" not in err
+    assert "--stack: is a " + ("FIFO" if kind == "fifo" else "directory") in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        ([*NODES, "--via-cluster", "--probe-image"], "--probe-image"),
+        (["verify", "storage", "--stack", "prod-ib", "--image"], "--image"),
+        ([*HEALTH, "--probe-image"], "--probe-image"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        ("probe image:1", "is not an image reference"),
+        ("quay.io/x/probe:1", "is pulled from quay.io, which this air-gapped stack has no mirror"),
+    ],
+)
+def test_every_image_flag_is_a_reference_through_the_mirrors(
+    fake: FakeKube,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    flag: str,
+    image: str,
+    why: str,
+) -> None:
+    """`job --image` and `verify nccl --image` were checked and mirrored; the probe and
+    storage images went unchecked into pod specs (pods stuck pulling on an air-gapped
+    cluster until the timeout, or refused by the API after objects were created)."""
+    if "lab-roce" in argv and "air-gapped" in why:
+        argv = [a if a != "lab-roce" else "prod-ib" for a in argv]
+    cfg = str(fake.kubeconfig(tmp_path))
+    code = main([*argv, image, "--kubeconfig", cfg, "--context", "fake"])
+    assert code == 2
+    assert f"  - {flag}: {image!r} {why}" in capsys.readouterr().err
+    assert [r for r in fake.requests if r[0] != "GET"] == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runbook", "--stack", "lab-roce", "--out"],
+        ["report", "--nodes", "docs/examples/report/nodes.json", "--out"],
+        ["verify", "nodes", "--stack", "lab-roce", "--write-expect"],
+    ],
+)
+def test_an_output_that_is_a_pipe_is_refused_without_waiting(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """`--out /dev/stdout` (or a FIFO) hung: checking what the file held opened it for
+    reading, which waits for a writer (a terminal: for the keyboard)."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpufabric", *argv, str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 2
+    assert "is not a regular file (a device, pipe or terminal); name a file" in done.stderr

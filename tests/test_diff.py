@@ -203,7 +203,20 @@ def test_bad_base_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "no plan.json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("damage", ["string", "list", "empty", "missing", "symlink", "plan-link"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "string",
+        "list",
+        "empty",
+        "missing",
+        "symlink",
+        "plan-link",
+        "deep",
+        "deep-json",
+        "deep-plan",
+    ],
+)
 def test_a_damaged_base_render_is_an_input_error_naming_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
 ) -> None:
@@ -222,6 +235,13 @@ def test_a_damaged_base_render_is_an_input_error_naming_the_file(
         victim.write_text("")
     elif damage == "missing":
         victim.unlink()
+    elif damage == "deep":  # a RecursionError traceback before
+        victim.write_text(victim.read_text() + "deep: " + "[" * 600 + "]" * 600 + "\n")
+    elif damage == "deep-json":  # JSON in a string is expanded like a NAD's CNI config
+        victim.write_text(victim.read_text() + "deep: '" + "[" * 900 + "]" * 900 + "'\n")
+    elif damage == "deep-plan":
+        name = "plan.json"
+        (base / name).write_text("[" * 100_000 + "]" * 100_000)
     elif damage == "symlink":
         (tmp_path / "elsewhere.yaml").write_text(victim.read_text())
         victim.unlink()

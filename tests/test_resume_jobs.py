@@ -171,6 +171,10 @@ def _tree(tmp: Path, files: dict[str, bytes]) -> Path:
     return tmp
 
 
+KEY = b"-----BEGIN %s PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END PRIVATE KEY-----\n"
+PGP = b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQ==\n-----END PGP PRIVATE KEY BLOCK-----\n"
+
+
 @pytest.mark.parametrize(
     ("files", "extra", "expected"),
     [
@@ -181,6 +185,9 @@ def _tree(tmp: Path, files: dict[str, bytes]) -> Path:
         ({"big.py": b"#" * 1_000_000}, [], "a ConfigMap carries at most"),
         ({"a.py": b"x", "b.py": b"y"}, [], "--command: required with more than one"),
         ({"ddp_resume.py": b"x"}, [str(TRAIN)], "two files are named 'ddp_resume.py'"),
+        ({"train.py": b"x", "id_ed25519": KEY % b"OPENSSH"}, [], "holds a private key"),
+        ({"train.py": b"x", "tls.key": KEY % b"EC"}, [], "holds a private key"),
+        ({"train.py": b"x", "k.asc": PGP}, [], "holds a private key"),
     ],
 )
 def test_bad_entrypoints_exit_2_naming_the_option(
@@ -235,3 +242,38 @@ def test_a_file_named_like_a_parent_directory_is_refused(
     assert code == 2
     assert "'..x.py' cannot be a ConfigMap key" in err
     assert out == ""
+
+
+def test_a_huge_file_is_refused_without_reading_it_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--entrypoint .` beside a checkpoint: at most what a ConfigMap takes is read, and the
+    size refusal names the limit (a sparse 8 GiB file: reading it whole took minutes and all
+    memory)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text("print('hi')\n")
+    with (src / "ckpt.pt").open("wb") as f:
+        f.truncate(8 << 30)
+    opened: list[int] = []
+    real = Path.open
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> Any:
+        handle = real(self, *args, **kwargs)
+        if self.name == "ckpt.pt":
+            read = handle.read
+
+            def bounded(n: int = -1) -> Any:
+                opened.append(n)
+                assert 0 < n <= 1 << 20, f"read({n}) of an 8 GiB file"
+                return read(n)
+
+            handle.read = bounded
+        return handle
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "open", counting)
+        code, out, err = run_job(capsys, "--kind", "pytorchjob", "--entrypoint", str(src))
+    assert (code, out) == (2, "")
+    assert "a ConfigMap carries at most" in err or "is not UTF-8 text" in err
+    assert opened

@@ -102,6 +102,9 @@ class Volcano(Authority):
     job_operators_first: ClassVar[bool] = False
     runbook_fragment: ClassVar[str] = "authority-volcano.md.j2"
     readiness: ClassVar[dict[str, tuple[str, str]]] = {"Queue": ("state", "Open")}
+    own_queues: ClassVar[frozenset[str]] = frozenset({"default", "root"})
+    """Volcano's controller creates the `default` queue (jobs naming none land there) and the
+    `root` queue every queue of the hierarchy sits under."""
     ignored_settings: ClassVar[Mapping[str, str]] = {
         "allOrNothingTimeout": (
             "the MPI and Training Operators write Volcano PodGroups without a timeout; a gang "

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from gpufabric.health.decide import Alert
+from gpufabric.model.config import credentials_in
 from gpufabric.model.problems import Problem, StackError
 
 MAX_ANSWER = 8 * 1024 * 1024
@@ -22,10 +23,23 @@ class AlertsUnavailable(Exception):
     """Prometheus could not be asked or did not answer with alerts."""
 
 
+CREDENTIALS_REFUSED = (
+    "carries credentials ({where}), which the pass report would print; gpufabric health "
+    "sends none: reach a Prometheus that asks for them with kubectl port-forward to its "
+    "Service (your kubeconfig's credentials) and pass the local address, e.g. "
+    "--prometheus http://127.0.0.1:9090"
+)
+
+
 def check_url(url: str) -> str:
-    """The --prometheus URL; StackError naming it when it is not http(s)://HOST[:PORT][/path]."""
+    """The --prometheus URL; StackError naming it when it is not http(s)://HOST[:PORT][/path]
+    or carries credentials (userinfo, a query or a fragment: never shown, never sent)."""
+    where = credentials_in(url) if "://" in url else None
+    if where is not None:
+        problem = Problem("--prometheus", CREDENTIALS_REFUSED.format(where=where))
+        raise StackError("gpufabric health", [problem])
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise StackError(
             "gpufabric health",
             [Problem("--prometheus", f"{url[:80]!r}: expected http(s)://HOST[:PORT][/PATH]")],

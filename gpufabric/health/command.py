@@ -24,6 +24,7 @@ from gpufabric.health import actions, decide, lease, nodechecks, recertify
 from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
+from gpufabric.outputs.jobs import pulled_image
 from gpufabric.plan.build import Plan
 from gpufabric.verify import acceptance_record, cluster, fleet, nccl, nccl_report, sweep, sweep_plan
 from gpufabric.verify.commands import _delete_jobs as delete_jobs
@@ -277,7 +278,7 @@ def _driver_words(args: argparse.Namespace, state: decide.NodeState, fleet: rece
 
 
 def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport | None) -> nodechecks.ProbeRun:  # fmt: skip
-    image = args.probe_image or plan.components["probe-image"].image_ref or ""
+    image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
     context = None if args.in_cluster else (args.context or plan.facts.kube_context)
     kubeconfig = None if args.in_cluster else args.kubeconfig
     return nodechecks.ProbeRun(
@@ -384,6 +385,7 @@ def _check(plan: Plan, args: argparse.Namespace) -> None:
     if args.prometheus:
         args.prometheus = check_url(args.prometheus)
     nccl.acceptance_job(plan, args.tenant, 2, args.image, args.name)  # exit 2 when it cannot run
+    pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
 
 
 def run(stack: Stack, args: argparse.Namespace) -> int:

@@ -310,7 +310,12 @@ Secret = Annotated[
 def _context_credentials(value: Any) -> Any:
     """A context name is no URL; one that is and carries credentials is refused unshown."""
     if isinstance(value, str) and "://" in value and "@" in value.split("://", 1)[1]:
-        return _no_credentials(value.split("?")[0].split("#")[0])
+        raise PydanticCustomError(
+            "kube_context",
+            "is a URL carrying credentials, not a kubeconfig context name (not shown); name "
+            "a context of your kubeconfig (kubectl config get-contexts -o name), whose user "
+            "holds the credentials",
+        )
     return value
 
 

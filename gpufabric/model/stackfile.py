@@ -118,6 +118,11 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
                 )
             ],
         )
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "a FIFO, socket or device"
+        raise StackError(
+            source, [Problem("--stack", f"is {what}, not a stack file; name a regular file")]
+        )
     if not path.is_file():
         known = list_stacks(directory) if directory or "/" not in stack else []
         hint = f" (known stacks: {', '.join(known)})" if known else ""

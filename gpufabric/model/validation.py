@@ -609,6 +609,24 @@ def _tenants(p: Parts) -> Iterator[Problem]:
                 warning=True,
             )
     yield from _quota_total(p.tenants, capacity, p.gpuNodes)
+    yield from _own_queues(p)
+
+
+def _own_queues(p: Parts) -> Iterator[Problem]:
+    """A tenant whose queue would be one the authority creates itself (Volcano's ``root``:
+    its capability would cap every tenant's queue under it)."""
+    if p.scheduling is None or p.tenants is None:
+        return
+    authority = registry.get(p.scheduling.gang)
+    for i, tenant in enumerate(p.tenants):
+        queue = authority.queue_name(tenant.namespace)
+        if queue in authority.own_queues:
+            yield Problem(
+                f"tenants[{i}].namespace",
+                f"{tenant.namespace!r} would name the tenant's queue {queue!r}, a queue "
+                f"{authority.title} creates itself ({', '.join(sorted(authority.own_queues))}); "
+                "give the tenant another namespace",
+            )
 
 
 def _quota_total(

@@ -133,6 +133,10 @@ def side_from_files(files: Mapping[str, str]) -> Side:
         plan = json.loads(files["plan.json"])
     except json.JSONDecodeError as exc:
         raise ValueError(f"plan.json is not JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(
+            "plan.json: nested deeper than Python reads; the render is damaged"
+        ) from None
     if not isinstance(plan, dict) or not isinstance(plan.get("items"), list):
         raise ValueError("plan.json has no items list")
     items: dict[str, dict[str, Any]] = {}
@@ -165,7 +169,10 @@ def _item_docs(files: Mapping[str, str], item: Mapping[str, Any]) -> dict[str, A
                 "not a mapping (a render writes one mapping per file); the render is damaged"
             )
         key = Path(name).stem if item["type"] != "object" else "object"
-        doc[key] = _expand_json(data)
+        try:
+            doc[key] = _expand_json(data)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
     return doc
 
 
@@ -187,17 +194,26 @@ def side_from_dir(directory: Path) -> Side:
     return side_from_files(files)
 
 
-def _expand_json(value: Any) -> Any:
-    """JSON carried in strings (a NAD's CNI config) is compared field by field."""
+MAX_DEPTH = 64
+"""Nesting a rendered object never reaches (the deepest, a pod template's affinity, is about
+20 levels): a base deeper than this is damaged, and recursing through it would crash."""
+
+
+def _expand_json(value: Any, depth: int = 0) -> Any:
+    """JSON carried in strings (a NAD's CNI config) is compared field by field; ValueError
+    beyond :data:`MAX_DEPTH` levels."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep; the render is damaged")
     if isinstance(value, dict):
-        return {k: _expand_json(v) for k, v in value.items()}
+        return {k: _expand_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand_json(v) for v in value]
+        return [_expand_json(v, depth + 1) for v in value]
     if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
         try:
-            return _expand_json(json.loads(value))
-        except json.JSONDecodeError:
+            parsed = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
             return value
+        return _expand_json(parsed, depth + 1)
     return value
 
 

@@ -650,19 +650,25 @@ def job_image(plan: Plan, image: str | None) -> str:
     against the distribution reference grammar and written through the stack's registry
     mirrors exactly as the stack's own images are. StackError naming ``--image`` when it is
     not a reference, or when an air-gapped stack has no mirror for its registry."""
-    component = plan.components["training-image"]
+    return pulled_image(plan, image, "--image", "training-image")
+
+
+def pulled_image(plan: Plan, image: str | None, flag: str, component_name: str) -> str:
+    """The image pods pull: the pinned ``component_name``, or ``image`` given with ``flag``,
+    checked and written through the stack's mirrors as :func:`job_image` says."""
+    component = plan.components[component_name]
     if image is None:
         return component.image_ref or ""
     why = reference_problem(image)
     if why is not None:
-        raise _fail("--image", f"{image[:120]!r} {why}; expected {REFERENCE_FORM}")
+        raise _fail(flag, f"{image[:120]!r} {why}; expected {REFERENCE_FORM}")
     mirrors = component.mirrors
     pulled = mirrors.image(image)
     if mirrors.air_gapped and pulled == image and not mirrors.serves(image):
         registry = split_registry(image)[0]
         hosts = sorted({p.split("/", 1)[0] for p in mirrors.registries.values()})
         raise _fail(
-            "--image",
+            flag,
             f"{image!r} is pulled from {registry}, which this air-gapped stack has no mirror "
             f"for (sources.airGapped is on); accepted: an image of a mirrored registry "
             f"({', '.join(sorted(mirrors.registries)) or 'none'}) or of a mirror "
@@ -832,11 +838,24 @@ def _add_file(files: dict[str, str], p: Path) -> None:
     if p.name in files:
         raise _fail("--entrypoint", f"two files are named {p.name!r}; names must differ")
     try:
-        files[p.name] = p.read_bytes().decode()
+        with p.open("rb") as f:  # at most what a ConfigMap takes: never a whole dataset
+            data = f.read(ENTRYPOINT_MAX_BYTES + 1)
+        files[p.name] = data.decode()
     except UnicodeDecodeError:
         raise _fail("--entrypoint", f"{str(p)!r} is not UTF-8 text") from None
     except OSError as e:
         raise _fail("--entrypoint", f"{str(p)!r} cannot be read: {e.strerror}") from None
+    if _PRIVATE_KEY.search(files[p.name]):
+        raise _fail(
+            "--entrypoint",
+            f"{str(p)!r} holds a private key; a ConfigMap is no secret (every member of the "
+            "tenant reads it, and the job's YAML prints it): put the key in a Secret, or "
+            "ship a directory without it",
+        )
+
+
+_PRIVATE_KEY = re.compile(r"-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")
+"""PEM (RSA, EC, PKCS#8, encrypted), OpenSSH and PGP private keys."""
 
 
 # ----------------------------------------------------------------- resume, for the runbook

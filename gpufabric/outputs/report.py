@@ -189,6 +189,8 @@ def read_document(
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise bad(f"not JSON ({type(err).__name__})") from None
+    except RecursionError:
+        raise bad("JSON nested deeper than Python reads") from None
     if not isinstance(doc, dict) or not isinstance(doc.get(required), kind):
         raise bad(f"no '{required}' {'list' if kind is list else 'object'} at the top level")
     return doc, hashlib.sha256(data).hexdigest()

@@ -64,6 +64,10 @@ class Authority(ABC):
     evicted and requeued, a bounded number of times (``scheduling.requeuing``); False: a gang
     waits in its queue and is never requeued."""
 
+    own_queues: ClassVar[frozenset[str]] = frozenset()
+    """Queues the authority creates itself at start: no tenant's queue may take one's name
+    (it would reshape every tenant's scheduling)."""
+
     ignored_settings: ClassVar[Mapping[str, str]] = {}
     """Keys of ``scheduling`` this authority does not read -> why; a stack that sets one
     gets a warning naming it (never a setting silently without effect)."""

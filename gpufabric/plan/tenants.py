@@ -56,6 +56,16 @@ SAFE_SYSCTLS = (
 )
 """Sysctls Pod Security "baseline" allows."""
 SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+DIRECT_VOLUMES = (
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "fc", "flexVolume",
+    "flocker", "gcePersistentDisk", "gitRepo", "glusterfs", "iscsi", "nfs",
+    "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos",
+    "vsphereVolume",
+)  # fmt: skip
+"""Pod volume sources that name a server, share or disk directly (and gitRepo, which runs
+git on the node): Pod Security "restricted" forbids them, baseline does not. A tenant pod
+with ``nfs`` could mount the share the stack's NFS StorageClass carves every tenant's claims
+from; its storage comes through its own claims. (hostPath has its own rule.)"""
 
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -125,6 +135,7 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
         allowed_capabilities=[*BASELINE_CAPABILITIES, *RDMA_CAPABILITIES],
         safe_sysctls=list(SAFE_SYSCTLS),
         selinux_types=list(SELINUX_TYPES),
+        direct_volumes=list(DIRECT_VOLUMES),
         networks_annotation=NETWORKS_ANNOTATION,
     )
     binding = render_object(

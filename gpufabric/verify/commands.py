@@ -8,19 +8,26 @@ not be asked at all. Everything a check expects is read from the stack's Plan.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import Stack
+from gpufabric.outputs import ownfile
+from gpufabric.outputs.jobs import pulled_image
+from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
 from gpufabric.verify import (
@@ -53,9 +60,9 @@ from gpufabric.verify.results import (
     exit_code,
     failed,
     format_table,
+    junit_xml,
     passed,
     to_json,
-    write_junit,
 )
 from gpufabric.verify.results import skipped as skipped_check
 
@@ -63,6 +70,26 @@ MIN_NODES = 2
 """Nodes an acceptance run spans at least: the bandwidth verdict is for inter-node traffic."""
 HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
 _HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
+
+
+PASSWORD_REFUSED = (
+    "carries a password (USER:PASSWORD@HOST), which every result would print (table, "
+    "--json, --junit, the report) and ssh would get on its command line; give ssh a key "
+    "instead (ssh-agent, ~/.ssh/config, or ssh://USER@HOST?ssh_identity_file=PATH)"
+)
+
+
+def _userinfo(host: str) -> str:
+    """What testinfra takes for ``USER[:PASSWORD]`` in a host spec (before the first ``@`` of
+    the URL's network location)."""
+    netloc = urlsplit(host).netloc
+    return netloc.split("@", 1)[0] if "@" in netloc else ""
+
+
+def _no_password(host: str) -> str:
+    scheme, _, rest = host.partition("://")
+    user = _userinfo(host).split(":", 1)[0]
+    return f"{scheme}://{user}:***@{rest.split('@', 1)[1]}"
 
 
 def _hosts(text: str) -> list[str]:
@@ -82,6 +109,8 @@ def _hosts(text: str) -> list[str]:
             )
         elif m["scheme"] != "local" and not m["rest"].split("?", 1)[0]:
             problems.append(Problem("--hosts", f"{host!r} names no host or pod"))
+        elif ":" in _userinfo(host):
+            problems.append(Problem("--hosts", f"{_no_password(host)!r}: {PASSWORD_REFUSED}"))
     if not hosts:
         problems.append(Problem("--hosts", "is empty"))
     if problems:
@@ -111,7 +140,7 @@ def _kube(plan: Plan, args: argparse.Namespace, sweep_: bool = False) -> Kube:
 
 def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
     if args.junit:
-        write_junit(args.junit, title, checks)
+        _write_junit(args.junit, title, checks)
     if args.json:
         sys.stdout.write(to_json(title, checks))
     else:
@@ -123,17 +152,57 @@ def run(stack: Stack, args: argparse.Namespace) -> int:
     """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
     is marked as such and ends the command through the CLI's one table (``cli.FAILURES``)."""
     plan = stack.plan
+    for flag, path, written in _files(args):
+        _file_check(flag, functools.partial(ownfile.writable, path, written, "verify", flag))
     leftovers(clear=True)
     with check_running(), terminating_signals():
         return int(COMMANDS[args.verify_command](plan, args))
 
 
+JUNIT_WRITTEN = ownfile.marked('<testsuites name="gpufabric verify"')
+
+
+def _expect_written(head: bytes) -> bool:
+    """An expectations file, as --write-expect writes it (sorted keys, indented)."""
+    return head.startswith(b'{\n  "driver_version": ')
+
+
+def _write_junit(path: Path, suite: str, checks: Sequence[Check]) -> None:
+    _file_check(
+        "--junit",
+        lambda: ownfile.write_out(
+            path, junit_xml(suite, checks), JUNIT_WRITTEN, "verify", "--junit"
+        ),
+    )
+
+
+def _files(args: argparse.Namespace) -> list[tuple[str, Path, ownfile.Written]]:
+    """The files this command writes, with how to recognise one it wrote before."""
+    files = [("--junit", getattr(args, "junit", None), JUNIT_WRITTEN)]
+    files.append(("--write-expect", getattr(args, "write_expect", None), _expect_written))
+    return [(flag, path, written) for flag, path, written in files if path is not None]
+
+
+def _file_check(flag: str, work: Callable[[], object]) -> None:
+    """``work`` (a check or a write of ``flag``'s file); its refusal as a problem of the
+    flag (exit 2)."""
+    try:
+        work()
+    except OutputError as exc:
+        raise StackError("gpufabric verify", [Problem(flag, str(exc))]) from None
+
+
+def _write_expect(path: Path, exp: expect.Expectation) -> int:
+    write = functools.partial(ownfile.write_out, path, exp.to_json(), _expect_written)
+    _file_check("--write-expect", functools.partial(write, "verify", "--write-expect"))
+    print(f"wrote {path}", file=sys.stderr)
+    return ExitCode.OK
+
+
 def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     exp = expect.from_facts(plan.facts)
     if args.write_expect:
-        args.write_expect.write_text(exp.to_json(), encoding="utf-8")
-        print(f"wrote {args.write_expect}", file=sys.stderr)
-        return ExitCode.OK
+        return _write_expect(args.write_expect, exp)
     if not args.hosts and not args.via_cluster:
         print(
             "gpufabric verify nodes: pass --hosts ssh://a,ssh://b or --via-cluster",
@@ -161,11 +230,13 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     else:
         kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
-        image = args.probe_image or plan.components["probe-image"].image_ref or ""
+        image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
+        owned: list[str] = []  # what this run creates: all it may delete
         try:
             pods = probe_daemonset.start(
-                kube, plan.facts.nodes, image, timeout=min(300, args.timeout), progress=_progress
-            )
+                kube, plan.facts.nodes, image, timeout=min(300, args.timeout),
+                progress=_progress, owned=owned,
+            )  # fmt: skip
             context = _context(plan, args)
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
             names = dict(zip(hosts, pods.values(), strict=True))
@@ -178,7 +249,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         finally:
             if not args.keep_probe:
                 with shielded(), kube.grace():
-                    probe_daemonset.stop(kube, progress=_progress)
+                    probe_daemonset.stop(kube, progress=_progress, owned=owned)
     results += nodes.fleet_checks(results)
     code = _report(args, f"nodes ({plan.stack})", results)
     summary = fleet.group_failures(results)
@@ -435,7 +506,7 @@ def _run_sweep(
         report.stopped = f"--sweep-timeout reached ({args.sweep_timeout:g} s; {exc})"
     except BaseException as exc:
         report.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        sys.stderr.write(sweep.format_table(report))
+        sys.stderr.write(printable(sweep.format_table(report)))
         raise
     finally:
         if not args.keep:
@@ -534,11 +605,11 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
         return Verdict.INCONCLUSIVE.exit_code
     report = _run_sweep(plan, args, kube, names, labels)
     if args.junit:
-        write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
+        _write_junit(args.junit, f"nccl sweep ({plan.stack})", sweep_checks(report, skipped))
     if args.json:
         sys.stdout.write(json.dumps(sweep_document(report, skipped), indent=2) + "\n")
     else:
-        sys.stdout.write(sweep.format_table(report))
+        sys.stdout.write(printable(sweep.format_table(report)))
         for why, which in _skipped(skipped):
             print(f"not swept ({why}): {', '.join(which)}")
     sys.stdout.flush()  # the report first: recording the results may take a while
@@ -581,7 +652,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     doc = nccl.judge(outcome, exp)
     checks = nccl_checks(doc, args.nodes)
     if args.junit:
-        write_junit(args.junit, f"nccl ({plan.stack})", checks)
+        _write_junit(args.junit, f"nccl ({plan.stack})", checks)
     if args.json:
         sys.stdout.write(json.dumps(doc.to_dict(), indent=2) + "\n")
     else:
@@ -620,7 +691,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     judge = storage.Judge(
         mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
     )
-    image = args.image or plan.components["probe-image"].image_ref or ""
+    image = pulled_image(plan, args.image, "--image", "probe-image")
     opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
     kube = _kube(plan, args)
     kube.set_timeout(None)  # --timeout bounds each pod, not the command

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.redaction import redact
 
 IRREGULAR_PLURALS = {
     "NetworkAttachmentDefinition": "network-attachment-definitions",
@@ -29,7 +30,12 @@ IRREGULAR_PLURALS = {
 
 
 class KubeError(Exception):
-    """The cluster could not be asked (config, connection, permission, time)."""
+    """The cluster could not be asked (config, connection, permission, time). Its message is
+    redacted: a kubeconfig's server URL (and the client's errors quoting it) may carry a
+    user, password or token."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class NotFound(KubeError):
@@ -38,6 +44,10 @@ class NotFound(KubeError):
 
 class Forbidden(KubeError):
     """The kubeconfig's user may not do this (401, 403)."""
+
+
+class Conflict(KubeError):
+    """The object exists already, or changed since it was read (409)."""
 
 
 class Malformed(KubeError):
@@ -509,9 +519,8 @@ class Kube:
                 f"{method} {path}: {status} {'Unauthorized' if status == 401 else 'Forbidden'}: the kubeconfig's user may not do this"
             )
         if not 200 <= status < 300:
-            raise KubeError(
-                f"{method} {path}: HTTP {status} {data[:200].decode('utf-8', 'replace')}"
-            )
+            error = Conflict if status == 409 else KubeError
+            raise error(f"{method} {path}: HTTP {status} {data[:200].decode('utf-8', 'replace')}")
         try:
             return json.loads(data) if data else None
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:

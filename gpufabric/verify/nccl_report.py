@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.exitcodes import Verdict, worst
+from gpufabric.model.redaction import printable
 from gpufabric.plan.facts import Facts
 from gpufabric.plan.resolve import DEFAULT_FRACTION
 
@@ -1324,4 +1325,4 @@ def format_text(doc: Report) -> str:
             out.append(
                 f"    WARN {w['line']}\n      cause: {w['cause']}\n      check: {w['check']}"
             )
-    return "\n".join(out) + "\n"
+    return printable("\n".join(out) + "\n")  # log lines may carry terminal escapes

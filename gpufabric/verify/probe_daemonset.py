@@ -21,7 +21,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 from gpufabric.plan.facts import NodeFacts
-from gpufabric.verify.kube import Kube, KubeError, collection_path, object_path, path_of
+from gpufabric.verify.kube import (
+    Conflict,
+    Kube,
+    KubeError,
+    collection_path,
+    object_path,
+    path_of,
+)
 
 NAMESPACE = "gpufabric-probe"
 NAME = "gpufabric-probe"
@@ -135,20 +142,28 @@ def start(
     sleep: Callable[[float], None] = time.sleep,
     where: Placement = VERIFY,
     partial: bool = False,
+    owned: list[str] | None = None,
 ) -> dict[str, str]:
     """Create the probe and wait for a Running pod on every scheduled node: pod -> node.
     ``partial``: after ``timeout`` the pods Running by then, instead of an error (the
-    caller names the nodes without one)."""
+    caller names the nodes without one). ``owned`` collects the paths this run creates
+    (before each create is sent, so one that lands after Ctrl-C is still this run's): what
+    :func:`stop` may delete; a probe in place (another run's, or one kept) is used only when
+    it runs the same pods, and left in place."""
+    found_ds = False
     for body in manifests(nodes, image, where):
         found = kube.get(path_of(body))
         if found is None:
-            kube.create(body)
-        elif where.pin and body["kind"] == "DaemonSet" and not _same_pods(found, body):
-            raise KubeError(
-                f"a probe DaemonSet {where.namespace}/{where.name} of another run is in place "
-                f"(other nodes or image); kubectl delete namespace {where.namespace}"
-            )
-    progress(f"probe DaemonSet {where.namespace}/{where.name} created; waiting for its pods")
+            _create(kube, body, owned)
+        elif body["kind"] == "DaemonSet":
+            found_ds = True
+            if (where.pin or owned is not None) and not _same_pods(found, body):
+                raise KubeError(
+                    f"a probe DaemonSet {where.namespace}/{where.name} of another run is in "
+                    f"place (other nodes or image); kubectl delete namespace {where.namespace}"
+                )
+    how = "of another run in place, used and left" if found_ds else "created"
+    progress(f"probe DaemonSet {where.namespace}/{where.name} {how}; waiting for its pods")
     ds_path = object_path("apps/v1", "DaemonSet", where.name, where.namespace)
     start_t = clock()
     while True:
@@ -177,6 +192,22 @@ def start(
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
+def _create(kube: Kube, body: dict[str, Any], owned: list[str] | None) -> None:
+    """Create one part of the probe, recorded in ``owned`` first; one another run created
+    between our read and our create (409) is not ours."""
+    path = path_of(body)
+    if owned is not None:
+        owned.append(path)
+    try:
+        kube.create(body)
+    except Conflict:
+        if owned is not None:
+            owned.remove(path)
+        raise KubeError(
+            f"{path}: another run created the probe at the same moment; run again"
+        ) from None
+
+
 def _same_pods(live: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Whether a DaemonSet found in place runs the pods this run wants (its placement and
     image): a pinned run never judges pods another run pinned elsewhere."""
@@ -193,14 +224,19 @@ def stop(
     kube: Kube,
     progress: Callable[[str], None] = lambda _m: None,
     where: Placement = VERIFY,
+    owned: list[str] | None = None,
 ) -> list[str]:
-    """Delete the probe (each part even when another could not be deleted); the commands
-    that delete what could not be deleted."""
+    """Delete the probe (each part even when another could not be deleted), only the parts
+    in ``owned`` when given (those this run created); the commands that delete what could
+    not be deleted."""
     left: list[str] = []
-    for path in (
+    parts = (
         object_path("apps/v1", "DaemonSet", where.name, where.namespace),
         object_path("v1", "Namespace", where.namespace),
-    ):
+    )
+    for path in parts:
+        if owned is not None and path not in owned:
+            continue
         try:
             kube.delete(path)
         except KubeError as exc:

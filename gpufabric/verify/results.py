@@ -14,10 +14,10 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from gpufabric.exitcodes import ExitCode, Verdict
+from gpufabric.model.redaction import printable
 
 
 class SuiteError(Exception):
@@ -108,7 +108,7 @@ def format_table(title: str, checks: Sequence[Check]) -> str:
     n = counts(checks)
     summary = ", ".join(f"{v} {k.lower()}" for k, v in n.items() if v)
     lines.append(f"{title}: {verdict(checks)} ({summary})")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")
 
 
 def junit_xml(suite: str, checks: Sequence[Check]) -> str:
@@ -137,10 +137,8 @@ def junit_xml(suite: str, checks: Sequence[Check]) -> str:
             ET.SubElement(tc, "skipped", message=c.message)
         else:
             ET.SubElement(tc, "system-out").text = c.message
+    for element in root.iter():
+        element.attrib = {k: printable(v) for k, v in element.attrib.items()}
+        element.text = printable(element.text) if element.text else element.text
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def write_junit(path: Path, suite: str, checks: Sequence[Check]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(suite, checks), encoding="utf-8")

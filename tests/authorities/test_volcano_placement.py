@@ -65,3 +65,23 @@ def test_the_same_keys_under_kueue_are_not_warned_about() -> None:
 def test_example_stacks_set_nothing_their_scheduler_ignores(stack: str) -> None:
     paths = {w.path for w in stack_warnings(model_of(example_config(stack)))}
     assert not {p for p in paths if p.startswith("scheduling.")}
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kueue"])
+def test_a_tenant_never_takes_the_name_of_volcanos_own_queue(gang: str) -> None:
+    """Volcano creates `root` (every queue sits under it) and `default` at start: a tenant
+    namespace `root` rendered a Queue `root` whose 48-GPU capability capped every other
+    tenant's queue. Under Kueue the name is free."""
+    from builders import problems_of
+
+    config = example_config("roce-sriov-volcano")
+    config["gpufabric:tenants"][1]["namespace"] = "root"
+    if gang == "kueue":
+        config["gpufabric:scheduling"] = {"gang": "kueue"}
+        model_of(config)
+        return
+    found = problems_of(config)
+    assert found["tenants[1].namespace"] == (
+        "'root' would name the tenant's queue 'root', a queue Volcano creates itself "
+        "(default, root); give the tenant another namespace"
+    )

@@ -81,3 +81,29 @@ def test_table_counts_every_case() -> None:
     assert int(tenants) >= 1
     assert int(cases) == int(denied) + int(allowed) > 0
     assert wrong == "0"
+
+
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "projected", "secret", "image",
+}  # fmt: skip
+"""What Pod Security "restricted" lets a pod mount (and image volumes: read-only OCI
+content, as a container image is): every other source names a server, disk or the node."""
+
+
+@pytest.mark.parametrize("minor", ["1.30", "1.33", "1.34"])
+def test_every_direct_volume_source_of_the_api_is_denied(minor: str) -> None:
+    """The pod policy names each volume source it denies (Kubernetes CEL cannot list a
+    typed object's fields), so every source of the API's Volume must be denied or pod-local;
+    a denied name the API lacks would not compile (and failurePolicy Fail denies every
+    pod)."""
+    from gpufabric.outputs import schema
+    from gpufabric.plan.tenants import DIRECT_VOLUMES
+
+    try:
+        definitions = schema._definitions(schema._schema_dir(minor))["$defs"]
+    except ValueError as exc:
+        pytest.skip(str(exc))
+    (volume,) = [d for name, d in definitions.items() if name.endswith("core.v1.Volume")]
+    sources = set(volume["properties"]) - {"name"}
+    assert sources - RESTRICTED_VOLUMES == set(DIRECT_VOLUMES) | {"hostPath"}

@@ -501,3 +501,27 @@ def test_requests_do_not_grow_with_the_node_count(
     assert len(node_requests) == -(-count // PAGE_SIZE)  # pages, never per node
     others = [r for r in fake.requests if not r[1].startswith("/api/v1/nodes")]
     assert len(others) < 60  # charts, objects and policies of the stack: independent of nodes
+
+
+def test_junit_never_replaces_a_file_it_did_not_write(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--junit` pointed at the stack file (a slip of the shell's completion) overwrote it
+    after the run; now the command refuses before asking the cluster, and replaces only a
+    report an earlier run wrote."""
+    healthy(fake, "lab-roce")
+    cfg = str(fake.kubeconfig(tmp_path))
+    argv = ["verify", "cluster", "--stack", "lab-roce", "--kubeconfig", cfg, "--context", "fake"]
+    stack = tmp_path / "Pulumi.lab-roce.yaml"
+    stack.write_text("config:\n  gpufabric:cluster: {name: lab}\n")
+    asked = len(fake.requests)
+    assert main([*argv, "--junit", str(stack)]) == 2
+    err = capsys.readouterr().err
+    assert f"--junit: {stack} exists and was not written by gpufabric verify" in err
+    assert stack.read_text() == "config:\n  gpufabric:cluster: {name: lab}\n"
+    assert len(fake.requests) == asked
+    junit = tmp_path / "ci" / "cluster.xml"
+    assert main([*argv, "--junit", str(junit)]) == 0
+    assert main([*argv, "--junit", str(junit)]) == 0  # its own report: replaced
+    assert ET.parse(junit).getroot().get("name") == "gpufabric verify"
+    assert sorted(p.name for p in junit.parent.iterdir()) == ["cluster.xml"]

@@ -27,7 +27,7 @@ from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan.build import build_plan
 from gpufabric.verify import nccl, probe_daemonset
-from gpufabric.verify.kube import Kube
+from gpufabric.verify.kube import Kube, KubeError
 
 FIXTURES = REPO / "tests" / "fixtures" / "nccl"
 MPIJOB = "/apis/kubeflow.org/v2beta1/namespaces/team-vision/mpijobs/gpufabric-nccl"
@@ -358,6 +358,52 @@ def test_probe_lifecycle_against_the_fake(fake: FakeKube, tmp_path: Path) -> Non
     )
     probe_daemonset.stop(kube)
     assert not [p for p in fake.objects if "gpufabric-probe" in p and "/pods/" not in p]
+
+
+def _schedule_probe(f: FakeKube, obj: dict[str, Any]) -> None:
+    if obj["kind"] == "DaemonSet":
+        obj["status"] = {"desiredNumberScheduled": 1, "numberReady": 1}
+        pod = {"name": "gpufabric-probe-ax9", "namespace": "gpufabric-probe"}
+        f.add(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": pod | {"labels": dict(probe_daemonset.LABELS)},
+                "spec": {"nodeName": "gpu-node-0"},
+                "status": {"phase": "Running"},
+            }
+        )
+
+
+def _probe_parts(fake: FakeKube) -> list[str]:
+    return sorted(p for p in fake.objects if "gpufabric-probe" in p and "/pods/" not in p)
+
+
+@pytest.mark.parametrize("image", ["img", "other-img"])
+def test_a_probe_in_place_is_never_deleted_by_a_run_that_did_not_create_it(
+    fake: FakeKube, tmp_path: Path, image: str
+) -> None:
+    """A second `verify nodes --via-cluster` (or a probe kept with --keep-probe) found the
+    first run's DaemonSet, used it whatever its image, then deleted its namespace under the
+    first run. Now a probe in place is used only when it runs the same pods, and a run
+    deletes only what it created."""
+    fake.on_create.append(_schedule_probe)
+    kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
+    nodes = build_plan("t", load_stack("lab-roce", None).model).facts.nodes
+    first: list[str] = []
+    probe_daemonset.start(kube, nodes, "img", poll=0.01, owned=first)
+    assert sorted(first) == _probe_parts(fake)
+    second: list[str] = []
+    if image == "img":
+        assert probe_daemonset.start(kube, nodes, image, poll=0.01, owned=second)
+    else:
+        with pytest.raises(KubeError, match="of another run is in place"):
+            probe_daemonset.start(kube, nodes, image, poll=0.01, owned=second)
+    assert second == []
+    assert probe_daemonset.stop(kube, owned=second) == []
+    assert sorted(first) == _probe_parts(fake)  # the first run's probe is untouched
+    probe_daemonset.stop(kube, owned=first)
+    assert _probe_parts(fake) == []
 
 
 def test_via_cluster_needs_kubectl(

@@ -531,6 +531,24 @@ def test_write_expect_for_direct_pytest_use(tmp_path: Path) -> None:
     assert exp.link_layer == "InfiniBand"
 
 
+@pytest.mark.parametrize("stack", ["prod-ib", "lab-roce"])
+def test_write_expect_replaces_only_an_expectations_file(
+    stack: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--write-expect` over the stack file (or any file not written by it) is refused and
+    leaves it; an expectations file it wrote, for any stack, is replaced."""
+    mine = tmp_path / "Pulumi.prod-ib.yaml"
+    mine.write_text("config: {}\n")
+    argv = ["verify", "nodes", "--stack", stack, "--write-expect"]
+    assert main([*argv, str(mine)]) == 2
+    assert "--write-expect: " in capsys.readouterr().err
+    assert mine.read_text() == "config: {}\n"
+    out = tmp_path / "expect.json"
+    assert main(["verify", "nodes", "--stack", "kind-dev", "--write-expect", str(out)]) == 0
+    assert main([*argv, str(out)]) == 0
+    assert expect.Expectation.load(out) == expectation(stack)
+
+
 # ---------------------------------------------------------------------- fleet fan-out
 
 

@@ -170,6 +170,7 @@ def test_garbled_entries_and_impossible_numbers_are_said_not_passed(tmp_path: Pa
         ('{"runs": []}', "no 'checks' list at the top level"),
         ("[1, 2]", "no 'checks' list at the top level"),
         ("\udcff", "not JSON"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested deeper than Python reads"),
     ],
 )
 def test_a_file_that_is_not_the_document_is_a_usage_error_and_writes_nothing(
