@@ -48,7 +48,9 @@ def _fraction(text: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--tenant", required=True, help="tenant namespace the re-certification sweep jobs run in"
+        "--tenant",
+        required=True,
+        help="tenant namespace the re-certification sweep jobs run in (its members can alter them: name a tenant you trust with node verdicts)",
     )
     p.add_argument(
         "--prometheus",

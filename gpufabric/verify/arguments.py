@@ -254,7 +254,12 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
         "nccl", help="run the NCCL acceptance job (MPIJob, TrainJob or PyTorchJob) and judge it"
     )
     stack_arg(p)
-    p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
+    p.add_argument(
+        "--tenant",
+        required=True,
+        help="tenant namespace the job runs in (its members can alter the job and its log: "
+        "name a tenant you trust with node verdicts)",
+    )
     p.add_argument(
         "--nodes",
         type=int,
