@@ -201,8 +201,11 @@ def _run_round(
                     finished[i] = f.result()
 
 
-def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: int) -> None:
-    """Judge the whole record again and write each node's verdict and words."""
+def _apply(
+    report: SweepReport, names: Sequence[str], topo: Topology, expose: int
+) -> sweep_plan.Judgement:
+    """Judge the whole record again and write each node's verdict and words; the
+    judgement (the next round is planned from it)."""
     verdict = sweep_plan.judge(
         names, topo, report.levels, report.jobs, report.confirm, expose=expose
     )
@@ -211,6 +214,7 @@ def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: in
         result.verdict = verdict.verdicts[name]
         result.note = verdict.notes.get(name, "")
     report.paths = verdict.paths
+    return verdict
 
 
 def sweep(
@@ -244,20 +248,23 @@ def sweep(
         topo, levels = dict.fromkeys(ordered, ()), ()
     report = into if into is not None else SweepReport({}, 0)
     report.levels, report.confirm = tuple(levels), confirm
+    if not isinstance(report.jobs, sweep_plan.Ledger):  # read round by round, kept up to date
+        report.jobs = sweep_plan.Ledger(report.jobs)
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
     mode = sweep_plan.choose_mode(
         topo, concurrency, confirm, group if run_group is not None else 2, cost
     )
     planner = _Planner(ordered, topo, tuple(levels), confirm, mode)
     report.partners = max(confirm, mode.expose)
+    verdict: sweep_plan.Judgement | None = None
     for round_ in range(1, max_rounds + 1):
-        parts = planner.next(round_, report.jobs)
+        parts = planner.next(round_, report.jobs, verdict)
         if not parts or sweep_plan.exhausted(parts, report.jobs):
             break
         try:
             _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop)
         finally:
-            _apply(report, ordered, topo, mode.expose)
+            verdict = _apply(report, ordered, topo, mode.expose)
         if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(parts) :]):
             break  # no job of the round could be judged: more rounds would not be either
     return report
@@ -280,14 +287,18 @@ class _Planner:
     def expose(self) -> int:
         return self.mode.expose
 
-    def next(self, round_: int, jobs: Sequence[Job]) -> Sequence[tuple[str, ...]]:
+    def next(
+        self, round_: int, jobs: Sequence[Job], judged: sweep_plan.Judgement | None = None
+    ) -> Sequence[tuple[str, ...]]:
+        """Round ``round_``'s jobs; ``judged``: the judgement of ``jobs`` when the sweep
+        already has it (the same :func:`sweep_plan.judge` call, made once)."""
         mode = self.mode
         if round_ <= mode.group_rounds:
             return sweep_plan.screening_groups(self.nodes, self.topo, round_, mode.size)
         if round_ <= mode.rounds:
             scope = mode.pair_scopes[round_ - mode.group_rounds - 1]
             return sweep_plan.scoped_pairs(self.nodes, self.topo, scope, jobs, str(round_))
-        verdict = sweep_plan.judge(
+        verdict = judged or sweep_plan.judge(
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
         parts = sweep_plan.split_jobs(jobs, verdict.faulty, verdict.suspects)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 CONFIRM = 3
@@ -224,7 +224,7 @@ def scoped_pairs(
     """One pair round: each node with a partner it has not met under the same switch one level
     wider than ``differ`` and a different switch at level ``differ`` (None: under its own
     leaf), where it can; nodes left over pair with each other."""
-    met = _met(expand(done))
+    met = done.met() if isinstance(done, Ledger) else _met(expand(done))
     depth = max((len(t) for t in topo.values()), default=0)
     prefix = depth if differ is None else differ
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
@@ -334,8 +334,11 @@ def split_jobs(
     be the ones a member is slow with; if it fails again, it is split: a flaky member
     explains one failure, not every one); jobs that already ran are skipped,
     a node is in one job at a time. Empty when nothing is left to split or re-run."""
-    ran = {frozenset(j.nodes) for j in jobs}
-    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    if isinstance(jobs, Ledger):
+        ran, passed = jobs.ran(), jobs.passed()
+    else:
+        ran = {frozenset(j.nodes) for j in jobs}
+        passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
     suspect = set(suspects)
     busy: set[str] = set()
     out: list[tuple[str, ...]] = []
@@ -592,6 +595,8 @@ def expand(jobs: Sequence[Job]) -> list[Job]:
     every pair of its nodes (its rings carried traffic between each pair, see
     :func:`ring_orders`); a failing group job as no pair (it says some pair or node in it is
     slow, not which: its split says that, and it taints its nodes until explained)."""
+    if isinstance(jobs, Ledger):
+        return jobs.pairs()
     out: list[Job] = []
     for job in jobs:
         if not job.members:
@@ -606,21 +611,112 @@ def expand(jobs: Sequence[Job]) -> list[Job]:
     return out
 
 
+def _record(jobs: Sequence[Job], pairs: Sequence[Job], excused: set[int]) -> _Record:
+    """The :class:`_Record` of ``pairs`` (``jobs`` expanded) less the ``excused`` ones: the
+    ledger's own when ``jobs`` is a :class:`Ledger` and nothing is excused."""
+    if isinstance(jobs, Ledger) and not excused:
+        return jobs.record()
+    return _Record.of(pairs, excused)
+
+
+class Ledger(list[Job]):
+    """The sweep's record of jobs (a list, appended to round by round) that keeps what the
+    planner and the judge read of it after every round (:func:`expand`'s pairs, who met
+    whom, the passing pairs, each node's passing jobs, the :class:`_Record`) up to date
+    with the jobs appended since, instead of computing them from the whole record each
+    time: what the functions here return for a ledger is what they return for a list of
+    the same jobs. A record changed otherwise than by appending is read again whole."""
+
+    def __init__(self, jobs: Iterable[Job] = ()) -> None:
+        super().__init__(jobs)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen = 0
+        self._last: Job | None = None
+        self._pairs: list[Job] = []
+        self._met: dict[str, set[str]] = defaultdict(set)
+        self._rec = _Record()
+        self._passed: set[frozenset[str]] = set()
+        self._ran: set[frozenset[str]] = set()
+        self._passing: Counter[str] = Counter()
+
+    def _sync(self) -> None:
+        if len(self) < self._seen or (self._seen and self[self._seen - 1] is not self._last):
+            self._reset()
+        for job in self[self._seen :]:
+            self._add(job)
+        self._seen = len(self)
+        self._last = self[-1] if self else None
+
+    def _add(self, job: Job) -> None:
+        self._ran.add(frozenset(job.nodes))
+        if job.verdict == "PASS":
+            self._passing.update(job.nodes)
+        for pair in expand([job]):
+            self._pairs.append(pair)
+            a, b = pair.pair
+            self._met[a].add(b)
+            self._met[b].add(a)
+            if pair.verdict in ("PASS", "FAIL"):
+                side = self._rec.passes if pair.verdict == "PASS" else self._rec.fails
+                side[a][b] += 1
+                side[b][a] += 1
+            if pair.verdict == "PASS":
+                self._passed.add(frozenset(pair.pair))
+
+    def pairs(self) -> list[Job]:
+        """:func:`expand` of the record (a new list)."""
+        self._sync()
+        return list(self._pairs)
+
+    def met(self) -> dict[str, set[str]]:
+        self._sync()
+        return self._met
+
+    def record(self) -> _Record:
+        """The :class:`_Record` of every judged pair (nothing excused)."""
+        self._sync()
+        return self._rec
+
+    def passed(self) -> set[frozenset[str]]:
+        self._sync()
+        return self._passed
+
+    def ran(self) -> set[frozenset[str]]:
+        self._sync()
+        return self._ran
+
+    def passing(self) -> Counter[str]:
+        self._sync()
+        return self._passing
+
+
 def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int = REPEAT) -> bool:  # fmt: skip
     """Whether a round of ``parts`` can teach nothing: each is a pair that failed ``repeat``
     times or more and never passed (the judge reads that as steady; one more failure changes
     no verdict, and a node whose every partner fails with it stays so). Two nodes, or four
     without group jobs, one of them bad, met again and again until the round cap."""
-    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
-    failed = Counter(frozenset(j.pair) for j in jobs if not j.members and j.verdict == "FAIL")
-    return bool(parts) and all(
-        len(p) == 2 and frozenset(p) not in passed and failed[frozenset(p)] >= repeat for p in parts
+    wanted = {frozenset(p) for p in parts}
+    if not parts or any(len(p) != 2 for p in parts):
+        return False
+    failed = Counter(
+        key
+        for j in jobs
+        if not j.members and j.verdict == "FAIL" and (key := frozenset(j.pair)) in wanted
+    )
+    if any(failed[p] < repeat for p in wanted):
+        return False
+    return not any(
+        j.verdict == "PASS" and any(p <= set(j.nodes) for p in wanted) for j in jobs
     )
 
 
 def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
     """Node -> the jobs it passed (a group job is one: its runs share one time window, and
     a node that fails one job in three passes any one job with probability 2/3)."""
+    if isinstance(jobs, Ledger):
+        return jobs.passing()
     return Counter(n for job in jobs if job.verdict == "PASS" for n in job.nodes)
 
 
@@ -719,7 +815,7 @@ def judge(
     extra job)."""
     pairs = expand(jobs)
     paths, excused = path_faults(pairs, topo, levels) if levels else ([], set())
-    rec = _Record.of(pairs, excused)
+    rec = _record(jobs, pairs, excused)
     faulty = _faulty(nodes, rec, confirm)
     tainted = _unexplained(jobs, faulty)
     reach = _reach(nodes, topo, paths, len(faulty))
@@ -794,8 +890,8 @@ def adaptive_pairs(
     (a job across a faulted path proves nothing); none with a node ``busy`` in another job of
     the round. Empty when nothing more can be learnt."""
     record = expand(jobs)
-    rec = _Record.of(record, verdict.excused)
-    met = _met(record)
+    rec = _record(jobs, record, verdict.excused)
+    met = jobs.met() if isinstance(jobs, Ledger) else _met(record)
     in_pairs = _met(j for j in jobs if not j.members)
     faulted = {f.key for f in verdict.paths}
     ran = passing_jobs(jobs)
@@ -815,21 +911,29 @@ def adaptive_pairs(
     waiting: list[str] = []
     ranked = sorted(open_, key=lambda n: _rank(f"open{round_}", n))
     queue = list(dict.fromkeys(ranked + verdict.corroborate + verdict.unshown))
+    free_refs = _Free(refs, taken)
+    free_leaf = {leaf: _Free(members, taken) for leaf, members in by_leaf.items()}
     for x in queue:
         if x in taken or not _wants_partner(
             x, rec, verdict.good, in_pairs, confirm, expose or confirm
         ):
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
-        candidates = by_leaf[topo[x]] + ([] if cut_off else refs)
-        usable = [
+        lists = [free_leaf.get(topo[x], _Free([], taken))] + ([] if cut_off else [free_refs])
+        usable = (
             r
-            for r in candidates
-            if r != x and r not in taken and not _blocked(x, r, topo, levels, faulted)
-        ]
-        fresh = [r for r in usable if r not in met[x]]
-        # a node short of passing jobs may meet a partner again (a job is what it lacks)
-        partner = next(iter(fresh or (usable if x in short else [])), None)
+            for free in lists
+            for r in free
+            if r != x and not _blocked(x, r, topo, levels, faulted)
+        )
+        seen = met[x]
+        partner = next((r for r in usable if r not in seen), None)
+        if partner is None and x in short:
+            # a node short of passing jobs may meet a partner again (a job is what it lacks)
+            partner = next(
+                (r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, faulted)),
+                None,
+            )
         if partner is None:
             waiting.append(x)
         else:
@@ -871,10 +975,29 @@ def _open_pairs(
     ]
 
 
+class _Free:
+    """The candidates of a list not yet ``taken`` (a set the round grows), in the list's
+    order: the taken ones at its front are stepped over once, not by every node that looks
+    for a partner (a round takes its partners from the front)."""
+
+    def __init__(self, items: Sequence[str], taken: set[str]) -> None:
+        self._items, self._taken, self._lo = items, taken, 0
+
+    def __iter__(self) -> Iterator[str]:
+        items, taken = self._items, self._taken
+        while self._lo < len(items) and items[self._lo] in taken:
+            self._lo += 1
+        for i in range(self._lo, len(items)):
+            if items[i] not in taken:
+                yield items[i]
+
+
 def _blocked(
     a: str, b: str, topo: Topology, levels: Sequence[str], faulted: set[tuple[str, ...]]
 ) -> bool:
     """Whether the pair's path leaves a switch whose uplink is faulted."""
+    if not faulted:
+        return False
     return any(
         _crosses(topo, (a, b), level)
         and (_switch(topo, a, level) in faulted or _switch(topo, b, level) in faulted)
