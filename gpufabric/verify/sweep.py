@@ -142,9 +142,10 @@ def _busbw(report: Report) -> tuple[float | None, str | None]:
 
 
 def _record(
-    result: NodeResult, round_: int, partner: str, report: Report, said: str | None = None
+    result: NodeResult, round_: int, partners: Sequence[str], report: Report, said: str | None = None
 ) -> None:
-    result.pairs.append((round_, partner, said or report.verdict))
+    """A job's ``report`` in a node's record: one entry per partner, its best bandwidth."""
+    result.pairs += [(round_, partner, said or report.verdict) for partner in partners]
     busbw, network = _busbw(report)
     if busbw is not None:
         result.busbw = max(result.busbw or 0.0, busbw)
@@ -349,9 +350,8 @@ def _run_jobs(
             if members and said != "PASS":
                 said = f"{said} in a group of {len(members)}"
             for node in part:
-                for partner in part:
-                    if partner != node:
-                        _record(report.nodes[node], round_, partner, outcome, said)
+                partners = [partner for partner in part if partner != node]
+                _record(report.nodes[node], round_, partners, outcome, said)
         report.rounds = round_
 
 

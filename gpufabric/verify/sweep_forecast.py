@@ -20,6 +20,7 @@ whose C-core it breaks; a group sweep splits one group), so it is one determinis
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Sequence
@@ -68,7 +69,8 @@ class Outcome:
     def seconds(self, at_once: int, cost: Cost) -> float:
         """Wall time with ``at_once`` two-node jobs' worth of quota, jobs costed by ``cost``
         and admitted as the sweep's runner admits them."""
-        return sum(sweep_plan.round_seconds(r, 2 * at_once, cost.seconds) for r in self.rounds)
+        seconds = functools.cache(cost.seconds)  # one size's cost, once
+        return sum(sweep_plan.round_seconds(r, 2 * at_once, seconds) for r in self.rounds)
 
 
 def _report(nodes: Sequence[str], bad: frozenset[str]) -> Report:

@@ -47,6 +47,7 @@ partners escapes with probability 2^-p and the whole fleet's N nodes with at mos
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 from collections import Counter, defaultdict
@@ -411,25 +412,48 @@ def _faulted_switch(
     return tuple(sorted(local))
 
 
+@dataclass
+class _Exits:
+    """The judged pairs seen at one topology level: the nodes that passed a job, those that
+    passed one under their own switch at ``level``, and each switch's jobs leaving it."""
+
+    level: int
+    passed: set[str] = field(default_factory=set)
+    inside: set[str] = field(default_factory=set)
+    exits: dict[tuple[str, ...], list[int]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, i: int, job: Job, topo: Topology) -> None:
+        """Count pair ``i`` (a pair under one switch differs at no level)."""
+        if job.verdict not in ("PASS", "FAIL"):
+            return
+        a, b = job.pair
+        ta, tb = topo[a], topo[b]
+        diff = len(ta) if ta == tb else _first_difference(topo, job.pair)
+        if job.verdict == "PASS":
+            self.passed.update(job.pair)
+            if diff > self.level:
+                self.inside.update(job.pair)
+        if diff <= self.level:
+            self.exits[ta[: self.level + 1]].append(i)
+            self.exits[tb[: self.level + 1]].append(i)
+
+
 def _level_faults(
-    jobs: Sequence[Job], topo: Topology, levels: Sequence[str], level: int, excused: set[int]
-) -> list[PathFault]:
+    jobs: Sequence[Job], topo: Topology, levels: Sequence[str], level: int, excused: set[int],
+    index: _Exits | None = None,
+) -> list[PathFault]:  # fmt: skip
     """The faulted switches at one level; their jobs join ``excused``. Only failing jobs
-    are set aside, so what passed (and where) is computed once."""
-    judged = [i for i, j in enumerate(jobs) if i not in excused and j.verdict in ("PASS", "FAIL")]
-    diff = {i: _first_difference(topo, jobs[i].pair) for i in judged}
-    passed = {n for i in judged if jobs[i].verdict == "PASS" for n in jobs[i].pair}
-    inside = {
-        n for i in judged if jobs[i].verdict == "PASS" and diff[i] > level for n in jobs[i].pair
-    }
-    exits: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i in judged:
-        if diff[i] <= level:
-            for node in jobs[i].pair:
-                exits[_switch(topo, node, level)].append(i)
+    are set aside, so what passed (and where) is computed once (``index``: already counted,
+    when nothing is excused yet)."""
+    if index is None:
+        index = _Exits(level)
+        for i, job in enumerate(jobs):
+            if i not in excused:
+                index.add(i, job, topo)
+    passed, inside, exits = index.passed, index.inside, index.exits
     faults: list[PathFault] = []
     for switch, _ in sorted(exits.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        out = [i for i in exits[switch] if i not in excused]
+        out = [i for i in exits[switch] if i not in excused] if excused else list(exits[switch])
         nodes = _faulted_switch(switch, out, jobs, passed, inside, topo)
         if nodes is not None:
             faults.append(PathFault(levels[level], switch[-1], len(out), len(out), nodes, switch))
@@ -438,15 +462,17 @@ def _level_faults(
 
 
 def path_faults(
-    jobs: Sequence[Job], topo: Topology, levels: Sequence[str]
-) -> tuple[list[PathFault], set[int]]:
+    jobs: Sequence[Job], topo: Topology, levels: Sequence[str],
+    indexed: Callable[[int], _Exits] | None = None,
+) -> tuple[list[PathFault], set[int]]:  # fmt: skip
     """The switches whose uplink explains their failing jobs, narrowest level first (a
     switch's jobs are set aside before the next is looked at), and the indices of the jobs
-    they explain."""
+    they explain. ``indexed``: a level's :class:`_Exits` of all of ``jobs`` (a ledger's)."""
     faults: list[PathFault] = []
     excused: set[int] = set()
     for level in reversed(range(len(levels))):
-        faults += _level_faults(jobs, topo, levels, level, excused)
+        index = indexed(level) if indexed is not None and not excused else None
+        faults += _level_faults(jobs, topo, levels, level, excused, index)
     return faults, excused
 
 
@@ -550,11 +576,20 @@ def _good(
         and all(y in faulty for y in rec.fails[x])
         and len(rec.passes[x]) >= min(expose, reach[x])
     }
-    changed = True
-    while changed:
-        drop = {x for x in good if sum(1 for y in rec.passes[x] if y in good) < confirm}
-        good -= drop
-        changed = bool(drop)
+    # the k-core is unique: peel the nodes short of GOOD partners one at a time, counting
+    # down their partners' GOOD partners instead of recounting every node each pass
+    count = {x: len(good.intersection(rec.passes[x])) for x in good}
+    short = [x for x in good if count[x] < confirm]
+    while short:
+        x = short.pop()
+        if x not in good:
+            continue
+        good.discard(x)
+        for y in rec.passes[x]:
+            if y in good:
+                count[y] -= 1
+                if count[y] == confirm - 1:
+                    short.append(y)
     return good
 
 
@@ -636,10 +671,13 @@ class Ledger(list[Job]):
         self._last: Job | None = None
         self._pairs: list[Job] = []
         self._met: dict[str, set[str]] = defaultdict(set)
+        self._pair_met: dict[str, set[str]] = defaultdict(set)
         self._rec = _Record()
         self._passed: set[frozenset[str]] = set()
         self._ran: set[frozenset[str]] = set()
         self._passing: Counter[str] = Counter()
+        self._topo: Topology | None = None
+        self._levels: dict[int, _Exits] = {}
 
     def _sync(self) -> None:
         if len(self) < self._seen or (self._seen and self[self._seen - 1] is not self._last):
@@ -651,10 +689,24 @@ class Ledger(list[Job]):
 
     def _add(self, job: Job) -> None:
         self._ran.add(frozenset(job.nodes))
+        if not job.members:
+            self._pair_met[job.pair[0]].add(job.pair[1])
+            self._pair_met[job.pair[1]].add(job.pair[0])
         if job.verdict == "PASS":
             self._passing.update(job.nodes)
-        for pair in expand([job]):
-            self._pairs.append(pair)
+        pairs = expand([job])
+        for index in self._levels.values():
+            for k, pair in enumerate(pairs, start=len(self._pairs)):
+                index.add(k, pair, self._topo or {})
+        self._pairs += pairs
+        if job.members and pairs:  # a passing group: each member passed with every other
+            self._passed.update(frozenset(pair.pair) for pair in pairs)
+            for m in job.members:
+                others = [x for x in job.members if x != m]
+                self._met[m].update(others)
+                self._rec.passes[m].update(others)
+            return
+        for pair in pairs:
             a, b = pair.pair
             self._met[a].add(b)
             self._met[b].add(a)
@@ -674,6 +726,11 @@ class Ledger(list[Job]):
         self._sync()
         return self._met
 
+    def met_in_pairs(self) -> dict[str, set[str]]:
+        """Who met whom in pair jobs."""
+        self._sync()
+        return self._pair_met
+
     def record(self) -> _Record:
         """The :class:`_Record` of every judged pair (nothing excused)."""
         self._sync()
@@ -690,6 +747,19 @@ class Ledger(list[Job]):
     def passing(self) -> Counter[str]:
         self._sync()
         return self._passing
+
+    def exits(self, topo: Topology, level: int) -> _Exits:
+        """What :func:`path_faults` counts of the pairs at ``level`` (nothing excused), for
+        ``topo`` (the sweep's: another one is counted again)."""
+        self._sync()
+        if topo is not self._topo:
+            self._topo, self._levels = topo, {}
+        if level not in self._levels:
+            index = _Exits(level)
+            for i, pair in enumerate(self._pairs):
+                index.add(i, pair, topo)
+            self._levels[level] = index
+        return self._levels[level]
 
 
 def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int = REPEAT) -> bool:  # fmt: skip
@@ -736,6 +806,8 @@ def _reach(
     """Partners each node can pass with: the others, less the faulty ones; only those under
     its own switch when a path fault cuts that switch off."""
     cut = {f.key for f in paths}
+    if not cut:  # no switch walled off: every node reaches every other
+        return dict.fromkeys(nodes, max(0, len(nodes) - 1 - faulty))
     under: Counter[tuple[str, ...]] = Counter()
     for node in nodes:
         for level in range(len(topo[node])):
@@ -814,7 +886,8 @@ def judge(
     with group jobs asks :func:`partners_needed` of the fleet, which its groups give at no
     extra job)."""
     pairs = expand(jobs)
-    paths, excused = path_faults(pairs, topo, levels) if levels else ([], set())
+    indexed = functools.partial(jobs.exits, topo) if isinstance(jobs, Ledger) else None
+    paths, excused = path_faults(pairs, topo, levels, indexed) if levels else ([], set())
     rec = _record(jobs, pairs, excused)
     faulty = _faulty(nodes, rec, confirm)
     tainted = _unexplained(jobs, faulty)
@@ -892,7 +965,7 @@ def adaptive_pairs(
     record = expand(jobs)
     rec = _record(jobs, record, verdict.excused)
     met = jobs.met() if isinstance(jobs, Ledger) else _met(record)
-    in_pairs = _met(j for j in jobs if not j.members)
+    in_pairs = jobs.met_in_pairs() if isinstance(jobs, Ledger) else _met(j for j in jobs if not j.members)
     faulted = {f.key for f in verdict.paths}
     ran = passing_jobs(jobs)
     short = {x for x in nodes if ran[x] < confirm}
@@ -1050,6 +1123,15 @@ def round_seconds(sizes: Sequence[int], nodes_at_once: int, seconds: Callable[[i
     return end
 
 
+@functools.lru_cache(maxsize=256)
+def _screening_round_s(sizes: tuple[int, ...], nodes_at_once: int, cost: Cost) -> float:
+    """:func:`round_seconds` of a screening round costed by ``cost``, once per round shape:
+    every mode :func:`choose_mode` weighs has the same pair rounds, and the forecast's
+    sweeps choose the mode again for the same fleet."""
+    per_size = {size: cost.seconds(size) for size in set(sizes)}
+    return round_seconds(sizes, nodes_at_once, per_size.__getitem__)
+
+
 @dataclass(frozen=True)
 class Mode:
     """How the screening rounds run: ``group_rounds`` rounds of group jobs of up to ``size``
@@ -1094,7 +1176,7 @@ def _pair_mode(topo: Topology, at_once: int, rounds: int, expose: int, cost: Cos
     depth = max((len(t) for t in topo.values()), default=0)
     scopes = tuple(_round_scope(r, depth) for r in range(1, rounds + 1))
     per_round = len(topo) // 2
-    took = rounds * round_seconds([2] * per_round, 2 * at_once, cost.seconds)
+    took = rounds * _screening_round_s((2,) * per_round, 2 * at_once, cost)
     return Mode(2, 0, scopes, expose, took, rounds * per_round, rounds)
 
 
@@ -1114,9 +1196,9 @@ def _group_mode(
     cross: list[int | None] = [depth - 1 - i for i in range(depth)] or [None]
     scopes: tuple[int | None, ...] = tuple(cross[i % len(cross)] for i in range(depth + extra))
     pairs = len(topo) // 2
-    took = rounds * round_seconds(groups, 2 * at_once, cost.seconds) + len(scopes) * round_seconds(
-        [2] * pairs, 2 * at_once, cost.seconds
-    )
+    took = rounds * _screening_round_s(tuple(groups), 2 * at_once, cost) + len(
+        scopes
+    ) * _screening_round_s((2,) * pairs, 2 * at_once, cost)
     jobs = rounds * len(groups) + len(scopes) * pairs
     return Mode(size, rounds, scopes, expose, took, jobs, partners + extra)
 
