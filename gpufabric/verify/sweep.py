@@ -142,11 +142,13 @@ def _busbw(report: Report) -> tuple[float | None, str | None]:
 
 
 def _record(
-    result: NodeResult, round_: int, partners: Sequence[str], report: Report, said: str | None = None
-) -> None:
-    """A job's ``report`` in a node's record: one entry per partner, its best bandwidth."""
+    result: NodeResult, round_: int, partners: Sequence[str], report: Report, said: str | None = None,
+    measured: tuple[float | None, str | None] | None = None,
+) -> None:  # fmt: skip
+    """A job's ``report`` in a node's record: one entry per partner, its best bandwidth
+    (``measured``: :func:`_busbw` of the report, when already read)."""
     result.pairs += [(round_, partner, said or report.verdict) for partner in partners]
-    busbw, network = _busbw(report)
+    busbw, network = measured or _busbw(report)
     if busbw is not None:
         result.busbw = max(result.busbw or 0.0, busbw)
     if network:
@@ -349,9 +351,10 @@ def _run_jobs(
             said = str(outcome.verdict)
             if members and said != "PASS":
                 said = f"{said} in a group of {len(members)}"
+            measured = _busbw(outcome)
             for node in part:
                 partners = [partner for partner in part if partner != node]
-                _record(report.nodes[node], round_, partners, outcome, said)
+                _record(report.nodes[node], round_, partners, outcome, said, measured)
         report.rounds = round_
 
 

@@ -34,6 +34,16 @@ from gpufabric.verify.sweep_plan import Cost, Topology
 
 SHARE = 0.01
 """The share of bad nodes the estimate's total assumes (1%, at least one node)."""
+SAID_FROM = 2048
+"""Fleets from this many nodes are told the estimate is being made before it starts: it
+takes seconds there (about 1 s at 2,048 nodes, 5 s at 10,000 on an idle core; more on a
+loaded machine), and nobody should wait silently."""
+
+
+def fleets(nodes: int) -> int:
+    """How many fleets :func:`forecast` simulates for ``nodes`` nodes (1% bad is one bad
+    node below 150 nodes: that fleet is the one-bad-node fleet)."""
+    return 2 if max(1, round(nodes * SHARE)) == 1 else 3
 
 
 def hours(seconds: float) -> str:

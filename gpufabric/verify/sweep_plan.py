@@ -174,15 +174,17 @@ def pair_up(
     while pool:
         a = pool.pop(0)
         seen = met.get(a, set())
-        fits = [
-            i
-            for i, b in enumerate(pool[:window])
-            if differ is None or topo[a][differ] != topo[b][differ]
-        ]
-        fresh = [i for i in fits if pool[i] not in seen]
-        choices = fresh or ([] if fresh_only else fits)
-        if choices:
-            pairs.append((a, pool.pop(choices[0])))
+        first_fit = pick = None  # the first that fits; the first that fits and is fresh
+        for i in range(min(window, len(pool))):
+            if differ is not None and topo[a][differ] == topo[pool[i]][differ]:
+                continue
+            first_fit = i if first_fit is None else first_fit
+            if pool[i] not in seen:
+                pick = i
+                break
+        pick = pick if pick is not None or fresh_only else first_fit
+        if pick is not None:
+            pairs.append((a, pool.pop(pick)))
         else:
             left.append(a)
     return pairs, left
@@ -545,7 +547,7 @@ def _uncleared(
 
     out: dict[str, str] = {}
     for p in sorted(rec.fails):
-        if p not in faulty:
+        if p not in faulty and rec.fails[p]:
             blamed = sorted(x for x in rec.fails[p] if x in faulty and not apart(x, p))
             if blamed:
                 out[p] = blamed[0]
@@ -695,11 +697,12 @@ class Ledger(list[Job]):
         if job.verdict == "PASS":
             self._passing.update(job.nodes)
         pairs = expand([job])
-        for index in self._levels.values():
-            for k, pair in enumerate(pairs, start=len(self._pairs)):
-                index.add(k, pair, self._topo or {})
+        if not job.members:
+            for index in self._levels.values():
+                index.add(len(self._pairs), job, self._topo or {})
         self._pairs += pairs
         if job.members and pairs:  # a passing group: each member passed with every other
+            self._group_exits(job, pairs)
             self._passed.update(frozenset(pair.pair) for pair in pairs)
             for m in job.members:
                 others = [x for x in job.members if x != m]
@@ -716,6 +719,19 @@ class Ledger(list[Job]):
                 side[b][a] += 1
             if pair.verdict == "PASS":
                 self._passed.add(frozenset(pair.pair))
+
+    def _group_exits(self, job: Job, pairs: Sequence[Job]) -> None:
+        """A passing group's pairs in each level's :class:`_Exits` (at once when its members
+        share their switches: each passed inside them)."""
+        topo = self._topo or {}
+        start = len(self._pairs) - len(pairs)
+        for index in self._levels.values():
+            if len({topo[m] for m in job.members}) == 1:
+                index.passed.update(job.members)
+                index.inside.update(job.members)
+                continue
+            for k, pair in enumerate(pairs, start=start):
+                index.add(k, pair, topo)
 
     def pairs(self) -> list[Job]:
         """:func:`expand` of the record (a new list)."""
