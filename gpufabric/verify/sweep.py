@@ -233,6 +233,7 @@ def sweep(
     run_group: RunGroup | None = None,
     group: int = 2,
     cost: sweep_plan.Cost | None = None,
+    serial: bool = False,
 ) -> SweepReport:
     """Localize the nodes (and uplinks) that fail the acceptance test; ``concurrency`` jobs
     at a time. ``topology`` gives each node's switches at ``levels`` (widest first). With
@@ -244,7 +245,10 @@ def sweep(
     round by round and also when cut short (``into`` when given: what an interrupted sweep
     proved stays readable there); a node listed twice is swept once. It ends when a round
     judged no job (the jobs cannot run: more rounds would not judge any either), or when the
-    next round would only re-run pairs that failed every time (:func:`sweep_plan.exhausted`)."""
+    next round would only re-run pairs that failed every time (:func:`sweep_plan.exhausted`).
+    ``serial``: each round's jobs run one at a time in the calling thread, in the order the
+    quota admits them (for jobs that answer at once, as the forecast's simulated ones do:
+    the same rounds and records, without a thread per job)."""
     ordered = list(dict.fromkeys(nodes))
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
@@ -265,7 +269,7 @@ def sweep(
         if not parts or sweep_plan.exhausted(parts, report.jobs):
             break
         try:
-            _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop)
+            _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop, serial)
         finally:
             verdict = _apply(report, ordered, topo, mode.expose)
         if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(parts) :]):
@@ -321,27 +325,32 @@ def _run_jobs(
     runners: tuple[RunPair, RunGroup | None],
     concurrency: int,
     stop: threading.Event | None,
+    serial: bool = False,
 ) -> None:
     """Run one round (pairs through ``run_pair``, groups through ``run_group``); record
-    every job that ended, in order, also when cut short."""
+    every job that ended, in order, also when cut short. ``serial``: one job at a time in
+    this thread, in admission order (jobs that answer at once: a simulated sweep)."""
     run_pair, run_group = runners
     order = sweep_plan.admission_order([len(p) for p in parts])
     halt = stop if stop is not None else threading.Event()
     quota = _Quota(2 * max(1, concurrency), halt)
-    jobs = [
-        functools.partial(
-            quota.run,
-            ticket,
-            len(parts[i]),
-            functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
-            if len(parts[i]) == 2 or run_group is None
-            else functools.partial(run_group, parts[i], round_, i),
-        )
-        for ticket, i in enumerate(order)
+    inner = [
+        functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
+        if len(parts[i]) == 2 or run_group is None
+        else functools.partial(run_group, parts[i], round_, i)
+        for i in order
     ]
     finished: dict[int, Report] = {}
     try:
-        _run_round(jobs, max(1, concurrency), halt, finished)
+        if serial:
+            for ticket, job in enumerate(inner):
+                finished[ticket] = job()
+        else:
+            jobs = [
+                functools.partial(quota.run, ticket, len(parts[i]), inner[ticket])
+                for ticket, i in enumerate(order)
+            ]
+            _run_round(jobs, max(1, concurrency), halt, finished)
     finally:
         ticket_of = {i: t for t, i in enumerate(order)}
         for i in sorted(order[t] for t in finished):

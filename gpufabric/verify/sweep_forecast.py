@@ -102,7 +102,7 @@ def simulate(
 
     sweep.sweep(
         names, run, at_once, into=report, topology=topo, levels=levels, confirm=confirm,
-        run_group=run if group > 2 else None, group=group, cost=cost,
+        run_group=run if group > 2 else None, group=group, cost=cost, serial=True,
     )  # fmt: skip
     rounds: dict[int, list[int]] = {}
     for job in report.jobs:

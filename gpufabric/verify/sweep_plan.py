@@ -53,6 +53,7 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 CONFIRM = 3
 """Distinct proven partners a node must pass with to be GOOD (the default C)."""
@@ -627,7 +628,7 @@ def _faulty_verdict(
     return "FLAKY", f"{record}: failed with {failed}, passed with others", rerun[:2]
 
 
-def expand(jobs: Sequence[Job]) -> list[Job]:
+def expand(jobs: Sequence[Job]) -> Sequence[Job]:
     """The record as pairs: a pair job as it ran; a passing group job as a passing job for
     every pair of its nodes (its rings carried traffic between each pair, see
     :func:`ring_orders`); a failing group job as no pair (it says some pair or node in it is
@@ -656,6 +657,38 @@ def _record(jobs: Sequence[Job], pairs: Sequence[Job], excused: set[int]) -> _Re
     return _Record.of(pairs, excused)
 
 
+def _pair_job(entry: Job | tuple[int, str, str]) -> Job:
+    """A ledger's pair as :func:`expand` gives it: a job, or a passing group's (round, a, b)."""
+    if isinstance(entry, Job):
+        return entry
+    return Job(entry[0], (entry[1], entry[2]), "PASS")
+
+
+class _Pairs(Sequence[Job]):
+    """The first ``size`` pairs of a ledger, each made a :class:`Job` when read."""
+
+    def __init__(self, entries: list[Job | tuple[int, str, str]], size: int) -> None:
+        self._entries, self._size = entries, size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Job]: ...
+    def __getitem__(self, i: int | slice) -> Job | list[Job]:
+        if isinstance(i, slice):
+            return [_pair_job(e) for e in self._entries[: self._size][i]]
+        if not -self._size <= i < self._size:
+            raise IndexError(i)
+        return _pair_job(self._entries[i % self._size])
+
+    def __iter__(self) -> Iterator[Job]:
+        for i in range(self._size):
+            yield _pair_job(self._entries[i])
+
+
 class Ledger(list[Job]):
     """The sweep's record of jobs (a list, appended to round by round) that keeps what the
     planner and the judge read of it after every round (:func:`expand`'s pairs, who met
@@ -671,7 +704,7 @@ class Ledger(list[Job]):
     def _reset(self) -> None:
         self._seen = 0
         self._last: Job | None = None
-        self._pairs: list[Job] = []
+        self._pairs: list[Job | tuple[int, str, str]] = []
         self._met: dict[str, set[str]] = defaultdict(set)
         self._pair_met: dict[str, set[str]] = defaultdict(set)
         self._rec = _Record()
@@ -696,47 +729,47 @@ class Ledger(list[Job]):
             self._pair_met[job.pair[1]].add(job.pair[0])
         if job.verdict == "PASS":
             self._passing.update(job.nodes)
-        pairs = expand([job])
-        if not job.members:
-            for index in self._levels.values():
-                index.add(len(self._pairs), job, self._topo or {})
-        self._pairs += pairs
-        if job.members and pairs:  # a passing group: each member passed with every other
-            self._group_exits(job, pairs)
-            self._passed.update(frozenset(pair.pair) for pair in pairs)
-            for m in job.members:
-                others = [x for x in job.members if x != m]
-                self._met[m].update(others)
-                self._rec.passes[m].update(others)
+        if job.members:  # a failing group is no pair (see expand)
+            if job.verdict == "PASS":
+                self._add_group(job)
             return
-        for pair in pairs:
-            a, b = pair.pair
-            self._met[a].add(b)
-            self._met[b].add(a)
-            if pair.verdict in ("PASS", "FAIL"):
-                side = self._rec.passes if pair.verdict == "PASS" else self._rec.fails
-                side[a][b] += 1
-                side[b][a] += 1
-            if pair.verdict == "PASS":
-                self._passed.add(frozenset(pair.pair))
-
-    def _group_exits(self, job: Job, pairs: Sequence[Job]) -> None:
-        """A passing group's pairs in each level's :class:`_Exits` (at once when its members
-        share their switches: each passed inside them)."""
-        topo = self._topo or {}
-        start = len(self._pairs) - len(pairs)
         for index in self._levels.values():
-            if len({topo[m] for m in job.members}) == 1:
-                index.passed.update(job.members)
-                index.inside.update(job.members)
-                continue
-            for k, pair in enumerate(pairs, start=start):
-                index.add(k, pair, topo)
+            index.add(len(self._pairs), job, self._topo or {})
+        self._pairs.append(job)
+        a, b = job.pair
+        self._met[a].add(b)
+        self._met[b].add(a)
+        if job.verdict in ("PASS", "FAIL"):
+            side = self._rec.passes if job.verdict == "PASS" else self._rec.fails
+            side[a][b] += 1
+            side[b][a] += 1
+        if job.verdict == "PASS":
+            self._passed.add(frozenset(job.pair))
 
-    def pairs(self) -> list[Job]:
-        """:func:`expand` of the record (a new list)."""
+    def _add_group(self, job: Job) -> None:
+        """A passing group: each member passed with every other (its pairs are kept as
+        (round, a, b) until read, see :class:`_Pairs`)."""
+        members, start = job.members, len(self._pairs)
+        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+        self._pairs += [(job.round, a, b) for a, b in pairs]
+        self._passed.update(frozenset(pair) for pair in pairs)
+        for m in members:
+            others = [x for x in members if x != m]
+            self._met[m].update(others)
+            self._rec.passes[m].update(others)
+        topo = self._topo or {}
+        for index in self._levels.values():
+            if len({topo[m] for m in members}) == 1:  # each passed under its own switches
+                index.passed.update(members)
+                index.inside.update(members)
+                continue
+            for k in range(start, len(self._pairs)):
+                index.add(k, _pair_job(self._pairs[k]), topo)
+
+    def pairs(self) -> Sequence[Job]:
+        """:func:`expand` of the record (as it is now: later jobs are not in it)."""
         self._sync()
-        return list(self._pairs)
+        return _Pairs(self._pairs, len(self._pairs))
 
     def met(self) -> dict[str, set[str]]:
         self._sync()
@@ -773,7 +806,7 @@ class Ledger(list[Job]):
         if level not in self._levels:
             index = _Exits(level)
             for i, pair in enumerate(self._pairs):
-                index.add(i, pair, topo)
+                index.add(i, _pair_job(pair), topo)
             self._levels[level] = index
         return self._levels[level]
 
