@@ -826,9 +826,7 @@ def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int
     )
     if any(failed[p] < repeat for p in wanted):
         return False
-    return not any(
-        j.verdict == "PASS" and any(p <= set(j.nodes) for p in wanted) for j in jobs
-    )
+    return not any(j.verdict == "PASS" and any(p <= set(j.nodes) for p in wanted) for j in jobs)
 
 
 def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
@@ -1014,7 +1012,9 @@ def adaptive_pairs(
     record = expand(jobs)
     rec = _record(jobs, record, verdict.excused)
     met = jobs.met() if isinstance(jobs, Ledger) else _met(record)
-    in_pairs = jobs.met_in_pairs() if isinstance(jobs, Ledger) else _met(j for j in jobs if not j.members)
+    in_pairs = (
+        jobs.met_in_pairs() if isinstance(jobs, Ledger) else _met(j for j in jobs if not j.members)
+    )
     faulted = {f.key for f in verdict.paths}
     ran = passing_jobs(jobs)
     short = {x for x in nodes if ran[x] < confirm}
@@ -1042,26 +1042,34 @@ def adaptive_pairs(
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
         lists = [free_leaf.get(topo[x], _Free([], taken))] + ([] if cut_off else [free_refs])
-        usable = (
-            r
-            for free in lists
-            for r in free
-            if r != x and not _blocked(x, r, topo, levels, faulted)
-        )
-        seen = met[x]
-        partner = next((r for r in usable if r not in seen), None)
-        if partner is None and x in short:
-            # a node short of passing jobs may meet a partner again (a job is what it lacks)
-            partner = next(
-                (r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, faulted)),
-                None,
-            )
+        # a node short of passing jobs may meet a partner again (a job is what it lacks)
+        partner = _reference(x, lists, (topo, levels, faulted), met[x], x in short)
         if partner is None:
             waiting.append(x)
         else:
             pairs.append((x, partner))
             taken |= {x, partner}
     return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_, short)
+
+
+def _reference(
+    x: str, lists: Sequence[_Free], paths: tuple[Topology, Sequence[str], set[tuple[str, ...]]],
+    seen: set[str], again: bool,
+) -> str | None:  # fmt: skip
+    """The first free candidate of ``lists``, in order, that ``x`` may run with (not itself,
+    not across a faulted path of ``paths``: topology, levels, faulted switches) and has not
+    met (``seen``); with ``again``, else the first it may run with."""
+    topo, levels, faulted = paths
+    usable = (
+        r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, faulted)
+    )
+    partner = next((r for r in usable if r not in seen), None)
+    if partner is None and again:
+        partner = next(
+            (r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, faulted)),
+            None,
+        )  # fmt: skip
+    return partner
 
 
 def _open_pairs(
