@@ -53,7 +53,7 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, SupportsIndex, overload
 
 CONFIRM = 3
 """Distinct proven partners a node must pass with to be GOOD (the default C)."""
@@ -695,10 +695,50 @@ class Ledger(list[Job]):
     whom, the passing pairs, each node's passing jobs, the :class:`_Record`) up to date
     with the jobs appended since, instead of computing them from the whole record each
     time: what the functions here return for a ledger is what they return for a list of
-    the same jobs. A record changed otherwise than by appending is read again whole."""
+    the same jobs. A record changed otherwise than by appending (``append``, ``extend``,
+    ``+=``) is read again whole."""
 
     def __init__(self, jobs: Iterable[Job] = ()) -> None:
         super().__init__(jobs)
+        self._reset()
+
+    # every list method that rewrites the record (not append, extend, +=) reads it again
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._reset()
+
+    def __delitem__(self, index: SupportsIndex | slice) -> None:
+        super().__delitem__(index)
+        self._reset()
+
+    def __imul__(self, times: SupportsIndex) -> Ledger:
+        super().__imul__(times)
+        self._reset()
+        return self
+
+    def insert(self, index: SupportsIndex, job: Job) -> None:
+        super().insert(index, job)
+        self._reset()
+
+    def pop(self, index: SupportsIndex = -1) -> Job:
+        job = super().pop(index)
+        self._reset()
+        return job
+
+    def remove(self, job: Job) -> None:
+        super().remove(job)
+        self._reset()
+
+    def clear(self) -> None:
+        super().clear()
+        self._reset()
+
+    def sort(self, *, key: Any = None, reverse: bool = False) -> None:
+        super().sort(key=key, reverse=reverse)
+        self._reset()
+
+    def reverse(self) -> None:
+        super().reverse()
         self._reset()
 
     def _reset(self) -> None:
