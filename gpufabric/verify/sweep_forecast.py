@@ -36,8 +36,8 @@ SHARE = 0.01
 """The share of bad nodes the estimate's total assumes (1%, at least one node)."""
 SAID_FROM = 2048
 """Fleets from this many nodes are told the estimate is being made before it starts: it
-takes seconds there (about 1 s at 2,048 nodes, 5 s at 10,000 on an idle core; more on a
-loaded machine), and nobody should wait silently."""
+takes seconds there (CPU seconds, issue 25's fleet: about 1.5 at 2,048 nodes, 7 at 10,000;
+more wall time on a loaded machine), and nobody should wait silently."""
 
 
 def fleets(nodes: int) -> int:
