@@ -332,8 +332,6 @@ def _run_jobs(
     this thread, in admission order (jobs that answer at once: a simulated sweep)."""
     run_pair, run_group = runners
     order = sweep_plan.admission_order([len(p) for p in parts])
-    halt = stop if stop is not None else threading.Event()
-    quota = _Quota(2 * max(1, concurrency), halt)
     inner = [
         functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
         if len(parts[i]) == 2 or run_group is None
@@ -346,6 +344,8 @@ def _run_jobs(
             for ticket, job in enumerate(inner):
                 finished[ticket] = job()
         else:
+            halt = stop if stop is not None else threading.Event()
+            quota = _Quota(2 * max(1, concurrency), halt)
             jobs = [
                 functools.partial(quota.run, ticket, len(parts[i]), inner[ticket])
                 for ticket, i in enumerate(order)
