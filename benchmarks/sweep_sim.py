@@ -3,7 +3,7 @@ and wall time, per fault class and fleet size.
 
     .venv/bin/python benchmarks/sweep_sim.py [--sizes 16,64,256,1024 | --full] [--fleets 2]
         [--seed 1] [--job-seconds 90] [--run-seconds 15] [--pairs-only | --group 16]
-        [--classes bad,flaky,partner,uplink,rail,mixed]
+        [--classes bad,flaky,partner,uplink,rail,mixed] [--forecast-sizes 1024,4096,10000]
 
 Each fleet (tests/sweepfleet.py) puts its nodes 16 to a leaf (fewer on small fleets), four
 leaves to a spine from 256 nodes, and k = max(1, N / 32) faults of the class (uplink: degraded
@@ -29,6 +29,11 @@ bad class differs from it only in which nodes are bad, the others show how far f
 partner-dependent, uplink and rail faults are from the bad-node model. Then, per N, each figure
 the estimate prints (every job passing, one bad node, 1% bad nodes) beside the mean and range
 over --fleets seeded fleets of the bad class with that many bad nodes, placed by the seed.
+
+Last, the time the estimate itself takes before a sweep's first job (the three simulated
+sweeps, as `verify nccl --sweep` runs them) on the fleet of issue 25: --forecast-sizes nodes
+under leaves of 32, 8 two-node jobs' worth of quota, groups of up to 8, 8 rails (CPU seconds
+of this process and wall seconds, with the jobs of each simulated fleet; empty: skipped).
 """
 
 from __future__ import annotations
@@ -154,6 +159,23 @@ def _accuracy(n: int, fc: sweep_forecast.Forecast, args: argparse.Namespace, gro
     return lines
 
 
+def _forecast_times(sizes: list[int]) -> list[str]:
+    """How long the estimate takes at each size (leaves of 32 nodes, 8 pairs of quota, groups
+    of up to 8, 8 rails), and the jobs of its three simulated fleets."""
+    lines = [f"{'N':>6} {'leaves':>6} {'cpu s':>7} {'wall s':>7} {'healthy':>8} {'one bad':>8} {'1% bad':>8}"]  # fmt: skip
+    for n in sizes:
+        names = [f"gpu-{i:05d}" for i in range(n)]
+        topo = {x: (f"leaf-{i // 32:04d}",) for i, x in enumerate(names)}
+        cpu, wall = time.process_time(), time.perf_counter()
+        fc = sweep_forecast.forecast(names, topo, (sweepfleet.LEAF_LABEL,), 8, 3, 8, rails=8)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        lines.append(
+            f"{n:>6} {-(-n // 32):>6} {cpu:>7.1f} {wall:>7.1f} {fc.passing.jobs:>8} "
+            f"{fc.one.jobs:>8} {fc.share.jobs:>8}"
+        )
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="16,64,256,1024")
@@ -165,6 +187,7 @@ def main() -> int:
     ap.add_argument("--classes", default=",".join(sweepfleet.CLASSES))
     ap.add_argument("--pairs-only", action="store_true", help="two-node jobs only (no groups)")
     ap.add_argument("--group", type=int, default=16, help="nodes per group job at most")
+    ap.add_argument("--forecast-sizes", default="1024,4096,10000", help="'' to skip")
     args = ap.parse_args()
     sizes = [16, 64, 256, 1024, 4096] if args.full else [int(x) for x in args.sizes.split(",")]
     group = 2 if args.pairs_only else args.group
@@ -202,6 +225,10 @@ def main() -> int:
     print(f"{'N':>5} {'fleet':<14} {'est jobs':>8} {'sim jobs':>9} {'range':<13} {'est h':>8} {'sim h':>8} {'range':<13}")  # fmt: skip
     print("\n".join(accuracy))
     print(BOUNDS, end="")
+    if args.forecast_sizes:
+        print("\nthe estimate's own time (3 simulated sweeps; leaves of 32, quota 16 nodes, groups of 8, 8 rails):")  # fmt: skip
+        for line in _forecast_times([int(x) for x in args.forecast_sizes.split(",")]):
+            print(line, flush=True)
     return 0
 
 

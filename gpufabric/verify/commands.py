@@ -434,6 +434,11 @@ def _estimate(
     """What the sweep will take, in words, failures included (the planner's own sweep run
     against simulated fleets: :mod:`sweep_forecast`), and a warning when --sweep-timeout is
     shorter than that."""
+    if len(names) >= sweep_forecast.SAID_FROM:
+        _progress(
+            f"estimating the sweep over {len(names):,} nodes (simulating "
+            f"{sweep_forecast.fleets(len(names))} fleets)..."
+        )
     fc = sweep_forecast.forecast(names, topo, levels, concurrency, confirm, size, rails)
     said = sweep_forecast.words(fc, names, topo, args.timeout, confirm, size)
     warning = fc.warning(args.sweep_timeout)

@@ -142,10 +142,13 @@ def _busbw(report: Report) -> tuple[float | None, str | None]:
 
 
 def _record(
-    result: NodeResult, round_: int, partner: str, report: Report, said: str | None = None
-) -> None:
-    result.pairs.append((round_, partner, said or report.verdict))
-    busbw, network = _busbw(report)
+    result: NodeResult, round_: int, partners: Sequence[str], report: Report, said: str | None = None,
+    measured: tuple[float | None, str | None] | None = None,
+) -> None:  # fmt: skip
+    """A job's ``report`` in a node's record: one entry per partner, its best bandwidth
+    (``measured``: :func:`_busbw` of the report, when already read)."""
+    result.pairs += [(round_, partner, said or report.verdict) for partner in partners]
+    busbw, network = measured or _busbw(report)
     if busbw is not None:
         result.busbw = max(result.busbw or 0.0, busbw)
     if network:
@@ -201,8 +204,11 @@ def _run_round(
                     finished[i] = f.result()
 
 
-def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: int) -> None:
-    """Judge the whole record again and write each node's verdict and words."""
+def _apply(
+    report: SweepReport, names: Sequence[str], topo: Topology, expose: int
+) -> sweep_plan.Judgement:
+    """Judge the whole record again and write each node's verdict and words; the
+    judgement (the next round is planned from it)."""
     verdict = sweep_plan.judge(
         names, topo, report.levels, report.jobs, report.confirm, expose=expose
     )
@@ -211,6 +217,7 @@ def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: in
         result.verdict = verdict.verdicts[name]
         result.note = verdict.notes.get(name, "")
     report.paths = verdict.paths
+    return verdict
 
 
 def sweep(
@@ -226,6 +233,7 @@ def sweep(
     run_group: RunGroup | None = None,
     group: int = 2,
     cost: sweep_plan.Cost | None = None,
+    serial: bool = False,
 ) -> SweepReport:
     """Localize the nodes (and uplinks) that fail the acceptance test; ``concurrency`` jobs
     at a time. ``topology`` gives each node's switches at ``levels`` (widest first). With
@@ -237,27 +245,33 @@ def sweep(
     round by round and also when cut short (``into`` when given: what an interrupted sweep
     proved stays readable there); a node listed twice is swept once. It ends when a round
     judged no job (the jobs cannot run: more rounds would not judge any either), or when the
-    next round would only re-run pairs that failed every time (:func:`sweep_plan.exhausted`)."""
+    next round would only re-run pairs that failed every time (:func:`sweep_plan.exhausted`).
+    ``serial``: each round's jobs run one at a time in the calling thread, in the order the
+    quota admits them (for jobs that answer at once, as the forecast's simulated ones do:
+    the same rounds and records, without a thread per job)."""
     ordered = list(dict.fromkeys(nodes))
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
         topo, levels = dict.fromkeys(ordered, ()), ()
     report = into if into is not None else SweepReport({}, 0)
     report.levels, report.confirm = tuple(levels), confirm
+    if not isinstance(report.jobs, sweep_plan.Ledger):  # read round by round, kept up to date
+        report.jobs = sweep_plan.Ledger(report.jobs)
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
     mode = sweep_plan.choose_mode(
         topo, concurrency, confirm, group if run_group is not None else 2, cost
     )
     planner = _Planner(ordered, topo, tuple(levels), confirm, mode)
     report.partners = max(confirm, mode.expose)
+    verdict: sweep_plan.Judgement | None = None
     for round_ in range(1, max_rounds + 1):
-        parts = planner.next(round_, report.jobs)
+        parts = planner.next(round_, report.jobs, verdict)
         if not parts or sweep_plan.exhausted(parts, report.jobs):
             break
         try:
-            _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop)
+            _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop, serial)
         finally:
-            _apply(report, ordered, topo, mode.expose)
+            verdict = _apply(report, ordered, topo, mode.expose)
         if all(job.verdict not in ("PASS", "FAIL") for job in report.jobs[-len(parts) :]):
             break  # no job of the round could be judged: more rounds would not be either
     return report
@@ -280,14 +294,18 @@ class _Planner:
     def expose(self) -> int:
         return self.mode.expose
 
-    def next(self, round_: int, jobs: Sequence[Job]) -> Sequence[tuple[str, ...]]:
+    def next(
+        self, round_: int, jobs: Sequence[Job], judged: sweep_plan.Judgement | None = None
+    ) -> Sequence[tuple[str, ...]]:
+        """Round ``round_``'s jobs; ``judged``: the judgement of ``jobs`` when the sweep
+        already has it (the same :func:`sweep_plan.judge` call, made once)."""
         mode = self.mode
         if round_ <= mode.group_rounds:
             return sweep_plan.screening_groups(self.nodes, self.topo, round_, mode.size)
         if round_ <= mode.rounds:
             scope = mode.pair_scopes[round_ - mode.group_rounds - 1]
             return sweep_plan.scoped_pairs(self.nodes, self.topo, scope, jobs, str(round_))
-        verdict = sweep_plan.judge(
+        verdict = judged or sweep_plan.judge(
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
         parts = sweep_plan.split_jobs(jobs, verdict.faulty, verdict.suspects)
@@ -307,27 +325,32 @@ def _run_jobs(
     runners: tuple[RunPair, RunGroup | None],
     concurrency: int,
     stop: threading.Event | None,
+    serial: bool = False,
 ) -> None:
     """Run one round (pairs through ``run_pair``, groups through ``run_group``); record
-    every job that ended, in order, also when cut short."""
+    every job that ended, in order, also when cut short. ``serial``: one job at a time in
+    this thread, in admission order (jobs that answer at once: a simulated sweep)."""
     run_pair, run_group = runners
     order = sweep_plan.admission_order([len(p) for p in parts])
-    halt = stop if stop is not None else threading.Event()
-    quota = _Quota(2 * max(1, concurrency), halt)
-    jobs = [
-        functools.partial(
-            quota.run,
-            ticket,
-            len(parts[i]),
-            functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
-            if len(parts[i]) == 2 or run_group is None
-            else functools.partial(run_group, parts[i], round_, i),
-        )
-        for ticket, i in enumerate(order)
+    inner = [
+        functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
+        if len(parts[i]) == 2 or run_group is None
+        else functools.partial(run_group, parts[i], round_, i)
+        for i in order
     ]
     finished: dict[int, Report] = {}
     try:
-        _run_round(jobs, max(1, concurrency), halt, finished)
+        if serial:
+            for ticket, job in enumerate(inner):
+                finished[ticket] = job()
+        else:
+            halt = stop if stop is not None else threading.Event()
+            quota = _Quota(2 * max(1, concurrency), halt)
+            jobs = [
+                functools.partial(quota.run, ticket, len(parts[i]), inner[ticket])
+                for ticket, i in enumerate(order)
+            ]
+            _run_round(jobs, max(1, concurrency), halt, finished)
     finally:
         ticket_of = {i: t for t, i in enumerate(order)}
         for i in sorted(order[t] for t in finished):
@@ -337,10 +360,10 @@ def _run_jobs(
             said = str(outcome.verdict)
             if members and said != "PASS":
                 said = f"{said} in a group of {len(members)}"
+            measured = _busbw(outcome)
             for node in part:
-                for partner in part:
-                    if partner != node:
-                        _record(report.nodes[node], round_, partner, outcome, said)
+                partners = [partner for partner in part if partner != node]
+                _record(report.nodes[node], round_, partners, outcome, said, measured)
         report.rounds = round_
 
 

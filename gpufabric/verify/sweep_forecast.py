@@ -20,6 +20,7 @@ whose C-core it breaks; a group sweep splits one group), so it is one determinis
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Sequence
@@ -33,6 +34,16 @@ from gpufabric.verify.sweep_plan import Cost, Topology
 
 SHARE = 0.01
 """The share of bad nodes the estimate's total assumes (1%, at least one node)."""
+SAID_FROM = 2048
+"""Fleets from this many nodes are told the estimate is being made before it starts: it
+takes seconds there (CPU seconds, issue 25's fleet: about 1.5 at 2,048 nodes, 7 at 10,000;
+more wall time on a loaded machine), and nobody should wait silently."""
+
+
+def fleets(nodes: int) -> int:
+    """How many fleets :func:`forecast` simulates for ``nodes`` nodes (1% bad is one bad
+    node below 150 nodes: that fleet is the one-bad-node fleet)."""
+    return 2 if max(1, round(nodes * SHARE)) == 1 else 3
 
 
 def hours(seconds: float) -> str:
@@ -68,7 +79,8 @@ class Outcome:
     def seconds(self, at_once: int, cost: Cost) -> float:
         """Wall time with ``at_once`` two-node jobs' worth of quota, jobs costed by ``cost``
         and admitted as the sweep's runner admits them."""
-        return sum(sweep_plan.round_seconds(r, 2 * at_once, cost.seconds) for r in self.rounds)
+        seconds = functools.cache(cost.seconds)  # one size's cost, once
+        return sum(sweep_plan.round_seconds(r, 2 * at_once, seconds) for r in self.rounds)
 
 
 def _report(nodes: Sequence[str], bad: frozenset[str]) -> Report:
@@ -90,7 +102,7 @@ def simulate(
 
     sweep.sweep(
         names, run, at_once, into=report, topology=topo, levels=levels, confirm=confirm,
-        run_group=run if group > 2 else None, group=group, cost=cost,
+        run_group=run if group > 2 else None, group=group, cost=cost, serial=True,
     )  # fmt: skip
     rounds: dict[int, list[int]] = {}
     for job in report.jobs:

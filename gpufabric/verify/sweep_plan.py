@@ -47,11 +47,13 @@ partners escapes with probability 2^-p and the whole fleet's N nodes with at mos
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, SupportsIndex, overload
 
 CONFIRM = 3
 """Distinct proven partners a node must pass with to be GOOD (the default C)."""
@@ -173,15 +175,17 @@ def pair_up(
     while pool:
         a = pool.pop(0)
         seen = met.get(a, set())
-        fits = [
-            i
-            for i, b in enumerate(pool[:window])
-            if differ is None or topo[a][differ] != topo[b][differ]
-        ]
-        fresh = [i for i in fits if pool[i] not in seen]
-        choices = fresh or ([] if fresh_only else fits)
-        if choices:
-            pairs.append((a, pool.pop(choices[0])))
+        first_fit = pick = None  # the first that fits; the first that fits and is fresh
+        for i in range(min(window, len(pool))):
+            if differ is not None and topo[a][differ] == topo[pool[i]][differ]:
+                continue
+            first_fit = i if first_fit is None else first_fit
+            if pool[i] not in seen:
+                pick = i
+                break
+        pick = pick if pick is not None or fresh_only else first_fit
+        if pick is not None:
+            pairs.append((a, pool.pop(pick)))
         else:
             left.append(a)
     return pairs, left
@@ -224,7 +228,7 @@ def scoped_pairs(
     """One pair round: each node with a partner it has not met under the same switch one level
     wider than ``differ`` and a different switch at level ``differ`` (None: under its own
     leaf), where it can; nodes left over pair with each other."""
-    met = _met(expand(done))
+    met = done.met() if isinstance(done, Ledger) else _met(expand(done))
     depth = max((len(t) for t in topo.values()), default=0)
     prefix = depth if differ is None else differ
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
@@ -334,8 +338,11 @@ def split_jobs(
     be the ones a member is slow with; if it fails again, it is split: a flaky member
     explains one failure, not every one); jobs that already ran are skipped,
     a node is in one job at a time. Empty when nothing is left to split or re-run."""
-    ran = {frozenset(j.nodes) for j in jobs}
-    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    if isinstance(jobs, Ledger):
+        ran, passed = jobs.ran(), jobs.passed()
+    else:
+        ran = {frozenset(j.nodes) for j in jobs}
+        passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
     suspect = set(suspects)
     busy: set[str] = set()
     out: list[tuple[str, ...]] = []
@@ -408,25 +415,48 @@ def _faulted_switch(
     return tuple(sorted(local))
 
 
+@dataclass
+class _Exits:
+    """The judged pairs seen at one topology level: the nodes that passed a job, those that
+    passed one under their own switch at ``level``, and each switch's jobs leaving it."""
+
+    level: int
+    passed: set[str] = field(default_factory=set)
+    inside: set[str] = field(default_factory=set)
+    exits: dict[tuple[str, ...], list[int]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, i: int, job: Job, topo: Topology) -> None:
+        """Count pair ``i`` (a pair under one switch differs at no level)."""
+        if job.verdict not in ("PASS", "FAIL"):
+            return
+        a, b = job.pair
+        ta, tb = topo[a], topo[b]
+        diff = len(ta) if ta == tb else _first_difference(topo, job.pair)
+        if job.verdict == "PASS":
+            self.passed.update(job.pair)
+            if diff > self.level:
+                self.inside.update(job.pair)
+        if diff <= self.level:
+            self.exits[ta[: self.level + 1]].append(i)
+            self.exits[tb[: self.level + 1]].append(i)
+
+
 def _level_faults(
-    jobs: Sequence[Job], topo: Topology, levels: Sequence[str], level: int, excused: set[int]
-) -> list[PathFault]:
+    jobs: Sequence[Job], topo: Topology, levels: Sequence[str], level: int, excused: set[int],
+    index: _Exits | None = None,
+) -> list[PathFault]:  # fmt: skip
     """The faulted switches at one level; their jobs join ``excused``. Only failing jobs
-    are set aside, so what passed (and where) is computed once."""
-    judged = [i for i, j in enumerate(jobs) if i not in excused and j.verdict in ("PASS", "FAIL")]
-    diff = {i: _first_difference(topo, jobs[i].pair) for i in judged}
-    passed = {n for i in judged if jobs[i].verdict == "PASS" for n in jobs[i].pair}
-    inside = {
-        n for i in judged if jobs[i].verdict == "PASS" and diff[i] > level for n in jobs[i].pair
-    }
-    exits: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i in judged:
-        if diff[i] <= level:
-            for node in jobs[i].pair:
-                exits[_switch(topo, node, level)].append(i)
+    are set aside, so what passed (and where) is computed once (``index``: already counted,
+    when nothing is excused yet)."""
+    if index is None:
+        index = _Exits(level)
+        for i, job in enumerate(jobs):
+            if i not in excused:
+                index.add(i, job, topo)
+    passed, inside, exits = index.passed, index.inside, index.exits
     faults: list[PathFault] = []
     for switch, _ in sorted(exits.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        out = [i for i in exits[switch] if i not in excused]
+        out = [i for i in exits[switch] if i not in excused] if excused else list(exits[switch])
         nodes = _faulted_switch(switch, out, jobs, passed, inside, topo)
         if nodes is not None:
             faults.append(PathFault(levels[level], switch[-1], len(out), len(out), nodes, switch))
@@ -435,15 +465,17 @@ def _level_faults(
 
 
 def path_faults(
-    jobs: Sequence[Job], topo: Topology, levels: Sequence[str]
-) -> tuple[list[PathFault], set[int]]:
+    jobs: Sequence[Job], topo: Topology, levels: Sequence[str],
+    indexed: Callable[[int], _Exits] | None = None,
+) -> tuple[list[PathFault], set[int]]:  # fmt: skip
     """The switches whose uplink explains their failing jobs, narrowest level first (a
     switch's jobs are set aside before the next is looked at), and the indices of the jobs
-    they explain."""
+    they explain. ``indexed``: a level's :class:`_Exits` of all of ``jobs`` (a ledger's)."""
     faults: list[PathFault] = []
     excused: set[int] = set()
     for level in reversed(range(len(levels))):
-        faults += _level_faults(jobs, topo, levels, level, excused)
+        index = indexed(level) if indexed is not None and not excused else None
+        faults += _level_faults(jobs, topo, levels, level, excused, index)
     return faults, excused
 
 
@@ -516,7 +548,7 @@ def _uncleared(
 
     out: dict[str, str] = {}
     for p in sorted(rec.fails):
-        if p not in faulty:
+        if p not in faulty and rec.fails[p]:
             blamed = sorted(x for x in rec.fails[p] if x in faulty and not apart(x, p))
             if blamed:
                 out[p] = blamed[0]
@@ -547,11 +579,20 @@ def _good(
         and all(y in faulty for y in rec.fails[x])
         and len(rec.passes[x]) >= min(expose, reach[x])
     }
-    changed = True
-    while changed:
-        drop = {x for x in good if sum(1 for y in rec.passes[x] if y in good) < confirm}
-        good -= drop
-        changed = bool(drop)
+    # the k-core is unique: peel the nodes short of GOOD partners one at a time, counting
+    # down their partners' GOOD partners instead of recounting every node each pass
+    count = {x: len(good.intersection(rec.passes[x])) for x in good}
+    short = [x for x in good if count[x] < confirm]
+    while short:
+        x = short.pop()
+        if x not in good:
+            continue
+        good.discard(x)
+        for y in rec.passes[x]:
+            if y in good:
+                count[y] -= 1
+                if count[y] == confirm - 1:
+                    short.append(y)
     return good
 
 
@@ -587,11 +628,13 @@ def _faulty_verdict(
     return "FLAKY", f"{record}: failed with {failed}, passed with others", rerun[:2]
 
 
-def expand(jobs: Sequence[Job]) -> list[Job]:
+def expand(jobs: Sequence[Job]) -> Sequence[Job]:
     """The record as pairs: a pair job as it ran; a passing group job as a passing job for
     every pair of its nodes (its rings carried traffic between each pair, see
     :func:`ring_orders`); a failing group job as no pair (it says some pair or node in it is
     slow, not which: its split says that, and it taints its nodes until explained)."""
+    if isinstance(jobs, Ledger):
+        return jobs.pairs()
     out: list[Job] = []
     for job in jobs:
         if not job.members:
@@ -606,21 +649,231 @@ def expand(jobs: Sequence[Job]) -> list[Job]:
     return out
 
 
+def _record(jobs: Sequence[Job], pairs: Sequence[Job], excused: set[int]) -> _Record:
+    """The :class:`_Record` of ``pairs`` (``jobs`` expanded) less the ``excused`` ones: the
+    ledger's own when ``jobs`` is a :class:`Ledger` and nothing is excused."""
+    if isinstance(jobs, Ledger) and not excused:
+        return jobs.record()
+    return _Record.of(pairs, excused)
+
+
+def _pair_job(entry: Job | tuple[int, str, str]) -> Job:
+    """A ledger's pair as :func:`expand` gives it: a job, or a passing group's (round, a, b)."""
+    if isinstance(entry, Job):
+        return entry
+    return Job(entry[0], (entry[1], entry[2]), "PASS")
+
+
+class _Pairs(Sequence[Job]):
+    """The first ``size`` pairs of a ledger, each made a :class:`Job` when read."""
+
+    def __init__(self, entries: list[Job | tuple[int, str, str]], size: int) -> None:
+        self._entries, self._size = entries, size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Job]: ...
+    def __getitem__(self, i: int | slice) -> Job | list[Job]:
+        if isinstance(i, slice):
+            return [_pair_job(e) for e in self._entries[: self._size][i]]
+        if not -self._size <= i < self._size:
+            raise IndexError(i)
+        return _pair_job(self._entries[i % self._size])
+
+    def __iter__(self) -> Iterator[Job]:
+        for i in range(self._size):
+            yield _pair_job(self._entries[i])
+
+
+class Ledger(list[Job]):
+    """The sweep's record of jobs (a list, appended to round by round) that keeps what the
+    planner and the judge read of it after every round (:func:`expand`'s pairs, who met
+    whom, the passing pairs, each node's passing jobs, the :class:`_Record`) up to date
+    with the jobs appended since, instead of computing them from the whole record each
+    time: what the functions here return for a ledger is what they return for a list of
+    the same jobs. A record changed otherwise than by appending (``append``, ``extend``,
+    ``+=``) is read again whole."""
+
+    def __init__(self, jobs: Iterable[Job] = ()) -> None:
+        super().__init__(jobs)
+        self._reset()
+
+    # every list method that rewrites the record (not append, extend, +=) reads it again
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._reset()
+
+    def __delitem__(self, index: SupportsIndex | slice) -> None:
+        super().__delitem__(index)
+        self._reset()
+
+    def __imul__(self, times: SupportsIndex) -> Ledger:
+        super().__imul__(times)
+        self._reset()
+        return self
+
+    def insert(self, index: SupportsIndex, job: Job) -> None:
+        super().insert(index, job)
+        self._reset()
+
+    def pop(self, index: SupportsIndex = -1) -> Job:
+        job = super().pop(index)
+        self._reset()
+        return job
+
+    def remove(self, job: Job) -> None:
+        super().remove(job)
+        self._reset()
+
+    def clear(self) -> None:
+        super().clear()
+        self._reset()
+
+    def sort(self, *, key: Any = None, reverse: bool = False) -> None:
+        super().sort(key=key, reverse=reverse)
+        self._reset()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen = 0
+        self._last: Job | None = None
+        self._pairs: list[Job | tuple[int, str, str]] = []
+        self._met: dict[str, set[str]] = defaultdict(set)
+        self._pair_met: dict[str, set[str]] = defaultdict(set)
+        self._rec = _Record()
+        self._passed: set[frozenset[str]] = set()
+        self._ran: set[frozenset[str]] = set()
+        self._passing: Counter[str] = Counter()
+        self._topo: Topology | None = None
+        self._levels: dict[int, _Exits] = {}
+
+    def _sync(self) -> None:
+        if len(self) < self._seen or (self._seen and self[self._seen - 1] is not self._last):
+            self._reset()
+        for job in self[self._seen :]:
+            self._add(job)
+        self._seen = len(self)
+        self._last = self[-1] if self else None
+
+    def _add(self, job: Job) -> None:
+        self._ran.add(frozenset(job.nodes))
+        if not job.members:
+            self._pair_met[job.pair[0]].add(job.pair[1])
+            self._pair_met[job.pair[1]].add(job.pair[0])
+        if job.verdict == "PASS":
+            self._passing.update(job.nodes)
+        if job.members:  # a failing group is no pair (see expand)
+            if job.verdict == "PASS":
+                self._add_group(job)
+            return
+        for index in self._levels.values():
+            index.add(len(self._pairs), job, self._topo or {})
+        self._pairs.append(job)
+        a, b = job.pair
+        self._met[a].add(b)
+        self._met[b].add(a)
+        if job.verdict in ("PASS", "FAIL"):
+            side = self._rec.passes if job.verdict == "PASS" else self._rec.fails
+            side[a][b] += 1
+            side[b][a] += 1
+        if job.verdict == "PASS":
+            self._passed.add(frozenset(job.pair))
+
+    def _add_group(self, job: Job) -> None:
+        """A passing group: each member passed with every other (its pairs are kept as
+        (round, a, b) until read, see :class:`_Pairs`)."""
+        members, start = job.members, len(self._pairs)
+        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+        self._pairs += [(job.round, a, b) for a, b in pairs]
+        self._passed.update(frozenset(pair) for pair in pairs)
+        for m in members:
+            others = [x for x in members if x != m]
+            self._met[m].update(others)
+            self._rec.passes[m].update(others)
+        topo = self._topo or {}
+        for index in self._levels.values():
+            if len({topo[m] for m in members}) == 1:  # each passed under its own switches
+                index.passed.update(members)
+                index.inside.update(members)
+                continue
+            for k in range(start, len(self._pairs)):
+                index.add(k, _pair_job(self._pairs[k]), topo)
+
+    def pairs(self) -> Sequence[Job]:
+        """:func:`expand` of the record (as it is now: later jobs are not in it)."""
+        self._sync()
+        return _Pairs(self._pairs, len(self._pairs))
+
+    def met(self) -> dict[str, set[str]]:
+        self._sync()
+        return self._met
+
+    def met_in_pairs(self) -> dict[str, set[str]]:
+        """Who met whom in pair jobs."""
+        self._sync()
+        return self._pair_met
+
+    def record(self) -> _Record:
+        """The :class:`_Record` of every judged pair (nothing excused)."""
+        self._sync()
+        return self._rec
+
+    def passed(self) -> set[frozenset[str]]:
+        self._sync()
+        return self._passed
+
+    def ran(self) -> set[frozenset[str]]:
+        self._sync()
+        return self._ran
+
+    def passing(self) -> Counter[str]:
+        self._sync()
+        return self._passing
+
+    def exits(self, topo: Topology, level: int) -> _Exits:
+        """What :func:`path_faults` counts of the pairs at ``level`` (nothing excused), for
+        ``topo`` (the sweep's: another one is counted again)."""
+        self._sync()
+        if topo is not self._topo:
+            self._topo, self._levels = topo, {}
+        if level not in self._levels:
+            index = _Exits(level)
+            for i, pair in enumerate(self._pairs):
+                index.add(i, _pair_job(pair), topo)
+            self._levels[level] = index
+        return self._levels[level]
+
+
 def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int = REPEAT) -> bool:  # fmt: skip
     """Whether a round of ``parts`` can teach nothing: each is a pair that failed ``repeat``
     times or more and never passed (the judge reads that as steady; one more failure changes
     no verdict, and a node whose every partner fails with it stays so). Two nodes, or four
     without group jobs, one of them bad, met again and again until the round cap."""
-    passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
-    failed = Counter(frozenset(j.pair) for j in jobs if not j.members and j.verdict == "FAIL")
-    return bool(parts) and all(
-        len(p) == 2 and frozenset(p) not in passed and failed[frozenset(p)] >= repeat for p in parts
+    wanted = {frozenset(p) for p in parts}
+    if not parts or any(len(p) != 2 for p in parts):
+        return False
+    failed = Counter(
+        key
+        for j in jobs
+        if not j.members and j.verdict == "FAIL" and (key := frozenset(j.pair)) in wanted
     )
+    if any(failed[p] < repeat for p in wanted):
+        return False
+    return not any(j.verdict == "PASS" and any(p <= set(j.nodes) for p in wanted) for j in jobs)
 
 
 def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
     """Node -> the jobs it passed (a group job is one: its runs share one time window, and
     a node that fails one job in three passes any one job with probability 2/3)."""
+    if isinstance(jobs, Ledger):
+        return jobs.passing()
     return Counter(n for job in jobs if job.verdict == "PASS" for n in job.nodes)
 
 
@@ -640,6 +893,8 @@ def _reach(
     """Partners each node can pass with: the others, less the faulty ones; only those under
     its own switch when a path fault cuts that switch off."""
     cut = {f.key for f in paths}
+    if not cut:  # no switch walled off: every node reaches every other
+        return dict.fromkeys(nodes, max(0, len(nodes) - 1 - faulty))
     under: Counter[tuple[str, ...]] = Counter()
     for node in nodes:
         for level in range(len(topo[node])):
@@ -718,8 +973,9 @@ def judge(
     with group jobs asks :func:`partners_needed` of the fleet, which its groups give at no
     extra job)."""
     pairs = expand(jobs)
-    paths, excused = path_faults(pairs, topo, levels) if levels else ([], set())
-    rec = _Record.of(pairs, excused)
+    indexed = functools.partial(jobs.exits, topo) if isinstance(jobs, Ledger) else None
+    paths, excused = path_faults(pairs, topo, levels, indexed) if levels else ([], set())
+    rec = _record(jobs, pairs, excused)
     faulty = _faulty(nodes, rec, confirm)
     tainted = _unexplained(jobs, faulty)
     reach = _reach(nodes, topo, paths, len(faulty))
@@ -794,9 +1050,11 @@ def adaptive_pairs(
     (a job across a faulted path proves nothing); none with a node ``busy`` in another job of
     the round. Empty when nothing more can be learnt."""
     record = expand(jobs)
-    rec = _Record.of(record, verdict.excused)
-    met = _met(record)
-    in_pairs = _met(j for j in jobs if not j.members)
+    rec = _record(jobs, record, verdict.excused)
+    met = jobs.met() if isinstance(jobs, Ledger) else _met(record)
+    in_pairs = (
+        jobs.met_in_pairs() if isinstance(jobs, Ledger) else _met(j for j in jobs if not j.members)
+    )
     faulted = {f.key for f in verdict.paths}
     ran = passing_jobs(jobs)
     short = {x for x in nodes if ran[x] < confirm}
@@ -815,27 +1073,43 @@ def adaptive_pairs(
     waiting: list[str] = []
     ranked = sorted(open_, key=lambda n: _rank(f"open{round_}", n))
     queue = list(dict.fromkeys(ranked + verdict.corroborate + verdict.unshown))
+    free_refs = _Free(refs, taken)
+    free_leaf = {leaf: _Free(members, taken) for leaf, members in by_leaf.items()}
     for x in queue:
         if x in taken or not _wants_partner(
             x, rec, verdict.good, in_pairs, confirm, expose or confirm
         ):
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
-        candidates = by_leaf[topo[x]] + ([] if cut_off else refs)
-        usable = [
-            r
-            for r in candidates
-            if r != x and r not in taken and not _blocked(x, r, topo, levels, faulted)
-        ]
-        fresh = [r for r in usable if r not in met[x]]
+        lists = [free_leaf.get(topo[x], _Free([], taken))] + ([] if cut_off else [free_refs])
         # a node short of passing jobs may meet a partner again (a job is what it lacks)
-        partner = next(iter(fresh or (usable if x in short else [])), None)
+        partner = _reference(x, lists, (topo, levels, faulted), met[x], x in short)
         if partner is None:
             waiting.append(x)
         else:
             pairs.append((x, partner))
             taken |= {x, partner}
     return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_, short)
+
+
+def _reference(
+    x: str, lists: Sequence[_Free], paths: tuple[Topology, Sequence[str], set[tuple[str, ...]]],
+    seen: set[str], again: bool,
+) -> str | None:  # fmt: skip
+    """The first free candidate of ``lists``, in order, that ``x`` may run with (not itself,
+    not across a faulted path of ``paths``: topology, levels, faulted switches) and has not
+    met (``seen``); with ``again``, else the first it may run with."""
+    topo, levels, faulted = paths
+    usable = (
+        r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, faulted)
+    )
+    partner = next((r for r in usable if r not in seen), None)
+    if partner is None and again:
+        partner = next(
+            (r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, faulted)),
+            None,
+        )  # fmt: skip
+    return partner
 
 
 def _open_pairs(
@@ -871,10 +1145,29 @@ def _open_pairs(
     ]
 
 
+class _Free:
+    """The candidates of a list not yet ``taken`` (a set the round grows), in the list's
+    order: the taken ones at its front are stepped over once, not by every node that looks
+    for a partner (a round takes its partners from the front)."""
+
+    def __init__(self, items: Sequence[str], taken: set[str]) -> None:
+        self._items, self._taken, self._lo = items, taken, 0
+
+    def __iter__(self) -> Iterator[str]:
+        items, taken = self._items, self._taken
+        while self._lo < len(items) and items[self._lo] in taken:
+            self._lo += 1
+        for i in range(self._lo, len(items)):
+            if items[i] not in taken:
+                yield items[i]
+
+
 def _blocked(
     a: str, b: str, topo: Topology, levels: Sequence[str], faulted: set[tuple[str, ...]]
 ) -> bool:
     """Whether the pair's path leaves a switch whose uplink is faulted."""
+    if not faulted:
+        return False
     return any(
         _crosses(topo, (a, b), level)
         and (_switch(topo, a, level) in faulted or _switch(topo, b, level) in faulted)
@@ -927,6 +1220,15 @@ def round_seconds(sizes: Sequence[int], nodes_at_once: int, seconds: Callable[[i
     return end
 
 
+@functools.lru_cache(maxsize=256)
+def _screening_round_s(sizes: tuple[int, ...], nodes_at_once: int, cost: Cost) -> float:
+    """:func:`round_seconds` of a screening round costed by ``cost``, once per round shape:
+    every mode :func:`choose_mode` weighs has the same pair rounds, and the forecast's
+    sweeps choose the mode again for the same fleet."""
+    per_size = {size: cost.seconds(size) for size in set(sizes)}
+    return round_seconds(sizes, nodes_at_once, per_size.__getitem__)
+
+
 @dataclass(frozen=True)
 class Mode:
     """How the screening rounds run: ``group_rounds`` rounds of group jobs of up to ``size``
@@ -971,7 +1273,7 @@ def _pair_mode(topo: Topology, at_once: int, rounds: int, expose: int, cost: Cos
     depth = max((len(t) for t in topo.values()), default=0)
     scopes = tuple(_round_scope(r, depth) for r in range(1, rounds + 1))
     per_round = len(topo) // 2
-    took = rounds * round_seconds([2] * per_round, 2 * at_once, cost.seconds)
+    took = rounds * _screening_round_s((2,) * per_round, 2 * at_once, cost)
     return Mode(2, 0, scopes, expose, took, rounds * per_round, rounds)
 
 
@@ -991,9 +1293,9 @@ def _group_mode(
     cross: list[int | None] = [depth - 1 - i for i in range(depth)] or [None]
     scopes: tuple[int | None, ...] = tuple(cross[i % len(cross)] for i in range(depth + extra))
     pairs = len(topo) // 2
-    took = rounds * round_seconds(groups, 2 * at_once, cost.seconds) + len(scopes) * round_seconds(
-        [2] * pairs, 2 * at_once, cost.seconds
-    )
+    took = rounds * _screening_round_s(tuple(groups), 2 * at_once, cost) + len(
+        scopes
+    ) * _screening_round_s((2,) * pairs, 2 * at_once, cost)
     jobs = rounds * len(groups) + len(scopes) * pairs
     return Mode(size, rounds, scopes, expose, took, jobs, partners + extra)
 

@@ -7,9 +7,11 @@ warning, not a refusal, when --sweep-timeout is shorter than that."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -242,3 +244,59 @@ def test_a_pair_that_changed_its_result_is_not_exhausted() -> None:
     assert not sweep_plan.exhausted([("a", "b"), ("c", "d")], fail)
     group = sweep_plan.Job(5, ("a", "b"), "PASS", ("a", "b", "c"))  # a passing group holds a-b
     assert not sweep_plan.exhausted([("a", "b")], [*fail, group])
+
+
+# --------------------------------------------------------- a large fleet's estimate
+
+
+def test_a_large_fleet_is_told_the_estimate_is_being_made_before_it_starts(
+    fake: FakeKube,
+    tmp_path: Path,
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From SAID_FROM nodes the estimate takes seconds: one line says it is being made, before
+    the estimate itself; a smaller fleet gets the estimate alone."""
+    fleet = sweepfleet.build(12, "bad", 0, 1)
+    code, _, err = _run(fake, tmp_path, write_stack, capsys, fleet)
+    assert code == 0, err
+    assert "estimating the sweep" not in err
+    monkeypatch.setattr(sweep_forecast, "SAID_FROM", 12)
+    with FakeKube() as other:
+        code, _, err = _run(other, tmp_path / "again", write_stack, capsys, fleet)
+    assert code == 0, err
+    lines = err.splitlines()
+    said = lines.index("verify: estimating the sweep over 12 nodes (simulating 2 fleets)...")
+    assert lines[said + 1].startswith("verify: sweep over 12 GPU nodes")
+
+
+def test_ctrl_c_while_the_estimate_is_made_ends_the_command_cleanly(
+    fake: FakeKube,
+    tmp_path: Path,
+    write_stack: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGINT while the simulated sweeps run (inside a simulated job: they run one at a time
+    in the command's thread) ends the command as a Ctrl-C does: exit 130, said in one line, no
+    traceback, and no job submitted (the sweep had not started)."""
+    fleet = sweepfleet.build(12, "bad", 0, 1)
+    answer = sweep_forecast._report
+    sent: list[tuple[str, ...]] = []
+
+    def interrupted(nodes: Sequence[str], bad: frozenset[str]) -> nccl_report.Report:
+        if not sent:
+            sent.append(tuple(nodes))
+            os.kill(os.getpid(), signal.SIGINT)
+        return answer(nodes, bad)
+
+    monkeypatch.setattr(sweep_forecast, "_report", interrupted)
+    code, out, err = _run(fake, tmp_path, write_stack, capsys, fleet)
+    assert sent
+    assert code == 130, err
+    assert "Traceback" not in err
+    assert "gpufabric verify nccl: interrupted" in err
+    assert "sweep over 12 GPU nodes" not in err  # no estimate, no sweep
+    assert not [p for p in fake.objects if "/mpijobs/" in p]
+    assert out == ""
