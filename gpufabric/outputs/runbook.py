@@ -161,7 +161,7 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         else None,
         "leaf_scopes": leaf_scopes,
         # the most GPU nodes one job of the first tenant may span: its quota admits no more
-        "quota_nodes": facts.tenants[facts_first].gpu_limit // facts.nodes.gpus_per_node
+        "quota_nodes": facts.tenants[facts_first].gpu_admissible // facts.nodes.gpus_per_node
         if facts_first
         else 0,
         "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else "",
