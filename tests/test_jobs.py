@@ -60,7 +60,12 @@ def config_for(name: str, gang: str) -> dict[str, Any]:
 def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) -> None:
     config = config_for(name, gang)
     plan, model = setup(config)
-    tenant = config["gpufabric:tenants"][-1]["namespace"]
+    # the last tenant whose queue admits a two-node job (dgx-h100's last has one node's GPUs)
+    tenant = next(
+        t["namespace"]
+        for t in reversed(config["gpufabric:tenants"])
+        if plan.facts.tenants[t["namespace"]].gpu_admissible >= 2 * plan.facts.nodes.gpus_per_node
+    )
     wiring = plan.wiring[tenant]
     leaf = next(iter(wiring.leaf_networks), None)  # rails routed per leaf: a job names one
     request = JobRequest(tenant=tenant, kind=kind, nodes=2, leaf=leaf)  # type: ignore[arg-type]
@@ -154,7 +159,7 @@ def test_cli_prints_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
         "--stack",
         "prod-ib",
         "--tenant",
-        "eval",
+        "llm-finetune",
         "--kind",
         "mpijob",
         "--nodes",

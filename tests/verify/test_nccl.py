@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from builders import REPO
-from conftest import EXAMPLE_STACKS
+from conftest import EXAMPLE_STACKS, example_config, sections
 from fake_kube import FakeKube
 
 from gpufabric.cli import main
-from gpufabric.model.stackfile import load_stack
+from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan.build import build_plan
@@ -126,7 +126,11 @@ def argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
 
 
 def job(stack: str = "lab-roce", tenant: str = "team-vision", nodes: int = 2) -> dict[str, Any]:
-    model = load_stack(stack, None).model
+    config = example_config(stack)
+    if stack == "lab-roce":
+        # team-vision (16 GPUs) borrows team-speech's idle 16: jobs of up to 4 nodes admitted
+        config["gpufabric:tenants"][0]["gpuBorrowingLimit"] = 16
+    model = model_from_config(sections(config), stack, from_file=True)
     return nccl.acceptance_job(build_plan(stack, model), tenant, nodes)
 
 
