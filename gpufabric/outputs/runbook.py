@@ -295,4 +295,13 @@ def markdown_code(value: object) -> str:
     return _NOT_MARKDOWN_SAFE.sub(lambda m: _escape(m.group()), str(value))
 
 
-__all__ = ["RUNBOOK_DIR", "FoundAs", "Phase", "context", "markdown_code", "phases", "render", "shell_word"]
+__all__ = [
+    "RUNBOOK_DIR",
+    "FoundAs",
+    "Phase",
+    "context",
+    "markdown_code",
+    "phases",
+    "render",
+    "shell_word",
+]

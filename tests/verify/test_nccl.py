@@ -469,3 +469,25 @@ def test_an_existing_job_is_never_touched(fake: FakeKube, tmp_path: Path) -> Non
     fake.add(existing)
     assert main(argv(fake, tmp_path)) == 3
     assert MPIJOB in fake.objects
+
+
+def test_a_run_the_tenants_queue_can_never_admit_is_refused_before_any_call(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """lab-roce's team-vision holds 16 GPUs and borrows none: a four-node run (32 GPUs)
+    would never be admitted and would wait out --timeout. It is refused (exit 2) before
+    anything is created, naming the sizes and the tenants that fit."""
+    assert main(argv(fake, tmp_path, "--nodes", "4", "--timeout", "5")) == 2
+    err = capsys.readouterr().err
+    assert "--nodes: 4 nodes ask for 32 GPUs (8 a node)" in err
+    assert "tenant 'team-vision' can never be admitted with more than 16" in err
+    assert "gpuQuota 16 + gpuBorrowingLimit 0" in err
+    assert "accepted: --nodes 2, or the tenant's gpuQuota" in err  # team-speech: 16 too
+    assert "Traceback" not in err
+    assert fake.requests == []
+
+
+def test_a_run_that_must_borrow_is_not_refused() -> None:
+    """With a borrowing limit, a run beyond the quota waits until the other tenants' quota
+    is idle, but it can be admitted: never refused."""
+    assert job(nodes=4)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
