@@ -200,13 +200,17 @@ def _check_admissible(facts: Facts, contract: TenantContract, req: JobRequest) -
     ]
     low, high = req.min_nodes, most // per_node
     sizes = [f"--nodes {low}" if high == low else f"--nodes {low} to {high}"] if high >= low else []
+    *others, last = [
+        *sizes,
+        *fits,
+        "the tenant's gpuQuota or gpuBorrowingLimit raised in the stack",
+    ]
     raise _fail(
         "--nodes",
         f"{req.nodes} nodes ask for {asked} GPUs ({per_node} a node), but tenant "
         f"{req.tenant!r} can never be admitted with more than {most} "
         f"({contract.gpu_admissible_why}): the job would wait in its queue forever; "
-        f"accepted: {', '.join([*sizes, *fits, ''])}or the tenant's gpuQuota or "
-        "gpuBorrowingLimit raised in the stack",
+        f"accepted: {', '.join(others)}{', or ' if others else ''}{last}",
     )
 
 
