@@ -491,3 +491,17 @@ def test_a_run_that_must_borrow_is_not_refused() -> None:
     """With a borrowing limit, a run beyond the quota waits until the other tenants' quota
     is idle, but it can be admitted: never refused."""
     assert job(nodes=4)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
+
+
+def test_a_sweep_through_a_tenant_too_small_for_a_pair_is_refused_before_any_call(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dgx-h100's research holds one node's 8 GPUs: none of a sweep's two-node jobs could
+    ever be admitted, so the sweep is refused up front, naming the tenant that fits."""
+    cfg = str(fake.kubeconfig(tmp_path))
+    argv = ["verify", "nccl", "--stack", "dgx-h100", "--tenant", "research", "--sweep"]
+    assert main([*argv, "--kubeconfig", cfg, "--context", "fake"]) == 2
+    err = capsys.readouterr().err
+    assert "2 nodes ask for 16 GPUs (8 a node), but tenant 'research' can never" in err
+    assert "accepted: --tenant llm-train (up to 24), or the tenant's gpuQuota" in err
+    assert fake.requests == []
