@@ -660,7 +660,8 @@ def _inside_repository(stack: Stack, repo: Path, base: str) -> None:
 def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
     from gpufabric.outputs import runbook
 
-    text = runbook.render(stack.plan, stack.pulled)
+    stacks_dir = None if args.stacks_dir is None else str(args.stacks_dir)
+    text = runbook.render(stack.plan, stack.pulled, runbook.FoundAs(args.stack, stacks_dir))
     if args.out:
         _write_out(args.out, text, "runbook")
         print(f"wrote {args.out}", file=sys.stderr)

@@ -214,11 +214,18 @@ def _outputs(name: str, stack: Path, work: Path) -> Iterator[tuple[str, str]]:
         yield command[0], _digest(_cli([command[0], "--stack", str(stack), *command[1:]], work)[1])
     yield "expectation", _digest(from_facts(plan.facts).to_json())
     tenants = list(plan.facts.tenants)
+    per_node = plan.facts.nodes.gpus_per_node
+    # four nodes, or as many as the tenant's queue can ever admit (more is refused)
+    nodes = {t: max(1, min(4, c.gpu_admissible // per_node)) for t, c in plan.facts.tenants.items()}
     for kind in ("mpijob", "pytorchjob", "jaxjob", "trainjob", "tfjob"):
         for tenant in tenants[:2]:
             argv = ["job", "--stack", str(stack), "--tenant", tenant, "--kind", kind]
-            yield f"job/{kind}/{tenant}", _digest(_cli([*argv, "--nodes", "4"], work)[1])
-    tenant = tenants[-1]
+            yield (
+                f"job/{kind}/{tenant}",
+                _digest(_cli([*argv, "--nodes", str(nodes[tenant])], work)[1]),
+            )
+    # the last tenant whose queue admits the acceptance test's two nodes
+    tenant = next((t for t in reversed(tenants) if nodes[t] >= 2), tenants[-1])
     base = ["verify", "nccl", "--stack", str(stack), "--tenant", tenant, "--dry-run"]
     yield "verify-nccl-dry-run", _digest(_cli(base, work)[1])
     yield "verify-sweep-dry-run", _digest(_cli([*base, "--sweep"], work)[1])

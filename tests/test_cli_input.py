@@ -103,7 +103,7 @@ def test_a_flag_that_would_be_ignored_is_refused(
 @pytest.mark.parametrize(
     "argv",
     [
-        [*NCCL, "--nodes", "4", "--dry-run"],
+        [*NCCL, "--nodes", "2", "--dry-run"],
         # --dry-run previews the run its command line describes: appended, it refuses nothing
         [*NCCL, "--sweep", "--keep", "--timeout", "60", "--kubeconfig", "absent", "--dry-run"],
         [*NCCL, "--sweep", "--sweep-group", "4", "--dry-run"],

@@ -33,7 +33,9 @@ def plan_with(policy: dict[str, Any] | None = None, gang: str = "kueue") -> Plan
 
 
 def job(plan: Plan, kind: str, **request: Any) -> dict[str, Any]:
-    return job_manifest(plan, JobRequest(tenant="eval", kind=kind, nodes=4, **request))  # type: ignore[arg-type]
+    # llm-finetune: 64 GPUs of quota admit a four-node job (eval's 16 would never)
+    request = JobRequest(tenant="llm-finetune", kind=kind, nodes=4, **request)  # type: ignore[arg-type]
+    return job_manifest(plan, request)
 
 
 def test_default_policy_three_restarts_fourteen_days() -> None:

@@ -14,6 +14,7 @@ from conftest import EXAMPLE_STACKS, example_config, sections
 
 from gpufabric.authorities import kueue, volcano
 from gpufabric.cli import main
+from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_manifest
 from gpufabric.outputs.render import render_files
@@ -60,7 +61,12 @@ def config_for(name: str, gang: str) -> dict[str, Any]:
 def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) -> None:
     config = config_for(name, gang)
     plan, model = setup(config)
-    tenant = config["gpufabric:tenants"][-1]["namespace"]
+    # the last tenant whose queue admits a two-node job (dgx-h100's last has one node's GPUs)
+    tenant = next(
+        t["namespace"]
+        for t in reversed(config["gpufabric:tenants"])
+        if plan.facts.tenants[t["namespace"]].gpu_admissible >= 2 * plan.facts.nodes.gpus_per_node
+    )
     wiring = plan.wiring[tenant]
     leaf = next(iter(wiring.leaf_networks), None)  # rails routed per leaf: a job names one
     request = JobRequest(tenant=tenant, kind=kind, nodes=2, leaf=leaf)  # type: ignore[arg-type]
@@ -154,7 +160,7 @@ def test_cli_prints_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
         "--stack",
         "prod-ib",
         "--tenant",
-        "eval",
+        "llm-finetune",
         "--kind",
         "mpijob",
         "--nodes",
@@ -341,3 +347,35 @@ def test_routed_leaves_the_tenant_configmap_names_each_leafs_networks() -> None:
     for leaf in ("leaf-01", "leaf-02"):
         nets = json.loads(annotations[f"gpufabric.io/networks-{leaf}"])
         assert {n["name"] for n in nets} == {f"rail{i}-{leaf}" for i in range(4)}
+
+
+def test_a_job_the_tenants_queue_can_never_admit_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """prod-ib's eval holds 16 GPUs and borrows none: a four-node job (32 GPUs) would sit in
+    its queue forever, so nothing is printed to apply; the error names the sizes and the
+    tenants that would be admitted, and those are accepted."""
+    job = ["job", "--stack", "prod-ib", "--kind", "mpijob"]
+    assert main([*job, "--tenant", "eval", "--nodes", "4"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "--nodes: 4 nodes ask for 32 GPUs (8 a node), but tenant 'eval' can never" in err
+    assert "more than 16 (gpuQuota 16 + gpuBorrowingLimit 0" in err
+    assert "accepted: --nodes 1 to 2, --tenant llm-pretrain (up to 128), " in err
+    assert "--tenant research (up to 48), or the tenant's gpuQuota" in err
+    assert "Traceback" not in err
+    assert main([*job, "--tenant", "eval", "--nodes", "2"]) == 0
+    assert main([*job, "--tenant", "research", "--nodes", "4"]) == 0
+
+
+@pytest.mark.parametrize("gang", ["kueue", "volcano"])
+def test_a_job_within_the_borrowing_limit_is_accepted(gang: str) -> None:
+    """Beyond its quota a job is admitted once others' quota is idle: accepted up to quota
+    + borrowing limit (lab-roce's team-vision: 16 + 8 = three nodes), refused beyond."""
+    config = config_for("lab-roce", gang)
+    config["gpufabric:tenants"][0]["gpuBorrowingLimit"] = 8
+    plan, _ = setup(config)
+    manifest = job_manifest(plan, JobRequest("team-vision", "pytorchjob", 3))
+    assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    with pytest.raises(StackError, match="can never be admitted with more than 24"):
+        job_manifest(plan, JobRequest("team-vision", "pytorchjob", 4))

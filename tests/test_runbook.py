@@ -405,3 +405,39 @@ def test_a_leaf_with_one_gpu_node_gets_no_acceptance_run_of_its_own() -> None:
     assert "--leaf leaf-01" in text
     assert "--leaf leaf-02" not in text
     assert "--nodes 1 " not in text
+
+
+OFFLINE = ("validate", "plan", "images", "runbook", "job")
+"""gpufabric's commands that read only the stack (no cluster): the runbook's run here."""
+
+
+@pytest.mark.parametrize("given", ["stacks-dir", "path"])
+def test_printed_commands_find_a_stack_given_by_path_or_stacks_dir(
+    given: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stack outside the project's stacks/ (a file given by path, or a name in
+    --stacks-dir): the runbook names its file, and the gpufabric commands it prints find
+    that stack the same way (a bare ``--stack edge`` would find no such stack)."""
+    (tmp_path / "envs").mkdir()
+    text = (REPO / "stacks" / "Pulumi.kind-dev.yaml").read_text()
+    (tmp_path / "envs" / "Pulumi.edge.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    found = ["--stacks-dir", "envs"] if given == "stacks-dir" else []
+    stack = "edge" if given == "stacks-dir" else "envs/Pulumi.edge.yaml"
+    assert main([*found, "runbook", "--stack", stack]) == 0
+    runbook = capsys.readouterr().out
+    assert "from `envs/Pulumi.edge.yaml`" in runbook
+    ran = 0
+    for command in code_blocks(runbook) + inline_commands(runbook):
+        words = first_words(command)[0]
+        if words[0] != "gpufabric" or not set(OFFLINE) & set(words):
+            continue
+        assert words[1 : 1 + len(found)] == found, command
+        assert words[words.index("--stack") + 1] == stack, command
+        assert main(words[1:]) == 0, (command, capsys.readouterr().err)
+        capsys.readouterr()
+        ran += 1
+    assert ran >= 5

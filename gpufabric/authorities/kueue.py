@@ -184,6 +184,20 @@ class Kueue(Authority):
     def queue_name(self, tenant: str) -> str:
         return LOCAL_QUEUE_NAME
 
+    def admissible_gpus(self, quota: int, borrowing_limit: int, pooled: int) -> tuple[int, str]:
+        """Kueue's ``PotentialAvailable``, which its flavor assigner checks first: a ClusterQueue
+        with a borrowingLimit (gpufabric always sets one) reaches at most nominalQuota +
+        borrowingLimit, and never more than its cohort holds (every tenant's nominalQuota:
+        none sets a lendingLimit); a workload asking more is "insufficient quota ...,
+        request > maximum capacity" (NoFit, never preempting) and never admitted."""
+        most, why = super().admissible_gpus(quota, borrowing_limit, pooled)
+        if pooled < most:
+            return pooled, (
+                f"{why}, but all tenants' quota in the Kueue cohort is {pooled} GPUs and a "
+                "ClusterQueue borrows only from its cohort"
+            )
+        return most, why
+
     # ------------------------------------------------------------------- plan
 
     def manager_config(self, ctx: PlanContext) -> dict[str, Any]:

@@ -86,10 +86,15 @@ def list_stacks(directory: Path | None = None) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in d.glob("Pulumi.*.yaml"))
 
 
+def is_path(stack: str) -> bool:
+    """Whether ``--stack`` names a stack file by its path (else a stack by its name)."""
+    return Path(stack).suffix in (".yaml", ".yml") or "/" in stack
+
+
 def resolve(stack: str, directory: Path | None = None) -> tuple[str, Path]:
     """Map ``--stack`` (a name, or a path to a stack file) to (name, path)."""
     as_path = Path(stack)
-    if as_path.suffix in (".yaml", ".yml") or "/" in stack:
+    if is_path(stack):
         name = as_path.name
         for prefix, suffix in (("Pulumi.", ".yaml"), ("Pulumi.", ".yml")):
             if name.startswith(prefix) and name.endswith(suffix):

@@ -74,6 +74,9 @@ class JobRequest:
     """``MIN:MAX`` nodes of an elastic PyTorchJob (None: a fixed-size job)."""
     entrypoint: tuple[tuple[str, str], ...] = ()
     """Files shipped with the job (name, text), read by the CLI from ``--entrypoint``."""
+    min_nodes: int = 1
+    """The fewest nodes the command runs a job on (the NCCL acceptance test: 2), for the
+    sizes an error suggests."""
 
 
 def _fail(path: str, message: str) -> StackError:
@@ -120,6 +123,7 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
         raise _fail("--runtime", "applies to --kind trainjob only")
     contract = _leaf_contract(facts.tenants[req.tenant], req.leaf)
     _check_leaf_nodes(facts, contract, req)
+    _check_admissible(facts, contract, req)
     job_failure_policy(facts, req)
     return contract
 
@@ -177,6 +181,37 @@ def _check_leaf_nodes(facts: Facts, contract: TenantContract, req: JobRequest) -
             f"{req.nodes} GPU nodes do not fit under {req.leaf}: scheduling.nodeTopology puts "
             f"{under} there",
         )
+
+
+def _check_admissible(facts: Facts, contract: TenantContract, req: JobRequest) -> None:
+    """A job asking more GPUs than its tenant's queue can ever be admitted with would wait
+    in the queue forever (``TenantContract.gpu_admissible``): refused, naming the --nodes
+    and the tenants that would fit. A job within it is accepted even where it must borrow:
+    it is admitted once the others' quota is idle."""
+    per_node = facts.nodes.gpus_per_node
+    asked = req.nodes * per_node
+    most = contract.gpu_admissible
+    if asked <= most:
+        return
+    fits = [
+        f"--tenant {name} (up to {c.gpu_admissible})"
+        for name, c in facts.tenants.items()
+        if c.gpu_admissible >= asked
+    ]
+    low, high = req.min_nodes, most // per_node
+    sizes = [f"--nodes {low}" if high == low else f"--nodes {low} to {high}"] if high >= low else []
+    *others, last = [
+        *sizes,
+        *fits,
+        "the tenant's gpuQuota or gpuBorrowingLimit raised in the stack",
+    ]
+    raise _fail(
+        "--nodes",
+        f"{req.nodes} nodes ask for {asked} GPUs ({per_node} a node), but tenant "
+        f"{req.tenant!r} can never be admitted with more than {most} "
+        f"({contract.gpu_admissible_why}): the job would wait in its queue forever; "
+        f"accepted: {', '.join(others)}{', or ' if others else ''}{last}",
+    )
 
 
 def _leaf_contract(contract: TenantContract, leaf: str | None) -> TenantContract:

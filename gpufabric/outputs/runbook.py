@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import nics
+from gpufabric.model.stackfile import is_path
 from gpufabric.outputs.jobs import first_worker_pod, inspection_kind, resume_facts
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.build import Plan
@@ -34,6 +35,30 @@ LAYER_TITLES = {
     Layer.MONITORING: "Fleet health monitoring",
     Layer.STORAGE: "Shared storage",
 }
+
+
+@dataclass(frozen=True)
+class FoundAs:
+    """How the command line found the stack, so that every command the runbook prints finds
+    it the same way: ``--stack`` as given (a name or a path to the file) and, for a name,
+    the ``--stacks-dir`` it was looked up in (None: the project's stacks directory)."""
+
+    stack: str
+    stacks_dir: str | None = None
+
+    def options(self) -> tuple[str, str]:
+        """(``gpufabric`` with its global options, the ``--stack`` option), as shell words."""
+        global_opts = "gpufabric"
+        if self.stacks_dir is not None and not is_path(self.stack):
+            global_opts += f" --stacks-dir {shell_word(self.stacks_dir)}"
+        return global_opts, f"--stack {shell_word(self.stack)}"
+
+    def file(self) -> str:
+        """The stack file, as the reader finds it."""
+        if is_path(self.stack):
+            return self.stack
+        directory = "stacks" if self.stacks_dir is None else self.stacks_dir.rstrip("/")
+        return f"{directory}/Pulumi.{self.stack}.yaml"
 
 
 @dataclass(frozen=True)
@@ -122,8 +147,11 @@ def _describe(item: Item, plan: Plan) -> str:
     return f"{p.kind} `{md(ns + p.name)}`"
 
 
-def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
-    """What the templates read: the Plan's facts and items, and what the stack pulls."""
+def context(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> dict[str, Any]:
+    """What the templates read: the Plan's facts and items, what the stack pulls, and how
+    the printed commands find the stack (``found``; None: by its name in the project)."""
+    found = found or FoundAs(plan.stack)
+    gpufabric, stack_arg = found.options()
     facts = plan.facts
     job_kind = inspection_kind(facts)
     facts_first = next(iter(facts.tenants), None)
@@ -133,6 +161,9 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
     }
     return {
         "stack": plan.stack,
+        "gpufabric": gpufabric,
+        "stack_arg": stack_arg,
+        "stack_file": found.file(),
         "facts": facts,
         "fabric": facts.fabric,
         "nodes": facts.nodes,
@@ -161,7 +192,7 @@ def context(plan: Plan, pulled: StackSources) -> dict[str, Any]:
         else None,
         "leaf_scopes": leaf_scopes,
         # the most GPU nodes one job of the first tenant may span: its quota admits no more
-        "quota_nodes": facts.tenants[facts_first].gpu_limit // facts.nodes.gpus_per_node
+        "quota_nodes": facts.tenants[facts_first].gpu_admissible // facts.nodes.gpus_per_node
         if facts_first
         else 0,
         "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else "",
@@ -202,13 +233,14 @@ def _object_name(plan: Plan, item_id: str) -> str:
     return str(payload.body["metadata"]["name"])
 
 
-def render(plan: Plan, pulled: StackSources) -> str:
-    """The runbook of a Plan; ``pulled`` is what its stack pulls (``plan.pulls.collect``)."""
+def render(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> str:
+    """The runbook of a Plan; ``pulled`` is what its stack pulls (``plan.pulls.collect``),
+    ``found`` how its commands find the stack (None: by its name in the project)."""
     env = environment(RUNBOOK_DIR)
     env.filters["sq"] = _single_quote
     env.filters["sh"] = shell_word
     env.filters["md"] = markdown_code
-    text = env.get_template("runbook.md.j2").render(**context(plan, pulled))
+    text = env.get_template("runbook.md.j2").render(**context(plan, pulled, found))
     # One blank line between blocks, a single trailing newline: stable, diff-friendly output.
     lines: list[str] = []
     for line in text.splitlines():
@@ -263,4 +295,13 @@ def markdown_code(value: object) -> str:
     return _NOT_MARKDOWN_SAFE.sub(lambda m: _escape(m.group()), str(value))
 
 
-__all__ = ["RUNBOOK_DIR", "Phase", "context", "markdown_code", "phases", "render", "shell_word"]
+__all__ = [
+    "RUNBOOK_DIR",
+    "FoundAs",
+    "Phase",
+    "context",
+    "markdown_code",
+    "phases",
+    "render",
+    "shell_word",
+]

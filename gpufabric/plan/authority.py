@@ -109,6 +109,17 @@ class Authority(ABC):
     def queue_name(self, tenant: str) -> str:
         """The queue a tenant's jobs name."""
 
+    def admissible_gpus(self, quota: int, borrowing_limit: int, pooled: int) -> tuple[int, str]:
+        """The most GPUs one job of a tenant can ever be admitted with, and why: its queue's
+        hard cap (``quota`` + ``borrowing_limit``, which the tenant namespace's
+        ResourceQuota also holds its pods to). ``pooled``: the GPU quota of all tenants
+        together. What it may borrow depends on others' use at the time, so a job up to
+        the cap may wait but is admitted once others' quota is idle."""
+        return quota + borrowing_limit, (
+            f"gpuQuota {quota} + gpuBorrowingLimit {borrowing_limit}: the most its queue and "
+            "its namespace's ResourceQuota ever admit"
+        )
+
     def priority_class(self, tenant: str) -> str:
         return f"tenant-{tenant}"
 

@@ -302,6 +302,12 @@ class TenantContract(Struct, frozen=True):
     """GPUs the tenant may hold at once: quota plus borrowing limit."""
     gpu_borrowing_limit: int
     """GPUs beyond its quota the tenant may borrow while others' quota is idle."""
+    gpu_admissible: int
+    """The most GPUs one job of the tenant can ever be admitted with (the queueing
+    authority's rule over its quota, borrowing limit and what the others lend): a larger
+    job waits in its queue forever."""
+    gpu_admissible_why: str
+    """How the authority comes to ``gpu_admissible`` (for the error that refuses a job)."""
     cpu_quota: str | None
     """CPU quota (a Kubernetes quantity); None: not limited."""
     memory_quota: str | None

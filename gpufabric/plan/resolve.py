@@ -311,6 +311,11 @@ def tenant_contracts(
     model: StackModel, fabric: FabricFacts, env: Mapping[str, str], authority: Authority
 ) -> dict[str, TenantContract]:
     """Each tenant's pod contract, quotas and priority, by namespace in stack order."""
+    pooled = sum(t.gpuQuota for t in model.tenants)
+    admissible = {
+        t.namespace: authority.admissible_gpus(t.gpuQuota, t.gpuBorrowingLimit, pooled)
+        for t in model.tenants
+    }
     return {
         t.namespace: TenantContract(
             namespace=t.namespace,
@@ -324,6 +329,8 @@ def tenant_contracts(
             gpu_quota=t.gpuQuota,
             gpu_limit=t.gpuQuota + t.gpuBorrowingLimit,
             gpu_borrowing_limit=t.gpuBorrowingLimit,
+            gpu_admissible=admissible[t.namespace][0],
+            gpu_admissible_why=admissible[t.namespace][1],
             cpu_quota=t.cpuQuota,
             memory_quota=t.memoryQuota,
             priority=t.priority,

@@ -408,7 +408,7 @@ def _sweep_concurrency(plan: Plan, tenant: str) -> int:
     """Two-node jobs the tenant's GPU quota admits at once (at least one)."""
     contract = plan.facts.tenants.get(tenant)
     gpus = 2 * plan.facts.nodes.gpus_per_node
-    return max(1, (contract.gpu_limit if contract else gpus) // gpus)
+    return max(1, (contract.gpu_admissible if contract else gpus) // gpus)
 
 
 def _delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:

@@ -225,7 +225,9 @@ def acceptance_job(
     :func:`gpufabric.verify.sweep_plan.ring_orders`) the launcher runs the tests once per
     order (:func:`group_launcher_script`)."""
     kind = acceptance_kind(plan)
-    req = JobRequest(tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf)
+    req = JobRequest(
+        tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf, min_nodes=2
+    )
     w = wiring_for(plan, req)
     overrides: dict[str, str] = {}
     if rail is not None:

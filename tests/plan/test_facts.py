@@ -101,10 +101,13 @@ def assert_outputs_agree(name: str, config: dict[str, Any]) -> None:
             assert annotations["gpufabric.io/networks"] == contract.networks
             for leaf, networks in contract.leaf_networks.items():
                 assert annotations[f"gpufabric.io/networks-{leaf}"] == networks
-    tenant = next(iter(facts.tenants), None)
+    # the first tenant whose queue admits a job of one node (a smaller quota runs none)
+    per_node = facts.nodes.gpus_per_node
+    tenant = next((t for t, c in facts.tenants.items() if c.gpu_admissible >= per_node), None)
     if tenant and "mpijob" in facts.operators.job_kinds:
         leaf = next(iter(facts.tenants[tenant].leaf_networks), None)
-        job = job_manifest(plan, JobRequest(tenant=tenant, kind="mpijob", leaf=leaf))
+        request = JobRequest(tenant=tenant, kind="mpijob", nodes=1, leaf=leaf)
+        job = job_manifest(plan, request)
         worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
         limits = worker["spec"]["containers"][0]["resources"]["limits"]
         assert {k: v for k, v in limits.items() if k != "nvidia.com/gpu"} == dict(

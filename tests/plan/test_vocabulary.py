@@ -123,6 +123,7 @@ FREE_FORM: dict[str, str] = {
     "TenantContract.groups": "identity-provider group names",
     "TenantContract.network_namespace": "namespace name",
     "TenantContract.network_names": "NetworkAttachmentDefinition names",
+    "TenantContract.gpu_admissible_why": "the authority's rule, in words (an error's reason)",
     "GangPolicy.cohort": "Kueue cohort name (a DNS label)",
     "Acceptance.threshold_source": "sentence explaining the threshold",
     "OperatorFacts.mpi_operator_args": "command-line flags",

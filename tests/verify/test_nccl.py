@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from builders import REPO
-from conftest import EXAMPLE_STACKS
+from conftest import EXAMPLE_STACKS, example_config, sections
 from fake_kube import FakeKube
 
 from gpufabric.cli import main
-from gpufabric.model.stackfile import load_stack
+from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan.build import build_plan
@@ -126,7 +126,11 @@ def argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
 
 
 def job(stack: str = "lab-roce", tenant: str = "team-vision", nodes: int = 2) -> dict[str, Any]:
-    model = load_stack(stack, None).model
+    config = example_config(stack)
+    if stack == "lab-roce":
+        # team-vision (16 GPUs) borrows team-speech's idle 16: jobs of up to 4 nodes admitted
+        config["gpufabric:tenants"][0]["gpuBorrowingLimit"] = 16
+    model = model_from_config(sections(config), stack, from_file=True)
     return nccl.acceptance_job(build_plan(stack, model), tenant, nodes)
 
 
@@ -511,3 +515,39 @@ def test_an_existing_job_is_never_touched(fake: FakeKube, tmp_path: Path) -> Non
     fake.add(existing)
     assert main(argv(fake, tmp_path)) == 3
     assert MPIJOB in fake.objects
+
+
+def test_a_run_the_tenants_queue_can_never_admit_is_refused_before_any_call(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """lab-roce's team-vision holds 16 GPUs and borrows none: a four-node run (32 GPUs)
+    would never be admitted and would wait out --timeout. It is refused (exit 2) before
+    anything is created, naming the sizes and the tenants that fit."""
+    assert main(argv(fake, tmp_path, "--nodes", "4", "--timeout", "5")) == 2
+    err = capsys.readouterr().err
+    assert "--nodes: 4 nodes ask for 32 GPUs (8 a node)" in err
+    assert "tenant 'team-vision' can never be admitted with more than 16" in err
+    assert "gpuQuota 16 + gpuBorrowingLimit 0" in err
+    assert "accepted: --nodes 2, or the tenant's gpuQuota" in err  # team-speech: 16 too
+    assert "Traceback" not in err
+    assert fake.requests == []
+
+
+def test_a_run_that_must_borrow_is_not_refused() -> None:
+    """With a borrowing limit, a run beyond the quota waits until the other tenants' quota
+    is idle, but it can be admitted: never refused."""
+    assert job(nodes=4)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
+
+
+def test_a_sweep_through_a_tenant_too_small_for_a_pair_is_refused_before_any_call(
+    fake: FakeKube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dgx-h100's research holds one node's 8 GPUs: none of a sweep's two-node jobs could
+    ever be admitted, so the sweep is refused up front, naming the tenant that fits."""
+    cfg = str(fake.kubeconfig(tmp_path))
+    argv = ["verify", "nccl", "--stack", "dgx-h100", "--tenant", "research", "--sweep"]
+    assert main([*argv, "--kubeconfig", cfg, "--context", "fake"]) == 2
+    err = capsys.readouterr().err
+    assert "2 nodes ask for 16 GPUs (8 a node), but tenant 'research' can never" in err
+    assert "accepted: --tenant llm-train (up to 24), or the tenant's gpuQuota" in err
+    assert fake.requests == []

@@ -33,6 +33,7 @@ from gpufabric.model.stackfile import stack_warnings
 from gpufabric.outputs import jobs
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
+from gpufabric.plan.build import Plan
 from gpufabric.verify import nccl, sshkeys
 
 PYTORCH_ONLY = {"mpiOperator": False, "trainingOperator": {"schemes": ["pytorchjob"]}}
@@ -41,10 +42,17 @@ JOB = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs/gpufabric-nccl"
 SECRET = f"/api/v1/namespaces/{NS}/secrets/gpufabric-nccl-ssh"
 
 
-def config(training: dict[str, Any] = PYTORCH_ONLY) -> dict[str, Any]:
+def config(training: dict[str, Any] = PYTORCH_ONLY, borrow: int = 0) -> dict[str, Any]:
     cfg = example_config("lab-roce")
     cfg["gpufabric:training"] = training
+    cfg["gpufabric:tenants"][0]["gpuBorrowingLimit"] = borrow
     return cfg
+
+
+def three_node_plan() -> Plan:
+    """team-vision (16 GPUs) borrows team-speech's idle 16: its three-node jobs (24 GPUs)
+    are admitted once team-speech's quota is idle."""
+    return plan_of(config(borrow=16))
 
 
 @pytest.fixture
@@ -113,7 +121,7 @@ def test_a_stack_without_any_acceptance_kind_is_refused_naming_the_pytorchjob_op
 
 
 def test_the_acceptance_job_is_a_pytorchjob_whose_master_runs_the_mpi_test() -> None:
-    plan = plan_of(config())
+    plan = three_node_plan()
     job = nccl.acceptance_job(plan, NS, 3)
     assert job["kind"] == "PyTorchJob"
     specs = job["spec"]["pytorchReplicaSpecs"]
@@ -138,7 +146,7 @@ def test_the_acceptance_job_is_a_pytorchjob_whose_master_runs_the_mpi_test() -> 
     assert worker["readinessProbe"] == {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5}
     # every replica is a GPU node with the tenant's wiring (a PyTorchJob's as gpufabric
     # job writes it, less the storage claims) and the run's keys at /root/.ssh
-    bare = plan_of({k: v for k, v in config().items() if k != "gpufabric:storage"})
+    bare = plan_of({k: v for k, v in config(borrow=16).items() if k != "gpufabric:storage"})
     ref = job_manifest(bare, JobRequest(NS, "pytorchjob", 3, name="gpufabric-nccl"))
     ref_pod = ref["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     for spec in specs.values():
@@ -212,7 +220,7 @@ def test_a_sweep_pins_master_and_worker_and_the_dry_run_prints_no_secret(
 
 @pytest.mark.shared
 def test_job_and_secret_validate_against_the_training_operator_crd(crd_dir: Path) -> None:
-    plan = plan_of(config())
+    plan = three_node_plan()
     job = nccl.acceptance_job(plan, NS, 3)
     pinned = nccl.acceptance_job(plan, NS, 2, pin_nodes=("a", "b"), rail="rail0")
     secret = sshkeys.secret(job, "uid-1")
@@ -291,7 +299,7 @@ def test_the_master_fails_when_a_worker_sshd_never_answers(
 def test_the_master_script_passes_shellcheck(tmp_path: Path) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed")
-    plan = plan_of(config())
+    plan = three_node_plan()
     job = nccl.acceptance_job(plan, NS, 3)
     script = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     path = tmp_path / "master.sh"

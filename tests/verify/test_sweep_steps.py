@@ -37,8 +37,8 @@ def test_skip_reason(n: dict[str, Any], why: str | None) -> None:
     assert commands._skip_reason(n) == why
 
 
-def plan_with(gpu_limit: int | None, gpus_per_node: int = 8) -> Any:
-    tenants = {} if gpu_limit is None else {"t": SimpleNamespace(gpu_limit=gpu_limit)}
+def plan_with(admissible: int | None, gpus_per_node: int = 8) -> Any:
+    tenants = {} if admissible is None else {"t": SimpleNamespace(gpu_admissible=admissible)}
     nodes = SimpleNamespace(gpus_per_node=gpus_per_node)
     return SimpleNamespace(facts=SimpleNamespace(tenants=tenants, nodes=nodes))
 
