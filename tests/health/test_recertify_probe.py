@@ -297,12 +297,12 @@ def test_dry_run_says_the_probe_it_would_start(fake: FakeKube, tmp_path: Path, p
     ds = DaemonSets(fake)
     quarantined_and_cleared(fake, tmp_path, plan, "gpu-03")
     before = json.dumps(fake.objects, sort_keys=True)
-    report = one_pass(fake, tmp_path, plan, None, "--dry-run", "--probe-image", "reg.example/probe:1", at=LATER)  # fmt: skip
+    report = one_pass(fake, tmp_path, plan, None, "--dry-run", "--probe-image", "harbor.prod-ib.example.internal/probe:1", at=LATER)  # fmt: skip
     assert acts(report) == {"re-certify": ["gpu-03"]}
     words = report.rows[0]["reason"]
     assert (
         "would start the probe DaemonSet gpufabric-health-probe/gpufabric-health-probe "
-        "(reg.example/probe:1) pinned to h-gpu-03, tolerating gpufabric.io/quarantine; "
+        "(harbor.prod-ib.example.internal/probe:1) pinned to h-gpu-03, tolerating gpufabric.io/quarantine; "
         "compare the driver it reads with the fleet's 575.57.08; then sweep with"
     ) in words
     assert ds.created == []
