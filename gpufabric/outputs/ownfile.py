@@ -64,11 +64,9 @@ def check_ours(path: Path, written: Written, command: str, flag: str = "--out") 
         ) from None
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
+            stdout = f", or leave {flag} out to print to stdout" if flag == "--out" else ""
             raise OutputError(
-                f"{path} is not a regular file (a device, pipe or terminal); name a file, "
-                f"or leave {flag} out to print to stdout"
-                if flag == "--out"
-                else f"{path} is not a regular file (a device, pipe or terminal); name a file"
+                f"{path} is not a regular file (a device, pipe or terminal); name a file{stdout}"
             )
         head = f.read(4096)
     if head.strip() and not written(head):

@@ -255,8 +255,7 @@ def sweep(
         topo, levels = dict.fromkeys(ordered, ()), ()
     report = into if into is not None else SweepReport({}, 0)
     report.levels, report.confirm = tuple(levels), confirm
-    if not isinstance(report.jobs, sweep_plan.Ledger):  # read round by round, kept up to date
-        report.jobs = sweep_plan.Ledger(report.jobs)
+    report.jobs = sweep_plan.ledger_of(report.jobs)  # read round by round, kept up to date
     report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
     mode = sweep_plan.choose_mode(
         topo, concurrency, confirm, group if run_group is not None else 2, cost

@@ -148,15 +148,6 @@ def _rank(salt: str, name: str) -> bytes:
     return hashlib.sha256(f"{salt}\0{name}".encode()).digest()
 
 
-def _met(jobs: Iterable[Job]) -> dict[str, set[str]]:
-    met: dict[str, set[str]] = defaultdict(set)
-    for job in jobs:
-        a, b = job.pair
-        met[a].add(b)
-        met[b].add(a)
-    return met
-
-
 def pair_up(
     nodes: Sequence[str],
     differ: int | None,
@@ -228,7 +219,7 @@ def scoped_pairs(
     """One pair round: each node with a partner it has not met under the same switch one level
     wider than ``differ`` and a different switch at level ``differ`` (None: under its own
     leaf), where it can; nodes left over pair with each other."""
-    met = done.met() if isinstance(done, Ledger) else _met(expand(done))
+    met = ledger_of(done).met()
     depth = max((len(t) for t in topo.values()), default=0)
     prefix = depth if differ is None else differ
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
@@ -338,11 +329,8 @@ def split_jobs(
     be the ones a member is slow with; if it fails again, it is split: a flaky member
     explains one failure, not every one); jobs that already ran are skipped,
     a node is in one job at a time. Empty when nothing is left to split or re-run."""
-    if isinstance(jobs, Ledger):
-        ran, passed = jobs.ran(), jobs.passed()
-    else:
-        ran = {frozenset(j.nodes) for j in jobs}
-        passed = {frozenset(j.pair) for j in expand(jobs) if j.verdict == "PASS"}
+    ledger = ledger_of(jobs)
+    ran, passed = ledger.ran(), ledger.passed()
     suspect = set(suspects)
     busy: set[str] = set()
     out: list[tuple[str, ...]] = []
@@ -466,7 +454,7 @@ def _level_faults(
 
 def path_faults(
     jobs: Sequence[Job], topo: Topology, levels: Sequence[str],
-    indexed: Callable[[int], _Exits] | None = None,
+    indexed: Callable[[int], _Exits],
 ) -> tuple[list[PathFault], set[int]]:  # fmt: skip
     """The switches whose uplink explains their failing jobs, narrowest level first (a
     switch's jobs are set aside before the next is looked at), and the indices of the jobs
@@ -474,7 +462,7 @@ def path_faults(
     faults: list[PathFault] = []
     excused: set[int] = set()
     for level in reversed(range(len(levels))):
-        index = indexed(level) if indexed is not None and not excused else None
+        index = None if excused else indexed(level)
         faults += _level_faults(jobs, topo, levels, level, excused, index)
     return faults, excused
 
@@ -633,28 +621,19 @@ def expand(jobs: Sequence[Job]) -> Sequence[Job]:
     every pair of its nodes (its rings carried traffic between each pair, see
     :func:`ring_orders`); a failing group job as no pair (it says some pair or node in it is
     slow, not which: its split says that, and it taints its nodes until explained)."""
-    if isinstance(jobs, Ledger):
-        return jobs.pairs()
-    out: list[Job] = []
-    for job in jobs:
-        if not job.members:
-            out.append(job)
-        elif job.verdict == "PASS":
-            members = job.members
-            out += [
-                Job(job.round, (a, b), "PASS")
-                for i, a in enumerate(members)
-                for b in members[i + 1 :]
-            ]
-    return out
+    return ledger_of(jobs).pairs()
 
 
-def _record(jobs: Sequence[Job], pairs: Sequence[Job], excused: set[int]) -> _Record:
-    """The :class:`_Record` of ``pairs`` (``jobs`` expanded) less the ``excused`` ones: the
-    ledger's own when ``jobs`` is a :class:`Ledger` and nothing is excused."""
-    if isinstance(jobs, Ledger) and not excused:
-        return jobs.record()
-    return _Record.of(pairs, excused)
+def ledger_of(jobs: Iterable[Job]) -> Ledger:
+    """``jobs`` as a :class:`Ledger`: the sweep's own record is one (kept up to date round
+    by round); any other list of jobs is read into a new one."""
+    return jobs if isinstance(jobs, Ledger) else Ledger(jobs)
+
+
+def _record(jobs: Ledger, excused: set[int]) -> _Record:
+    """The :class:`_Record` of the judged pairs less the ``excused`` ones (the ledger's own
+    when nothing is excused)."""
+    return _Record.of(jobs.pairs(), excused) if excused else jobs.record()
 
 
 def _pair_job(entry: Job | tuple[int, str, str]) -> Job:
@@ -872,9 +851,7 @@ def exhausted(parts: Sequence[tuple[str, ...]], jobs: Sequence[Job], repeat: int
 def passing_jobs(jobs: Iterable[Job]) -> Counter[str]:
     """Node -> the jobs it passed (a group job is one: its runs share one time window, and
     a node that fails one job in three passes any one job with probability 2/3)."""
-    if isinstance(jobs, Ledger):
-        return jobs.passing()
-    return Counter(n for job in jobs if job.verdict == "PASS" for n in job.nodes)
+    return ledger_of(jobs).passing()
 
 
 def _unexplained(jobs: Sequence[Job], faulty: set[str]) -> dict[str, tuple[str, ...]]:
@@ -972,16 +949,16 @@ def judge(
     ``expose``: distinct partners a node passes with before it is GOOD (default C; a sweep
     with group jobs asks :func:`partners_needed` of the fleet, which its groups give at no
     extra job)."""
-    pairs = expand(jobs)
-    indexed = functools.partial(jobs.exits, topo) if isinstance(jobs, Ledger) else None
-    paths, excused = path_faults(pairs, topo, levels, indexed) if levels else ([], set())
-    rec = _record(jobs, pairs, excused)
+    ledger = ledger_of(jobs)
+    indexed = functools.partial(ledger.exits, topo)
+    paths, excused = path_faults(ledger.pairs(), topo, levels, indexed) if levels else ([], set())
+    rec = _record(ledger, excused)
     faulty = _faulty(nodes, rec, confirm)
-    tainted = _unexplained(jobs, faulty)
+    tainted = _unexplained(ledger, faulty)
     reach = _reach(nodes, topo, paths, len(faulty))
-    ran = passing_jobs(jobs)
-    held = _held(jobs, rec, faulty, confirm)
-    uncleared = _uncleared(jobs, rec, faulty, confirm, repeat)
+    ran = ledger.passing()
+    held = _held(ledger, rec, faulty, confirm)
+    uncleared = _uncleared(ledger, rec, faulty, confirm, repeat)
     eligible = [
         n
         for n in nodes
@@ -1049,14 +1026,11 @@ def adaptive_pairs(
     UNKNOWN node with a proven partner it has not met, under its own leaf where there is one
     (a job across a faulted path proves nothing); none with a node ``busy`` in another job of
     the round. Empty when nothing more can be learnt."""
-    record = expand(jobs)
-    rec = _record(jobs, record, verdict.excused)
-    met = jobs.met() if isinstance(jobs, Ledger) else _met(record)
-    in_pairs = (
-        jobs.met_in_pairs() if isinstance(jobs, Ledger) else _met(j for j in jobs if not j.members)
-    )
+    ledger = ledger_of(jobs)
+    rec = _record(ledger, verdict.excused)
+    met, in_pairs = ledger.met(), ledger.met_in_pairs()
     faulted = {f.key for f in verdict.paths}
-    ran = passing_jobs(jobs)
+    ran = ledger.passing()
     short = {x for x in nodes if ran[x] < confirm}
     taken = set(busy)
     pairs: list[Pair] = []

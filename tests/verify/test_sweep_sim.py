@@ -208,7 +208,7 @@ def test_screening_pairs_within_then_across_each_level() -> None:
     # round 1 under one leaf (2 = no difference), round 2 across leaves under one spine,
     # round 3 across spines
     assert scopes == [{2}, {1}, {0}]
-    met = sweep_plan._met(done)
+    met = sweep_plan.ledger_of(done).met()
     assert all(len(met[n]) == 3 for n in nodes)  # three distinct partners each
 
 
