@@ -22,7 +22,7 @@ uplinks not named; "GOOD bad" counts the faulty nodes among them reported GOOD; 
 the flaky nodes GOOD after a job with healthy partners failed.
 
 The estimate beside what ran: "est jobs" and "est x8" are what the estimate
-(gpufabric/verify/sweep_forecast.py: the planner's own sweep against a fleet of the same nodes
+(gpufabric/verify/sweep/forecast.py: the planner's own sweep against a fleet of the same nodes
 whose k bad nodes fail every job, 8 rails) gives for the row's N and k, beside the "jobs" and
 "wall x8" the sweeps of the row ran ("jobs" without one-rail jobs, "wall x8" with them); the
 bad class differs from it only in which nodes are bad, the others show how far flaky,
@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import sweepfleet
 
-from gpufabric.verify import sweep_forecast
-from gpufabric.verify.sweep import localize_rails, sweep
-from gpufabric.verify.sweep_plan import Cost
+from gpufabric.verify.sweep import forecast as sweep_forecast
+from gpufabric.verify.sweep.plan import Cost
+from gpufabric.verify.sweep.run import localize_rails, sweep
 
 BOUNDS = """bounds (not zero by construction):
 - partner-dependent: a node slow with half of its partners is GOOD only if it passed with all

@@ -32,7 +32,9 @@ from fleetfake import LatencyTransport
 
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import expect, fleet, nodes_gather
+from gpufabric.verify import expect
+from gpufabric.verify.nodes import fleet
+from gpufabric.verify.nodes import gather as nodes_gather
 
 STACK = "prod-ib"
 

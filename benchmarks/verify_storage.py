@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from fake_kube import FakeKube
 
 from gpufabric.cli import main as cli
-from gpufabric.verify import storage
+from gpufabric.verify.storage import judge as storage
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "mountstats"
 MOUNTS = "".join(

@@ -684,7 +684,7 @@ def cmd_images(stack: Stack, args: argparse.Namespace) -> int:
 
 
 def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
-    from gpufabric.verify import nccl_report
+    from gpufabric.verify.nccl import report as nccl_report
 
     if not (math.isfinite(args.fraction) and 0 < args.fraction <= 1):
         print(

@@ -48,7 +48,7 @@ def quick_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sweep jobs expected to take under a second (the planner assumes 90 s a pair): a fake
     cluster's jobs end at once or never, and such a test bounds them by a short --timeout,
     which a sweep refuses when shorter than the jobs it expects."""
-    from gpufabric.verify import sweep_plan
+    from gpufabric.verify.sweep import plan as sweep_plan
 
     monkeypatch.setattr(sweep_plan, "TYPICAL_JOB_S", 0.5)
     monkeypatch.setattr(sweep_plan, "RUN_S", 0.05)

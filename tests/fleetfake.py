@@ -17,9 +17,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpufabric.verify import nodes_gather
 from gpufabric.verify.expect import Expectation
-from gpufabric.verify.probe import Unreachable
+from gpufabric.verify.nodes import gather as nodes_gather
+from gpufabric.verify.nodes.probe import Unreachable
 from gpufabric.verify.results import Check
 
 _BOUNDARY = re.compile(r"^B='?(@gf-[0-9a-f]{32})'?$", re.MULTILINE)

@@ -25,7 +25,7 @@ NCCL moves the data of the acceptance tests (all_reduce with NCCL_ALGO=Ring, all
   any of its rings is slow, or when a member is bad, or (flaky) by its draw.
 - A pair job (2 nodes) loads the one link between them.
 - A group job of g nodes runs its tests once per rank order of
-  :func:`gpufabric.verify.sweep_plan.ring_orders` (ceil(g / 2) orders, Walecki's zig-zag
+  :func:`gpufabric.verify.sweep.plan.ring_orders` (ceil(g / 2) orders, Walecki's zig-zag
   rings), whose rings together load every one of the g (g - 1) / 2 links of the group; a
   single rank order would load only g of them. So a group holding a node slow with half of
   its partners fails unless all g - 1 of its group partners are among the good half:
@@ -43,8 +43,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from gpufabric.verify import sweep_plan
-from gpufabric.verify.sweep_plan import ring_orders
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep.plan import ring_orders
 
 LEAF_LABEL = "topology.gpufabric.io/leaf"
 SPINE_LABEL = "topology.gpufabric.io/spine"
@@ -204,7 +204,7 @@ nodes runs both tests once per rank order of ring_orders(g)."""
 
 def job_seconds(size: int, pair_s: float = PAIR_S, run_s: float = RUN_S) -> float:
     """How long a job of ``size`` nodes takes: a pair's time, plus two test runs for every
-    rank order past the first (the planner's :class:`gpufabric.verify.sweep_plan.Cost`)."""
+    rank order past the first (the planner's :class:`gpufabric.verify.sweep.plan.Cost`)."""
     return sweep_plan.Cost(pair_s, run_s).seconds(size)
 
 
@@ -254,7 +254,7 @@ def score(
 def _waves(jobs: Any, concurrency: int, pair_s: float = 0.0, run_s: float = 0.0) -> Any:
     """Waves of jobs when the quota admits ``concurrency`` two-node jobs at once (2 x
     ``concurrency`` nodes), each round's jobs admitted as the sweep's runner admits them
-    (:func:`gpufabric.verify.sweep_plan.round_seconds`): with ``pair_s``, the seconds those
+    (:func:`gpufabric.verify.sweep.plan.round_seconds`): with ``pair_s``, the seconds those
     rounds take (a job of g nodes :func:`job_seconds`), else the rounds' length in jobs one
     after another."""
     rounds: dict[int, list[int]] = {}
@@ -355,7 +355,7 @@ class MPIOperator:
     def _launch(self, job: dict[str, Any], hosts: dict[str, str]) -> tuple[str, int]:
         import subprocess
 
-        from gpufabric.verify import nccl
+        from gpufabric.verify.nccl import job as nccl
 
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         slots = job["spec"]["slotsPerWorker"]

@@ -18,7 +18,7 @@ from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.monitoring import QUARANTINE_TAINT
-from gpufabric.verify.nccl import acceptance_job
+from gpufabric.verify.nccl.job import acceptance_job
 
 RUNTIMES = ("torch-distributed", "deepspeed-distributed")
 JOBSET_RULE_NAME = r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?"

@@ -120,7 +120,7 @@ def test_the_simulation_finds_the_mpijob_deadlock() -> None:
 
 
 def test_acceptance_job_can_start_under_volcano() -> None:
-    from gpufabric.verify.nccl import acceptance_job
+    from gpufabric.verify.nccl.job import acceptance_job
 
     plan = plan_of(config_for("roce-sriov-volcano", "volcano"), "roce-sriov-volcano")
     tenant = next(iter(plan.facts.tenants))

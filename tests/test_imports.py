@@ -23,7 +23,7 @@ OUTPUT_LAYER = {
     "gpufabric.outputs.diff",
     "gpufabric.cli",
     "gpufabric.outputs.jobs",
-    "gpufabric.verify.nccl_report",
+    "gpufabric.verify.nccl.report",
 }
 VALIDATION = {"gpufabric.model.config", "gpufabric.model.validation", "gpufabric.model.stackfile"}
 

@@ -14,8 +14,8 @@ import pytest
 from nccllogs import IB_8X400, Log, kubectl_prefix, mpich, openmpi, slurm, text
 
 from gpufabric.cli import main
-from gpufabric.verify import nccl_report
-from gpufabric.verify.nccl_report import Expectation
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl.report import Expectation
 
 IB = IB_8X400
 

@@ -13,7 +13,7 @@ from conftest import REPO
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import nccl_report
+from gpufabric.verify.nccl import report as nccl_report
 
 LOGS = REPO / "tests" / "fixtures" / "nccl"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gpufabric.exitcodes import Verdict
-from gpufabric.verify import nccl_report as nr
-from gpufabric.verify.nccl_report import Evidence, Expectation, Finding, Row, Run
+from gpufabric.verify.nccl import report as nr
+from gpufabric.verify.nccl.report import Evidence, Expectation, Finding, Row, Run
 
 GIB = nr.GIB
 EXP = Expectation(

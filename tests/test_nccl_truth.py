@@ -20,8 +20,9 @@ import json
 import pytest
 from nccllogs import IB_8X400, Log, openmpi, openmpi5, slurm, text, torchrun
 
-from gpufabric.verify import nccl, nccl_report
-from gpufabric.verify.nccl_report import Expectation
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl.report import Expectation
 
 IB = IB_8X400
 GIB = 1 << 30

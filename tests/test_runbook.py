@@ -20,7 +20,7 @@ from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.runbook import render
 from gpufabric.plan.build import build_plan
 from gpufabric.plan.pulls import collect
-from gpufabric.verify import nccl_report
+from gpufabric.verify.nccl import report as nccl_report
 
 RUNBOOKS = REPO / "docs" / "runbooks"
 

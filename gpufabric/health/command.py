@@ -26,11 +26,17 @@ from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs.jobs import pulled_image
 from gpufabric.plan.build import Plan
-from gpufabric.verify import acceptance_record, cluster, fleet, nccl, nccl_report, sweep, sweep_plan
+from gpufabric.verify import cluster
 from gpufabric.verify.commands import _delete_jobs as delete_jobs
 from gpufabric.verify.commands import _sweep_concurrency as sweep_concurrency
 from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
 from gpufabric.verify.kube import Kube
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import record as acceptance_record
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nodes import fleet
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import run as sweep
 
 RunPair = sweep.RunPair
 Clock = Callable[[], dt.datetime]

@@ -21,7 +21,7 @@ from typing import Any
 from gpufabric.health import record
 from gpufabric.health.record import Record
 from gpufabric.plan.facts import HealthFacts
-from gpufabric.verify.probe_daemonset import HOSTNAME_LABEL
+from gpufabric.verify.nodes.daemonset import HOSTNAME_LABEL
 
 CONDITION = "condition"
 ALERT = "alert"

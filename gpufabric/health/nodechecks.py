@@ -1,10 +1,10 @@
 """Re-certification's node checks: the ones ``gpufabric verify nodes --via-cluster`` runs.
 
-The probe DaemonSet of :mod:`gpufabric.verify.probe_daemonset` runs under its own name and
+The probe DaemonSet of :mod:`gpufabric.verify.nodes.daemonset` runs under its own name and
 namespace (never ``verify nodes``' own, which a concurrent ``verify nodes`` deletes), pinned
 to the candidates by a required node affinity on their ``kubernetes.io/hostname`` label and
 tolerating the quarantine taint they carry (a DaemonSet's pods already tolerate the cordon).
-Each candidate's facts are gathered and judged by :mod:`gpufabric.verify.fleet`, exactly as
+Each candidate's facts are gathered and judged by :mod:`gpufabric.verify.nodes.fleet`, exactly as
 ``verify nodes`` judges them: a FAIL keeps the node with the check named, an ERROR (or no
 probe pod on the node, or a probe that could not be started) keeps it as "could not run",
 never a pass. The probe is deleted afterwards however the run ends.
@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from gpufabric.health.arguments import API, PROBE, PROBE_TIMEOUT
 from gpufabric.health.recertify import FleetDriver, driver_check
 from gpufabric.plan.build import Plan
-from gpufabric.verify import expect, fleet, probe_daemonset
+from gpufabric.verify import expect
 from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError
+from gpufabric.verify.nodes import daemonset as probe_daemonset
+from gpufabric.verify.nodes import fleet
 from gpufabric.verify.results import Check
 
 NAME = "gpufabric-health-probe"

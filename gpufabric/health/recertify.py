@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpufabric.health.decide import DRIVER_LABEL, NodeState
-from gpufabric.verify import sweep
-from gpufabric.verify.nodes import FLEET_DRIVER_CHECK
+from gpufabric.verify.nodes.checks import FLEET_DRIVER_CHECK
 from gpufabric.verify.results import Check, error, failed, passed
-from gpufabric.verify.sweep import RunPair, SweepReport
+from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.run import RunPair, SweepReport
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ class Link(ABC):
     tenants[].vlan)."""
     node_rail_checks: ClassVar[tuple[str, ...]]
     """Per-rail checks ``verify nodes`` runs on its ports, in order (hca, port, gid, mtu,
-    pfc: see gpufabric.verify.nodes)."""
+    pfc: see gpufabric.verify.nodes.checks)."""
     runbook_fragment: ClassVar[str]
     """Template under manifests/runbooks/ defining :attr:`runbook_macros`."""
     runbook_macros: ClassVar[tuple[str, ...]] = (

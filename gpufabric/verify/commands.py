@@ -30,22 +30,7 @@ from gpufabric.outputs.jobs import pulled_image
 from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
-from gpufabric.verify import (
-    acceptance_record,
-    arguments,
-    cluster,
-    expect,
-    fleet,
-    nccl,
-    nccl_report,
-    nodes,
-    probe_daemonset,
-    storage,
-    storage_run,
-    sweep,
-    sweep_forecast,
-    sweep_plan,
-)
+from gpufabric.verify import arguments, cluster, expect
 from gpufabric.verify.interrupts import (
     check_running,
     left_behind,
@@ -54,6 +39,12 @@ from gpufabric.verify.interrupts import (
     terminating_signals,
 )
 from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping, name_of, path_of
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import record as acceptance_record
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes import daemonset as probe_daemonset
+from gpufabric.verify.nodes import fleet
 from gpufabric.verify.results import (
     Check,
     error,
@@ -65,6 +56,11 @@ from gpufabric.verify.results import (
     to_json,
 )
 from gpufabric.verify.results import skipped as skipped_check
+from gpufabric.verify.storage import judge as storage
+from gpufabric.verify.storage import run as storage_run
+from gpufabric.verify.sweep import forecast as sweep_forecast
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import run as sweep
 
 MIN_NODES = 2
 """Nodes an acceptance run spans at least: the bandwidth verdict is for inter-node traffic."""
@@ -262,7 +258,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
 
 def cmd_pods(plan: Plan, args: argparse.Namespace) -> int:
     # pytest is imported only by the commands that run the suite (render stays quick).
-    from gpufabric.verify.suite_runner import run_suite
+    from gpufabric.verify.nodes.suite_runner import run_suite
 
     exp = expect.from_facts(plan.facts)
     results = run_suite("pod", exp, _hosts(args.hosts), netns=args.netns)

@@ -32,8 +32,9 @@ from gpufabric.cli import main, parser
 from gpufabric.health import command, record
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
-from gpufabric.verify import expect, nccl_report
+from gpufabric.verify import expect
 from gpufabric.verify.kube import Kube
+from gpufabric.verify.nccl import report as nccl_report
 
 STACK = "prod-ib"
 TENANT = "llm-pretrain"
@@ -282,7 +283,7 @@ def test_a_probe_left_by_another_run_elsewhere_is_never_judged(fake: FakeKube, t
     DaemonSets(fake)
     quarantined_and_cleared(fake, tmp_path, plan, "gpu-03")
     from gpufabric.health import nodechecks
-    from gpufabric.verify import probe_daemonset
+    from gpufabric.verify.nodes import daemonset as probe_daemonset
 
     other = probe_daemonset.manifests(plan.facts.nodes, "x", nodechecks.placement(["h-gpu-07"], TAINT))  # fmt: skip
     for body in other:

@@ -18,8 +18,9 @@ from builders import example_config, model_of, plan_of
 from gpufabric.nics.cni import cni_config
 from gpufabric.outputs.runbook import render
 from gpufabric.plan.pulls import collect
-from gpufabric.verify import expect, nodes
-from gpufabric.verify.probe import HostProbe
+from gpufabric.verify import expect
+from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes.probe import HostProbe
 
 TENANT_KEYS = {"llm-pretrain": "0x8010", "llm-finetune": "0x8020", "research": "0x8030"}
 

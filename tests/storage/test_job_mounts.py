@@ -13,7 +13,7 @@ from gpufabric.cli import main
 from gpufabric.model.stackfile import model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.plan.build import build_plan
-from gpufabric.verify.nccl import acceptance_job
+from gpufabric.verify.nccl.job import acceptance_job
 
 KINDS = ("mpijob", "pytorchjob", "trainjob")
 

@@ -30,10 +30,13 @@ from test_cluster import healthy  # noqa: E402
 
 from gpufabric.model.stackfile import load_stack  # noqa: E402
 from gpufabric.plan.build import build_plan  # noqa: E402
-from gpufabric.verify import cluster, commands, expect, nccl_report, nodes, sweep  # noqa: E402
+from gpufabric.verify import cluster, commands, expect  # noqa: E402
 from gpufabric.verify.kube import Kube  # noqa: E402
-from gpufabric.verify.probe import HostProbe  # noqa: E402
+from gpufabric.verify.nccl import report as nccl_report  # noqa: E402
+from gpufabric.verify.nodes import checks as nodes  # noqa: E402
+from gpufabric.verify.nodes.probe import HostProbe  # noqa: E402
 from gpufabric.verify.results import document  # noqa: E402
+from gpufabric.verify.sweep import run as sweep  # noqa: E402
 
 STACK = "lab-roce"
 NODES = [f"gpu-node-{i}" for i in range(4)]

@@ -29,10 +29,12 @@ from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import ids
 from gpufabric.plan import node_acceptance as na
 from gpufabric.plan.build import Plan
-from gpufabric.verify import acceptance_record, nccl, nccl_report
-from gpufabric.verify.acceptance_record import Result
 from gpufabric.verify.arguments import DEFAULT_FRACTION
 from gpufabric.verify.kube import Kube
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import record as acceptance_record
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl.record import Result
 
 STACK = "labmon"  # lab-roce with the monitoring layer
 TENANT = "team-vision"

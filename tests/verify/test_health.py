@@ -27,8 +27,8 @@ from gpufabric.cli import main, parser
 from gpufabric.health import command, lease, record
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
-from gpufabric.verify import nccl_report
 from gpufabric.verify.kube import Kube
+from gpufabric.verify.nccl import report as nccl_report
 
 STACK = "prod-ib"
 TENANT = "llm-pretrain"
@@ -457,7 +457,7 @@ def mpi_operator(fake: FakeKube, slow: set[str], interrupt: bool = False) -> lis
     """The fake plays the MPI Operator: each MPIJob finishes at once with a launcher log of
     nccl-tests between the two nodes it is pinned to (a slow node halves the bandwidth).
     ``interrupt``: the first create sends this process SIGINT (Ctrl-C mid-sweep)."""
-    from gpufabric.verify import nccl
+    from gpufabric.verify.nccl import job as nccl
 
     created: list[dict[str, Any]] = []
 

@@ -30,7 +30,7 @@ from test_nccl import MPIJOB, _install, argv, launcher_log
 
 from gpufabric.cli import main
 from gpufabric.verify import kube as kube_module
-from gpufabric.verify import sweep as sweep_module
+from gpufabric.verify.sweep import run as sweep_module
 
 SLACK = 4.0
 """Seconds a command may take beyond its deadline (start-up, the last poll, cleanup)."""
@@ -451,7 +451,7 @@ def _sweep_cluster(fake: FakeKube, nodes: int, quick: set[str], last_round: int 
     the jobs created, in order."""
     from nccllogs import Log, text
 
-    from gpufabric.verify import nccl
+    from gpufabric.verify.nccl import job as nccl
 
     created: list[str] = []
     for i in range(nodes):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.verify import fleet, nccl
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nodes import fleet
 from gpufabric.verify.results import Check
 
 PATH = "/apis/kubeflow.org/v2beta1/namespaces/team/mpijobs/acc"

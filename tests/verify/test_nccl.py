@@ -26,8 +26,9 @@ from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import nccl, probe_daemonset
 from gpufabric.verify.kube import Kube, KubeError
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nodes import daemonset as probe_daemonset
 
 FIXTURES = REPO / "tests" / "fixtures" / "nccl"
 MPIJOB = "/apis/kubeflow.org/v2beta1/namespaces/team-vision/mpijobs/gpufabric-nccl"

@@ -34,7 +34,8 @@ from gpufabric.outputs import jobs
 from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan.build import Plan
-from gpufabric.verify import nccl, sshkeys
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import sshkeys
 
 PYTORCH_ONLY = {"mpiOperator": False, "trainingOperator": {"schemes": ["pytorchjob"]}}
 NS = "team-vision"

@@ -26,7 +26,7 @@ from gpufabric.outputs.jobs import JobRequest, job_manifest
 from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import ids
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
-from gpufabric.verify import nccl
+from gpufabric.verify.nccl import job as nccl
 
 TRAINER_ONLY = {
     "mpiOperator": False,

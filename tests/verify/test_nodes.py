@@ -26,10 +26,12 @@ from fleetfake import gather_checks
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import expect, nodes, nodes_gather
-from gpufabric.verify.probe import HostProbe
+from gpufabric.verify import expect
+from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes import gather as nodes_gather
+from gpufabric.verify.nodes.probe import HostProbe
+from gpufabric.verify.nodes.suite_runner import run_suite
 from gpufabric.verify.results import Check
-from gpufabric.verify.suite_runner import run_suite
 
 
 def expectation(stack: str) -> expect.Expectation:
@@ -565,7 +567,7 @@ def _fleet(tmp_path: Path, exp: expect.Expectation, count: int) -> dict[str, Pat
 def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Path) -> None:
     from fleetfake import LatencyTransport
 
-    from gpufabric.verify import fleet
+    from gpufabric.verify.nodes import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 20)
@@ -587,7 +589,7 @@ def test_fleet_fan_out_gives_the_serial_results_and_groups_failures(tmp_path: Pa
 def test_a_host_over_its_time_limit_is_an_error_not_a_hang(tmp_path: Path) -> None:
     from fleetfake import LatencyTransport
 
-    from gpufabric.verify import fleet
+    from gpufabric.verify.nodes import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 2)
@@ -605,7 +607,7 @@ def test_hung_hosts_do_not_starve_the_others(tmp_path: Path) -> None:
     checked (a fresh worker takes each stuck one's place)."""
     from fleetfake import LatencyTransport
 
-    from gpufabric.verify import fleet
+    from gpufabric.verify.nodes import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 3)
@@ -629,7 +631,7 @@ def test_hung_hosts_do_not_starve_the_others(tmp_path: Path) -> None:
 def test_a_bad_expectations_file_is_a_usage_error(tmp_path: Path, text: str) -> None:
     from types import SimpleNamespace
 
-    from gpufabric.verify.suite.plugin import load_expectation
+    from gpufabric.verify.nodes.suite.plugin import load_expectation
 
     path = tmp_path / "exp.json"
     path.write_text(text)
@@ -814,7 +816,7 @@ def test_the_command_timeout_bounds_the_whole_fan_out(tmp_path: Path) -> None:
 
     from fleetfake import LatencyTransport
 
-    from gpufabric.verify import fleet
+    from gpufabric.verify.nodes import fleet
 
     exp = expectation("prod-ib")
     roots = _fleet(tmp_path, exp, 4)

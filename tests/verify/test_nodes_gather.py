@@ -19,7 +19,9 @@ from fleetfake import LatencyTransport, gather_checks, run_script
 from test_nodes import TreeProbe, expectation, mlnx_qos_on_path, node_for
 
 from gpufabric.model.stackfile import list_stacks
-from gpufabric.verify import fleet, nodes, nodes_gather
+from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes import fleet
+from gpufabric.verify.nodes import gather as nodes_gather
 
 __all__ = ["mlnx_qos_on_path"]  # a fixture used here
 

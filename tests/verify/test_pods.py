@@ -18,9 +18,10 @@ import testinfra
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import expect, pods
-from gpufabric.verify.probe import HostProbe
-from gpufabric.verify.suite_runner import run_suite
+from gpufabric.verify import expect
+from gpufabric.verify.nodes import pods
+from gpufabric.verify.nodes.probe import HostProbe
+from gpufabric.verify.nodes.suite_runner import run_suite
 
 
 def _ip(*args: str) -> None:

@@ -26,8 +26,10 @@ from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
 from gpufabric.model.problems import StackError
 from gpufabric.outputs import report
-from gpufabric.verify import commands, nccl_report, sweep
+from gpufabric.verify import commands
+from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.results import document, failed, passed
+from gpufabric.verify.sweep import run as sweep
 
 HOSTILE = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
 

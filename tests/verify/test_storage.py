@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from builders import REPO, example_config, plan_of
 
-from gpufabric.verify import mountstats, storage
-from gpufabric.verify.storage import ClaimTarget, Judge, PodResult, StorageTarget
+from gpufabric.verify.storage import judge as storage
+from gpufabric.verify.storage import mountstats
+from gpufabric.verify.storage.judge import ClaimTarget, Judge, PodResult, StorageTarget
 
 FIXTURES = REPO / "tests" / "fixtures" / "mountstats"
 TOKEN = "9f1c2a7be3d04c55a1b2c3d4e5f60718"

@@ -25,9 +25,9 @@ from test_storage import fixture
 
 from gpufabric.cli import main
 from gpufabric.verify import kube as kube_module
-from gpufabric.verify import storage
-from gpufabric.verify.storage import ClaimTarget, StorageTarget
-from gpufabric.verify.storage_run import delete_command
+from gpufabric.verify.storage import judge as storage
+from gpufabric.verify.storage.judge import ClaimTarget, StorageTarget
+from gpufabric.verify.storage.run import delete_command
 
 NS = "team-vision"
 NODES = [f"gpu-node-{i}" for i in range(3)]

@@ -11,8 +11,9 @@ import pytest
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.exitcodes import Verdict
-from gpufabric.verify import nccl_report
-from gpufabric.verify.sweep import (
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.sweep.plan import CONFIRM, screening_rounds
+from gpufabric.verify.sweep.run import (
     NodeResult,
     RailResult,
     diagnosis,
@@ -22,7 +23,6 @@ from gpufabric.verify.sweep import (
     sweep,
     waiting,
 )
-from gpufabric.verify.sweep_plan import CONFIRM, screening_rounds
 
 EXP = IB_8X400
 RAILS = [f"rail{i}" for i in range(8)]
@@ -218,7 +218,7 @@ def test_verify_nccl_sweep_against_the_fake_operator(tmp_path, capsys) -> None: 
 
     from gpufabric.cli import main
     from gpufabric.outputs.jobs import NETWORKS_ANNOTATION as NETWORKS
-    from gpufabric.verify import nccl
+    from gpufabric.verify.nccl import job as nccl
 
     slow = "gpu-node-3"
     one_rail_jobs: list[dict] = []  # type: ignore[type-arg]
@@ -366,7 +366,7 @@ def test_verify_nccl_sweep_names_a_degraded_leaf_uplink_through_the_api(tmp_path
     from fake_kube import FakeKube
 
     from gpufabric.cli import main
-    from gpufabric.verify import nccl
+    from gpufabric.verify.nccl import job as nccl
 
     leaf_label = "topology.gpufabric.io/leaf"
     repo = Path(__file__).resolve().parents[2]

@@ -33,8 +33,10 @@ import sweepfleet
 from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
 from gpufabric.outputs.schema import validate_objects
-from gpufabric.verify import nccl, nccl_report, sweep_plan
 from gpufabric.verify.kube import Kube
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.sweep import plan as sweep_plan
 
 NS = "team-vision"
 LEAF = sweepfleet.LEAF_LABEL

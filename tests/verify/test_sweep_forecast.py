@@ -1,7 +1,7 @@
 """What ``verify nccl --sweep`` prints before it starts: the jobs and wall time of its screening
 when every job passes, what one bad node adds (the splits of its failing group, re-runs with
 proven partners, its rails alone) and the sweep in all with 1% bad nodes, all from the
-planner's own sweep run against simulated fleets (gpufabric/verify/sweep_forecast.py); and a
+planner's own sweep run against simulated fleets (gpufabric/verify/sweep/forecast.py); and a
 warning, not a refusal, when --sweep-timeout is shorter than that."""
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ import sweepfleet
 
 from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
-from gpufabric.verify import nccl_report, sweep, sweep_forecast, sweep_plan
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.sweep import forecast as sweep_forecast
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import run as sweep
 
 
 @pytest.fixture

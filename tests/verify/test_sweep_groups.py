@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import sweep_plan
-from gpufabric.verify.sweep import format_table, sweep
-from gpufabric.verify.sweep_plan import Job
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep.plan import Job
+from gpufabric.verify.sweep.run import format_table, sweep
 
 QUOTA_NODES = 16
 """Nodes the quota runs at once in these fleets (8 two-node jobs)."""

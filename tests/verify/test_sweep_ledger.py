@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import sweep_plan
-from gpufabric.verify.sweep import sweep
-from gpufabric.verify.sweep_plan import Job, Ledger
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep.plan import Job, Ledger
+from gpufabric.verify.sweep.run import sweep
 
 
 def _swept(kind: str, n: int, group: int) -> tuple[sweepfleet.Fleet, list[Job]]:

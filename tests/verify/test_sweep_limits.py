@@ -13,7 +13,7 @@ from test_sweep_cluster_groups import config
 from test_sweep_cluster_groups import sweep_argv as group_argv
 
 from gpufabric.cli import main
-from gpufabric.verify import sweep_plan
+from gpufabric.verify.sweep import plan as sweep_plan
 
 
 @pytest.fixture

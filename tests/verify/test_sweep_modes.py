@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import sweep_plan
-from gpufabric.verify.sweep import sweep
-from gpufabric.verify.sweep_plan import Cost, Job
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep.plan import Cost, Job
+from gpufabric.verify.sweep.run import sweep
 
 
 def fleet_topology(n: int, per_leaf: int = 16, per_spine: int = 4) -> dict[str, tuple[str, ...]]:
@@ -287,7 +287,7 @@ def test_the_table_and_document_name_the_partners_the_sweep_demanded() -> None:
     """With group jobs the table's header and the JSON say the fleet's partner count
     (the one the estimate printed), not --sweep-confirm's C."""
     from gpufabric.verify.commands import sweep_document
-    from gpufabric.verify.sweep import SweepReport, format_table
+    from gpufabric.verify.sweep.run import SweepReport, format_table
 
     report = SweepReport({}, 0)
     report.partners, report.confirm = 11, 3

@@ -16,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import commands, sweep_plan
-from gpufabric.verify.sweep import format_table, localize_rails, sweep
+from gpufabric.verify import commands
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep.run import format_table, localize_rails, sweep
 
 SIZES = (16, 64, 256)
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.verify import commands
-from gpufabric.verify.sweep import NodeResult, RailResult, SweepReport
+from gpufabric.verify.sweep.run import NodeResult, RailResult, SweepReport
 
 
 def node(ready: str = "True", unschedulable: Any = None) -> dict[str, Any]:

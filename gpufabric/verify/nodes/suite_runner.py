@@ -17,9 +17,9 @@ from typing import Any, Literal
 import pytest
 
 from gpufabric.verify.expect import Expectation
+from gpufabric.verify.nodes.suite import SUITE_DIR
+from gpufabric.verify.nodes.suite.plugin import Recorder
 from gpufabric.verify.results import Check, SuiteError, error
-from gpufabric.verify.suite import SUITE_DIR
-from gpufabric.verify.suite.plugin import Recorder
 
 SuiteKind = Literal["node", "pod"]
 
@@ -70,7 +70,7 @@ def run_suite(
             "--rootdir",
             str(work),
             "-p",
-            "gpufabric.verify.suite.plugin",
+            "gpufabric.verify.nodes.suite.plugin",
             "-p",
             "no:cacheprovider",
             "-q",

@@ -3,7 +3,7 @@
 A host's node checks read a few hundred files and run a few commands. Asked one at a time
 over ssh or ``kubectl exec`` that is one network round trip each; here the facts a stack's
 checks read are gathered by ONE generated POSIX ``sh`` script (:func:`gather_script`), run
-on the host as a single command, and the checks of :mod:`gpufabric.verify.nodes` then run
+on the host as a single command, and the checks of :mod:`gpufabric.verify.nodes.checks` then run
 unchanged on a :class:`SnapshotProbe` that answers from what came back. The script follows
 the dependencies a check follows on the host itself (the RDMA device behind a netdev, the
 PCI bridges above a GPU, the kubelet's config file, the processes of the container runtime),
@@ -19,7 +19,7 @@ script) and carries its key length-prefixed; file contents and command output co
 the answer ends with the record count. Output that is truncated, malformed or that lies
 about its framing is an ERROR for every check of the host (:class:`GatherError`).
 
-The script reads the same way :class:`gpufabric.verify.probe.HostProbe` does (``od`` in
+The script reads the same way :class:`gpufabric.verify.nodes.probe.HostProbe` does (``od`` in
 place of ``cat``, ``ls -1 -A``, ``test -e``, ``readlink -f``, commands by ``eval`` in a subshell),
 so a snapshot answers exactly what the probe would have; it writes nothing on the host.
 """
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from gpufabric.verify import nodes
 from gpufabric.verify.expect import Expectation, RailExpectation
+from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.results import Check, error
 
 _OFFSET = re.compile(r"^[0-9]+", re.MULTILINE)
@@ -497,7 +497,7 @@ def _records(parts: list[bytes]) -> dict[Key, Answer]:
 
 @dataclass
 class SnapshotProbe:
-    """A :class:`gpufabric.verify.probe.Probe` answering from gathered records; every
+    """A :class:`gpufabric.verify.nodes.probe.Probe` answering from gathered records; every
     request it cannot answer is noted in ``missing`` (and answered as absent)."""
 
     name: str

@@ -22,8 +22,8 @@ import yaml
 
 from gpufabric import nics
 from gpufabric.verify.expect import Expectation, RailExpectation
-from gpufabric.verify.probe import Probe, ProbeCheck
-from gpufabric.verify.probe import run_checks as probe_run_checks
+from gpufabric.verify.nodes.probe import Probe, ProbeCheck
+from gpufabric.verify.nodes.probe import run_checks as probe_run_checks
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 # Numbers are ASCII digits only: Python's \d and int() also take other scripts' digits

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpufabric.verify import nodes
-from gpufabric.verify.probe import HostProbe, ProbeCheck
-from gpufabric.verify.suite.plugin import parametrize_checks, run_one
+from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes.probe import HostProbe, ProbeCheck
+from gpufabric.verify.nodes.suite.plugin import parametrize_checks, run_one
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -5,17 +5,17 @@ MPIJob (the one ``gpufabric job --kind mpijob`` prints) with the MPI Operator, e
 through gpufabric's nccl-tests ClusterTrainingRuntime, whose MPI policy gives the launcher the
 hostfile and SSH keys the MPI Operator would, else a PyTorchJob whose Master runs mpirun over
 sshd Workers (hostfile from the Training Operator's per-replica Services, an SSH key pair
-minted per run into a Secret the job owns, :mod:`gpufabric.verify.sshkeys`). All carry the queue, priority, rails, RDMA
+minted per run into a Secret the job owns, :mod:`gpufabric.verify.nccl.sshkeys`). All carry the queue, priority, rails, RDMA
 resources, nccl-env, IPC_LOCK and /dev/shm, and a launcher that runs nccl-tests with mpirun
 twice under ``NCCL_DEBUG=INFO`` (INIT,NET: the transport lines the verdict needs):
 ``all_reduce_perf_mpi`` (with ``NCCL_ALGO=Ring`` on two nodes, where tree algorithms report bus
 bandwidth above the NICs' rate) then ``all_gather_perf_mpi``, each over 1-8 GiB. The launcher
 log is split per test at gpufabric's marker lines and judged by
-:mod:`gpufabric.verify.nccl_report`. A stack with none of the three kinds has no
+:mod:`gpufabric.verify.nccl.report`. A stack with none of the three kinds has no
 acceptance job.
 
 A sweep's group job (g > 2 nodes, pinned to them) runs both tests once per rank order of
-:func:`gpufabric.verify.sweep_plan.ring_orders`, each from a hostfile that lists the
+:func:`gpufabric.verify.sweep.plan.ring_orders`, each from a hostfile that lists the
 operator's hosts in that order, with ``NCCL_ALGO=Ring`` so that each run loads exactly the
 links between nodes adjacent in the order; its log is split per order and test at order
 markers and is PASS only when every order ran and passed (:func:`judge` with ``orders``).
@@ -48,7 +48,6 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import GPU_RESOURCE, AcceptanceKind
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
-from gpufabric.verify import nccl_report, sshkeys
 from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import (
@@ -62,6 +61,8 @@ from gpufabric.verify.kube import (
     records,
     text,
 )
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import sshkeys
 
 SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
 TESTS = ("all_reduce_perf_mpi", "all_gather_perf_mpi")
@@ -222,7 +223,7 @@ def acceptance_job(
     with ``rail`` its pods attach only that rail, and NCCL can use no other; every pod of it
     tolerates the NoSchedule taints keyed ``tolerate`` (a re-certification's quarantine).
     With ``orders`` (a sweep's group job: rank orders of host indices,
-    :func:`gpufabric.verify.sweep_plan.ring_orders`) the launcher runs the tests once per
+    :func:`gpufabric.verify.sweep.plan.ring_orders`) the launcher runs the tests once per
     order (:func:`group_launcher_script`)."""
     kind = acceptance_kind(plan)
     req = JobRequest(

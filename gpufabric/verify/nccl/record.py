@@ -26,9 +26,9 @@ from gpufabric.plan import ids
 from gpufabric.plan import node_acceptance as na
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import K8sObject
-from gpufabric.verify import nccl_report
 from gpufabric.verify.kube import Forbidden, Kube, KubeError, NotFound, mapping, path_of
-from gpufabric.verify.sweep import SweepReport
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.sweep.run import SweepReport
 
 GRACE = 30.0
 """Seconds the writes may take after the check's own time limit (a sweep may use all of it)."""

@@ -2,7 +2,7 @@
 
 Run through the CLI, or directly::
 
-    pytest --pyargs gpufabric.verify.suite.test_node -p gpufabric.verify.suite.plugin \
+    pytest --pyargs gpufabric.verify.nodes.suite.test_node -p gpufabric.verify.nodes.suite.plugin \
         --hosts ssh://gpu-a,ssh://gpu-b --gpufabric-expect expect.json [--gpufabric-root /host]
 
 ``expect.json`` is what ``gpufabric verify nodes --stack S --write-expect FILE`` writes.

@@ -1,5 +1,5 @@
 """Find the bad nodes and the bad paths, then the bad nodes' rails: rounds of disjoint
-two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep_plan`.
+two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep.plan`.
 
 Screening rounds pair every node with partners it has not met, under its own leaf switch
 (with ``run_group``: group jobs under each leaf, split on failure, when the planner's estimate
@@ -28,17 +28,17 @@ from dataclasses import dataclass, field
 
 from gpufabric.exitcodes import Verdict, worst
 from gpufabric.support.counts import counted
-from gpufabric.verify import sweep_plan
 from gpufabric.verify.interrupts import shielded
-from gpufabric.verify.nccl_report import Report
-from gpufabric.verify.sweep_plan import CONFIRM, Job, PathFault, Topology
+from gpufabric.verify.nccl.report import Report
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep.plan import CONFIRM, Job, PathFault, Topology
 
 Pair = tuple[str, str]
 RunPair = Callable[[Pair, int, int], Report]
 """Run one two-node acceptance job (pair, round, index) and return its report."""
 RunGroup = Callable[[tuple[str, ...], int, int], Report]
 """Run one group acceptance job (nodes in rank order, round, index) whose rings carry
-traffic between every pair of its nodes (:func:`gpufabric.verify.sweep_plan.ring_orders`)."""
+traffic between every pair of its nodes (:func:`gpufabric.verify.sweep.plan.ring_orders`)."""
 RunRailPair = Callable[[Pair, str, int, int], Report]
 """Run one two-node job on one rail ((node, good partner), rail, round, index)."""
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpufabric.verify.expect import Expectation
-from gpufabric.verify.probe import HostProbe, ProbeCheck, run_checks
+from gpufabric.verify.nodes.probe import HostProbe, ProbeCheck, run_checks
 from gpufabric.verify.results import Check
 
 

@@ -1,6 +1,6 @@
 """Node checks over a fleet: many hosts at once, a bounded number in flight.
 
-Each host's facts are gathered in one round trip (:mod:`gpufabric.verify.nodes_gather`: one
+Each host's facts are gathered in one round trip (:mod:`gpufabric.verify.nodes.gather`: one
 generated ``sh`` script run through the host's transport, ``ssh://``, ``kubectl://``,
 ``local://`` ...), then judged locally by the shipped node checks; a fact the script did not
 gather costs one more round trip, a handful at most. ``parallel`` hosts are in flight at a
@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Protocol, TextIO
 
-from gpufabric.verify import nodes_gather
 from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.expect import Expectation
-from gpufabric.verify.nodes_gather import Judged, Script
-from gpufabric.verify.probe import Unreachable
+from gpufabric.verify.nodes import gather as nodes_gather
+from gpufabric.verify.nodes.gather import Judged, Script
+from gpufabric.verify.nodes.probe import Unreachable
 from gpufabric.verify.results import Check, error
 
 POOL_MIN_HOSTS = 64
@@ -112,7 +112,7 @@ def judge_pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes for judging, started from a clean server process (never forked
     from a process that runs network threads)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["gpufabric.verify.nodes_gather"])
+    ctx.set_forkserver_preload(["gpufabric.verify.nodes.gather"])
     return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_interrupts)
 
 

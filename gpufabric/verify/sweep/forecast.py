@@ -1,5 +1,5 @@
 """What a sweep will take, said before it starts, failures included: the planner's own sweep
-(:func:`gpufabric.verify.sweep.sweep`, then :func:`~gpufabric.verify.sweep.localize_rails`)
+(:func:`gpufabric.verify.sweep.run.sweep`, then :func:`~gpufabric.verify.sweep.run.localize_rails`)
 run against simulated fleets, never a second formula of its rounds that could drift from it.
 
 No cluster, no clock: each simulated job answers at once, FAIL when it holds a bad node of the
@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from gpufabric.exitcodes import Verdict
 from gpufabric.support.counts import counted
-from gpufabric.verify import sweep, sweep_plan
-from gpufabric.verify.nccl_report import Report
-from gpufabric.verify.sweep_plan import Cost, Topology
+from gpufabric.verify.nccl.report import Report
+from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.plan import Cost, Topology
 
 SHARE = 0.01
 """The share of bad nodes the estimate's total assumes (1%, at least one node)."""

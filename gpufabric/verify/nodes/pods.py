@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from gpufabric.verify.expect import Expectation, RailExpectation
-from gpufabric.verify.probe import Probe, ProbeCheck
-from gpufabric.verify.probe import run_checks as probe_run_checks
+from gpufabric.verify.nodes.probe import Probe, ProbeCheck
+from gpufabric.verify.nodes.probe import run_checks as probe_run_checks
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 CAP_IPC_LOCK = 14

@@ -22,7 +22,7 @@ from typing import Any
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError, Malformed, object_path, path_of, records, text
 from gpufabric.verify.results import Check
-from gpufabric.verify.storage import (
+from gpufabric.verify.storage.judge import (
     Judge,
     PodResult,
     StorageTarget,

@@ -5,7 +5,7 @@ admission policy admits: no host access, no privilege), one per GPU node (or ``-
 of them), each mounting every claim of the tenant as its jobs do:
 
 1. write round: the pod prints ``/proc/self/mountstats`` (judged here by
-   :mod:`gpufabric.verify.mountstats`: the transport each NFS mount's connections use),
+   :mod:`gpufabric.verify.storage.mountstats`: the transport each NFS mount's connections use),
    and on each writable claim writes this run's random token for its node, then writes
    and reads back a file with ``dd`` (buffered write closed by fsync; O_DIRECT read, past
    the page cache) whose own byte and second counts give the throughput;
@@ -33,9 +33,9 @@ from typing import Any
 
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import ClaimFacts
-from gpufabric.verify import mountstats
 from gpufabric.verify.arguments import STORAGE_MIB
 from gpufabric.verify.results import Check, error, failed, passed, skipped
+from gpufabric.verify.storage import mountstats
 
 THROUGHPUT_FRACTION = 0.05
 """Default --min-throughput: this fraction of one rail's line rate (one ``dd`` stream of

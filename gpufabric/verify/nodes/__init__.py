@@ -1,0 +1,9 @@
+"""``verify nodes`` and ``verify pods``: what a node and a training pod must show.
+
+* :mod:`.checks` — the node checks, each reading the machine through a :mod:`.probe`;
+* :mod:`.pods` — the checks inside a training pod;
+* :mod:`.gather` — every fact a host's checks need, read in one round trip;
+* :mod:`.fleet` — many hosts at once, a bounded number in flight;
+* :mod:`.daemonset` — the privileged probe pod for ``--via-cluster``;
+* :mod:`.suite` and :mod:`.suite_runner` — the same checks as a pytest-testinfra suite.
+"""
