@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import commands
 from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import session
 from gpufabric.verify.sweep.run import format_table, localize_rails, sweep
 
 SIZES = (16, 64, 256)
@@ -229,7 +229,7 @@ def test_sweep_topology_prefers_node_labels_over_the_stack_table() -> None:
         switch_levels=("leaf",), node_topology={"a": {"leaf": "from-stack"}, "b": {"leaf": "x"}}
     )
     plan: Any = SimpleNamespace(facts=SimpleNamespace(gang=gang))
-    topo = commands._sweep_topology(plan, ["a", "b"], {"a": {"leaf": "from-label"}})
+    topo = session.sweep_topology(plan, ["a", "b"], {"a": {"leaf": "from-label"}})
     assert topo == {"a": ("from-label",), "b": ("x",)}
 
 
