@@ -3,10 +3,11 @@ decide (:mod:`.decide`), quarantine, re-certify and return (:mod:`.actions`), un
 Lease (:mod:`.lease`). The command (:mod:`gpufabric.cli.health`) runs one pass, or one
 every --interval with --watch.
 
-Exit codes (:mod:`gpufabric.exitcodes`): 0 every fault acted on; 4 the circuit breaker held
-a node with a fatal fault (reported by name and fault); 5 another pass held the Lease, or the
-alerts could not be read (what the node conditions say was still acted on; no node
-re-certified); 2 bad input; 3 the cluster could not be asked.
+A pass's exit code (:attr:`PassReport.exit_code`, :mod:`gpufabric.exitcodes`): 0 every
+fault acted on; 4 the circuit breaker held a node with a fatal fault (reported by name and
+fault); 5 another pass held the Lease, or the alerts could not be read (what the node
+conditions say was still acted on; no node re-certified). :func:`check` refuses bad input
+(exit 2) before anything is asked of the cluster.
 """
 
 from __future__ import annotations
