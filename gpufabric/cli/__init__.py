@@ -26,8 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import __version__
-from gpufabric.cli import diff, health, images, job, nccl_report, plan, render, report, runbook
-from gpufabric.cli import verify as verify_cli
+from gpufabric.cli import (
+    diff,
+    health,
+    images,
+    job,
+    nccl_report,
+    plan,
+    render,
+    report,
+    runbook,
+    verify,
+)
 from gpufabric.cli.options import RULES, ignored_flags, stack_arg
 from gpufabric.errors import GpufabricError
 from gpufabric.exitcodes import ExitCode
@@ -248,8 +258,8 @@ COMMANDS: dict[str, Command] = {
     "verify": Command(
         "prove a cluster built from the stack works: nodes, pods, cluster, nccl, storage",
         _no_args,
-        _with_stack(verify_cli.run),
-        subcommands=verify_cli.add_parser,
+        _with_stack(verify.run),
+        subcommands=verify.add_parser,
     ),
     "health": Command(health.HELP, health.arguments, _with_stack(health.run)),
 }
