@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gpufabric.exitcodes import CheckStatus
 from gpufabric.health.arguments import API, PROBE, PROBE_TIMEOUT
 from gpufabric.health.recertify import FleetDriver, driver_check
 from gpufabric.plan.build import Plan
@@ -62,10 +63,10 @@ def verdict(checks: Sequence[Check]) -> str:
     """A node's node checks in words: "" when they pass, else the first failing check, else
     the first one that could not be decided."""
     for c in checks:
-        if c.status == "FAIL":
+        if c.status == CheckStatus.FAIL:
             return f"node checks: {c.check}: {c.message}"
     for c in checks:
-        if c.status == "ERROR":
+        if c.status == CheckStatus.ERROR:
             return f"node checks could not run: {c.check}: {c.message}"
     if not checks:
         return "node checks could not run: no check ran"

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Protocol, TextIO
 
+from gpufabric.exitcodes import CheckStatus
 from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.expect import Expectation
 from gpufabric.verify.nodes import gather as nodes_gather
@@ -322,7 +323,7 @@ def group_failures(checks: Sequence[Check]) -> list[str]:
     """One line per distinct failure (check and message), with how many nodes show it."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for c in checks:
-        if c.status in ("FAIL", "ERROR"):
+        if c.status in (CheckStatus.FAIL, CheckStatus.ERROR):
             groups.setdefault((c.check, c.status, c.message), []).append(c.target)
     lines = []
     for (check, status, message), targets in sorted(
