@@ -87,7 +87,7 @@ def keep(kube: Kube, name: str, check: str, now: str) -> None:
 
 def release(kube: Kube, name: str, evidence: str, taint: str, now: str) -> bool:
     """Untaint the node, uncordon it when gpufabric cordoned it, and record the return.
-    Callers pass the evidence of a passing re-certification (recertify.Outcome.passed)."""
+    Callers pass the evidence of a passing re-certification (recertify.Recertification.passed)."""
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
         rec = record.read(node["metadata"].get("annotations"))

@@ -39,7 +39,7 @@ class ProbeRun:
     """Seconds for the probe pods to be Running."""
     kubeconfig: str | None = None
     context: str | None = None
-    transport: fleet.Transport | None = None
+    transport: fleet.GatherTransport | None = None
     """How the gather script reaches a probe pod (default: ``kubectl exec`` through
     testinfra, as ``verify nodes --via-cluster``)."""
     poll: float = 5.0
@@ -125,7 +125,7 @@ def _with_driver(node: str, checks: list[Check], fleet: FleetDriver) -> list[Che
     return [*checks, driver_check(node, loaded, fleet, "loaded, read by the probe")]
 
 
-def _kubectl_transport() -> fleet.Transport:
+def _kubectl_transport() -> fleet.GatherTransport:
     probe_daemonset.require_kubectl()
     return fleet.testinfra_transport(probe_daemonset.HOST_ROOT)
 
@@ -133,7 +133,7 @@ def _kubectl_transport() -> fleet.Transport:
 def _judge(
     plan: Plan,
     probe: ProbeRun,
-    transport: fleet.Transport,
+    transport: fleet.GatherTransport,
     pods: Mapping[str, str],
     where: probe_daemonset.Placement,
     nodes: set[str],

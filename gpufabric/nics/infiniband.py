@@ -21,7 +21,7 @@ DEFAULT_PKEY = "0xffff"
 """The default partition (0x7fff) with full membership, as a port's pkey table shows it."""
 
 
-class Infiniband(Link):
+class InfinibandLink(Link):
     name = "infiniband"
     title = "InfiniBand"
     sysfs_link_layer = "InfiniBand"
@@ -176,4 +176,4 @@ def _section_problems(f: Fabric, mode: NicMode) -> Iterator[Problem]:
         )
 
 
-LINK = Infiniband()
+LINK = InfinibandLink()

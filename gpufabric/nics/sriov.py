@@ -22,7 +22,7 @@ DISRUPTIVE = "gpufabric.io/disruptive"
 """Annotation ``gpufabric diff`` reads: what applying a change to the object does to nodes."""
 
 
-class Sriov(NicMode):
+class SriovMode(NicMode):
     name = "sriov"
     has_rdma = True
     resource_prefix = RESOURCE_PREFIX
@@ -107,4 +107,4 @@ def _pool_config(ctx: PlanContext, namespace: str) -> Item:
     return Item(ids.SRIOV_POOL, Layer.NETWORK, body, (ids.NETWORK_OPERATOR,))
 
 
-MODE = Sriov()
+MODE = SriovMode()

@@ -337,7 +337,7 @@ def sweep_skipped(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
-class Failure:
+class FailureGroup:
     """Checks that did not pass for one reason, with the fix they share."""
 
     section: str
@@ -348,7 +348,7 @@ class Failure:
     """(target, message) of each."""
 
 
-def failures(inputs: Inputs) -> list[Failure]:
+def failures(inputs: Inputs) -> list[FailureGroup]:
     """What did not pass, grouped by (input, check, status, fix): failures before what
     could not be verified."""
     groups: dict[tuple[str, str, str, str], list[tuple[str, str]]] = {}
@@ -370,7 +370,7 @@ def failures(inputs: Inputs) -> list[Failure]:
             key = ("NCCL sweep", "nccl.sweep", status, hint)
             groups.setdefault(key, []).append((node.name, pairs or "no pair ran"))
     order = {title: i for i, (_o, title, _c) in enumerate(INPUTS + OPTIONAL_INPUTS)}
-    out = [Failure(s, c, st, h, tuple(sorted(w))) for (s, c, st, h), w in groups.items()]
+    out = [FailureGroup(s, c, st, h, tuple(sorted(w))) for (s, c, st, h), w in groups.items()]
     return sorted(out, key=lambda f: (f.status != "FAIL", order[f.section], f.check, f.hint))
 
 
@@ -440,7 +440,7 @@ def render_html(inputs: Inputs) -> str:
 
 
 @dataclass(frozen=True)
-class Chart:
+class BandwidthChart:
     """One run's bus bandwidth against message size, laid out for an inline SVG."""
 
     width: int
@@ -476,7 +476,7 @@ def _nice_step(top: float) -> float:
     return float(next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw))
 
 
-def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
+def chart(run: NcclRun, width: int = 640, height: int = 240) -> BandwidthChart | None:
     """None when the run has no row to draw (or only values no axis can hold)."""
     points = [p for p in run.points if 0 <= p.busbw < CHART_MAX_GBPS]
     if not points:
@@ -503,7 +503,9 @@ def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
     y_ticks = tuple((y_of(i * step), f"{i * step:g}") for i in range(int(ymax // step) + 1))
     threshold = y_of(limit) if limit else None
     line = " ".join(f"{x:g},{y:g}" for x, y in dots)
-    return Chart(width, height, line, dots, threshold, x_ticks, y_ticks, left, right, top, bottom)
+    return BandwidthChart(
+        width, height, line, dots, threshold, x_ticks, y_ticks, left, right, top, bottom
+    )
 
 
 # ---------------------------------------------------------------------------- entry

@@ -45,7 +45,10 @@ class Image(Struct):
         return split_registry(self.upstream)[0]
 
 
-class Chart(Struct, frozen=True):
+class PulledChart(Struct, frozen=True):
+    """A Helm chart the stack installs: its upstream repository and the repository it is
+    pulled from through the stack's mirrors."""
+
     component: str
     repository: str
     chart: str
@@ -67,7 +70,7 @@ class StackSources(Struct, frozen=True):
     """What one stack pulls, in plan order."""
 
     stack: str
-    charts: tuple[Chart, ...]
+    charts: tuple[PulledChart, ...]
     manifests: tuple[Manifest, ...]
     images: tuple[Image, ...]
     mirrored: bool
@@ -107,7 +110,7 @@ def collect(stack: str, model: StackModel) -> StackSources:
     """Everything ``stack`` pulls, each with what it is pulled as through the mirrors."""
     mirrors: Mirrors = model.sources.mirrors()
     plan = build_plan(stack, model.model_copy(update={"sources": Sources()}))
-    charts: list[Chart] = []
+    charts: list[PulledChart] = []
     manifests: list[Manifest] = []
     images: dict[str, Image] = {}
 
@@ -123,7 +126,7 @@ def collect(stack: str, model: StackModel) -> StackSources:
         if isinstance(payload, HelmChart):
             component = plan.components[payload.release]
             charts.append(
-                Chart(
+                PulledChart(
                     component.name,
                     payload.repository,
                     payload.chart,
@@ -222,9 +225,9 @@ def air_gap_problems(pulled: StackSources) -> list[Problem]:
 
 
 __all__ = [
-    "Chart",
     "Image",
     "Manifest",
+    "PulledChart",
     "StackSources",
     "air_gap_problems",
     "collect",

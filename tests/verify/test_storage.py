@@ -12,7 +12,7 @@ from builders import REPO, example_config, plan_of
 
 from gpufabric.verify.storage import judge as storage
 from gpufabric.verify.storage import mountstats
-from gpufabric.verify.storage.judge import ClaimTarget, Judge, PodResult, StorageTarget
+from gpufabric.verify.storage.judge import ClaimTarget, PodResult, StorageJudge, StorageTarget
 
 FIXTURES = REPO / "tests" / "fixtures" / "mountstats"
 TOKEN = "9f1c2a7be3d04c55a1b2c3d4e5f60718"
@@ -186,7 +186,7 @@ def test_a_step_framed_twice_is_an_unreadable_log() -> None:
 # ---------------------------------------------------------------------------- judging
 
 
-JUDGE = Judge(2500.0, "0.05 x one rail's 400 Gb/s")
+JUDGE = StorageJudge(2500.0, "0.05 x one rail's 400 Gb/s")
 
 
 def statuses(checks: list) -> dict[str, str]:  # type: ignore[type-arg]
@@ -245,7 +245,7 @@ def test_a_slow_node_fails_and_a_missing_threshold_never_passes() -> None:
     checks = storage.judge_throughput(slow, target().claims[0], 0, JUDGE)
     assert [c.status for c in checks] == ["FAIL", "PASS"]
     assert checks[0].message == "write 268 MB/s (1024 MiB in 4 s) < 2500 MB/s"
-    none = Judge(None, "no rail line rate in the stack: pass --min-throughput")
+    none = StorageJudge(None, "no rail line rate in the stack: pass --min-throughput")
     assert {c.status for c in storage.judge_throughput(slow, target().claims[0], 0, none)} == {
         "ERROR"
     }

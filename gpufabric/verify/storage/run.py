@@ -23,8 +23,8 @@ from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError, Malformed, object_path, path_of, records, text
 from gpufabric.verify.results import Check
 from gpufabric.verify.storage.judge import (
-    Judge,
     PodResult,
+    StorageJudge,
     StorageTarget,
     judge_node,
     new_run,
@@ -174,7 +174,7 @@ class Options:
     """How one ``verify storage`` run goes."""
 
     image: str
-    judge: Judge
+    judge: StorageJudge
     tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
