@@ -56,7 +56,7 @@ def quarantine(kube: Kube, name: str, fault: Fault, taint: str, now: str) -> boo
         if any(isinstance(t, dict) and t.get("key") == taint for t in taints):
             return None
         rec = Record(
-            record.QUARANTINED, fault.words, fault.source, now,
+            state=record.QUARANTINED, reason=fault.words, source=fault.source, since=now,
             cordoned=not spec.get("unschedulable"),
         )  # fmt: skip
         spec["taints"] = [*taints, {"key": taint, "value": fault.name, "effect": "NoSchedule"}]

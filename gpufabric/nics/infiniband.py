@@ -104,7 +104,14 @@ class InfinibandLink(Link):
         secret["stringData"]["UFM_PASSWORD"] = SecretRef(
             "fabric.infiniband.ufm.password", ufm.password
         )
-        return [Item(ids.UFM_SECRET, Layer.NETWORK, K8sObject(secret), (ids.NETWORK_NAMESPACE,))]
+        return [
+            Item(
+                id=ids.UFM_SECRET,
+                layer=Layer.NETWORK,
+                payload=K8sObject(secret),
+                depends_on=(ids.NETWORK_NAMESPACE,),
+            )
+        ]
 
 
 def partitions(fabric: Fabric, tenants: Sequence[Tenant]) -> tuple[Partition, ...]:

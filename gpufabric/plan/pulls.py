@@ -45,7 +45,7 @@ class Image(Struct):
         return split_registry(self.upstream)[0]
 
 
-class PulledChart(Struct, frozen=True):
+class PulledChart(Struct, frozen=True, kw_only=True):
     """A Helm chart the stack installs: its upstream repository and the repository it is
     pulled from through the stack's mirrors."""
 
@@ -56,7 +56,7 @@ class PulledChart(Struct, frozen=True):
     pulled_repository: str
 
 
-class Manifest(Struct, frozen=True):
+class Manifest(Struct, frozen=True, kw_only=True):
     component: str
     url: str
     pulled_url: str
@@ -127,11 +127,11 @@ def collect(stack: str, model: StackModel) -> StackSources:
             component = plan.components[payload.release]
             charts.append(
                 PulledChart(
-                    component.name,
-                    payload.repository,
-                    payload.chart,
-                    payload.version,
-                    mirrors.chart_repository(payload.repository),
+                    component=component.name,
+                    repository=payload.repository,
+                    chart=payload.chart,
+                    version=payload.version,
+                    pulled_repository=mirrors.chart_repository(payload.repository),
                 )
             )
             if component.version != load_catalog().components[component.name].version:
@@ -172,8 +172,14 @@ def _manifest(component: str, url: str | None, mirrors: Mirrors) -> Manifest:
     pulled_url = mirrors.manifest(url)
     base = remote_base(url) if pulled_url != url else None
     if base is None:
-        return Manifest(component, url, pulled_url)
-    return Manifest(component, url, pulled_url, base.build_command, base.local_file)
+        return Manifest(component=component, url=url, pulled_url=pulled_url)
+    return Manifest(
+        component=component,
+        url=url,
+        pulled_url=pulled_url,
+        build=base.build_command,
+        build_file=base.local_file,
+    )
 
 
 def _system_namespaces(items: Iterable[Item]) -> tuple[str, ...]:

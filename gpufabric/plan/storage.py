@@ -135,7 +135,13 @@ def build(ctx: LayerContext) -> list[Item]:
             # A claim holds the tenant's checkpoints and data: a stack that drops it leaves it
             # (and its volume) in the cluster rather than deleting them.
             items.append(
-                Item(item.id, item.layer, item.payload, item.depends_on, retain_on_delete=True)
+                Item(
+                    id=item.id,
+                    layer=item.layer,
+                    payload=item.payload,
+                    depends_on=item.depends_on,
+                    retain_on_delete=True,
+                )
             )
     return items
 

@@ -110,7 +110,7 @@ def test_pod_hooks_reach_every_gpu_pod() -> None:
     plan = plan_of(example_config("lab-roce"))
     tenant = next(iter(plan.facts.tenants))
     wiring = wiring_for(plan, JobRequest(tenant=tenant, kind="mpijob"))
-    hooked = Wiring(wiring.facts, wiring.contract, _Labelled())
+    hooked = Wiring(facts=wiring.facts, contract=wiring.contract, authority=_Labelled())
     pod: dict[str, Any] = hooked.gpu_pod({"name": "c"})
     assert pod["spec"]["schedulerName"] == "gang-scheduler"
     assert pod["metadata"]["labels"] == {"example.com/tenant": tenant}

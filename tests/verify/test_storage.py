@@ -29,8 +29,24 @@ def target(transport: str | None = "rdma", ns: str = "team-vision") -> StorageTa
         ns,
         ns,
         (
-            ClaimTarget("checkpoints", ns, "/checkpoints", False, transport, "nfs-rdma", "10Ti"),
-            ClaimTarget("datasets", ns, "/data", True, transport, "nfs-rdma", "50Ti"),
+            ClaimTarget(
+                name="checkpoints",
+                namespace=ns,
+                mount_path="/checkpoints",
+                read_only=False,
+                transport=transport,
+                storage_class="nfs-rdma",
+                size="10Ti",
+            ),
+            ClaimTarget(
+                name="datasets",
+                namespace=ns,
+                mount_path="/data",
+                read_only=True,
+                transport=transport,
+                storage_class="nfs-rdma",
+                size="50Ti",
+            ),
         ),
     )
 
@@ -65,7 +81,7 @@ def log(
 
 
 def result(text: str, node: str = "gpu-node-0", state: str = "Succeeded") -> PodResult:
-    r = PodResult(node, state, "done", text)
+    r = PodResult(node=node, state=state, message="done", log=text)
     r.parse()
     return r
 
@@ -311,9 +327,23 @@ def test_targets_are_the_plans_claims() -> None:
     eval_ = next(t for t in targets if t.namespace == "eval")
     assert eval_.claims == (
         ClaimTarget(
-            "checkpoints", "eval", "/checkpoints", False, "rdma", "gpufabric-nfsordma", "50Ti"
+            name="checkpoints",
+            namespace="eval",
+            mount_path="/checkpoints",
+            read_only=False,
+            transport="rdma",
+            storage_class="gpufabric-nfsordma",
+            size="50Ti",
         ),
-        ClaimTarget("datasets", "eval", "/data", True, "rdma", "gpufabric-nfsordma", "200Ti"),
+        ClaimTarget(
+            name="datasets",
+            namespace="eval",
+            mount_path="/data",
+            read_only=True,
+            transport="rdma",
+            storage_class="gpufabric-nfsordma",
+            size="200Ti",
+        ),
     )
     byo = storage.targets_from_plan(plan_of(example_config("lab-roce"), "lab-roce"))
     assert {c.transport for t in byo for c in t.claims} == {None}  # the site's own class
@@ -344,7 +374,11 @@ def test_hostile_mount_paths_stay_quoted_in_the_script(tmp_path: Path) -> None:
     """A mount path reaches the shell only as one quoted word."""
     evil = str(tmp_path / "a'b; touch pwned $(touch pwned2)")
     Path(evil).mkdir()
-    t = StorageTarget("t", "t", (ClaimTarget("c", "t", evil, False, "rdma"),))
+    t = StorageTarget(
+        "t",
+        "t",
+        (ClaimTarget(name="c", namespace="t", mount_path=evil, read_only=False, transport="rdma"),),
+    )
     script = storage.write_script(t, mib=1).replace("/proc/self/mountstats", "/dev/null")
     env = {"GF_RUN": "r1", "GF_TOKEN": TOKEN, "GF_NODE": "n1", "PATH": "/usr/bin:/bin"}
     out = subprocess.run(

@@ -51,7 +51,7 @@ WORK_DIR = ".gpufabric-verify"
 LABELS = {"app.kubernetes.io/managed-by": "gpufabric-verify", "app.kubernetes.io/name": "storage"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClaimTarget:
     """One claim of a tenant, as its jobs mount it."""
 
@@ -322,7 +322,7 @@ class StorageJudge:
     mib: int = DD_MIB
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PodResult:
     """One pod's end: its state (Succeeded, Failed, Timeout, Error, Interrupted), what
     the API said, and its log."""
