@@ -161,7 +161,7 @@ def one_pass(
     kube: Kube,
     run_pair: RunPair | None = None,
     clock: Clock = utc_now,
-    transport: fleet.Transport | None = None,
+    transport: fleet.GatherTransport | None = None,
 ) -> PassReport:
     """Read, decide, act. ``run_pair`` runs one two-node acceptance job (default: the
     tenant's job, pinned to the pair and tolerating the quarantine taint); ``transport``
@@ -231,7 +231,7 @@ def _breaker_words(plan: Plan, args: argparse.Namespace, d: decide.Decision) -> 
 def _recertify(
     plan: Plan, args: argparse.Namespace, kube: Kube, states: Sequence[decide.NodeState],
     names: Sequence[str], report: PassReport, run_pair: RunPair | None, clock: Clock,
-    transport: fleet.Transport | None = None,
+    transport: fleet.GatherTransport | None = None,
 ) -> None:  # fmt: skip
     """Node checks (the API status, then the probe), then one sweep of the nodes that pass
     them with proven-good partners; return those the sweep proves, keep the others with the
@@ -283,7 +283,7 @@ def _driver_words(args: argparse.Namespace, state: decide.NodeState, fleet: rece
     return nodechecks.verdict([label])
 
 
-def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport | None) -> nodechecks.ProbeRun:  # fmt: skip
+def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.GatherTransport | None) -> nodechecks.ProbeRun:  # fmt: skip
     image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
     context = None if args.in_cluster else (args.context or plan.facts.kube_context)
     kubeconfig = None if args.in_cluster else args.kubeconfig
@@ -308,7 +308,7 @@ def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str],
 
 def _probe(
     plan: Plan, args: argparse.Namespace, kube: Kube, hostnames: dict[str, str],
-    report: PassReport, clock: Clock, transport: fleet.Transport | None,
+    report: PassReport, clock: Clock, transport: fleet.GatherTransport | None,
     fleet_driver: recertify.FleetDriver,
 ) -> list[str]:  # fmt: skip
     """The candidates whose probe node checks pass (all of them with --node-checks api);
@@ -337,7 +337,7 @@ def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: P
 def _sweep(
     plan: Plan, args: argparse.Namespace, kube: Kube, candidates: list[str], partners: list[str],
     run_pair: RunPair | None,
-) -> dict[str, recertify.Outcome]:  # fmt: skip
+) -> dict[str, recertify.Recertification]:  # fmt: skip
     m = plan.facts.monitoring
     created: list[dict[str, Any]] = []
     stop = threading.Event()

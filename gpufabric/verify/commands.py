@@ -689,7 +689,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     targets = _storage_targets(plan, args.tenant)
     default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
     mbps = args.min_throughput if args.min_throughput is not None else default_mbps
-    judge = storage.Judge(
+    judge = storage.StorageJudge(
         mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
     )
     image = pulled_image(plan, args.image, "--image", "probe-image")
@@ -716,7 +716,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     return _report(args, suite, checks)
 
 
-def _threshold_words(judge: storage.Judge) -> str:
+def _threshold_words(judge: storage.StorageJudge) -> str:
     if judge.min_mbps is None:
         return "none"
     return f"{judge.min_mbps:g} MB/s from {judge.threshold_source}"

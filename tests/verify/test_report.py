@@ -248,7 +248,9 @@ def test_inputs_from_two_stacks_are_refused_naming_both(
 
 def test_the_chart_draws_the_threshold_where_the_value_is() -> None:
     doc = nccl_report.report({"a.log": text(Log())}, IB_8X400).to_dict()
-    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    _section, runs = report.nccl_section(
+        report.Source(option="--nccl", title="NCCL", command="x"), doc
+    )
     chart = report.chart(runs[0])
     assert chart is not None
     assert len(chart.dots) == len(doc["runs"][0]["rows"])
@@ -450,7 +452,9 @@ def test_impossible_bandwidths_are_left_out_of_the_chart(value: float) -> None:
     for row in doc["runs"][0]["rows"]:
         row["busbw_oop"] = row["busbw_ip"] = value
     doc["runs"][0]["threshold_gbps"] = value
-    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    _section, runs = report.nccl_section(
+        report.Source(option="--nccl", title="NCCL", command="x"), doc
+    )
     chart = report.chart(runs[0])
     if value == 0.0:
         assert chart is not None
@@ -501,7 +505,9 @@ def test_a_flaky_node_and_a_path_fault_fail_the_sweep_section() -> None:
         },
         "pathFaults": [{"words": "uplink of leaf=leaf-2: all 6 jobs leaving it failed"}],
     }
-    source = report.Source("--sweep", "NCCL sweep", "gpufabric verify nccl --sweep --json")
+    source = report.Source(
+        option="--sweep", title="NCCL sweep", command="gpufabric verify nccl --sweep --json"
+    )
     section, nodes = report.sweep_section(source, doc)
     assert section.verdict is Verdict.FAIL
     assert "uplink of leaf=leaf-2: all 6 jobs leaving it failed" in section.notes

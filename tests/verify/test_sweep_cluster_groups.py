@@ -274,7 +274,7 @@ def run_script(tmp_path: Path, script: str, hosts: list[str]) -> subprocess.Comp
 
 def test_each_order_runs_from_a_hostfile_in_that_order_starting_at_host_0(tmp_path: Path) -> None:
     plan = plan_of(config(5))
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, "mpijob", 5))
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind="mpijob", nodes=5))
     orders = sweep_plan.ring_orders(5)
     hosts = [f"h{i}" for i in range(5)]
     done = run_script(tmp_path, nccl.group_launcher_script(w, 5, orders), hosts)
@@ -297,7 +297,7 @@ def test_each_order_runs_from_a_hostfile_in_that_order_starting_at_host_0(tmp_pa
 def test_host_names_never_run_as_shell(tmp_path: Path) -> None:
     """Only indices reach the script; a hostfile entry with shell in it stays a word."""
     plan = plan_of(config(3))
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, "mpijob", 3))
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind="mpijob", nodes=3))
     hostile = ["$(touch${IFS}pwned)", "`touch${IFS}pwned`", "a;touch${IFS}pwned"]
     done = run_script(tmp_path, nccl.group_launcher_script(w, 3, sweep_plan.ring_orders(3)), hostile)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -310,7 +310,7 @@ def test_host_names_never_run_as_shell(tmp_path: Path) -> None:
 
 def test_a_hostfile_with_another_number_of_hosts_fails_before_any_run(tmp_path: Path) -> None:
     plan = plan_of(config(4))
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, "mpijob", 4))
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind="mpijob", nodes=4))
     done = run_script(tmp_path, nccl.group_launcher_script(w, 4, sweep_plan.ring_orders(4)), ["a", "b", "c"])  # fmt: skip
     assert done.returncode == 1
     assert "gpufabric: the hostfile lists 3 hosts, expected 4" in done.stderr
@@ -342,7 +342,7 @@ def test_each_kind_runs_a_group_job_pinned_to_its_nodes(kind: str, tmp_path: Pat
     nodes = tuple(f"gpu-{i}" for i in range(6))
     orders = sweep_plan.ring_orders(6)
     job = nccl.acceptance_job(plan, NS, 6, name="s-r1-2", pin_nodes=nodes, orders=orders)
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, kind, 6))  # type: ignore[arg-type]
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind=kind, nodes=6))  # type: ignore[arg-type]
     assert launcher_of(job).endswith(nccl.group_launcher_script(w, 6, orders))
     for pod in gpu_pods(job):
         term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
