@@ -45,14 +45,16 @@ class NodeVerdict(StrEnum):
     """What the sweep says of a node; prints (and serializes) as its word."""
 
     GOOD = "GOOD"
-    """Every failure explained, and passed with C distinct partners that are GOOD themselves."""
+    """Passed with C distinct partners that are GOOD themselves (and ``expose`` distinct
+    partners), every failure it had with a faulty node or across a faulted path."""
     BAD = "BAD"
-    """Failed with every partner, or every time with at least two proven ones: drain it."""
+    """Faulty and never passed, or failed every time (``repeat`` runs) with at least two
+    proven partners (slow with some partners): drained."""
     FLAKY = "FLAKY"
-    """Both passed and failed with one partner, or its failing pairs not yet re-run: reported
-    with its record, never a reference partner, never drained."""
+    """Faulty, but its result changed with the same partner or its failing pairs were not
+    yet re-run: reported with its record, never a reference partner, never drained."""
     UNKNOWN = "UNKNOWN"
-    """Not judged (yet): its record does not tell."""
+    """Neither proven GOOD nor faulty (yet)."""
 
 
 @dataclass(kw_only=True)
