@@ -35,8 +35,8 @@ from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.nodes import fleet
-from gpufabric.verify.sweep import plan as sweep_plan
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.rounds import CONFIRM
 
 RunPair = sweep.RunPair
 Clock = Callable[[], dt.datetime]
@@ -237,7 +237,7 @@ def _recertify(
     them with proven-good partners; return those the sweep proves, keep the others with the
     failing check named."""
     m, by_name = plan.facts.monitoring, {s.name: s for s in states}
-    confirm = args.confirm or sweep_plan.CONFIRM
+    confirm = args.confirm or CONFIRM
     partners = recertify.partners(states, confirm + 1)
     fleet_driver = recertify.fleet_driver(states)
     checked: list[str] = []
@@ -353,11 +353,11 @@ def _sweep(
         outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)
         return nccl.judge(outcome, exp)
 
-    swept = sweep.SweepReport({}, 0)
+    swept = sweep.SweepReport(nodes={}, rounds=0)
     try:
         outcomes = recertify.run_sweep(
             candidates, partners, run_pair or run_job, sweep_concurrency(plan, args.tenant),
-            args.confirm or sweep_plan.CONFIRM, m.health.median_fraction, stop=stop, into=swept,
+            args.confirm or CONFIRM, m.health.median_fraction, stop=stop, into=swept,
         )  # fmt: skip
     finally:
         delete_jobs(kube, created)

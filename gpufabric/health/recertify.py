@@ -19,6 +19,7 @@ from gpufabric.health.decide import DRIVER_LABEL, NodeState
 from gpufabric.verify.nodes.checks import FLEET_DRIVER_CHECK
 from gpufabric.verify.results import Check, error, failed, passed
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.judge import NodeVerdict
 from gpufabric.verify.sweep.run import RunPair, SweepReport
 
 
@@ -108,12 +109,12 @@ def partners(states: Sequence[NodeState], wanted: int) -> list[str]:
 
 def judge(report: SweepReport, candidates: Sequence[str], median_fraction: float) -> dict[str, Recertification]:  # fmt: skip
     """Each candidate's outcome from the sweep it ran in."""
-    good_bw = [r.busbw for r in report.nodes.values() if r.verdict == "GOOD" and r.busbw]
+    good_bw = [r.busbw for r in report.nodes.values() if r.verdict == NodeVerdict.GOOD and r.busbw]
     median = statistics.median(good_bw) if good_bw else None
     out: dict[str, Recertification] = {}
     for node in candidates:
         r = report.nodes.get(node)
-        if r is None or r.verdict != "GOOD":
+        if r is None or r.verdict != NodeVerdict.GOOD:
             verdict = r.verdict if r is not None else "not run"
             note = f" ({r.note})" if r is not None and r.note else ""
             stopped = f"; sweep stopped: {report.stopped}" if report.stopped else ""
@@ -152,7 +153,7 @@ def run_sweep(
     """Sweep the candidates with the partners (no topology: the partners are chosen for
     being healthy, not for their place); each candidate's outcome. An interruption
     propagates; what it proved until then stays in ``into``."""
-    report = into if into is not None else SweepReport({}, 0)
+    report = into if into is not None else SweepReport(nodes={}, rounds=0)
     sweep.sweep([*candidates, *partner_nodes], run_pair, concurrency, stop=stop, into=report, confirm=confirm)  # fmt: skip
     return judge(report, candidates, median_fraction)
 

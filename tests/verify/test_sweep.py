@@ -12,7 +12,7 @@ from nccllogs import IB_8X400, Log, text
 
 from gpufabric.exitcodes import Verdict
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.sweep.plan import CONFIRM, screening_rounds
+from gpufabric.verify.sweep.rounds import CONFIRM, screening_rounds
 from gpufabric.verify.sweep.run import (
     NodeResult,
     RailResult,
@@ -441,8 +441,8 @@ def test_a_node_bad_only_with_some_partners_is_not_told_to_look_at_pcie() -> Non
     """A partner-dependent node passes with some partners: its rails passing alone do not
     mean its fault is inside it (PCIe, NUMA); the words name the partners it failed with."""
     result = NodeResult(
-        "n04",
-        "BAD",
+        node="n04",
+        verdict="BAD",
         pairs=[(1, "n01", "PASS"), (1, "n02", "FAIL in a group of 4"), (2, "n07", "FAIL")],
         rails={r: RailResult(Verdict.PASS, 50.0, r, "n01") for r in RAILS},
     )

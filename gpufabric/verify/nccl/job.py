@@ -15,7 +15,7 @@ log is split per test at gpufabric's marker lines and judged by
 acceptance job.
 
 A sweep's group job (g > 2 nodes, pinned to them) runs both tests once per rank order of
-:func:`gpufabric.verify.sweep.plan.ring_orders`, each from a hostfile that lists the
+:func:`gpufabric.verify.sweep.rounds.ring_orders`, each from a hostfile that lists the
 operator's hosts in that order, with ``NCCL_ALGO=Ring`` so that each run loads exactly the
 links between nodes adjacent in the order; its log is split per order and test at order
 markers and is PASS only when every order ran and passed (:func:`judge` with ``orders``).
@@ -223,7 +223,7 @@ def acceptance_job(
     with ``rail`` its pods attach only that rail, and NCCL can use no other; every pod of it
     tolerates the NoSchedule taints keyed ``tolerate`` (a re-certification's quarantine).
     With ``orders`` (a sweep's group job: rank orders of host indices,
-    :func:`gpufabric.verify.sweep.plan.ring_orders`) the launcher runs the tests once per
+    :func:`gpufabric.verify.sweep.rounds.ring_orders`) the launcher runs the tests once per
     order (:func:`group_launcher_script`)."""
     kind = acceptance_kind(plan)
     req = JobRequest(

@@ -28,6 +28,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import K8sObject
 from gpufabric.verify.kube import Forbidden, Kube, KubeError, NotFound, mapping, path_of
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.sweep.judge import NodeVerdict
 from gpufabric.verify.sweep.run import SweepReport
 
 GRACE = 30.0
@@ -41,8 +42,7 @@ class Result:
     """One node's result, as it goes into its NodeAcceptance status."""
 
     node: str
-    verdict: str
-    """GOOD | BAD | FLAKY | UNKNOWN"""
+    verdict: NodeVerdict
     busbw: float | None
     message: str = ""
 
@@ -65,10 +65,10 @@ def from_run(nodes: Sequence[str], doc: nccl_report.Report) -> list[Result]:
     """A plain run's result for each node it ran on: GOOD when it passed; a failing or
     undecided run names no node, so its nodes are UNKNOWN (the sweep localizes)."""
     if doc.verdict == Verdict.PASS:
-        verdict, words = "GOOD", f"passed the acceptance run over {len(nodes)} nodes"
+        verdict, words = NodeVerdict.GOOD, f"passed the acceptance run over {len(nodes)} nodes"
     else:
         reasons = "; ".join(doc.reasons)[:600]
-        verdict = "UNKNOWN"
+        verdict = NodeVerdict.UNKNOWN
         words = (
             f"the acceptance run over {len(nodes)} nodes ended {doc.verdict}: {reasons}; "
             "a failing run names no node: gpufabric verify nccl --sweep localizes it"
@@ -102,7 +102,11 @@ def recertified(report: SweepReport, outcomes: Mapping[str, Judged]) -> list[Res
         r = report.nodes.get(node)
         if r is None or not r.pairs:
             continue
-        verdict = "GOOD" if outcome.passed else ("BAD" if r.verdict == "GOOD" else r.verdict)
+        verdict = (
+            NodeVerdict.GOOD
+            if outcome.passed
+            else (NodeVerdict.BAD if r.verdict == NodeVerdict.GOOD else r.verdict)
+        )
         out.append(Result(node, verdict, r.busbw, outcome.words))
     return out
 
