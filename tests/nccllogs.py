@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from gpufabric.verify.nccl.report import Expectation
+from gpufabric.verify.nccl.rules import Expectation
 
 IB_8X400 = Expectation(
     rdma=True,

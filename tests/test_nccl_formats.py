@@ -15,7 +15,7 @@ from nccllogs import IB_8X400, Log, kubectl_prefix, mpich, openmpi, slurm, text
 
 from gpufabric.cli import main
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.nccl.report import Expectation
+from gpufabric.verify.nccl.rules import Expectation
 
 IB = IB_8X400
 

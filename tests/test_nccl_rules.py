@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from gpufabric.exitcodes import Verdict
-from gpufabric.verify.nccl import report as nr
-from gpufabric.verify.nccl.report import Evidence, Expectation, Finding, Row, Run
+from gpufabric.verify.nccl import parse_json as pj
+from gpufabric.verify.nccl import rules as nr
+from gpufabric.verify.nccl.parsed import Row, Run
+from gpufabric.verify.nccl.report import judge
+from gpufabric.verify.nccl.rules import Evidence, Expectation, Finding
 
 GIB = nr.GIB
 EXP = Expectation(
@@ -390,7 +393,7 @@ def test_judge_runs_the_rules_in_order() -> None:
     run.killed.append("Killed")
     run.fatal.append("Test CUDA failure")
     run.nnodes = 1
-    doc = nr.judge(run, dataclasses.replace(EXP, threshold_gbps=None))
+    doc = judge(run, dataclasses.replace(EXP, threshold_gbps=None))
     assert doc.verdict == Verdict.FAIL
     assert doc.reasons == (
         "the test failed: Test CUDA failure",
@@ -398,7 +401,7 @@ def test_judge_runs_the_rules_in_order() -> None:
         "single node: no inter-node traffic was measured",
         "no threshold: pass --stack (line rate) or --min-busbw",
     )
-    assert nr.judge(proven(), EXP).verdict == Verdict.PASS
+    assert judge(proven(), EXP).verdict == Verdict.PASS
 
 
 def test_findings_take_a_rule_list() -> None:
@@ -416,54 +419,54 @@ def test_findings_take_a_rule_list() -> None:
 
 def json_run(doc: dict[str, Any]) -> Run:
     run = Run()
-    for step in nr.JSON_STEPS:
+    for step in pj.JSON_STEPS:
         step(doc, run)
     return run
 
 
 def test_json_identity_reads_the_program_and_hosts() -> None:
     run = Run()
-    nr._json_identity(
+    pj._json_identity(
         {"args": ["/opt/bin/all_gather_perf", "-b"], "devices": [{"hostname": "a"}, "x"]}, run
     )
     assert (run.test, run.hosts) == ("all_gather_perf", {"a"})
     run = Run()
-    nr._json_identity({"args": [7], "devices": None}, run)
+    pj._json_identity({"args": [7], "devices": None}, run)
     assert (run.test, run.hosts) == (None, set())
 
 
 def test_json_part_names_impossible_bandwidth_and_wrong_counts() -> None:
     """A negative, fractional or overflowing nwrong is impossible, never read as 0 (it was)."""
     run = Run()
-    assert nr._json_part({"bus_bw": "nan", "nwrong": -2}, "p", 8, run) == nr._Part(
+    assert pj._json_part({"bus_bw": "nan", "nwrong": -2}, "p", 8, run) == pj._Part(
         None, 0, ("bus_bw nan at 8 B", "nwrong -2 at 8 B")
     )
-    assert nr._json_part({"bus_bw": -1.0, "nwrong": 3}, "p", 8, run) == nr._Part(
+    assert pj._json_part({"bus_bw": -1.0, "nwrong": 3}, "p", 8, run) == pj._Part(
         None, 3, ("bus_bw -1.0 at 8 B",)
     )
-    assert nr._json_part({"bus_bw": 1.0, "nwrong": 0.5}, "p", 8, run).impossible == (
+    assert pj._json_part({"bus_bw": 1.0, "nwrong": 0.5}, "p", 8, run).impossible == (
         "nwrong 0.5 at 8 B",
     )
-    assert nr._json_part({"bus_bw": 1.0, "nwrong": 1e400}, "p", 8, run).impossible == (
+    assert pj._json_part({"bus_bw": 1.0, "nwrong": 1e400}, "p", 8, run).impossible == (
         "nwrong inf at 8 B",
     )
-    assert nr._json_part({"bus_bw": 12.5}, "p", 8, run) == nr._Part(12.5, 0)
+    assert pj._json_part({"bus_bw": 12.5}, "p", 8, run) == pj._Part(12.5, 0)
     assert run.malformed == []
-    assert nr._json_part([], "p", 8, run) is None
+    assert pj._json_part([], "p", 8, run) is None
     assert run.malformed == ["p is not an object"]
 
 
 def test_json_row_skips_what_is_not_a_result() -> None:
     run = Run()
-    assert nr._json_row(0, "x", run) is None
-    assert nr._json_row(1, {"size": True}, run) is None
-    assert nr._json_row(2, {"size": -1}, run) is None
+    assert pj._json_row(0, "x", run) is None
+    assert pj._json_row(1, {"size": True}, run) is None
+    assert pj._json_row(2, {"size": -1}, run) is None
     assert run.malformed == [
         "results[0] is not an object",
         "results[1].size is not a byte count",
         "results[2].size is not a byte count",
     ]
-    row = nr._json_row(3, {"size": 4, "out_of_place": {"bus_bw": 1}, "in_place": 5}, run)
+    row = pj._json_row(3, {"size": 4, "out_of_place": {"bus_bw": 1}, "in_place": 5}, run)
     assert row == Row(4, 1.0, None, 0)
     assert run.malformed[-1] == "results[3].in_place is not an object"
 

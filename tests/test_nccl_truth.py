@@ -22,7 +22,8 @@ from nccllogs import IB_8X400, Log, openmpi, openmpi5, slurm, text, torchrun
 
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.nccl.report import Expectation
+from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.nccl.rules import Expectation
 
 IB = IB_8X400
 GIB = 1 << 30
@@ -292,10 +293,10 @@ def test_a_rail_scaled_min_busbw_is_the_users_threshold_for_every_kind() -> None
     """verify sweep's one-rail runs scale --min-busbw ("--min-busbw x 1/8 rails"): still the
     user's own threshold, so it applies to alltoall too."""
     exp = Expectation(threshold_gbps=45.0, threshold_source="--min-busbw x 1/8 rails")
-    bound = nccl_report.test_bound("alltoall_perf_mpi", 16, (), exp)
+    bound = nccl_rules.test_bound("alltoall_perf_mpi", 16, (), exp)
     assert (bound.threshold_gbps, bound.no_threshold) == (45.0, None)
     stack = Expectation(threshold_gbps=45.0, threshold_source="0.9 x line rate")
-    assert nccl_report.test_bound("alltoall_perf_mpi", 16, (), stack).threshold_gbps is None
+    assert nccl_rules.test_bound("alltoall_perf_mpi", 16, (), stack).threshold_gbps is None
 
 
 def _avg_word(body: str, word: str) -> str:

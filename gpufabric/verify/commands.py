@@ -42,6 +42,7 @@ from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping,
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import daemonset as probe_daemonset
 from gpufabric.verify.nodes import fleet
@@ -442,7 +443,7 @@ def _estimate(
 
 
 def _judged(
-    job: dict[str, Any], nodes: tuple[str, ...], outcome: nccl.Outcome, exp: nccl_report.Expectation
+    job: dict[str, Any], nodes: tuple[str, ...], outcome: nccl.Outcome, exp: nccl_rules.Expectation
 ) -> nccl_report.Report:
     """A sweep job's report; a group job is judged per rank order, and one that did not
     pass is said at once with its failing orders (the sweep's table keeps verdicts only)."""
@@ -467,8 +468,8 @@ def _run_sweep(
     created: list[dict[str, Any]] = []
     stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
     wait = sweep.waiting(stop)
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
-    rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
+    rail_exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
 
     def run_job(
         nodes: tuple[str, ...], rail: str | None, round_: int, index: int
@@ -639,7 +640,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     outcome = nccl.run_job(
         kube,

@@ -12,6 +12,7 @@ from nccllogs import IB_8X400, Log, text
 
 from gpufabric.exitcodes import Verdict
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.sweep.plan import CONFIRM, screening_rounds
 from gpufabric.verify.sweep.run import (
     NodeResult,
@@ -26,7 +27,7 @@ from gpufabric.verify.sweep.run import (
 
 EXP = IB_8X400
 RAILS = [f"rail{i}" for i in range(8)]
-RAIL_EXP = nccl_report.Expectation(
+RAIL_EXP = nccl_rules.Expectation(
     rdma=True,
     link_layer="IB",
     threshold_gbps=45.0,

@@ -61,7 +61,9 @@ from gpufabric.verify.kube import (
     records,
     text,
 )
+from gpufabric.verify.nccl import parse as nccl_parse
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nccl import sshkeys
 
 SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
@@ -314,7 +316,7 @@ def split_log(log: str) -> dict[str, str]:
     parts: dict[str, list[str]] = {}
     current = None
     for line in log.splitlines():
-        bare = nccl_report.strip_prefixes(line)  # `kubectl logs --prefix`, srun -l, mpirun tags
+        bare = nccl_parse.strip_prefixes(line)  # `kubectl logs --prefix`, srun -l, mpirun tags
         for test in TESTS:
             if bare == MARKER.format(test=test):
                 current = test
@@ -340,7 +342,7 @@ def split_orders(log: str, count: int) -> tuple[dict[str, str], dict[int, tuple[
     order: int | None = None
     current: tuple[int, str] | None = None
     for line in log.splitlines():
-        bare = nccl_report.strip_prefixes(line)
+        bare = nccl_parse.strip_prefixes(line)
         m = _ORDER.match(bare)
         if m is not None and int(m[2]) == count and 1 <= int(m[1]) <= count:
             order, current = int(m[1]), None
@@ -611,7 +613,7 @@ def _create_companions(
     progress(f"created Secret {meta['namespace']}/{meta['name']} (this run's SSH keys)")
 
 
-def judge(outcome: Outcome, exp: nccl_report.Expectation, orders: int = 0) -> nccl_report.Report:
+def judge(outcome: Outcome, exp: nccl_rules.Expectation, orders: int = 0) -> nccl_report.Report:
     """The analyzer's report on the collected log, with the job's own outcome. A group job
     (``orders`` rank orders) is judged per order and test: PASS only when every order ran
     and passed; the reasons start with each order that did not pass, named by its nodes."""

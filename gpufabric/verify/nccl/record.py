@@ -28,6 +28,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import K8sObject
 from gpufabric.verify.kube import Forbidden, Kube, KubeError, NotFound, mapping, path_of
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.sweep.run import SweepReport
 
 GRACE = 30.0
@@ -194,7 +195,7 @@ def warning(plan: Plan, exc: KubeError, left: int) -> str:
 
 
 def _threshold(plan: Plan, args: argparse.Namespace) -> float | None:
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     return exp.threshold_gbps
 
 
