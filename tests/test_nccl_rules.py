@@ -15,10 +15,10 @@ from gpufabric.verify.nccl import parse_json as pj
 from gpufabric.verify.nccl import rules as nr
 from gpufabric.verify.nccl.parsed import Row, Run
 from gpufabric.verify.nccl.report import judge
-from gpufabric.verify.nccl.rules import Evidence, Expectation, Finding
+from gpufabric.verify.nccl.rules import Evidence, Finding, NcclExpectation
 
 GIB = nr.GIB
-EXP = Expectation(
+EXP = NcclExpectation(
     link_layer="IB", threshold_gbps=300.0, threshold_source="line rate", line_rate_gbytes=400.0
 )
 
@@ -48,7 +48,7 @@ def unsure(reason: str) -> list[Finding]:
     return [Finding(Verdict.INCONCLUSIVE, reason)]
 
 
-Case = tuple[nr.Rule, Callable[[Run], Any], Expectation, list[Finding]]
+Case = tuple[nr.Rule, Callable[[Run], Any], NcclExpectation, list[Finding]]
 FIRES: dict[str, Case] = {
     "test failed": (
         nr.rule_test_failed,

@@ -345,7 +345,7 @@ def _sweep(
     wait = sweep.waiting(stop)
     exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
 
-    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         name = f"{args.name}-r{round_}-{index}"
         job = nccl.acceptance_job(
             plan, args.tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)

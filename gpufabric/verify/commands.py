@@ -443,8 +443,11 @@ def _estimate(
 
 
 def _judged(
-    job: dict[str, Any], nodes: tuple[str, ...], outcome: nccl.Outcome, exp: nccl_rules.Expectation
-) -> nccl_report.Report:
+    job: dict[str, Any],
+    nodes: tuple[str, ...],
+    outcome: nccl.Outcome,
+    exp: nccl_rules.NcclExpectation,
+) -> nccl_report.NcclReport:
     """A sweep job's report; a group job is judged per rank order, and one that did not
     pass is said at once with its failing orders (the sweep's table keeps verdicts only)."""
     orders = len(sweep_plan.ring_orders(len(nodes))) if len(nodes) > 2 else 0
@@ -473,7 +476,7 @@ def _run_sweep(
 
     def run_job(
         nodes: tuple[str, ...], rail: str | None, round_: int, index: int
-    ) -> nccl_report.Report:
+    ) -> nccl_report.NcclReport:
         job = _sweep_job(plan, args, nodes, round_, index, rail)
         created.append(job)
         outcome = nccl.run_job(  # --timeout bounds each job, --sweep-timeout the sweep
@@ -482,7 +485,7 @@ def _run_sweep(
         )  # fmt: skip
         return _judged(job, nodes, outcome, exp if rail is None else rail_exp)
 
-    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
+    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.NcclReport:
         return run_job(nodes, None, round_, index)  # a pair's or a group's
 
     topo = _sweep_topology(plan, names, labels)
@@ -759,7 +762,7 @@ def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> li
     return checks
 
 
-def nccl_checks(doc: nccl_report.Report, nodes_: int) -> list[Check]:
+def nccl_checks(doc: nccl_report.NcclReport, nodes_: int) -> list[Check]:
     """The acceptance report as checks, for JUnit."""
     target = f"{nodes_} nodes"
     out: list[Check] = []

@@ -120,10 +120,12 @@ def sweep_doc(sick: str | None = SICK) -> dict[str, Any]:
     rail_exp = nccl_rules.expectation(facts, None, rails=1)
     rails = [r.name for r in facts.fabric.rails]
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         return nccl_report.report({f"{pair[0]}+{pair[1]}": _log(pair, sick)}, exp)
 
-    def run_rail(pair: tuple[str, str], rail: str, round_: int, index: int) -> nccl_report.Report:
+    def run_rail(
+        pair: tuple[str, str], rail: str, round_: int, index: int
+    ) -> nccl_report.NcclReport:
         first = rails.index(rail)
         log = _log(pair, sick, rails=1, first=first)
         if rail == "rail0" or sick not in pair:

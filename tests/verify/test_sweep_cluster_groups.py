@@ -191,7 +191,7 @@ def run_group_job(
     nodes: tuple[str, ...],
     slow: set[frozenset[str]],
     keep_orders: int | None = None,
-) -> tuple[nccl_report.Report, sweepfleet.MPIOperator]:
+) -> tuple[nccl_report.NcclReport, sweepfleet.MPIOperator]:
     """One group job of ``nodes`` through run_job and judge, as the sweep runs it."""
     plan = plan_of(config(len(nodes)))
     orders = sweep_plan.ring_orders(len(nodes))

@@ -613,12 +613,14 @@ def _create_companions(
     progress(f"created Secret {meta['namespace']}/{meta['name']} (this run's SSH keys)")
 
 
-def judge(outcome: Outcome, exp: nccl_rules.Expectation, orders: int = 0) -> nccl_report.Report:
+def judge(
+    outcome: Outcome, exp: nccl_rules.NcclExpectation, orders: int = 0
+) -> nccl_report.NcclReport:
     """The analyzer's report on the collected log, with the job's own outcome. A group job
     (``orders`` rank orders) is judged per order and test: PASS only when every order ran
     and passed; the reasons start with each order that did not pass, named by its nodes."""
     if not outcome.log.strip():
-        doc = nccl_report.Report(
+        doc = nccl_report.NcclReport(
             verdict=Verdict.INCONCLUSIVE,
             reasons=("no launcher log to judge",),
             threshold_gbps=exp.threshold_gbps,
@@ -652,14 +654,14 @@ def judge(outcome: Outcome, exp: nccl_rules.Expectation, orders: int = 0) -> ncc
 _RUN_REASON = re.compile(r"^order \d+/\d+ \S+: ")
 
 
-def headline(doc: nccl_report.Report) -> list[str]:
+def headline(doc: nccl_report.NcclReport) -> list[str]:
     """A group job's reasons less each run's own: how the job ended and each order that
     did not pass (what a sweep prints for a group job that did not pass)."""
     return [r for r in doc.reasons if not _RUN_REASON.match(r)]
 
 
 def _order_reasons(
-    doc: nccl_report.Report,
+    doc: nccl_report.NcclReport,
     count: int,
     hosts: Mapping[int, tuple[str, ...]],
     placed: Mapping[str, str],

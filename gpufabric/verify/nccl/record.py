@@ -56,13 +56,13 @@ def _stamp(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _busbw(doc: nccl_report.Report) -> float | None:
+def _busbw(doc: nccl_report.NcclReport) -> float | None:
     """The run's best bus bandwidth over its tests (as the sweep reads a pair's)."""
     values = [r.busbw_max_gbps for r in doc.runs if r.busbw_max_gbps is not None]
     return max(values) if values else None
 
 
-def from_run(nodes: Sequence[str], doc: nccl_report.Report) -> list[Result]:
+def from_run(nodes: Sequence[str], doc: nccl_report.NcclReport) -> list[Result]:
     """A plain run's result for each node it ran on: GOOD when it passed; a failing or
     undecided run names no node, so its nodes are UNKNOWN (the sweep localizes)."""
     if doc.verdict == Verdict.PASS:
@@ -199,7 +199,7 @@ def _threshold(plan: Plan, args: argparse.Namespace) -> float | None:
     return exp.threshold_gbps
 
 
-def after_run(kube: Kube, plan: Plan, args: argparse.Namespace, nodes: Sequence[str], doc: nccl_report.Report) -> int:  # fmt: skip
+def after_run(kube: Kube, plan: Plan, args: argparse.Namespace, nodes: Sequence[str], doc: nccl_report.NcclReport) -> int:  # fmt: skip
     """``verify nccl``: each node the job ran on."""
     results = from_run(nodes, doc)
     return record(kube, plan, results, "acceptance", args.name, doc.threshold_gbps)

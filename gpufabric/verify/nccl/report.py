@@ -19,7 +19,7 @@ from gpufabric.exitcodes import Verdict, worst
 from gpufabric.model.redaction import printable
 from gpufabric.verify.nccl.parse import parse_runs
 from gpufabric.verify.nccl.parsed import Row, Run, add_out_of_bounds, merge_info
-from gpufabric.verify.nccl.rules import Evidence, Expectation, combine, findings
+from gpufabric.verify.nccl.rules import Evidence, NcclExpectation, combine, findings
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class JobOutcome:
 
 
 @dataclass(frozen=True)
-class Report:
+class NcclReport:
     """The verdict over every run of an acceptance test: the worst run's."""
 
     verdict: Verdict
@@ -140,7 +140,7 @@ class Report:
         return doc
 
 
-def judge(run: Run, exp: Expectation, file: str = "") -> RunVerdict:
+def judge(run: Run, exp: NcclExpectation, file: str = "") -> RunVerdict:
     """The verdict on one run. PASS only when the transport is proven and the threshold met
     at >= 1 GiB on >= 2 nodes; INCONCLUSIVE when it cannot be judged; FAIL when it ran and
     fell short. Every reason states what the log shows (see :data:`RULES`)."""
@@ -238,14 +238,14 @@ def collect_runs(files: Mapping[str, str]) -> list[tuple[str, Run]]:
     return out
 
 
-def report(files: Mapping[str, str], exp: Expectation) -> Report:
+def report(files: Mapping[str, str], exp: NcclExpectation) -> NcclReport:
     """The verdict over every run of every log (e.g. all_reduce then all_gather): the worst."""
     runs = tuple(judge(run, exp, file=label) for label, run in collect_runs(files))
     if not runs:
-        return Report(
+        return NcclReport(
             Verdict.INCONCLUSIVE, ("no input",), exp.threshold_gbps, exp.threshold_source, ()
         )
-    return Report(
+    return NcclReport(
         verdict=worst(r.verdict for r in runs),
         reasons=tuple(f"{r.file}: {reason}" for r in runs for reason in r.reasons),
         threshold_gbps=exp.threshold_gbps,
@@ -258,7 +258,7 @@ def _gbps(value: float | None) -> str:
     return "-" if value is None else f"{value:g} GB/s"
 
 
-def format_text(doc: Report) -> str:
+def format_text(doc: NcclReport) -> str:
     out = [f"NCCL acceptance: {doc.verdict}"]
     if doc.threshold_gbps is not None:
         out.append(f"  threshold   {doc.threshold_gbps:g} GB/s ({doc.threshold_source})")

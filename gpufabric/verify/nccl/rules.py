@@ -1,6 +1,6 @@
 """The verdict's rules: what a run must show, and one function per reason it falls short.
 
-:class:`Expectation` is what the stack expects of a run (from its resolved facts and the
+:class:`NcclExpectation` is what the stack expects of a run (from its resolved facts and the
 command line, :func:`expectation`); :class:`Evidence` is what the rules derive from a
 parsed run once; each ``rule_*`` gives the findings it makes (FAIL or INCONCLUSIVE, with
 the reason), and :data:`RULES` lists them in the order their reasons are listed.
@@ -24,7 +24,7 @@ _GDR_VIA = re.compile(r"/GDRDMA(?:\(PCI\))?(?:/Shared)?$")
 
 
 @dataclass(frozen=True)
-class Expectation:
+class NcclExpectation:
     """What the stack expects of a run."""
 
     rdma: bool = True
@@ -85,7 +85,7 @@ def _kind(test: str | None) -> str | None:
 
 
 def test_bound(
-    test: str | None, nranks: int | None, in_network: Sequence[str], exp: Expectation
+    test: str | None, nranks: int | None, in_network: Sequence[str], exp: NcclExpectation
 ) -> Bound:
     """The ceiling and threshold of one test kind. Ring-bound kinds (and a run whose test is
     unnamed, as old builds print) have the line rate as ceiling and the stack's threshold;
@@ -130,9 +130,9 @@ class Evidence:
         return self.nodes is not None and self.nodes >= 2
 
     @classmethod
-    def of(cls, run: Run, exp: Expectation | None = None) -> Evidence:
+    def of(cls, run: Run, exp: NcclExpectation | None = None) -> Evidence:
         large = [r.best for r in run.rows if r.size >= GIB and r.best is not None]
-        exp = exp if exp is not None else Expectation()
+        exp = exp if exp is not None else NcclExpectation()
         return cls(
             bound=test_bound(run.test, run.nranks, sorted(run.in_network), exp),
             run=run,
@@ -144,24 +144,24 @@ class Evidence:
         )
 
 
-Rule = Callable[[Evidence, Expectation], list[Finding]]
+Rule = Callable[[Evidence, NcclExpectation], list[Finding]]
 """One rule of the verdict: the findings it makes on a run (none when it has nothing to say)."""
 
 
-def rule_test_failed(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_test_failed(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     return _fail(f"the test failed: {ev.run.fatal[0]}") if ev.run.fatal else []
 
 
-def rule_killed(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_killed(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     return _fail(f"the run was killed or crashed: {ev.run.killed[0]}") if ev.run.killed else []
 
 
-def rule_malformed(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_malformed(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     malformed = ev.run.malformed
     return _unsure(f"malformed input: {'; '.join(malformed[:3])}") if malformed else []
 
 
-def rule_unfinished(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_unfinished(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Fewer rows than the test announced; else a named test with rows but no end line."""
     run = ev.run
     if run.expected_rows is not None and len(run.rows) < run.expected_rows:
@@ -176,17 +176,17 @@ def rule_unfinished(ev: Evidence, exp: Expectation) -> list[Finding]:
     return []
 
 
-def rule_no_rows(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_no_rows(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     return [] if ev.run.rows else _unsure("no data rows: the test printed no results table")
 
 
-def rule_impossible_values(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_impossible_values(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not ev.impossible:
         return []
     return _fail(f"impossible values: {', '.join(ev.impossible[:3])}")
 
 
-def rule_out_of_bounds(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_out_of_bounds(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if ev.run.out_of_bounds_ok is not False:
         return []
     if not ev.run.out_of_bounds:
@@ -194,7 +194,7 @@ def rule_out_of_bounds(ev: Evidence, exp: Expectation) -> list[Finding]:
     return _fail(f"{ev.run.out_of_bounds} out-of-bounds values")
 
 
-def rule_own_bandwidth_check(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_own_bandwidth_check(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """nccl-tests judged its own average against NCCL_TESTS_MIN_BW and exited non-zero."""
     if not ev.run.avg_failed:
         return []
@@ -204,27 +204,27 @@ def rule_own_bandwidth_check(ev: Evidence, exp: Expectation) -> list[Finding]:
     )
 
 
-def rule_wrong_elements(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_wrong_elements(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     wrong = sum(r.wrong for r in ev.run.rows)
     return _fail(f"{wrong} wrong elements reported by -c 1") if wrong else []
 
 
-def rule_nccl_warnings(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_nccl_warnings(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     return [Finding(Verdict.FAIL, f"NCCL WARN: {w['cause']}") for w in ev.run.warnings]
 
 
-def rule_socket_fallback(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_socket_fallback(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not (exp.rdma and ev.socket and ev.multi):
         return []
     return _fail("socket fallback: NCCL used TCP (NET/Socket) between nodes, not RDMA")
 
 
-def _rdma_between_nodes(ev: Evidence, exp: Expectation) -> bool:
+def _rdma_between_nodes(ev: Evidence, exp: NcclExpectation) -> bool:
     """RDMA is expected between the run's nodes and NCCL did not fall back to sockets."""
     return exp.rdma and ev.multi and not ev.socket
 
 
-def rule_transport_unproven(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_transport_unproven(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not _rdma_between_nodes(ev, exp):
         return []
     if not ev.run.networks and not ev.run.inter_node:
@@ -237,7 +237,7 @@ def rule_transport_unproven(ev: Evidence, exp: Expectation) -> list[Finding]:
     return []
 
 
-def rule_link_layer(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_link_layer(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not _rdma_between_nodes(ev, exp) or not exp.link_layer:
         return []
     if not ev.run.link_layers:
@@ -253,13 +253,13 @@ def rule_link_layer(ev: Evidence, exp: Expectation) -> list[Finding]:
     return _fail(f"link layer {', '.join(wrong_layer)}, expected {exp.link_layer}")
 
 
-def rule_gdr_disabled(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_gdr_disabled(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not (_rdma_between_nodes(ev, exp) and exp.gdr and ev.run.gdr_disabled):
         return []
     return _fail(f"GPU Direct RDMA disabled for {', '.join(sorted(set(ev.run.gdr_disabled)))}")
 
 
-def rule_staged_channels(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_staged_channels(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not (_rdma_between_nodes(ev, exp) and exp.gdr):
         return []
     staged = len(ev.run.inter_node) - ev.gdr_channels
@@ -268,7 +268,7 @@ def rule_staged_channels(ev: Evidence, exp: Expectation) -> list[Finding]:
     return _fail(f"{staged} inter-node channels without GDRDMA (staged through host memory)")
 
 
-def rule_node_count(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_node_count(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if ev.nodes is None:
         return _unsure(
             "node count unknown: no '# Rank ... on HOST' lines and no NCCL 'nNodes' line"
@@ -278,13 +278,13 @@ def rule_node_count(ev: Evidence, exp: Expectation) -> list[Finding]:
     return []
 
 
-def rule_no_large_sizes(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_no_large_sizes(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not ev.run.rows or ev.best is not None or ev.impossible:
         return []
     return _unsure("no results at message sizes >= 1 GiB (run with -e 8G or more)")
 
 
-def rule_above_line_rate(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_above_line_rate(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Inter-node bandwidth above the test kind's ceiling (beyond noise) did not cross the
     NICs; multi-node NVLink (MNNVL) is exempt."""
     best, limit = ev.best, ev.bound.ceiling_gbps
@@ -308,13 +308,13 @@ def rule_above_line_rate(ev: Evidence, exp: Expectation) -> list[Finding]:
     )
 
 
-def rule_no_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_no_threshold(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if ev.bound.threshold_gbps is not None:
         return []
     return _unsure(ev.bound.no_threshold or "no threshold: pass --stack (line rate) or --min-busbw")
 
 
-def rule_below_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_below_threshold(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Judged on >= 2 nodes only: one node (one rank prints busbw 0) is INCONCLUSIVE."""
     threshold = ev.bound.threshold_gbps
     if threshold is None or ev.best is None or ev.best >= threshold or not ev.multi:
@@ -325,7 +325,7 @@ def rule_below_threshold(ev: Evidence, exp: Expectation) -> list[Finding]:
     )
 
 
-def rule_no_ib_device(ev: Evidence, exp: Expectation) -> list[Finding]:
+def rule_no_ib_device(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not (exp.rdma and ev.multi and ev.run.no_ib_device):
         return []
     return _fail("a rank found no RDMA device ('NET/IB : No device found.')")
@@ -357,7 +357,7 @@ RULES: tuple[Rule, ...] = (
 """The verdict's rules, in the order their reasons are listed (failures before doubts)."""
 
 
-def findings(ev: Evidence, exp: Expectation, rules: Sequence[Rule] = RULES) -> list[Finding]:
+def findings(ev: Evidence, exp: NcclExpectation, rules: Sequence[Rule] = RULES) -> list[Finding]:
     """Every rule's findings on the run, in rule order."""
     return [finding for rule in rules for finding in rule(ev, exp)]
 
@@ -376,15 +376,15 @@ def expectation(
     min_busbw: float | None,
     fraction: float = DEFAULT_FRACTION,
     rails: int | None = None,
-) -> Expectation:
+) -> NcclExpectation:
     """From the stack's resolved facts and the command line: the threshold is --min-busbw,
     or ``fraction`` of the node's line rate (the Plan's acceptance facts). With ``rails``,
     for a run restricted to that many rails: the line rate and --min-busbw scale with
     them."""
     if facts is None:
         if min_busbw is None:
-            return Expectation()
-        return Expectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
+            return NcclExpectation()
+        return NcclExpectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
     acceptance = facts.acceptance.at_fraction(fraction)
     if rails is not None:
         acceptance = acceptance.on_rails(rails)
@@ -396,7 +396,7 @@ def expectation(
         all_rails = facts.acceptance.rails
         threshold = round(min_busbw * rails / all_rails, 2)
         source = f"--min-busbw x {rails}/{all_rails} rails"
-    return Expectation(
+    return NcclExpectation(
         rdma=acceptance.rdma,
         link_layer=acceptance.link_layer,
         gdr=True,
