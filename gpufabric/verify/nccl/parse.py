@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpufabric.verify.nccl.parse_json import parse_json
@@ -40,6 +41,7 @@ _HOST_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[\s*\d
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<net>\S+)")
 _NET_IB = re.compile(r"NCCL INFO NET/IB(?:ext)? ?: ?Using (?P<devs>[^;]*)")
 _NO_IB = re.compile(r"NCCL INFO NET/IB(?:ext)? ?: ?No device found")
+_SOCKET_USING = re.compile(r"NET/Socket : Using")
 _HCA = re.compile(r"\[\d+\](?P<hca>[^:\s]+):\d+/(?P<layer>IB|RoCE|UNSPECIFIED)")
 _CHANNEL = re.compile(
     r"NCCL INFO (?:Channel \d+(?:/\d+)?|Ring \d+) : (?P<src>\d+)(?:\[\w+\])? -> "
@@ -278,41 +280,89 @@ def parse(text: str) -> Run:
 
 
 def _scan(line: str, run: Run) -> None:
+    """What one line says of the run: the host and pid NCCL's own lines name, then by kind
+    of line, a WARN (with its diagnosis), an nccl-tests failure, an INFO line (read by
+    :data:`_INFO`), or a launcher's word that a rank was killed or crashed."""
     if "NCCL " in line and (m := _HOST_PREFIX.match(line)):
         run.hosts.add(m["host"])
         run.debug_pids.add((m["host"], int(m["pid"])))
     if "NCCL WARN" in line:
-        diag = next((d for d in DIAGNOSES if d.pattern.search(line)), None)
-        cause, check = (diag.cause, diag.check) if diag else UNKNOWN
-        run.warnings.append({"line": line, "cause": cause, "check": check})
-        return
-    if _FATAL.search(line):
+        run.warnings.append(_warning(line))
+    elif _FATAL.search(line):
         run.fatal.append(line)
-        return
-    if "NCCL INFO" not in line:
-        if _KILLED.search(line):
-            run.killed.append(line)
-        return
-    if m := _USING_NETWORK.search(line):
-        run.networks.add(m["net"])
-        if m["net"].lower() == "socket":
-            run.socket_in_use = True
-    elif m := _NET_IB.search(line):
-        run.link_layers.update({h["hca"]: h["layer"] for h in _HCA.finditer(m["devs"])})
-    elif "NET/Socket : Using" in line:
+    elif "NCCL INFO" in line:
+        _scan_info(line, run)
+    elif _KILLED.search(line):
+        run.killed.append(line)
+
+
+def _warning(line: str) -> dict[str, str]:
+    """A WARN line with the cause and check of the first diagnosis that matches it."""
+    diag = next((d for d in DIAGNOSES if d.pattern.search(line)), None)
+    cause, check = (diag.cause, diag.check) if diag else UNKNOWN
+    return {"line": line, "cause": cause, "check": check}
+
+
+def _scan_info(line: str, run: Run) -> None:
+    """An INFO line: the first of :data:`_INFO`'s patterns that it matches says what it
+    records (none when the line is not one the verdict reads)."""
+    for pattern, record in _INFO:
+        if m := pattern.search(line):
+            record(m, run)
+            return
+
+
+def _on_network(m: re.Match[str], run: Run) -> None:
+    run.networks.add(m["net"])
+    if m["net"].lower() == "socket":
         run.socket_in_use = True
-    elif _NO_IB.search(line):
-        run.no_ib_device = True
-    elif m := _CHANNEL.search(line):
-        if m["via"].startswith("NET/"):
-            run.inter_node.append(m["via"])
-    elif m := _GDR_DISABLED.search(line):
-        run.gdr_disabled.append(m["hca"])
-    elif m := _CHANNELS.search(line):
-        run.in_network |= {n for n in ("collnet", "nvls") if int(m[n])}
-    elif m := _NNODES.search(line):
-        run.nnodes = max(run.nnodes or 0, int(m["nnodes"]))
-        run.nranks = max(run.nranks or 0, int(m["nranks"]))
-        run.mnnvl |= m["mnnvl"] not in (None, "0")
-    elif m := _INIT.search(line):
-        run.nranks = max(run.nranks or 0, int(m["nranks"]))
+
+
+def _on_ib_devices(m: re.Match[str], run: Run) -> None:
+    run.link_layers.update({h["hca"]: h["layer"] for h in _HCA.finditer(m["devs"])})
+
+
+def _on_socket(m: re.Match[str], run: Run) -> None:
+    run.socket_in_use = True
+
+
+def _on_no_ib_device(m: re.Match[str], run: Run) -> None:
+    run.no_ib_device = True
+
+
+def _on_channel(m: re.Match[str], run: Run) -> None:
+    if m["via"].startswith("NET/"):
+        run.inter_node.append(m["via"])
+
+
+def _on_gdr_disabled(m: re.Match[str], run: Run) -> None:
+    run.gdr_disabled.append(m["hca"])
+
+
+def _on_channel_counts(m: re.Match[str], run: Run) -> None:
+    run.in_network |= {n for n in ("collnet", "nvls") if int(m[n])}
+
+
+def _on_nnodes(m: re.Match[str], run: Run) -> None:
+    run.nnodes = max(run.nnodes or 0, int(m["nnodes"]))
+    run.nranks = max(run.nranks or 0, int(m["nranks"]))
+    run.mnnvl |= m["mnnvl"] not in (None, "0")
+
+
+def _on_init(m: re.Match[str], run: Run) -> None:
+    run.nranks = max(run.nranks or 0, int(m["nranks"]))
+
+
+_INFO: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Run], None]], ...] = (
+    (_USING_NETWORK, _on_network),
+    (_NET_IB, _on_ib_devices),
+    (_SOCKET_USING, _on_socket),
+    (_NO_IB, _on_no_ib_device),
+    (_CHANNEL, _on_channel),
+    (_GDR_DISABLED, _on_gdr_disabled),
+    (_CHANNELS, _on_channel_counts),
+    (_NNODES, _on_nnodes),
+    (_INIT, _on_init),
+)
+"""The INFO lines the verdict reads, in order, each with what it records of the run: the
+first pattern a line matches is the only one read."""
