@@ -27,7 +27,10 @@ def proven() -> Run:
     """A two-node run every rule accepts: finished, IB with GDRDMA, 350 GB/s at 1-2 GiB."""
     return Run(
         test="all_reduce_perf",
-        rows=[Row(GIB, 340.0, 341.0, 0), Row(2 * GIB, 350.0, 349.0, 0)],
+        rows=[
+            Row(size=GIB, busbw_oop=340.0, busbw_ip=341.0, wrong=0),
+            Row(size=2 * GIB, busbw_oop=350.0, busbw_ip=349.0, wrong=0),
+        ],
         expected_rows=2,
         concluded=True,
         footer=True,
@@ -214,13 +217,13 @@ FIRES: dict[str, Case] = {
     ),
     "no large sizes": (
         nr.rule_no_large_sizes,
-        lambda r: setattr(r, "rows", [Row(1 << 20, 10.0, 10.0, 0)]),
+        lambda r: setattr(r, "rows", [Row(size=1 << 20, busbw_oop=10.0, busbw_ip=10.0, wrong=0)]),
         EXP,
         unsure("no results at message sizes >= 1 GiB (run with -e 8G or more)"),
     ),
     "above line rate": (
         nr.rule_above_line_rate,
-        lambda r: r.rows.append(Row(4 * GIB, 441.0, None, 0)),
+        lambda r: r.rows.append(Row(size=4 * GIB, busbw_oop=441.0, busbw_ip=None, wrong=0)),
         EXP,
         fail(
             "best bus bandwidth 441 GB/s is above the nodes' line rate 400 GB/s by more than "
@@ -307,7 +310,19 @@ SILENT: dict[str, Case] = {
     ),
     "no large sizes when values were impossible": (
         nr.rule_no_large_sizes,
-        lambda r: setattr(r, "rows", [Row(GIB, None, None, 0, ["busbw nan at 1 B"])]),
+        lambda r: setattr(
+            r,
+            "rows",
+            [
+                Row(
+                    size=GIB,
+                    busbw_oop=None,
+                    busbw_ip=None,
+                    wrong=0,
+                    impossible=["busbw nan at 1 B"],
+                )
+            ],
+        ),
         EXP,
         [],
     ),
@@ -319,19 +334,25 @@ SILENT: dict[str, Case] = {
     ),
     "above line rate within noise": (
         nr.rule_above_line_rate,
-        lambda r: r.rows.append(Row(4 * GIB, 440.0, None, 0)),
+        lambda r: r.rows.append(Row(size=4 * GIB, busbw_oop=440.0, busbw_ip=None, wrong=0)),
         EXP,
         [],
     ),
     "above line rate over multi-node NVLink": (
         nr.rule_above_line_rate,
-        lambda r: (r.rows.append(Row(4 * GIB, 900.0, None, 0)), setattr(r, "mnnvl", True)),
+        lambda r: (
+            r.rows.append(Row(size=4 * GIB, busbw_oop=900.0, busbw_ip=None, wrong=0)),
+            setattr(r, "mnnvl", True),
+        ),
         EXP,
         [],
     ),
     "above line rate on one node": (
         nr.rule_above_line_rate,
-        lambda r: (r.rows.append(Row(4 * GIB, 900.0, None, 0)), setattr(r, "nnodes", 1)),
+        lambda r: (
+            r.rows.append(Row(size=4 * GIB, busbw_oop=900.0, busbw_ip=None, wrong=0)),
+            setattr(r, "nnodes", 1),
+        ),
         EXP,
         [],
     ),
@@ -349,7 +370,7 @@ SILENT: dict[str, Case] = {
     ),
     "below threshold with no large sizes": (
         nr.rule_below_threshold,
-        lambda r: setattr(r, "rows", [Row(1 << 20, 1.0, 1.0, 0)]),
+        lambda r: setattr(r, "rows", [Row(size=1 << 20, busbw_oop=1.0, busbw_ip=1.0, wrong=0)]),
         EXP,
         [],
     ),
@@ -373,7 +394,15 @@ def test_rule_stays_silent_outside_its_condition(case: Case) -> None:
 def test_evidence_derives_once_what_the_rules_share() -> None:
     run = proven()
     run.inter_node.append("NET/Socket/1")
-    run.rows.append(Row(1 << 20, 999.0, None, 0, ["busbw inf at 1048576 B"]))
+    run.rows.append(
+        Row(
+            size=1 << 20,
+            busbw_oop=999.0,
+            busbw_ip=None,
+            wrong=0,
+            impossible=["busbw inf at 1048576 B"],
+        )
+    )
     ev = Evidence.of(run)
     assert (ev.nodes, ev.multi, ev.socket) == (2, True, True)
     assert ev.gdr_channels == 2
@@ -467,7 +496,7 @@ def test_json_row_skips_what_is_not_a_result() -> None:
         "results[2].size is not a byte count",
     ]
     row = pj._json_row(3, {"size": 4, "out_of_place": {"bus_bw": 1}, "in_place": 5}, run)
-    assert row == Row(4, 1.0, None, 0)
+    assert row == Row(size=4, busbw_oop=1.0, busbw_ip=None, wrong=0)
     assert run.malformed[-1] == "results[3].in_place is not an object"
 
 

@@ -216,7 +216,11 @@ def test_a_sweep_timeout_shorter_than_the_estimate_is_said_not_refused(
 def _fail_with(bad: str) -> Callable[..., nccl_report.NcclReport]:
     def run(nodes: tuple[str, ...], *_: object) -> nccl_report.NcclReport:
         return nccl_report.NcclReport(
-            Verdict.FAIL if bad in nodes else Verdict.PASS, (), None, "none", ()
+            verdict=Verdict.FAIL if bad in nodes else Verdict.PASS,
+            reasons=(),
+            threshold_gbps=None,
+            threshold_source="none",
+            runs=(),
         )
 
     return run

@@ -84,7 +84,7 @@ REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shape:
     """How one acceptance kind is watched, read and deleted."""
 
@@ -104,31 +104,31 @@ class Shape:
 
 SHAPES = {
     "MPIJob": Shape(
-        "MPIJob",
-        "mpijob",
-        JOB_LABEL,
-        f"{JOB_LABEL}={{name}},{ROLE_LABEL}=launcher",
-        "Succeeded",
-        ("spec", "runPolicy"),
+        kind="MPIJob",
+        resource="mpijob",
+        name_label=JOB_LABEL,
+        launcher_selector=f"{JOB_LABEL}={{name}},{ROLE_LABEL}=launcher",
+        success="Succeeded",
+        suspend_path=("spec", "runPolicy"),
     ),
     # The Trainer names the JobSet after the TrainJob; JobSet labels its pods.
     "TrainJob": Shape(
-        "TrainJob",
-        "trainjob",
-        JOBSET_LABEL,
-        f"{JOBSET_LABEL}={{name}},{REPLICATED_JOB_LABEL}=launcher",
-        "Complete",
-        ("spec",),
+        kind="TrainJob",
+        resource="trainjob",
+        name_label=JOBSET_LABEL,
+        launcher_selector=f"{JOBSET_LABEL}={{name}},{REPLICATED_JOB_LABEL}=launcher",
+        success="Complete",
+        suspend_path=("spec",),
     ),
     # The Training Operator labels a PyTorchJob's pods with their replica type; the Master
     # runs mpirun.
     "PyTorchJob": Shape(
-        "PyTorchJob",
-        "pytorchjob",
-        JOB_LABEL,
-        f"{JOB_LABEL}={{name}},{REPLICA_TYPE_LABEL}=master",
-        "Succeeded",
-        ("spec", "runPolicy"),
+        kind="PyTorchJob",
+        resource="pytorchjob",
+        name_label=JOB_LABEL,
+        launcher_selector=f"{JOB_LABEL}={{name}},{REPLICA_TYPE_LABEL}=master",
+        success="Succeeded",
+        suspend_path=("spec", "runPolicy"),
         ssh_keys=True,
     ),
 }
@@ -362,7 +362,7 @@ def split_orders(log: str, count: int) -> tuple[dict[str, str], dict[int, tuple[
     return files, hosts
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     state: str  # Succeeded | Failed | Timeout
     message: str
@@ -585,7 +585,10 @@ def run_job(
                 for obj in made:
                     _delete(kube, obj, progress)
     nodes = _gpu_nodes(seen) if find_nodes else ()
-    return Outcome(state, text_, log, clock() - start, shape.kind, _placed(seen), nodes)
+    return Outcome(
+        state=state, message=text_, log=log, waited_s=clock() - start, kind=shape.kind,
+        placed=_placed(seen), nodes=nodes,
+    )  # fmt: skip
 
 
 def _create_companions(
@@ -647,7 +650,9 @@ def judge(
         doc,
         verdict=verdict,
         reasons=reasons,
-        job=nccl_report.JobOutcome(outcome.state, outcome.message, outcome.waited_s),
+        job=nccl_report.JobOutcome(
+            state=outcome.state, message=outcome.message, waited_s=outcome.waited_s
+        ),
     )
 
 

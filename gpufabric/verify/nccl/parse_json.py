@@ -99,7 +99,7 @@ def _json_row(i: int, item: Any, run: Run) -> Row | None:
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         run.malformed.append(f"results[{i}].size is not a byte count")
         return None
-    row = Row(size, None, None, 0)
+    row = Row(size=size, busbw_oop=None, busbw_ip=None, wrong=0)
     for key in ("out_of_place", "in_place"):
         if item.get(key) is None:
             continue

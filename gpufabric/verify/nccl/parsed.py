@@ -14,7 +14,7 @@ _NONFINITE = re.compile(r"^[-+]?(?:nan|inf|infinity)$", re.IGNORECASE)
 MAX_SIZES = 10_000
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Row:
     size: int
     busbw_oop: float | None
@@ -29,7 +29,7 @@ class Row:
         return max(values) if values else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Run:
     """What one nccl-tests run (one collective test) says."""
 

@@ -22,7 +22,7 @@ from gpufabric.verify.nccl.parsed import Row, Run, add_out_of_bounds, merge_info
 from gpufabric.verify.nccl.rules import Evidence, NcclExpectation, combine, findings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Transport:
     """How the run's ranks talked to each other, as NCCL said."""
 
@@ -44,7 +44,7 @@ class GdrUse:
     disabled_hcas: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunVerdict:
     """The verdict on one nccl-tests run (one log, or one test of a log)."""
 
@@ -108,7 +108,7 @@ class JobOutcome:
     waited_s: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcclReport:
     """The verdict over every run of an acceptance test: the worst run's."""
 
@@ -243,7 +243,11 @@ def report(files: Mapping[str, str], exp: NcclExpectation) -> NcclReport:
     runs = tuple(judge(run, exp, file=label) for label, run in collect_runs(files))
     if not runs:
         return NcclReport(
-            Verdict.INCONCLUSIVE, ("no input",), exp.threshold_gbps, exp.threshold_source, ()
+            verdict=Verdict.INCONCLUSIVE,
+            reasons=("no input",),
+            threshold_gbps=exp.threshold_gbps,
+            threshold_source=exp.threshold_source,
+            runs=(),
         )
     return NcclReport(
         verdict=worst(r.verdict for r in runs),

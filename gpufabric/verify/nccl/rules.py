@@ -23,7 +23,7 @@ _GDR_VIA = re.compile(r"/GDRDMA(?:\(PCI\))?(?:/Shared)?$")
 """net.cc: NET/<net>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared] (NCCL 2.26+ adds (PCI))."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcclExpectation:
     """What the stack expects of a run."""
 
@@ -58,7 +58,7 @@ def _unsure(reason: str) -> list[Finding]:
     return [Finding(Verdict.INCONCLUSIVE, reason)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bound:
     """What one test kind's bus bandwidth can reach over the NICs, and must reach."""
 
@@ -101,15 +101,27 @@ def test_bound(
         )
         threshold = exp.threshold_gbps if own else None
         source = exp.threshold_source if own else "none"
-        return Bound(None, "", threshold, source, None if own else why)
+        return Bound(
+            ceiling_gbps=None,
+            ceiling_source="",
+            threshold_gbps=threshold,
+            threshold_source=source,
+            no_threshold=None if own else why,
+        )
     ceiling, source = rate, "line rate"
     if rate is not None and in_network and kind in IN_NETWORK_KINDS and nranks and nranks > 1:
         ceiling = round(rate * 2 * (nranks - 1) / nranks, 2)
         source = f"in-network reduction ({', '.join(in_network)}): 2(n-1)/n x line rate"
-    return Bound(ceiling, source, exp.threshold_gbps, exp.threshold_source, None)
+    return Bound(
+        ceiling_gbps=ceiling,
+        ceiling_source=source,
+        threshold_gbps=exp.threshold_gbps,
+        threshold_source=exp.threshold_source,
+        no_threshold=None,
+    )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evidence:
     """A run and what the rules derive from it (once, for all of them)."""
 
@@ -122,7 +134,15 @@ class Evidence:
     """Inter-node channels over GPUDirect RDMA."""
     best: float | None
     """Best bus bandwidth at >= 1 GiB."""
-    bound: Bound = field(default_factory=lambda: Bound(None, "", None, "none", None))
+    bound: Bound = field(
+        default_factory=lambda: Bound(
+            ceiling_gbps=None,
+            ceiling_source="",
+            threshold_gbps=None,
+            threshold_source="none",
+            no_threshold=None,
+        )
+    )
     """The test kind's bus-bandwidth ceiling and threshold (:func:`test_bound`)."""
 
     @property

@@ -86,7 +86,9 @@ class Outcome:
 
 def _report(nodes: Sequence[str], bad: frozenset[str]) -> NcclReport:
     verdict = Verdict.FAIL if bad.intersection(nodes) else Verdict.PASS
-    return NcclReport(verdict, (), None, "none", ())
+    return NcclReport(
+        verdict=verdict, reasons=(), threshold_gbps=None, threshold_source="none", runs=()
+    )
 
 
 def simulate(
