@@ -1,9 +1,8 @@
 """Read nccl-tests' ``-J`` JSON output (format version 3: config, devices, results,
 footers) into a :class:`~.parsed.Run`, as the text log is read by :mod:`.parse`.
 
-Numbers may be strings, booleans are the strings "true"/"false", and nothing in the
-document is trusted: a value of the wrong type or an impossible number is named in
-``Run.malformed`` or the row's ``impossible``, never read as a good value.
+Numbers may be written as strings and booleans as the strings "true"/"false" (util.cu);
+a value of the wrong type or an impossible number is never read as a good value.
 """
 
 from __future__ import annotations

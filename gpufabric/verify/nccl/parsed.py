@@ -130,6 +130,8 @@ def add_out_of_bounds(run: Run, count: int, ok: bool) -> None:
 
 
 def merge_info(into: Run, other: Run) -> None:
+    """NCCL's own evidence in ``other`` (lines before a log's first test, an
+    NCCL_DEBUG_FILE) joins the run ``into``: transport, hosts, warnings, failures."""
     into.networks |= other.networks
     into.link_layers.update(other.link_layers)
     into.socket_in_use |= other.socket_in_use

@@ -38,6 +38,42 @@ class NcclExpectation:
     it by more than measurement noise is not a measurement over the NICs."""
 
 
+def expectation(
+    facts: Facts | None,
+    min_busbw: float | None,
+    fraction: float = DEFAULT_FRACTION,
+    rails: int | None = None,
+) -> NcclExpectation:
+    """From the stack's resolved facts and the command line: the threshold is --min-busbw,
+    or ``fraction`` of the node's line rate (the Plan's acceptance facts). With ``rails``,
+    for a run restricted to that many rails: the line rate and --min-busbw scale with
+    them."""
+    if facts is None:
+        if min_busbw is None:
+            return NcclExpectation()
+        return NcclExpectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
+    acceptance = facts.acceptance.at_fraction(fraction)
+    if rails is not None:
+        acceptance = acceptance.on_rails(rails)
+    if min_busbw is None:
+        threshold, source = acceptance.threshold_gbps, acceptance.threshold_source
+    elif rails is None or rails == facts.acceptance.rails:
+        threshold, source = min_busbw, "--min-busbw"
+    else:
+        all_rails = facts.acceptance.rails
+        threshold = round(min_busbw * rails / all_rails, 2)
+        source = f"--min-busbw x {rails}/{all_rails} rails"
+    return NcclExpectation(
+        rdma=acceptance.rdma,
+        link_layer=acceptance.link_layer,
+        gdr=True,
+        threshold_gbps=threshold,
+        threshold_source=source,
+        gpus_per_node=facts.nodes.gpus_per_node,
+        line_rate_gbytes=acceptance.line_rate_gbytes,
+    )
+
+
 LINE_RATE_NOISE = 1.10
 """Inter-node bus bandwidth may exceed the line rate by measurement noise, not more."""
 
@@ -389,39 +425,3 @@ def combine(found: Sequence[Finding]) -> tuple[Verdict, tuple[str, ...]]:
     unsure = [f.reason for f in found if f.verdict != Verdict.FAIL]
     verdict = Verdict.FAIL if fail else Verdict.INCONCLUSIVE if unsure else Verdict.PASS
     return verdict, tuple(fail + unsure)
-
-
-def expectation(
-    facts: Facts | None,
-    min_busbw: float | None,
-    fraction: float = DEFAULT_FRACTION,
-    rails: int | None = None,
-) -> NcclExpectation:
-    """From the stack's resolved facts and the command line: the threshold is --min-busbw,
-    or ``fraction`` of the node's line rate (the Plan's acceptance facts). With ``rails``,
-    for a run restricted to that many rails: the line rate and --min-busbw scale with
-    them."""
-    if facts is None:
-        if min_busbw is None:
-            return NcclExpectation()
-        return NcclExpectation(threshold_gbps=min_busbw, threshold_source="--min-busbw")
-    acceptance = facts.acceptance.at_fraction(fraction)
-    if rails is not None:
-        acceptance = acceptance.on_rails(rails)
-    if min_busbw is None:
-        threshold, source = acceptance.threshold_gbps, acceptance.threshold_source
-    elif rails is None or rails == facts.acceptance.rails:
-        threshold, source = min_busbw, "--min-busbw"
-    else:
-        all_rails = facts.acceptance.rails
-        threshold = round(min_busbw * rails / all_rails, 2)
-        source = f"--min-busbw x {rails}/{all_rails} rails"
-    return NcclExpectation(
-        rdma=acceptance.rdma,
-        link_layer=acceptance.link_layer,
-        gdr=True,
-        threshold_gbps=threshold,
-        threshold_source=source,
-        gpus_per_node=facts.nodes.gpus_per_node,
-        line_rate_gbytes=acceptance.line_rate_gbytes,
-    )
