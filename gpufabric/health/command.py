@@ -34,6 +34,7 @@ from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import fleet
 from gpufabric.verify.sweep import run as sweep
 from gpufabric.verify.sweep.rounds import CONFIRM
@@ -342,9 +343,9 @@ def _sweep(
     created: list[dict[str, Any]] = []
     stop = threading.Event()
     wait = sweep.waiting(stop)
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
 
-    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         name = f"{args.name}-r{round_}-{index}"
         job = nccl.acceptance_job(
             plan, args.tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)

@@ -42,6 +42,7 @@ from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping,
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import daemonset as probe_daemonset
 from gpufabric.verify.nodes import fleet
@@ -445,8 +446,11 @@ def _estimate(
 
 
 def _judged(
-    job: dict[str, Any], nodes: tuple[str, ...], outcome: nccl.Outcome, exp: nccl_report.Expectation
-) -> nccl_report.Report:
+    job: dict[str, Any],
+    nodes: tuple[str, ...],
+    outcome: nccl.Outcome,
+    exp: nccl_rules.NcclExpectation,
+) -> nccl_report.NcclReport:
     """A sweep job's report; a group job is judged per rank order, and one that did not
     pass is said at once with its failing orders (the sweep's table keeps verdicts only)."""
     orders = len(ring_orders(len(nodes))) if len(nodes) > 2 else 0
@@ -470,12 +474,12 @@ def _run_sweep(
     created: list[dict[str, Any]] = []
     stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
     wait = sweep.waiting(stop)
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
-    rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
+    rail_exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
 
     def run_job(
         nodes: tuple[str, ...], rail: str | None, round_: int, index: int
-    ) -> nccl_report.Report:
+    ) -> nccl_report.NcclReport:
         job = _sweep_job(plan, args, nodes, round_, index, rail)
         created.append(job)
         outcome = nccl.run_job(  # --timeout bounds each job, --sweep-timeout the sweep
@@ -484,7 +488,7 @@ def _run_sweep(
         )  # fmt: skip
         return _judged(job, nodes, outcome, exp if rail is None else rail_exp)
 
-    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
+    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.NcclReport:
         return run_job(nodes, None, round_, index)  # a pair's or a group's
 
     topo = _sweep_topology(plan, names, labels)
@@ -642,7 +646,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     outcome = nccl.run_job(
         kube,
@@ -761,7 +765,7 @@ def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> li
     return checks
 
 
-def nccl_checks(doc: nccl_report.Report, nodes_: int) -> list[Check]:
+def nccl_checks(doc: nccl_report.NcclReport, nodes_: int) -> list[Check]:
     """The acceptance report as checks, for JUnit."""
     target = f"{nodes_} nodes"
     out: list[Check] = []

@@ -115,7 +115,7 @@ def hostile_docs(tmp_path: Path) -> dict[str, Path]:
     log = text(Log(hosts=(HOSTILE, "b")))
     nccl = nccl_report.report({f"{HOSTILE}.log": log}, IB_8X400).to_dict()
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         busbw = 100.0 if HOSTILE in pair else 370.0
         return nccl_report.report({"x": text(Log(hosts=pair, busbw=busbw))}, IB_8X400)
 

@@ -36,6 +36,7 @@ from gpufabric.outputs.schema import validate_objects
 from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.sweep import rounds as sweep_rounds
 
 NS = "team-vision"
@@ -190,7 +191,7 @@ def run_group_job(
     nodes: tuple[str, ...],
     slow: set[frozenset[str]],
     keep_orders: int | None = None,
-) -> tuple[nccl_report.Report, sweepfleet.MPIOperator]:
+) -> tuple[nccl_report.NcclReport, sweepfleet.MPIOperator]:
     """One group job of ``nodes`` through run_job and judge, as the sweep runs it."""
     plan = plan_of(config(len(nodes)))
     orders = sweep_rounds.ring_orders(len(nodes))
@@ -199,7 +200,7 @@ def run_group_job(
     op = sweepfleet.MPIOperator(tmp_path / "op", link, cut=lambda _j: keep_orders).install(fake)
     kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
     outcome = nccl.run_job(kube, job, timeout=60, poll=0.01, placement=True)
-    exp = nccl_report.expectation(plan.facts, None, 0.9)
+    exp = nccl_rules.expectation(plan.facts, None, 0.9)
     return nccl.judge(outcome, exp, len(orders)), op
 
 

@@ -215,10 +215,14 @@ def test_a_sweep_timeout_shorter_than_the_estimate_is_said_not_refused(
 # ------------------------------------------------- a round that can teach nothing ends it
 
 
-def _fail_with(bad: str) -> Callable[..., nccl_report.Report]:
-    def run(nodes: tuple[str, ...], *_: object) -> nccl_report.Report:
-        return nccl_report.Report(
-            Verdict.FAIL if bad in nodes else Verdict.PASS, (), None, "none", ()
+def _fail_with(bad: str) -> Callable[..., nccl_report.NcclReport]:
+    def run(nodes: tuple[str, ...], *_: object) -> nccl_report.NcclReport:
+        return nccl_report.NcclReport(
+            verdict=Verdict.FAIL if bad in nodes else Verdict.PASS,
+            reasons=(),
+            threshold_gbps=None,
+            threshold_source="none",
+            runs=(),
         )
 
     return run
@@ -290,7 +294,7 @@ def test_ctrl_c_while_the_estimate_is_made_ends_the_command_cleanly(
     answer = sweep_forecast._report
     sent: list[tuple[str, ...]] = []
 
-    def interrupted(nodes: Sequence[str], bad: frozenset[str]) -> nccl_report.Report:
+    def interrupted(nodes: Sequence[str], bad: frozenset[str]) -> nccl_report.NcclReport:
         if not sent:
             sent.append(tuple(nodes))
             os.kill(os.getpid(), signal.SIGINT)

@@ -28,6 +28,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import K8sObject
 from gpufabric.verify.kube import Forbidden, Kube, KubeError, NotFound, mapping, path_of
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.sweep.judge import NodeVerdict
 from gpufabric.verify.sweep.run import SweepReport
 
@@ -55,13 +56,13 @@ def _stamp(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _busbw(doc: nccl_report.Report) -> float | None:
+def _busbw(doc: nccl_report.NcclReport) -> float | None:
     """The run's best bus bandwidth over its tests (as the sweep reads a pair's)."""
     values = [r.busbw_max_gbps for r in doc.runs if r.busbw_max_gbps is not None]
     return max(values) if values else None
 
 
-def from_run(nodes: Sequence[str], doc: nccl_report.Report) -> list[Result]:
+def from_run(nodes: Sequence[str], doc: nccl_report.NcclReport) -> list[Result]:
     """A plain run's result for each node it ran on: GOOD when it passed; a failing or
     undecided run names no node, so its nodes are UNKNOWN (the sweep localizes)."""
     if doc.verdict == Verdict.PASS:
@@ -198,11 +199,11 @@ def warning(plan: Plan, exc: KubeError, left: int) -> str:
 
 
 def _threshold(plan: Plan, args: argparse.Namespace) -> float | None:
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     return exp.threshold_gbps
 
 
-def after_run(kube: Kube, plan: Plan, args: argparse.Namespace, nodes: Sequence[str], doc: nccl_report.Report) -> int:  # fmt: skip
+def after_run(kube: Kube, plan: Plan, args: argparse.Namespace, nodes: Sequence[str], doc: nccl_report.NcclReport) -> int:  # fmt: skip
     """``verify nccl``: each node the job ran on."""
     results = from_run(nodes, doc)
     return record(kube, plan, results, "acceptance", args.name, doc.threshold_gbps)

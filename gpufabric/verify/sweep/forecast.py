@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from gpufabric.exitcodes import Verdict
 from gpufabric.support.counts import counted
-from gpufabric.verify.nccl.report import Report
+from gpufabric.verify.nccl.report import NcclReport
 from gpufabric.verify.sweep import run as sweep
 from gpufabric.verify.sweep.cost import Cost, Mode, choose_mode, estimate, round_seconds
 from gpufabric.verify.sweep.job import Topology
@@ -85,9 +85,11 @@ class Outcome:
         return sum(round_seconds(r, 2 * at_once, seconds) for r in self.rounds)
 
 
-def _report(nodes: Sequence[str], bad: frozenset[str]) -> Report:
+def _report(nodes: Sequence[str], bad: frozenset[str]) -> NcclReport:
     verdict = Verdict.FAIL if bad.intersection(nodes) else Verdict.PASS
-    return Report(verdict, (), None, "none", ())
+    return NcclReport(
+        verdict=verdict, reasons=(), threshold_gbps=None, threshold_source="none", runs=()
+    )
 
 
 def simulate(
@@ -99,7 +101,7 @@ def simulate(
     ``bad`` nodes fail every job they are in."""
     report = sweep.SweepReport(nodes={}, rounds=0)
 
-    def run(nodes: Sequence[str], *_: object) -> Report:
+    def run(nodes: Sequence[str], *_: object) -> NcclReport:
         return _report(nodes, bad)
 
     sweep.sweep(
@@ -112,7 +114,7 @@ def simulate(
     if report.bad and rails > 1:
         lock = threading.Lock()
 
-        def run_rail(pair: tuple[str, str], _rail: str, round_: int, _index: int) -> Report:
+        def run_rail(pair: tuple[str, str], _rail: str, round_: int, _index: int) -> NcclReport:
             with lock:  # the rail jobs of a round run on the sweep's threads
                 rounds.setdefault(round_, []).append(2)
             return _report(pair, bad)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from gpufabric.exitcodes import Verdict, worst
 from gpufabric.support.counts import counted
 from gpufabric.verify.interrupts import shielded
-from gpufabric.verify.nccl.report import Report
+from gpufabric.verify.nccl.report import NcclReport
 from gpufabric.verify.sweep.cost import Cost, Mode, admission_order, choose_mode
 from gpufabric.verify.sweep.faults import PathFault
 from gpufabric.verify.sweep.job import Job, Pair, Topology
@@ -44,12 +44,12 @@ from gpufabric.verify.sweep.rounds import (
     split_jobs,
 )
 
-RunPair = Callable[[Pair, int, int], Report]
+RunPair = Callable[[Pair, int, int], NcclReport]
 """Run one two-node acceptance job (pair, round, index) and return its report."""
-RunGroup = Callable[[tuple[str, ...], int, int], Report]
+RunGroup = Callable[[tuple[str, ...], int, int], NcclReport]
 """Run one group acceptance job (nodes in rank order, round, index) whose rings carry
 traffic between every pair of its nodes (:func:`gpufabric.verify.sweep.rounds.ring_orders`)."""
-RunRailPair = Callable[[Pair, str, int, int], Report]
+RunRailPair = Callable[[Pair, str, int, int], NcclReport]
 """Run one two-node job on one rail ((node, good partner), rail, round, index)."""
 
 
@@ -140,7 +140,7 @@ def rail_rounds_needed(rails: int, bad: int, concurrency: int, good: int) -> int
     return rails * -(-bad // at_once)
 
 
-def _busbw(report: Report) -> tuple[float | None, str | None]:
+def _busbw(report: NcclReport) -> tuple[float | None, str | None]:
     busbw: float | None = None
     network: str | None = None
     for run in report.runs:
@@ -152,7 +152,7 @@ def _busbw(report: Report) -> tuple[float | None, str | None]:
 
 
 def _record(
-    result: NodeResult, round_: int, partners: Sequence[str], report: Report, said: str | None = None,
+    result: NodeResult, round_: int, partners: Sequence[str], report: NcclReport, said: str | None = None,
     measured: tuple[float | None, str | None] | None = None,
 ) -> None:  # fmt: skip
     """A job's ``report`` in a node's record: one entry per partner, its best bandwidth
@@ -182,14 +182,14 @@ def waiting(stop: threading.Event) -> Callable[[float], None]:
 
 
 def _run_round(
-    jobs: Sequence[Callable[[], Report]],
+    jobs: Sequence[Callable[[], NcclReport]],
     concurrency: int,
     stop: threading.Event | None,
-    finished: dict[int, Report] | None = None,
-) -> list[Report]:
+    finished: dict[int, NcclReport] | None = None,
+) -> list[NcclReport]:
     """Every job's report, in order. ``finished`` receives, by index, the reports of the
     jobs that ended, also when the round is cut short (what it proved until then)."""
-    futures: list[cf.Future[Report]] = []
+    futures: list[cf.Future[NcclReport]] = []
     try:
         with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             try:
@@ -341,7 +341,7 @@ def _run_jobs(
         else functools.partial(run_group, parts[i], round_, i)
         for i in order
     ]
-    finished: dict[int, Report] = {}
+    finished: dict[int, NcclReport] = {}
     try:
         if serial:
             for ticket, job in enumerate(inner):
@@ -382,7 +382,7 @@ class _Quota:
         self._cond = threading.Condition()
         self._stop = stop
 
-    def run(self, ticket: int, size: int, job: Callable[[], Report]) -> Report:
+    def run(self, ticket: int, size: int, job: Callable[[], NcclReport]) -> NcclReport:
         need = min(size, self._capacity)
         with self._cond:
             while self._turn != ticket or self._free < need:
