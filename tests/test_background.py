@@ -117,7 +117,9 @@ def test_invalid_objects_write_nothing_either_way(
         bad = K8sObject(
             {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "x"}, "spec": 1}
         )
-        return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
+        return replace(
+            plan, items=(*plan.items, Item(id="tenants/bad", layer=Layer.TENANTS, payload=bad))
+        )
 
     out = tmp_path / "out"
     assert main(["render", "--stack", "prod-ib", "--out", str(out / "earlier")]) == 0

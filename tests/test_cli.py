@@ -179,7 +179,9 @@ def test_invalid_rendered_objects_exit_6_and_write_nothing(
         bad = K8sObject(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "datta": {}}
         )
-        return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
+        return replace(
+            plan, items=(*plan.items, Item(id="tenants/bad", layer=Layer.TENANTS, payload=bad))
+        )
 
     monkeypatch.setattr("gpufabric.model.stackfile.build_plan", broken)
     out = tmp_path / "out"

@@ -23,6 +23,10 @@ OUTPUT_LAYER = {
     "gpufabric.outputs.diff",
     "gpufabric.cli",
     "gpufabric.outputs.jobs",
+    "gpufabric.verify.nccl.parsed",
+    "gpufabric.verify.nccl.parse",
+    "gpufabric.verify.nccl.parse_json",
+    "gpufabric.verify.nccl.rules",
     "gpufabric.verify.nccl.report",
 }
 VALIDATION = {"gpufabric.model.config", "gpufabric.model.validation", "gpufabric.model.stackfile"}

@@ -38,6 +38,7 @@ _NCCL_REPORT_RULES = (
 
 def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     from gpufabric.verify.nccl import report as nccl_report
+    from gpufabric.verify.nccl import rules as nccl_rules
 
     if not (math.isfinite(args.fraction) and 0 < args.fraction <= 1):
         print(
@@ -67,7 +68,7 @@ def cmd_nccl_report(args: argparse.Namespace, _stack: Stack | None = None) -> in
         except OSError as err:
             print(f"gpufabric: {path}: {err.strerror or err}", file=sys.stderr)
             return ExitCode.BAD_INPUT
-    doc = nccl_report.report(files, nccl_report.expectation(facts, args.min_busbw, args.fraction))
+    doc = nccl_report.report(files, nccl_rules.expectation(facts, args.min_busbw, args.fraction))
     if args.json:
         print(json.dumps(doc.to_dict(), indent=2, sort_keys=True))
     else:

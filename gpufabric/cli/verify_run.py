@@ -36,6 +36,7 @@ from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import daemonset as probe_daemonset
 from gpufabric.verify.nodes import fleet
@@ -317,7 +318,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     outcome = nccl.run_job(
         kube,
@@ -367,7 +368,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     targets = _storage_targets(plan, args.tenant)
     default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
     mbps = args.min_throughput if args.min_throughput is not None else default_mbps
-    judge = storage.Judge(
+    judge = storage.StorageJudge(
         mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
     )
     image = pulled_image(plan, args.image, "--image", "probe-image")
@@ -394,7 +395,7 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     return _report(args, suite, checks)
 
 
-def _threshold_words(judge: storage.Judge) -> str:
+def _threshold_words(judge: storage.StorageJudge) -> str:
     if judge.min_mbps is None:
         return "none"
     return f"{judge.min_mbps:g} MB/s from {judge.threshold_source}"
@@ -410,7 +411,7 @@ COMMANDS: dict[str, Callable[[Plan, argparse.Namespace], int]] = {
 """``gpufabric verify <check>``: one handler per check, each reading the stack's Plan."""
 
 
-def nccl_checks(doc: nccl_report.Report, nodes_: int) -> list[Check]:
+def nccl_checks(doc: nccl_report.NcclReport, nodes_: int) -> list[Check]:
     """The acceptance report as checks, for JUnit."""
     target = f"{nodes_} nodes"
     out: list[Check] = []

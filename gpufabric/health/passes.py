@@ -32,9 +32,10 @@ from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import fleet
-from gpufabric.verify.sweep import plan as sweep_plan
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.rounds import CONFIRM
 from gpufabric.verify.sweep.session import delete_jobs, sweep_concurrency
 
 RunPair = sweep.RunPair
@@ -160,7 +161,7 @@ def one_pass(
     kube: Kube,
     run_pair: RunPair | None = None,
     clock: Clock = utc_now,
-    transport: fleet.Transport | None = None,
+    transport: fleet.GatherTransport | None = None,
 ) -> PassReport:
     """Read, decide, act. ``run_pair`` runs one two-node acceptance job (default: the
     tenant's job, pinned to the pair and tolerating the quarantine taint); ``transport``
@@ -230,13 +231,13 @@ def _breaker_words(plan: Plan, args: argparse.Namespace, d: decide.Decision) -> 
 def _recertify(
     plan: Plan, args: argparse.Namespace, kube: Kube, states: Sequence[decide.NodeState],
     names: Sequence[str], report: PassReport, run_pair: RunPair | None, clock: Clock,
-    transport: fleet.Transport | None = None,
+    transport: fleet.GatherTransport | None = None,
 ) -> None:  # fmt: skip
     """Node checks (the API status, then the probe), then one sweep of the nodes that pass
     them with proven-good partners; return those the sweep proves, keep the others with the
     failing check named."""
     m, by_name = plan.facts.monitoring, {s.name: s for s in states}
-    confirm = args.confirm or sweep_plan.CONFIRM
+    confirm = args.confirm or CONFIRM
     partners = recertify.partners(states, confirm + 1)
     fleet_driver = recertify.fleet_driver(states)
     checked: list[str] = []
@@ -282,7 +283,7 @@ def _driver_words(args: argparse.Namespace, state: decide.NodeState, fleet: rece
     return nodechecks.verdict([label])
 
 
-def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport | None) -> nodechecks.ProbeRun:  # fmt: skip
+def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.GatherTransport | None) -> nodechecks.ProbeRun:  # fmt: skip
     image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
     context = None if args.in_cluster else (args.context or plan.facts.kube_context)
     kubeconfig = None if args.in_cluster else args.kubeconfig
@@ -307,7 +308,7 @@ def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str],
 
 def _probe(
     plan: Plan, args: argparse.Namespace, kube: Kube, hostnames: dict[str, str],
-    report: PassReport, clock: Clock, transport: fleet.Transport | None,
+    report: PassReport, clock: Clock, transport: fleet.GatherTransport | None,
     fleet_driver: recertify.FleetDriver,
 ) -> list[str]:  # fmt: skip
     """The candidates whose probe node checks pass (all of them with --node-checks api);
@@ -336,14 +337,14 @@ def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: P
 def _sweep(
     plan: Plan, args: argparse.Namespace, kube: Kube, candidates: list[str], partners: list[str],
     run_pair: RunPair | None,
-) -> dict[str, recertify.Outcome]:  # fmt: skip
+) -> dict[str, recertify.Recertification]:  # fmt: skip
     m = plan.facts.monitoring
     created: list[dict[str, Any]] = []
     stop = threading.Event()
     wait = sweep.waiting(stop)
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
 
-    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         name = f"{args.name}-r{round_}-{index}"
         job = nccl.acceptance_job(
             plan, args.tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)
@@ -352,11 +353,11 @@ def _sweep(
         outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)
         return nccl.judge(outcome, exp)
 
-    swept = sweep.SweepReport({}, 0)
+    swept = sweep.SweepReport(nodes={}, rounds=0)
     try:
         outcomes = recertify.run_sweep(
             candidates, partners, run_pair or run_job, sweep_concurrency(plan, args.tenant),
-            args.confirm or sweep_plan.CONFIRM, m.health.median_fraction, stop=stop, into=swept,
+            args.confirm or CONFIRM, m.health.median_fraction, stop=stop, into=swept,
         )  # fmt: skip
     finally:
         delete_jobs(kube, created)

@@ -164,7 +164,7 @@ def fake() -> Iterator[FakeKube]:
         yield f
 
 
-def fleet(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+def fleet(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
     """Every sweep job passes at full bandwidth; the jobs run are recorded on the function."""
     JOBS.append(pair)
     return nccl_report.report({"+".join(pair): text(Log(hosts=pair, busbw=370.0))}, IB_8X400)

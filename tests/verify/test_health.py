@@ -88,7 +88,7 @@ class Fleet:
         self.slow, self.answer = set(slow), answer
         self.jobs: list[tuple[tuple[str, str], str]] = []
 
-    def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         if self.answer == "interrupt":
             raise KeyboardInterrupt
         busbw = 180.0 if set(pair) & self.slow else 370.0
@@ -98,8 +98,8 @@ class Fleet:
         return doc
 
 
-def _inconclusive() -> nccl_report.Report:
-    return nccl_report.Report(
+def _inconclusive() -> nccl_report.NcclReport:
+    return nccl_report.NcclReport(
         verdict=nccl_report.Verdict.INCONCLUSIVE, reasons=("no launcher log to judge",),
         threshold_gbps=360.0, threshold_source="test", runs=(),
     )  # fmt: skip
@@ -253,7 +253,9 @@ def test_a_flaky_node_stays_quarantined(fake: FakeKube, tmp_path: Path, plan: Pl
     set_condition(fake, "gpu-06", "GpuFatalXid", "False")
 
     class Flaky(Fleet):
-        def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        def __call__(
+            self, pair: tuple[str, str], round_: int, index: int
+        ) -> nccl_report.NcclReport:
             self.slow = {"gpu-06"} if round_ % 2 else set()  # fails every other round
             return super().__call__(pair, round_, index)
 

@@ -51,10 +51,12 @@ def test_sweep_concurrency_is_what_the_quota_admits_at_least_one(
 
 
 def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
-    bad = NodeResult("b", "BAD", 100.0, "IB", [(1, "g", "FAIL")])
+    bad = NodeResult(node="b", verdict="BAD", busbw=100.0, network="IB", pairs=[(1, "g", "FAIL")])
     bad.rails["rail0"] = RailResult(Verdict.FAIL, 20.0, "IB", "g")
-    good = NodeResult("g", "GOOD", 370.0, "IB", [(1, "b", "FAIL")])
-    report = SweepReport({"g": good, "b": bad}, rounds=2, rail_rounds=1, rail_threshold_gbps=45)
+    good = NodeResult(node="g", verdict="GOOD", busbw=370.0, network="IB", pairs=[(1, "b", "FAIL")])
+    report = SweepReport(
+        nodes={"g": good, "b": bad}, rounds=2, rail_rounds=1, rail_threshold_gbps=45
+    )
     doc = session.sweep_document(report, {"cordoned": ["c"], "notReady": []})
     assert list(doc) == [
         "rounds",
@@ -93,6 +95,7 @@ def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
 def test_sweep_verdict_maps_node_words_through_the_one_table(
     words: list[str], verdict: Verdict, code: ExitCode
 ) -> None:
-    report = SweepReport({f"n{i}": NodeResult(f"n{i}", w) for i, w in enumerate(words)}, 1)
+    nodes = {f"n{i}": NodeResult(node=f"n{i}", verdict=w) for i, w in enumerate(words)}
+    report = SweepReport(nodes=nodes, rounds=1)
     assert report.verdict == verdict
     assert report.verdict.exit_code == code

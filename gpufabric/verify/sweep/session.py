@@ -30,11 +30,15 @@ from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping, name_of, path_of
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.results import Check, error, failed, passed
 from gpufabric.verify.results import skipped as skipped_check
 from gpufabric.verify.sweep import forecast as sweep_forecast
-from gpufabric.verify.sweep import plan as sweep_plan
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.cost import Cost
+from gpufabric.verify.sweep.job import topology_of
+from gpufabric.verify.sweep.judge import NodeVerdict
+from gpufabric.verify.sweep.rounds import CONFIRM, ring_orders
 
 
 def _progress(msg: str) -> None:
@@ -56,9 +60,9 @@ def sweep_job(
 ) -> dict[str, Any]:  # fmt: skip
     """The tenant's acceptance job pinned to ``nodes`` (on ``rail`` alone when given): a
     pair's, or a group's whose launcher runs the tests once per rank order of
-    :func:`sweep_plan.ring_orders` (so its rings load every pair of the group)."""
+    :func:`~gpufabric.verify.sweep.rounds.ring_orders` (so its rings load every pair of the group)."""
     name = f"{args.name}-r{round_}-{index}"
-    orders = sweep_plan.ring_orders(len(nodes)) if len(nodes) > 2 else ()
+    orders = ring_orders(len(nodes)) if len(nodes) > 2 else ()
     return nccl.acceptance_job(
         plan, args.tenant, len(nodes), args.image, name, pin_nodes=nodes, rail=rail,
         leaf=args.leaf, orders=orders,
@@ -69,7 +73,7 @@ def sweep_group(plan: Plan, args: argparse.Namespace) -> int:
     """Nodes per group job the sweep may run: what the tenant's quota runs at once (its
     two-node jobs' nodes), at most --sweep-group, the stack's GPU nodes and, where rails are
     routed per leaf, the nodes its node table puts under the leaf; 2 is pairs only. The
-    planner caps it further at a leaf's nodes (:func:`sweep_plan.group_size`)."""
+    planner caps it further at a leaf's nodes (:func:`~gpufabric.verify.sweep.rounds.group_size`)."""
     size = min(2 * sweep_concurrency(plan, args.tenant), plan.facts.nodes.count)
     if args.sweep_group is not None:
         size = min(size, args.sweep_group)
@@ -95,7 +99,7 @@ def dry_run(plan: Plan, args: argparse.Namespace) -> int:
     sys.stdout.write("---\n".join(to_yaml(job) for job in jobs))
     group = (
         f"group jobs of up to {size} nodes (pinned to the group; its launcher runs the tests "
-        f"once per rank order, {len(sweep_plan.ring_orders(size))} orders), splitting on "
+        f"once per rank order, {len(ring_orders(size))} orders), splitting on "
         "failure, then "
         if size > 2
         else ""
@@ -157,7 +161,7 @@ def sweep_topology(
     levels = plan.facts.gang.switch_levels
     table = plan.facts.gang.node_topology
     merged = {n: {**dict(table.get(n, {})), **labels.get(n, {})} for n in names}
-    topo = sweep_plan.topology_of(names, merged, levels)
+    topo = topology_of(names, merged, levels)
     if levels and names and not topo[names[0]]:
         lacking = [n for n in names if any(lv not in merged[n] for lv in levels)]
         _progress(
@@ -209,11 +213,14 @@ def _estimate(
 
 
 def _judged(
-    job: dict[str, Any], nodes: tuple[str, ...], outcome: nccl.Outcome, exp: nccl_report.Expectation
-) -> nccl_report.Report:
+    job: dict[str, Any],
+    nodes: tuple[str, ...],
+    outcome: nccl.Outcome,
+    exp: nccl_rules.NcclExpectation,
+) -> nccl_report.NcclReport:
     """A sweep job's report; a group job is judged per rank order, and one that did not
     pass is said at once with its failing orders (the sweep's table keeps verdicts only)."""
-    orders = len(sweep_plan.ring_orders(len(nodes))) if len(nodes) > 2 else 0
+    orders = len(ring_orders(len(nodes))) if len(nodes) > 2 else 0
     doc = nccl.judge(outcome, exp, orders)
     if orders and doc.verdict != Verdict.PASS:
         name = job["metadata"]["name"]
@@ -234,12 +241,12 @@ def _run_sweep(
     created: list[dict[str, Any]] = []
     stop = threading.Event()  # set when interrupted: running jobs stop waiting and clean up
     wait = sweep.waiting(stop)
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
-    rail_exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
+    rail_exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction, rails=1)
 
     def run_job(
         nodes: tuple[str, ...], rail: str | None, round_: int, index: int
-    ) -> nccl_report.Report:
+    ) -> nccl_report.NcclReport:
         job = sweep_job(plan, args, nodes, round_, index, rail)
         created.append(job)
         outcome = nccl.run_job(  # --timeout bounds each job, --sweep-timeout the sweep
@@ -248,15 +255,15 @@ def _run_sweep(
         )  # fmt: skip
         return _judged(job, nodes, outcome, exp if rail is None else rail_exp)
 
-    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.Report:
+    def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.NcclReport:
         return run_job(nodes, None, round_, index)  # a pair's or a group's
 
     topo = sweep_topology(plan, names, labels)
     levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
-    confirm = args.sweep_confirm or sweep_plan.CONFIRM
+    confirm = args.sweep_confirm or CONFIRM
     for line in _estimate(names, topo, levels, size, concurrency, args, confirm, len(rails)):
         _progress(line)
-    report = sweep.SweepReport({}, 0)
+    report = sweep.SweepReport(nodes={}, rounds=0)
     try:
         sweep.sweep(
             names, run_all_rails, concurrency, stop=stop, into=report, topology=topo,
@@ -334,7 +341,7 @@ def _refuse_short_timeout(plan: Plan, args: argparse.Namespace) -> None:
     (as the printed estimate costs it): a sweep whose jobs all end at --timeout judges no
     node, after hours."""
     size = sweep_group(plan, args)
-    cost = sweep_plan.Cost()
+    cost = Cost()
     longest, pair = cost.seconds(size), cost.seconds(2)
     if args.timeout >= longest:
         return
@@ -386,13 +393,13 @@ def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> li
     for name, r in sorted(report.nodes.items()):
         best = f"best bus bandwidth {r.busbw:g} GB/s" if r.busbw is not None else "no bandwidth"
         pairs = "; ".join(f"round {rd} with {p}: {v}" for rd, p, v in r.pairs)
-        if r.verdict == "GOOD":
+        if r.verdict == NodeVerdict.GOOD:
             checks.append(passed("nccl.sweep", name, f"{best} ({pairs})"))
-        elif r.verdict == "BAD":
+        elif r.verdict == NodeVerdict.BAD:
             hint = sweep.diagnosis(r) or "drain the node and look at its NICs, cables and GPUs"
             why = f"{r.note}; " if r.note else ""
             checks.append(failed("nccl.sweep", name, f"{why}{best} ({pairs})", hint))
-        elif r.verdict == "FLAKY":
+        elif r.verdict == NodeVerdict.FLAKY:
             hint = "not drained on this record: re-run it with proven partners, watch it"
             checks.append(failed("nccl.sweep", name, f"FLAKY: {r.note} ({pairs})", hint))
         else:
