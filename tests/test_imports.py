@@ -245,7 +245,9 @@ RENDER_NEVER_IMPORTS = (
     "testinfra",
     "gpufabric.verify.kube",
     "gpufabric.verify.results",
-    "gpufabric.verify.commands",
+    "gpufabric.cli.verify_run",  # the verify checks' handlers: loaded when a check runs
+    "gpufabric.verify.sweep.session",
+    "gpufabric.health.passes",
     "gpufabric.outputs.runbook",
     "gpufabric.outputs.diff",
     "gpufabric.outputs.report",

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufabric.exitcodes import CheckStatus
-from gpufabric.health.arguments import API, PROBE, PROBE_TIMEOUT
+from gpufabric.health.defaults import API, PROBE, PROBE_TIMEOUT
 from gpufabric.health.recertify import FleetDriver, driver_check
 from gpufabric.plan.build import Plan
 from gpufabric.verify import expect
-from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
+from gpufabric.verify.defaults import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError
 from gpufabric.verify.nodes import daemonset as probe_daemonset

@@ -17,12 +17,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpufabric.errors import GpufabricError
 from gpufabric.exitcodes import CheckStatus, ExitCode, Verdict
 from gpufabric.model.redaction import printable
 
 
-class SuiteError(Exception):
-    """pytest could not run the suite (bad --hosts, missing backend tool, ...)."""
+class SuiteError(GpufabricError):
+    """pytest could not run the suite (bad --hosts, missing backend tool, ...): the hosts
+    could not be asked (exit 3, while a check runs)."""
+
+    exit_code = ExitCode.UNREACHABLE
+    check_only = True
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ One lab-roce cluster of four GPU nodes where gpu-node-2 is sick (a rail port dow
 runtime's locked memory limited, a slow NIC): ``verify nodes`` over nodefs trees through
 testinfra, ``verify cluster`` against the fake API server, ``nccl-report`` over
 nccl-tests logs in their real format, and the sweep run through sweep.sweep with those
-logs, written by commands.sweep_document. ``python tests/verify/reportdocs.py DIR`` writes
+logs, written by session.sweep_document. ``python tests/verify/reportdocs.py DIR`` writes
 them (docs/examples/report/ holds its output).
 """
 
@@ -30,7 +30,7 @@ from test_cluster import healthy  # noqa: E402
 
 from gpufabric.model.stackfile import load_stack  # noqa: E402
 from gpufabric.plan.build import build_plan  # noqa: E402
-from gpufabric.verify import cluster, commands, expect  # noqa: E402
+from gpufabric.verify import cluster, expect  # noqa: E402
 from gpufabric.verify.kube import Kube  # noqa: E402
 from gpufabric.verify.nccl import report as nccl_report  # noqa: E402
 from gpufabric.verify.nccl import rules as nccl_rules  # noqa: E402
@@ -38,6 +38,7 @@ from gpufabric.verify.nodes import checks as nodes  # noqa: E402
 from gpufabric.verify.nodes.probe import HostProbe  # noqa: E402
 from gpufabric.verify.results import document  # noqa: E402
 from gpufabric.verify.sweep import run as sweep  # noqa: E402
+from gpufabric.verify.sweep import session  # noqa: E402
 
 STACK = "lab-roce"
 NODES = [f"gpu-node-{i}" for i in range(4)]
@@ -135,7 +136,7 @@ def sweep_doc(sick: str | None = SICK) -> dict[str, Any]:
     # four nodes, one sick: a healthy one has two healthy partners (--sweep-confirm 2)
     report = sweep.sweep(NODES, run_pair, concurrency=2, confirm=2)
     sweep.localize_rails(report, rails, run_rail, 2, rail_exp.threshold_gbps)
-    return commands.sweep_document(report, {"cordoned": ["gpu-node-4"], "notReady": []})
+    return session.sweep_document(report, {"cordoned": ["gpu-node-4"], "notReady": []})
 
 
 def write_all(out: Path, sick: str | None = SICK) -> dict[str, Path]:

@@ -29,7 +29,7 @@ from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import ids
 from gpufabric.plan import node_acceptance as na
 from gpufabric.plan.build import Plan
-from gpufabric.verify.arguments import DEFAULT_FRACTION
+from gpufabric.plan.resolve import DEFAULT_FRACTION
 from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record

@@ -24,7 +24,7 @@ from fake_kube import FakeKube
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.cli import main, parser
-from gpufabric.health import command, lease, record
+from gpufabric.health import lease, passes, record
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
 from gpufabric.verify.kube import Kube
@@ -111,13 +111,13 @@ def args_for(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
     return ["health", "--stack", STACK, "--tenant", TENANT, "--kubeconfig", cfg, "--context", "fake", "--node-checks", "api", *extra]  # fmt: skip
 
 
-def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, *extra: str, fleet: Fleet | None = None, at: dt.datetime = NOW) -> command.PassReport:  # fmt: skip
+def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, *extra: str, fleet: Fleet | None = None, at: dt.datetime = NOW) -> passes.PassReport:  # fmt: skip
     args = parser().parse_args(args_for(fake, tmp_path, "--max-fraction", "0.5", *extra))
     kube = Kube(args.kubeconfig, "fake")
-    return command.one_pass(plan, args, kube, run_pair=fleet or Fleet(), clock=lambda: at)
+    return passes.one_pass(plan, args, kube, run_pair=fleet or Fleet(), clock=lambda: at)
 
 
-def actions_of(report: command.PassReport) -> dict[str, list[str]]:
+def actions_of(report: passes.PassReport) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for row in report.rows:
         out.setdefault(row["action"], []).append(row["node"])
@@ -172,7 +172,7 @@ def test_the_fraction_limit_holds_as_well_as_the_count(fake: FakeKube, tmp_path:
     for name in ("gpu-01", "gpu-02", "gpu-03"):
         xid79(fake, name)
     args = parser().parse_args(args_for(fake, tmp_path, "--max-quarantined", "10"))
-    report = command.one_pass(plan, args, Kube(args.kubeconfig, "fake"), clock=lambda: NOW)
+    report = passes.one_pass(plan, args, Kube(args.kubeconfig, "fake"), clock=lambda: NOW)
     # prod-ib's default fraction 0.1 of 16 nodes: one node
     assert actions_of(report) == {"quarantine": ["gpu-01"], "held": ["gpu-02", "gpu-03"]}
     assert report.exit_code == 4

@@ -27,10 +27,10 @@ from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
 from gpufabric.model.problems import StackError
 from gpufabric.outputs import report
-from gpufabric.verify import commands
 from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.results import document, failed, passed
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep import session
 
 HOSTILE = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
 
@@ -124,7 +124,7 @@ def hostile_docs(tmp_path: Path) -> dict[str, Path]:
         "nodes": document(f"nodes ({HOSTILE})", checks),
         "cluster": document("cluster", checks),
         "nccl": nccl,
-        "sweep": commands.sweep_document(swept, {HOSTILE: [HOSTILE]}),
+        "sweep": session.sweep_document(swept, {HOSTILE: [HOSTILE]}),
     }
     paths = {}
     for name, doc in docs.items():

@@ -290,8 +290,8 @@ def test_a_node_failing_once_keeps_meeting_proven_partners_past_twelve() -> None
 def test_the_table_and_document_name_the_partners_the_sweep_demanded() -> None:
     """With group jobs the table's header and the JSON say the fleet's partner count
     (the one the estimate printed), not --sweep-confirm's C."""
-    from gpufabric.verify.commands import sweep_document
     from gpufabric.verify.sweep.run import SweepReport, format_table
+    from gpufabric.verify.sweep.session import sweep_document
 
     report = SweepReport(nodes={}, rounds=0)
     report.partners, report.confirm = 11, 3

@@ -16,12 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import commands
 from gpufabric.verify.sweep import cost as sweep_cost
 from gpufabric.verify.sweep import faults as sweep_faults
 from gpufabric.verify.sweep import job as sweep_job
 from gpufabric.verify.sweep import ledger as sweep_ledger
 from gpufabric.verify.sweep import rounds as sweep_rounds
+from gpufabric.verify.sweep import session
 from gpufabric.verify.sweep.run import format_table, localize_rails, sweep
 
 SIZES = (16, 64, 256)
@@ -233,7 +233,7 @@ def test_sweep_topology_prefers_node_labels_over_the_stack_table() -> None:
         switch_levels=("leaf",), node_topology={"a": {"leaf": "from-stack"}, "b": {"leaf": "x"}}
     )
     plan: Any = SimpleNamespace(facts=SimpleNamespace(gang=gang))
-    topo = commands._sweep_topology(plan, ["a", "b"], {"a": {"leaf": "from-label"}})
+    topo = session.sweep_topology(plan, ["a", "b"], {"a": {"leaf": "from-label"}})
     assert topo == {"a": ("from-label",), "b": ("x",)}
 
 

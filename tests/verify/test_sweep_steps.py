@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpufabric.exitcodes import ExitCode, Verdict
-from gpufabric.verify import commands
+from gpufabric.verify.sweep import session
 from gpufabric.verify.sweep.run import NodeResult, RailResult, SweepReport
 
 
@@ -34,7 +34,7 @@ def node(ready: str = "True", unschedulable: Any = None) -> dict[str, Any]:
     ],
 )
 def test_skip_reason(n: dict[str, Any], why: str | None) -> None:
-    assert commands._skip_reason(n) == why
+    assert session.skip_reason(n) == why
 
 
 def plan_with(admissible: int | None, gpus_per_node: int = 8) -> Any:
@@ -47,7 +47,7 @@ def plan_with(admissible: int | None, gpus_per_node: int = 8) -> Any:
 def test_sweep_concurrency_is_what_the_quota_admits_at_least_one(
     limit: int | None, jobs: int
 ) -> None:
-    assert commands._sweep_concurrency(plan_with(limit), "t") == jobs
+    assert session.sweep_concurrency(plan_with(limit), "t") == jobs
 
 
 def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
@@ -57,7 +57,7 @@ def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
     report = SweepReport(
         nodes={"g": good, "b": bad}, rounds=2, rail_rounds=1, rail_threshold_gbps=45
     )
-    doc = commands.sweep_document(report, {"cordoned": ["c"], "notReady": []})
+    doc = session.sweep_document(report, {"cordoned": ["c"], "notReady": []})
     assert list(doc) == [
         "rounds",
         "railRounds",

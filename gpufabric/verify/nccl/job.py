@@ -48,7 +48,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import GPU_RESOURCE, AcceptanceKind
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
-from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
+from gpufabric.verify.defaults import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import (
     Kube,

@@ -26,7 +26,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Protocol, TextIO
 
 from gpufabric.exitcodes import CheckStatus
-from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
+from gpufabric.verify.defaults import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.expect import Expectation
 from gpufabric.verify.nodes import gather as nodes_gather
 from gpufabric.verify.nodes.gather import NodeJudgement, Script

@@ -33,7 +33,7 @@ from typing import Any
 
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import ClaimFacts
-from gpufabric.verify.arguments import STORAGE_MIB
+from gpufabric.verify.defaults import STORAGE_MIB
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 from gpufabric.verify.storage import mountstats
 

@@ -13,5 +13,7 @@ round and the node name, never by Python's per-process hash).
   the rounds that adapt to it;
 * :mod:`.cost` — what a job and a round take, and the screening mode chosen by it;
 * :mod:`.run` — running the rounds against a cluster and localising rails;
-* :mod:`.forecast` — what a sweep will take, said before it starts.
+* :mod:`.forecast` — what a sweep will take, said before it starts;
+* :mod:`.session` — one sweep of a cluster's GPU nodes, as ``verify nccl --sweep`` runs it:
+  the nodes it pairs, the jobs it submits and deletes, its result as JSON and checks.
 """

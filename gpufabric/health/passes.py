@@ -1,17 +1,19 @@
-"""``gpufabric health``: one pass (or one every --interval with --watch) of quarantine,
-re-certify and return over the stack's GPU nodes.
+"""One pass of ``gpufabric health`` over the stack's GPU nodes: read them (and the alerts),
+decide (:mod:`.decide`), quarantine, re-certify and return (:mod:`.actions`), under the
+Lease (:mod:`.lease`). The command (:mod:`gpufabric.cli.health`) runs one pass, or one
+every --interval with --watch.
 
-Exit codes (:mod:`gpufabric.exitcodes`): 0 every fault acted on; 4 the circuit breaker held
-a node with a fatal fault (reported by name and fault); 5 another pass held the Lease, or the
-alerts could not be read (what the node conditions say was still acted on; no node
-re-certified); 2 bad input; 3 the cluster could not be asked.
+A pass's exit code (:attr:`PassReport.exit_code`, :mod:`gpufabric.exitcodes`): 0 every
+fault acted on; 4 the circuit breaker held a node with a fatal fault (reported by name and
+fault); 5 another pass held the Lease, or the alerts could not be read (what the node
+conditions say was still acted on; no node re-certified). :func:`check` refuses bad input
+(exit 2) before anything is asked of the cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -23,13 +25,9 @@ from gpufabric.exitcodes import ExitCode
 from gpufabric.health import actions, decide, lease, nodechecks, recertify
 from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
 from gpufabric.model.problems import Problem, StackError
-from gpufabric.model.stackfile import Stack
 from gpufabric.outputs.jobs import pulled_image
 from gpufabric.plan.build import Plan
 from gpufabric.verify import cluster
-from gpufabric.verify.commands import _delete_jobs as delete_jobs
-from gpufabric.verify.commands import _sweep_concurrency as sweep_concurrency
-from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
 from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
@@ -38,6 +36,7 @@ from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import fleet
 from gpufabric.verify.sweep import run as sweep
 from gpufabric.verify.sweep.rounds import CONFIRM
+from gpufabric.verify.sweep.session import delete_jobs, sweep_concurrency
 
 RunPair = sweep.RunPair
 Clock = Callable[[], dt.datetime]
@@ -366,7 +365,7 @@ def _sweep(
     return outcomes
 
 
-def _check(plan: Plan, args: argparse.Namespace) -> None:
+def check(plan: Plan, args: argparse.Namespace) -> None:
     """Refuse what cannot run before anything is asked of the cluster (exit 2)."""
     problems = []
     if not plan.facts.monitoring.enabled:
@@ -395,28 +394,4 @@ def _check(plan: Plan, args: argparse.Namespace) -> None:
     pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
 
 
-def run(stack: Stack, args: argparse.Namespace) -> int:
-    """``gpufabric health``: once, or every --interval until interrupted (--watch)."""
-    plan = stack.plan
-    _check(plan, args)
-    leftovers(clear=True)
-    with check_running(), terminating_signals():
-        kube = (
-            Kube(in_cluster=True)
-            if args.in_cluster
-            else Kube(args.kubeconfig, args.context or plan.facts.kube_context)
-        )
-        stop, me = threading.Event(), lease.identity()
-        while True:
-            report = guarded_pass(plan, args, kube, me)
-            if args.json:
-                sys.stdout.write(json.dumps(report.document(), indent=2) + "\n")
-            else:
-                sys.stdout.write(report.table())
-            sys.stdout.flush()
-            if not args.watch:
-                return report.exit_code
-            stop.wait(args.interval)  # Ctrl-C / SIGTERM end the wait (and the command)
-
-
-__all__ = ["PassReport", "guarded_pass", "observe_fleet", "one_pass", "run"]
+__all__ = ["PassReport", "check", "guarded_pass", "observe_fleet", "one_pass"]
