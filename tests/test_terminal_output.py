@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.cli import main
+from gpufabric.exitcodes import CheckStatus
 from gpufabric.verify.results import Check, format_table, junit_xml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
@@ -37,7 +38,15 @@ def test_a_warn_line_with_escapes_reaches_the_terminal_escaped(
 
 
 def test_check_tables_and_junit_escape_what_a_host_answered() -> None:
-    checks = [Check("rail.rail0.port", f"gpu-a{HOSTILE}", "FAIL", f"state {HOSTILE}", HOSTILE)]
+    checks = [
+        Check(
+            check="rail.rail0.port",
+            target=f"gpu-a{HOSTILE}",
+            status=CheckStatus.FAIL,
+            message=f"state {HOSTILE}",
+            hint=HOSTILE,
+        )
+    ]
     table = format_table("nodes (lab)", checks)
     assert ESCAPED in table
     assert _raw(table) == []

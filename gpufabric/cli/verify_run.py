@@ -12,6 +12,7 @@ imports this module, when a check runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import re
@@ -232,9 +233,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
             names = dict(zip(hosts, pods.values(), strict=True))
             results = [
-                Check(
-                    c.check, names.get(c.target, c.target), c.status, c.message, c.hint, c.details
-                )
+                dataclasses.replace(c, target=names.get(c.target, c.target))
                 for c in check(hosts, probe_daemonset.HOST_ROOT)
             ]
         finally:
@@ -380,7 +379,9 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     if not names:
         print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
         return Verdict.INCONCLUSIVE.exit_code
-    runner = storage_run.Runner(kube, args.timeout, args.poll, args.parallel, progress=_progress)
+    runner = storage_run.Runner(
+        kube=kube, timeout=args.timeout, poll=args.poll, parallel=args.parallel, progress=_progress
+    )
     checks: list[Check] = []
     try:
         for target in targets:

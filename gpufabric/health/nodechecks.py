@@ -30,7 +30,7 @@ from gpufabric.verify.results import Check
 NAME = "gpufabric-health-probe"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProbeRun:
     """How to run the probe for one pass."""
 

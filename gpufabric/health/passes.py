@@ -50,7 +50,7 @@ def _stamp(at: dt.datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PassReport:
     """What one pass found and did (or, with --dry-run, would do)."""
 
@@ -167,7 +167,7 @@ def one_pass(
     tenant's job, pinned to the pair and tolerating the quarantine taint); ``transport``
     reaches the node-check probe's pods (default: ``kubectl exec``)."""
     m = plan.facts.monitoring
-    report = PassReport(plan.stack, args.dry_run)
+    report = PassReport(stack=plan.stack, dry_run=args.dry_run)
     states, alerts_read = observe_fleet(plan, args, kube, report)
     now = clock()
     limit = decide.breaker(m.health, len(states), args.max_quarantined, args.max_fraction)
@@ -205,7 +205,7 @@ def guarded_pass(
         with lease.holding(kube, namespace, me, clock) as lost:
             report = one_pass(plan, args, kube, clock=clock, **kw)
     except lease.Busy as exc:
-        report = PassReport(plan.stack, args.dry_run)
+        report = PassReport(stack=plan.stack, dry_run=args.dry_run)
         report.busy = f"{namespace}/{lease.NAME} ({exc})"
         return report
     if lost.is_set():
@@ -288,8 +288,9 @@ def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.GatherTran
     context = None if args.in_cluster else (args.context or plan.facts.kube_context)
     kubeconfig = None if args.in_cluster else args.kubeconfig
     return nodechecks.ProbeRun(
-        image, args.probe_timeout, kubeconfig, context, transport, poll=min(5.0, args.poll)
-    )
+        image=image, timeout=args.probe_timeout, kubeconfig=kubeconfig, context=context,
+        transport=transport, poll=min(5.0, args.poll),
+    )  # fmt: skip
 
 
 def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str], partners: list[str], driver: str) -> str:  # fmt: skip

@@ -30,7 +30,7 @@ class SuiteError(GpufabricError):
     check_only = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Check:
     """The outcome of one check on one target (a node, a pod, the cluster)."""
 
@@ -48,19 +48,28 @@ class Check:
 
 
 def passed(check: str, target: str, message: str, **details: Any) -> Check:
-    return Check(check, target, CheckStatus.PASS, message, details=details)
+    return Check(
+        check=check, target=target, status=CheckStatus.PASS, message=message, details=details
+    )
 
 
 def failed(check: str, target: str, message: str, hint: str = "", **details: Any) -> Check:
-    return Check(check, target, CheckStatus.FAIL, message, hint, details)
+    return Check(
+        check=check,
+        target=target,
+        status=CheckStatus.FAIL,
+        message=message,
+        hint=hint,
+        details=details,
+    )
 
 
 def skipped(check: str, target: str, message: str) -> Check:
-    return Check(check, target, CheckStatus.SKIP, message)
+    return Check(check=check, target=target, status=CheckStatus.SKIP, message=message)
 
 
 def error(check: str, target: str, message: str, hint: str = "") -> Check:
-    return Check(check, target, CheckStatus.ERROR, message, hint)
+    return Check(check=check, target=target, status=CheckStatus.ERROR, message=message, hint=hint)
 
 
 def verdict(checks: Iterable[Check]) -> Verdict:

@@ -24,6 +24,7 @@ import testinfra
 from fleetfake import gather_checks
 
 from gpufabric.cli import main
+from gpufabric.exitcodes import CheckStatus
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
 from gpufabric.verify import expect
@@ -447,7 +448,13 @@ def test_ipv4_of_gid() -> None:
 
 def test_fleet_driver_versions() -> None:
     def drv(node: str, v: str) -> Check:
-        return Check("gpu.driver", node, "PASS", f"driver {v}", details={"version": v})
+        return Check(
+            check="gpu.driver",
+            target=node,
+            status=CheckStatus.PASS,
+            message=f"driver {v}",
+            details={"version": v},
+        )
 
     (one,) = nodes.fleet_checks([drv("a", "575.57.08"), drv("b", "575.57.08")])
     assert one.status == "PASS"

@@ -8,6 +8,7 @@ reached (a failed fixture) into an ERROR result for each of its checks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -91,8 +92,5 @@ def run_suite(
         raise SuiteError(f"the {kind} suite did not run (pytest exit {int(code)}):\n{tail}")
     results = collector.results
     if names:
-        results = [
-            Check(c.check, names.get(c.target, c.target), c.status, c.message, c.hint, c.details)
-            for c in results
-        ]
+        results = [dataclasses.replace(c, target=names.get(c.target, c.target)) for c in results]
     return results

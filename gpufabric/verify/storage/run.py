@@ -40,7 +40,7 @@ LOG_RESERVE = 10.0
 """Seconds of a pod's --timeout kept for reading its log."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Runner:
     kube: Kube
     timeout: float
