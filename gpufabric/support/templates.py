@@ -48,7 +48,7 @@ TEMPLATES_DIR: Path = MANIFESTS_DIR / "templates"
 
 
 def load_yaml(text: str) -> Any:
-    return yamlcodec.load_simple(text)
+    return yamlcodec.load(text)
 
 
 class TemplateError(Exception):
