@@ -11,7 +11,7 @@ import pytest
 import yaml
 from builders import SHIPPED_STACKS, example_config, plan_of
 
-from gpufabric.outputs.render import indented_json, plain, render_files
+from gpufabric.outputs.render import plain, render_files
 from gpufabric.support import yamlcodec
 
 # Scalars whose YAML tag depends on their text: each must round-trip as the same type.
@@ -144,13 +144,6 @@ def test_values_equal_in_python_keep_their_own_text() -> None:
         text = yamlcodec.dump({"v": values})
         assert text == yaml.safe_dump({"v": values}, default_flow_style=False, width=100)
         assert [repr(v) for v in yamlcodec.load(text)["v"]] == [repr(v) for v in values]
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_indented_json_is_json_dumps_indent_2(seed: int) -> None:
-    rng = random.Random(seed)
-    value = random_value(rng)
-    assert indented_json(value) == json.dumps(value, indent=2, sort_keys=True)
 
 
 def test_values_that_are_not_plain_are_converted_where_they_sit() -> None:

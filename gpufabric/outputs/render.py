@@ -135,48 +135,8 @@ def _summary(item: Item) -> dict[str, Any]:
     return {"directory": p.directory, "namespace": p.namespace}
 
 
-def indented_json(value: Any, indent: str = "") -> str:
-    """``json.dumps(value, indent=2, sort_keys=True)``, byte for byte, at C speed: the
-    standard library falls back to its pure-Python encoder whenever ``indent`` is set."""
-    inner = indent + "  "
-    kind = type(value)
-    if kind is dict or kind is list or kind is tuple or isinstance(value, dict | list | tuple):
-        if not value:
-            return _json_scalar(value)
-        if isinstance(value, dict):
-            pairs = ((_json_scalar(k), value[k]) for k in sorted(value))
-            body = ",\n".join(f"{inner}{k}: {_json_value(v, inner)}" for k, v in pairs)
-            return f"{{\n{body}\n{indent}}}"
-        body = ",\n".join(f"{inner}{_json_value(v, inner)}" for v in value)
-        return f"[\n{body}\n{indent}]"
-    return _json_scalar(value)
-
-
-def _json_value(value: Any, indent: str) -> str:
-    """One member's text: a string straight through the C escaper (most of a plan.json's
-    40,000 leaves), anything else by :func:`indented_json`."""
-    if type(value) is str:
-        return _encode_str(value)
-    return indented_json(value, indent)
-
-
-_JSON_CONSTANTS = {True: "true", False: "false", None: "null"}
-
-
-def _json_scalar(value: Any) -> str:
-    """``json.dumps(value)`` without its Python-level wrapper for the common leaves (a
-    plan.json has 40,000): strings through the C escaper json.dumps itself uses."""
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if kind is bool or value is None:
-        return _JSON_CONSTANTS[value]
-    if kind is int:
-        return int.__repr__(value)
-    return json.dumps(value)
-
-
-_encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
+def indented_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)
 
 
 class RenderedFiles(Mapping[str, str]):
