@@ -8,7 +8,6 @@ from the one table in :mod:`gpufabric.exitcodes`.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -835,11 +834,6 @@ COMMANDS: dict[str, Command] = {
 
 def entry() -> int:
     """The ``gpufabric`` program (``main`` is for callers in-process)."""
-    # What the imports built lives as long as the process: keep the cyclic collector from
-    # walking it again and again while a render allocates (a tenth of a large render). The
-    # program (gpufabric.__main__) loaded this module with the collector off.
-    gc.freeze()
-    gc.enable()
     try:
         code = main()
         sys.stdout.flush()
