@@ -128,15 +128,25 @@ def test_invalid_rendered_objects_exit_6_and_write_nothing(
         )
         return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
 
+    earlier = tmp_path / "earlier"
+    assert main(["render", "--stack", "kind-dev", "--out", str(earlier)]) == 0
+    before = {p: p.read_bytes() for p in earlier.rglob("*") if p.is_file()}
     monkeypatch.setattr("gpufabric.model.stackfile.build_plan", broken)
     out = tmp_path / "out"
-    assert (
-        main(["render", "--stack", "kind-dev", "--out", str(out)]) == ExitCode.INVALID_OBJECTS == 6
-    )
-    err = capsys.readouterr().err
-    assert "ConfigMap/x" in err
-    assert "datta" in err
+    for target in (out, earlier):
+        capsys.readouterr()
+        assert (
+            main(["render", "--stack", "kind-dev", "--out", str(target)])
+            == ExitCode.INVALID_OBJECTS
+            == 6
+        )
+        err = capsys.readouterr().err
+        assert "ConfigMap/x" in err
+        assert "datta" in err
+        assert "nothing was written" in err
     assert not out.exists()
+    assert {p: p.read_bytes() for p in earlier.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]
 
 
 @pytest.mark.parametrize("name", EXAMPLE_STACKS)
