@@ -177,8 +177,8 @@ def main() -> int:
         if args.workdir is None:
             shutil.rmtree(base, ignore_errors=True)
     print(
-        "(cold columns: best / median seconds; phases: seconds of the fastest run, one after "
-        "the other; render itself validates on a second core while it formats the files)"
+        "(cold columns: best / median seconds; phases: seconds of the fastest run, in the "
+        "order render runs them)"
     )
     sizes = sorted(best)
     if len(sizes) >= 2:
