@@ -11,7 +11,7 @@ leaf uplinks, at most a quarter of the leaves; mixed: k bad, k flaky and k partn
 nodes and the uplinks). The sweep gets the topology, as `verify nccl --sweep` reads it from the
 node labels. The quota admits 8 two-node jobs at once (16 nodes); with groups allowed (up to
 --group nodes) the planner picks pairs or the group size by its own estimate of the screening
-wall time (sweep_plan.choose_mode; --pairs-only: two-node jobs, C partners), printed per N
+wall time (sweep.cost.choose_mode; --pairs-only: two-node jobs, C partners), printed per N
 before the table as `verify nccl --sweep` prints it. Wall time: "wall x8" admits each round's
 jobs as the sweep's runner does (largest first, as the 16 nodes free), a pair taking
 --job-seconds (90) and a group of g that plus 2 x --run-seconds (15) for each of its
@@ -50,13 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import sweepfleet
 
 from gpufabric.verify.sweep import forecast as sweep_forecast
-from gpufabric.verify.sweep.plan import Cost
+from gpufabric.verify.sweep.cost import Cost
 from gpufabric.verify.sweep.run import localize_rails, sweep
 
 BOUNDS = """bounds (not zero by construction):
 - partner-dependent: a node slow with half of its partners is GOOD only if it passed with all
   of them: 2^-p for p distinct partners; with groups p = max(8, ceil(log2 N) + 5)
-  (sweep_plan.partners_needed: 15 at N = 1,024, 17 at 4,096), so even if every node of the
+  (sweep.rounds.partners_needed: 15 at N = 1,024, 17 at 4,096), so even if every node of the
   fleet were such a node, one escapes in a fleet with probability <= N x 2^-p <= 1/32 (k =
   N / 32 of them: <= 1/1,024); with --pairs-only, C partners: 2^-C per node;
 - mixed, cut-off leaves: a leaf cut off by its uplink has only its own nodes as partners; a

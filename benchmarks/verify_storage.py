@@ -90,8 +90,16 @@ def main() -> int:
     ap.add_argument("--parallel", default="4,16")
     args = ap.parse_args()
     claims = (
-        storage.ClaimTarget("checkpoints", NS, "/checkpoints", False, "rdma"),
-        storage.ClaimTarget("datasets", NS, "/data", True, "rdma"),
+        storage.ClaimTarget(
+            name="checkpoints",
+            namespace=NS,
+            mount_path="/checkpoints",
+            read_only=False,
+            transport="rdma",
+        ),
+        storage.ClaimTarget(
+            name="datasets", namespace=NS, mount_path="/data", read_only=True, transport="rdma"
+        ),
     )
     storage.targets_from_plan = lambda _plan: (storage.StorageTarget(NS, NS, claims),)  # type: ignore[assignment]
     print(f"{'nodes':>6} {'parallel':>8} {'exit':>4} {'seconds':>8} {'pods':>5} {'req/pod':>7}")

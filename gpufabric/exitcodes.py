@@ -11,7 +11,9 @@
 | 6 | rendered objects failed schema validation (nothing was written) |
 
 A judged run (an NCCL run, a suite of checks, a sweep) ends in one :class:`Verdict`, and
-:data:`VERDICT_EXIT` is the one table from a verdict to its exit code.
+:data:`VERDICT_EXIT` is the one table from a verdict to its exit code. Each check of a
+``verify`` suite ends in a :class:`CheckStatus`, and the checks' verdict follows from theirs
+(:func:`gpufabric.verify.results.verdict`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ class Verdict(StrEnum):
         return VERDICT_EXIT[self]
 
 
+class CheckStatus(StrEnum):
+    """The status of one check on one target; prints (and serializes) as its word."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+    """The check does not apply to this stack or node."""
+    ERROR = "ERROR"
+    """The check could not be decided: a file unreadable, a tool missing, the API refusing."""
+
+
 SEVERITY: Mapping[Verdict, int] = {Verdict.PASS: 0, Verdict.INCONCLUSIVE: 1, Verdict.FAIL: 2}
 VERDICT_EXIT: Mapping[Verdict, ExitCode] = {
     Verdict.PASS: ExitCode.OK,
@@ -61,4 +74,4 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
     return max(verdicts, key=lambda v: v.severity, default=Verdict.PASS)
 
 
-__all__ = ["SEVERITY", "VERDICT_EXIT", "ExitCode", "Verdict", "worst"]
+__all__ = ["SEVERITY", "VERDICT_EXIT", "CheckStatus", "ExitCode", "Verdict", "worst"]

@@ -48,10 +48,10 @@ def quick_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sweep jobs expected to take under a second (the planner assumes 90 s a pair): a fake
     cluster's jobs end at once or never, and such a test bounds them by a short --timeout,
     which a sweep refuses when shorter than the jobs it expects."""
-    from gpufabric.verify.sweep import plan as sweep_plan
+    from gpufabric.verify.sweep import cost as sweep_cost
 
-    monkeypatch.setattr(sweep_plan, "TYPICAL_JOB_S", 0.5)
-    monkeypatch.setattr(sweep_plan, "RUN_S", 0.05)
+    monkeypatch.setattr(sweep_cost, "TYPICAL_JOB_S", 0.5)
+    monkeypatch.setattr(sweep_cost, "RUN_S", 0.05)
 
 
 __all__ = [

@@ -15,9 +15,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from gpufabric.verify.nccl.report import Expectation
+from gpufabric.verify.nccl.rules import NcclExpectation
 
-IB_8X400 = Expectation(
+IB_8X400 = NcclExpectation(
     rdma=True,
     link_layer="IB",
     threshold_gbps=360.0,

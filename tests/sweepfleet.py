@@ -25,7 +25,7 @@ NCCL moves the data of the acceptance tests (all_reduce with NCCL_ALGO=Ring, all
   any of its rings is slow, or when a member is bad, or (flaky) by its draw.
 - A pair job (2 nodes) loads the one link between them.
 - A group job of g nodes runs its tests once per rank order of
-  :func:`gpufabric.verify.sweep.plan.ring_orders` (ceil(g / 2) orders, Walecki's zig-zag
+  :func:`gpufabric.verify.sweep.rounds.ring_orders` (ceil(g / 2) orders, Walecki's zig-zag
   rings), whose rings together load every one of the g (g - 1) / 2 links of the group; a
   single rank order would load only g of them. So a group holding a node slow with half of
   its partners fails unless all g - 1 of its group partners are among the good half:
@@ -43,8 +43,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from gpufabric.verify.sweep import plan as sweep_plan
-from gpufabric.verify.sweep.plan import ring_orders
+from gpufabric.verify.sweep import cost as sweep_cost
+from gpufabric.verify.sweep import job as sweep_job
+from gpufabric.verify.sweep.rounds import ring_orders
 
 LEAF_LABEL = "topology.gpufabric.io/leaf"
 SPINE_LABEL = "topology.gpufabric.io/spine"
@@ -130,7 +131,7 @@ class Fleet:
         return SimpleNamespace(verdict="FAIL" if failing else "PASS", runs=[])
 
 
-def screened(nodes: list[str]) -> list[sweep_plan.Job]:
+def screened(nodes: list[str]) -> list[sweep_job.Job]:
     """Five passing rounds over 16 ``nodes`` in which every node passes with five distinct
     partners (a record the judge's rules are then tested on top of)."""
     rounds = [
@@ -141,7 +142,7 @@ def screened(nodes: list[str]) -> list[sweep_plan.Job]:
         [(nodes[i], nodes[i + 6]) for i in range(6)]
         + [(nodes[12], nodes[14]), (nodes[13], nodes[15])],
     ]
-    return [sweep_plan.Job(r, pair, "PASS") for r, pairs in enumerate(rounds, 1) for pair in pairs]
+    return [sweep_job.Job(r, pair, "PASS") for r, pairs in enumerate(rounds, 1) for pair in pairs]
 
 
 def build(n: int, kind: str, k: int, seed: int) -> Fleet:
@@ -204,8 +205,8 @@ nodes runs both tests once per rank order of ring_orders(g)."""
 
 def job_seconds(size: int, pair_s: float = PAIR_S, run_s: float = RUN_S) -> float:
     """How long a job of ``size`` nodes takes: a pair's time, plus two test runs for every
-    rank order past the first (the planner's :class:`gpufabric.verify.sweep.plan.Cost`)."""
-    return sweep_plan.Cost(pair_s, run_s).seconds(size)
+    rank order past the first (the planner's :class:`gpufabric.verify.sweep.cost.Cost`)."""
+    return sweep_cost.Cost(pair_s, run_s).seconds(size)
 
 
 def score(
@@ -254,14 +255,14 @@ def score(
 def _waves(jobs: Any, concurrency: int, pair_s: float = 0.0, run_s: float = 0.0) -> Any:
     """Waves of jobs when the quota admits ``concurrency`` two-node jobs at once (2 x
     ``concurrency`` nodes), each round's jobs admitted as the sweep's runner admits them
-    (:func:`gpufabric.verify.sweep.plan.round_seconds`): with ``pair_s``, the seconds those
+    (:func:`gpufabric.verify.sweep.cost.round_seconds`): with ``pair_s``, the seconds those
     rounds take (a job of g nodes :func:`job_seconds`), else the rounds' length in jobs one
     after another."""
     rounds: dict[int, list[int]] = {}
     for job in jobs:
         rounds.setdefault(job.round, []).append(len(job.nodes))
-    cost = sweep_plan.Cost(pair_s, run_s).seconds if pair_s else (lambda size: 1.0)
-    total = sum(sweep_plan.round_seconds(sizes, 2 * concurrency, cost) for sizes in rounds.values())
+    cost = sweep_cost.Cost(pair_s, run_s).seconds if pair_s else (lambda size: 1.0)
+    total = sum(sweep_cost.round_seconds(sizes, 2 * concurrency, cost) for sizes in rounds.values())
     return total if pair_s else int(total)
 
 

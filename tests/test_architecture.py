@@ -10,6 +10,9 @@ no function grows past what a reviewer can hold in their head.
   only (``if roce``). Capabilities a mode declares (``has_rdma``) may be tested: a new mode
   declares its own, and nothing outside changes. Adding a mode or a scheduler is adding a
   module, never editing the places that would otherwise branch.
+- Each room lists its members in one registry of one rule (:mod:`gpufabric.support.rooms`):
+  every module of the room is registered, and every registered name resolves to a member
+  of the room's protocol that goes by that name.
 - The layer builders take the Plan's facts, never the stack model.
 - No function in gpufabric/ is longer than 60 lines.
 """
@@ -17,9 +20,11 @@ no function grows past what a reviewer can hold in their head.
 from __future__ import annotations
 
 import ast
+import pkgutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import jinja2.nodes as jn
@@ -70,6 +75,29 @@ STORAGE = Room(
 )
 ROOMS = [NICS, AUTHORITIES, STORAGE]
 ROOM_IDS = ["nics", "authorities", "storage"]
+
+
+ROOM_HELPERS = {
+    "nics": frozenset({"base", "cni"}),
+    "authorities": frozenset({"base", "settings"}),
+    "storage": frozenset({"base"}),
+}
+"""Modules of a room that are no member of it: its protocol and what its members share."""
+
+
+def _registries(room_id: str) -> list[tuple[Any, type, str]]:
+    """Each registry of the room, with the protocol its members implement and the attribute
+    a member names itself by."""
+    from gpufabric import authorities, nics, storage
+    from gpufabric.nics.base import Link, NicMode
+    from gpufabric.plan.authority import Authority
+    from gpufabric.storage.base import BackendKind
+
+    return {
+        "nics": [(nics.MODES, NicMode, "name"), (nics.LINKS, Link, "name")],
+        "authorities": [(authorities.AUTHORITIES, Authority, "name")],
+        "storage": [(storage.KINDS, BackendKind, "key")],
+    }[room_id]
 
 
 def _strings(node: ast.AST) -> Iterator[str]:
@@ -205,6 +233,34 @@ def test_no_code_outside_a_room_branches_on_its_members(room: Room) -> None:
 @pytest.mark.parametrize("room", ROOMS, ids=ROOM_IDS)
 def test_no_template_outside_a_room_branches_on_its_members(room: Room) -> None:
     assert _template_branches(room) == []
+
+
+@pytest.mark.parametrize("room_id", ROOM_IDS)
+def test_every_module_of_a_room_is_registered(room_id: str) -> None:
+    room = ROOMS[ROOM_IDS.index(room_id)]
+    package = f"gpufabric.{room.path.name}"
+    modules = {m.name for m in pkgutil.iter_modules([str(room.path)])}
+    registered = [
+        path for registry, _, _ in _registries(room_id) for path in registry.modules.values()
+    ]
+    assert len(registered) == len(set(registered)), registered
+    assert all(path.rpartition(".")[0] == package for path in registered), registered
+    assert {path.rpartition(".")[2] for path in registered} == modules - ROOM_HELPERS[room_id]
+
+
+@pytest.mark.parametrize("room_id", ROOM_IDS)
+def test_every_registered_name_resolves_to_its_member(room_id: str) -> None:
+    from gpufabric.support.rooms import UnknownChoice
+
+    for registry, protocol, named_by in _registries(room_id):
+        assert registry.names(), registry.what
+        for name in registry.names():
+            member = registry.member(name)
+            assert isinstance(member, protocol), (registry.what, name)
+            assert getattr(member, named_by) == name, (registry.what, name)
+        assert registry.members() == tuple(map(registry.member, registry.names()))
+        with pytest.raises(UnknownChoice, match=f"unknown {registry.what} 'bogus'; known: "):
+            registry.member("bogus")
 
 
 @pytest.mark.parametrize(

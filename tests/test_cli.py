@@ -126,7 +126,9 @@ def test_invalid_rendered_objects_exit_6_and_write_nothing(
         bad = K8sObject(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "datta": {}}
         )
-        return replace(plan, items=(*plan.items, Item("tenants/bad", Layer.TENANTS, bad)))
+        return replace(
+            plan, items=(*plan.items, Item(id="tenants/bad", layer=Layer.TENANTS, payload=bad))
+        )
 
     earlier = tmp_path / "earlier"
     assert main(["render", "--stack", "kind-dev", "--out", str(earlier)]) == 0

@@ -1,5 +1,5 @@
-"""The CLI's one table from an exception that stops a command to its exit code and message
-(``cli.FAILURES``): each entry alone, the verify-only entries only for a running check."""
+"""How an exception that stops a command ends it, its exit code and message
+(``cli.failure_exit``): each case alone, the check-only errors only for a running check."""
 
 from __future__ import annotations
 

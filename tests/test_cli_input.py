@@ -54,7 +54,7 @@ def test_render_summary_says_one_object(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_sweep_of_one_round_says_one_round() -> None:
     from gpufabric.verify.sweep import run as sweep
 
-    header = sweep.format_table(sweep.SweepReport({}, 1)).splitlines()[0]
+    header = sweep.format_table(sweep.SweepReport(nodes={}, rounds=1)).splitlines()[0]
     assert header.startswith("NCCL sweep: 0 nodes in 1 round, 0 jobs;"), header
 
 

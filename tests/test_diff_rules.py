@@ -39,7 +39,9 @@ def pair(
     fields: list[FieldChange] | None = None,
     **item: Any,
 ) -> ChangedPair:
-    return ChangedPair({"id": "x", **item}, change, old or {}, new or {}, fields or [])
+    return ChangedPair(
+        item={"id": "x", **item}, change=change, old=old or {}, new=new or {}, fields=fields or []
+    )
 
 
 def field(path: str, old: Any = 1, new: Any = 2) -> FieldChange:

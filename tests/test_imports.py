@@ -23,6 +23,10 @@ OUTPUT_LAYER = {
     "gpufabric.outputs.diff",
     "gpufabric.cli",
     "gpufabric.outputs.jobs",
+    "gpufabric.verify.nccl.parsed",
+    "gpufabric.verify.nccl.parse",
+    "gpufabric.verify.nccl.parse_json",
+    "gpufabric.verify.nccl.rules",
     "gpufabric.verify.nccl.report",
 }
 VALIDATION = {"gpufabric.model.config", "gpufabric.model.validation", "gpufabric.model.stackfile"}
@@ -239,7 +243,9 @@ RENDER_NEVER_IMPORTS = (
     "testinfra",
     "gpufabric.verify.kube",
     "gpufabric.verify.results",
-    "gpufabric.verify.commands",
+    "gpufabric.cli.verify_run",  # the verify checks' handlers: loaded when a check runs
+    "gpufabric.verify.sweep.session",
+    "gpufabric.health.passes",
     "gpufabric.outputs.runbook",
     "gpufabric.outputs.diff",
     "gpufabric.outputs.report",

@@ -375,7 +375,7 @@ def test_a_job_within_the_borrowing_limit_is_accepted(gang: str) -> None:
     config = config_for("lab-roce", gang)
     config["gpufabric:tenants"][0]["gpuBorrowingLimit"] = 8
     plan, _ = setup(config)
-    manifest = job_manifest(plan, JobRequest("team-vision", "pytorchjob", 3))
+    manifest = job_manifest(plan, JobRequest(tenant="team-vision", kind="pytorchjob", nodes=3))
     assert manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     with pytest.raises(StackError, match="can never be admitted with more than 24"):
-        job_manifest(plan, JobRequest("team-vision", "pytorchjob", 4))
+        job_manifest(plan, JobRequest(tenant="team-vision", kind="pytorchjob", nodes=4))

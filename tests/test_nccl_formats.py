@@ -15,12 +15,12 @@ from nccllogs import IB_8X400, Log, kubectl_prefix, mpich, openmpi, slurm, text
 
 from gpufabric.cli import main
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.nccl.report import Expectation
+from gpufabric.verify.nccl.rules import NcclExpectation
 
 IB = IB_8X400
 
 
-def judge(body: str, exp: Expectation = IB) -> nccl_report.Report:
+def judge(body: str, exp: NcclExpectation = IB) -> nccl_report.NcclReport:
     return nccl_report.report({"run.log": body}, exp)
 
 

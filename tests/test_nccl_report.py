@@ -13,15 +13,17 @@ from conftest import REPO
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
+from gpufabric.verify.nccl import parse as nccl_parse
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 
 LOGS = REPO / "tests" / "fixtures" / "nccl"
 
 
 def judge(name: str, stack: str | None = None, min_busbw: float | None = None) -> dict[str, Any]:
     facts = build_plan(stack, load_stack(stack).model).facts if stack else None
-    exp = nccl_report.expectation(facts, min_busbw)
-    return nccl_report.judge(nccl_report.parse((LOGS / name).read_text()), exp).to_dict()
+    exp = nccl_rules.expectation(facts, min_busbw)
+    return nccl_report.judge(nccl_parse.parse((LOGS / name).read_text()), exp).to_dict()
 
 
 def test_infiniband_with_gdrdma_passes_against_the_line_rate() -> None:
@@ -104,7 +106,7 @@ def test_no_threshold_and_no_transport_lines_are_inconclusive() -> None:
         for line in (LOGS / "ib-gdr-pass.log").read_text().splitlines()
         if "NCCL INFO" not in line
     )
-    doc = nccl_report.judge(nccl_report.parse(text), nccl_report.expectation(None, None)).to_dict()
+    doc = nccl_report.judge(nccl_parse.parse(text), nccl_rules.expectation(None, None)).to_dict()
     assert doc["verdict"] == "INCONCLUSIVE"
     assert any("no transport lines" in r for r in doc["reasons"])
     assert any("no threshold" in r for r in doc["reasons"])
@@ -128,7 +130,7 @@ def test_json_output_of_nccl_tests_is_parsed() -> None:
         "out_of_bounds": {"count": 0, "okay": True},
         "average_bus_bandwidth": {"bandwidth": 350.0, "okay": "unchecked"},
     }
-    run = nccl_report.parse(json.dumps(doc))
+    run = nccl_parse.parse(json.dumps(doc))
     assert [(r.size, r.best) for r in run.rows] == [(1 << 29, 330.0), (1 << 33, 371.5)]
     assert run.out_of_bounds_ok is True
     assert run.avg_busbw == 350.0

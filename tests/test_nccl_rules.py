@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from gpufabric.exitcodes import Verdict
-from gpufabric.verify.nccl import report as nr
-from gpufabric.verify.nccl.report import Evidence, Expectation, Finding, Row, Run
+from gpufabric.verify.nccl import parse_json as pj
+from gpufabric.verify.nccl import rules as nr
+from gpufabric.verify.nccl.parsed import Row, Run
+from gpufabric.verify.nccl.report import judge
+from gpufabric.verify.nccl.rules import Evidence, Finding, NcclExpectation
 
 GIB = nr.GIB
-EXP = Expectation(
+EXP = NcclExpectation(
     link_layer="IB", threshold_gbps=300.0, threshold_source="line rate", line_rate_gbytes=400.0
 )
 
@@ -24,7 +27,10 @@ def proven() -> Run:
     """A two-node run every rule accepts: finished, IB with GDRDMA, 350 GB/s at 1-2 GiB."""
     return Run(
         test="all_reduce_perf",
-        rows=[Row(GIB, 340.0, 341.0, 0), Row(2 * GIB, 350.0, 349.0, 0)],
+        rows=[
+            Row(size=GIB, busbw_oop=340.0, busbw_ip=341.0, wrong=0),
+            Row(size=2 * GIB, busbw_oop=350.0, busbw_ip=349.0, wrong=0),
+        ],
         expected_rows=2,
         concluded=True,
         footer=True,
@@ -45,7 +51,7 @@ def unsure(reason: str) -> list[Finding]:
     return [Finding(Verdict.INCONCLUSIVE, reason)]
 
 
-Case = tuple[nr.Rule, Callable[[Run], Any], Expectation, list[Finding]]
+Case = tuple[nr.Rule, Callable[[Run], Any], NcclExpectation, list[Finding]]
 FIRES: dict[str, Case] = {
     "test failed": (
         nr.rule_test_failed,
@@ -211,13 +217,13 @@ FIRES: dict[str, Case] = {
     ),
     "no large sizes": (
         nr.rule_no_large_sizes,
-        lambda r: setattr(r, "rows", [Row(1 << 20, 10.0, 10.0, 0)]),
+        lambda r: setattr(r, "rows", [Row(size=1 << 20, busbw_oop=10.0, busbw_ip=10.0, wrong=0)]),
         EXP,
         unsure("no results at message sizes >= 1 GiB (run with -e 8G or more)"),
     ),
     "above line rate": (
         nr.rule_above_line_rate,
-        lambda r: r.rows.append(Row(4 * GIB, 441.0, None, 0)),
+        lambda r: r.rows.append(Row(size=4 * GIB, busbw_oop=441.0, busbw_ip=None, wrong=0)),
         EXP,
         fail(
             "best bus bandwidth 441 GB/s is above the nodes' line rate 400 GB/s by more than "
@@ -304,7 +310,19 @@ SILENT: dict[str, Case] = {
     ),
     "no large sizes when values were impossible": (
         nr.rule_no_large_sizes,
-        lambda r: setattr(r, "rows", [Row(GIB, None, None, 0, ["busbw nan at 1 B"])]),
+        lambda r: setattr(
+            r,
+            "rows",
+            [
+                Row(
+                    size=GIB,
+                    busbw_oop=None,
+                    busbw_ip=None,
+                    wrong=0,
+                    impossible=["busbw nan at 1 B"],
+                )
+            ],
+        ),
         EXP,
         [],
     ),
@@ -316,19 +334,25 @@ SILENT: dict[str, Case] = {
     ),
     "above line rate within noise": (
         nr.rule_above_line_rate,
-        lambda r: r.rows.append(Row(4 * GIB, 440.0, None, 0)),
+        lambda r: r.rows.append(Row(size=4 * GIB, busbw_oop=440.0, busbw_ip=None, wrong=0)),
         EXP,
         [],
     ),
     "above line rate over multi-node NVLink": (
         nr.rule_above_line_rate,
-        lambda r: (r.rows.append(Row(4 * GIB, 900.0, None, 0)), setattr(r, "mnnvl", True)),
+        lambda r: (
+            r.rows.append(Row(size=4 * GIB, busbw_oop=900.0, busbw_ip=None, wrong=0)),
+            setattr(r, "mnnvl", True),
+        ),
         EXP,
         [],
     ),
     "above line rate on one node": (
         nr.rule_above_line_rate,
-        lambda r: (r.rows.append(Row(4 * GIB, 900.0, None, 0)), setattr(r, "nnodes", 1)),
+        lambda r: (
+            r.rows.append(Row(size=4 * GIB, busbw_oop=900.0, busbw_ip=None, wrong=0)),
+            setattr(r, "nnodes", 1),
+        ),
         EXP,
         [],
     ),
@@ -346,7 +370,7 @@ SILENT: dict[str, Case] = {
     ),
     "below threshold with no large sizes": (
         nr.rule_below_threshold,
-        lambda r: setattr(r, "rows", [Row(1 << 20, 1.0, 1.0, 0)]),
+        lambda r: setattr(r, "rows", [Row(size=1 << 20, busbw_oop=1.0, busbw_ip=1.0, wrong=0)]),
         EXP,
         [],
     ),
@@ -370,7 +394,15 @@ def test_rule_stays_silent_outside_its_condition(case: Case) -> None:
 def test_evidence_derives_once_what_the_rules_share() -> None:
     run = proven()
     run.inter_node.append("NET/Socket/1")
-    run.rows.append(Row(1 << 20, 999.0, None, 0, ["busbw inf at 1048576 B"]))
+    run.rows.append(
+        Row(
+            size=1 << 20,
+            busbw_oop=999.0,
+            busbw_ip=None,
+            wrong=0,
+            impossible=["busbw inf at 1048576 B"],
+        )
+    )
     ev = Evidence.of(run)
     assert (ev.nodes, ev.multi, ev.socket) == (2, True, True)
     assert ev.gdr_channels == 2
@@ -390,7 +422,7 @@ def test_judge_runs_the_rules_in_order() -> None:
     run.killed.append("Killed")
     run.fatal.append("Test CUDA failure")
     run.nnodes = 1
-    doc = nr.judge(run, dataclasses.replace(EXP, threshold_gbps=None))
+    doc = judge(run, dataclasses.replace(EXP, threshold_gbps=None))
     assert doc.verdict == Verdict.FAIL
     assert doc.reasons == (
         "the test failed: Test CUDA failure",
@@ -398,7 +430,7 @@ def test_judge_runs_the_rules_in_order() -> None:
         "single node: no inter-node traffic was measured",
         "no threshold: pass --stack (line rate) or --min-busbw",
     )
-    assert nr.judge(proven(), EXP).verdict == Verdict.PASS
+    assert judge(proven(), EXP).verdict == Verdict.PASS
 
 
 def test_findings_take_a_rule_list() -> None:
@@ -416,55 +448,55 @@ def test_findings_take_a_rule_list() -> None:
 
 def json_run(doc: dict[str, Any]) -> Run:
     run = Run()
-    for step in nr.JSON_STEPS:
+    for step in pj.JSON_STEPS:
         step(doc, run)
     return run
 
 
 def test_json_identity_reads_the_program_and_hosts() -> None:
     run = Run()
-    nr._json_identity(
+    pj._json_identity(
         {"args": ["/opt/bin/all_gather_perf", "-b"], "devices": [{"hostname": "a"}, "x"]}, run
     )
     assert (run.test, run.hosts) == ("all_gather_perf", {"a"})
     run = Run()
-    nr._json_identity({"args": [7], "devices": None}, run)
+    pj._json_identity({"args": [7], "devices": None}, run)
     assert (run.test, run.hosts) == (None, set())
 
 
 def test_json_part_names_impossible_bandwidth_and_wrong_counts() -> None:
     """A negative, fractional or overflowing nwrong is impossible, never read as 0 (it was)."""
     run = Run()
-    assert nr._json_part({"bus_bw": "nan", "nwrong": -2}, "p", 8, run) == nr._Part(
+    assert pj._json_part({"bus_bw": "nan", "nwrong": -2}, "p", 8, run) == pj._Part(
         None, 0, ("bus_bw nan at 8 B", "nwrong -2 at 8 B")
     )
-    assert nr._json_part({"bus_bw": -1.0, "nwrong": 3}, "p", 8, run) == nr._Part(
+    assert pj._json_part({"bus_bw": -1.0, "nwrong": 3}, "p", 8, run) == pj._Part(
         None, 3, ("bus_bw -1.0 at 8 B",)
     )
-    assert nr._json_part({"bus_bw": 1.0, "nwrong": 0.5}, "p", 8, run).impossible == (
+    assert pj._json_part({"bus_bw": 1.0, "nwrong": 0.5}, "p", 8, run).impossible == (
         "nwrong 0.5 at 8 B",
     )
-    assert nr._json_part({"bus_bw": 1.0, "nwrong": 1e400}, "p", 8, run).impossible == (
+    assert pj._json_part({"bus_bw": 1.0, "nwrong": 1e400}, "p", 8, run).impossible == (
         "nwrong inf at 8 B",
     )
-    assert nr._json_part({"bus_bw": 12.5}, "p", 8, run) == nr._Part(12.5, 0)
+    assert pj._json_part({"bus_bw": 12.5}, "p", 8, run) == pj._Part(12.5, 0)
     assert run.malformed == []
-    assert nr._json_part([], "p", 8, run) is None
+    assert pj._json_part([], "p", 8, run) is None
     assert run.malformed == ["p is not an object"]
 
 
 def test_json_row_skips_what_is_not_a_result() -> None:
     run = Run()
-    assert nr._json_row(0, "x", run) is None
-    assert nr._json_row(1, {"size": True}, run) is None
-    assert nr._json_row(2, {"size": -1}, run) is None
+    assert pj._json_row(0, "x", run) is None
+    assert pj._json_row(1, {"size": True}, run) is None
+    assert pj._json_row(2, {"size": -1}, run) is None
     assert run.malformed == [
         "results[0] is not an object",
         "results[1].size is not a byte count",
         "results[2].size is not a byte count",
     ]
-    row = nr._json_row(3, {"size": 4, "out_of_place": {"bus_bw": 1}, "in_place": 5}, run)
-    assert row == Row(4, 1.0, None, 0)
+    row = pj._json_row(3, {"size": 4, "out_of_place": {"bus_bw": 1}, "in_place": 5}, run)
+    assert row == Row(size=4, busbw_oop=1.0, busbw_ip=None, wrong=0)
     assert run.malformed[-1] == "results[3].in_place is not an object"
 
 

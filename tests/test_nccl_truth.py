@@ -22,13 +22,14 @@ from nccllogs import IB_8X400, Log, openmpi, openmpi5, slurm, text, torchrun
 
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.nccl.report import Expectation
+from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.nccl.rules import NcclExpectation
 
 IB = IB_8X400
 GIB = 1 << 30
 
 
-def judge(files: dict[str, str] | str, exp: Expectation = IB) -> nccl_report.Report:
+def judge(files: dict[str, str] | str, exp: NcclExpectation = IB) -> nccl_report.NcclReport:
     return nccl_report.report({"run.log": files} if isinstance(files, str) else files, exp)
 
 
@@ -154,7 +155,9 @@ def test_kinds_not_bounded_by_the_line_rate_get_no_all_reduce_threshold(test: st
     doc = judge(text(Log(test=test, busbw=90.0)))
     assert doc.verdict == "INCONCLUSIVE", doc.reasons
     assert any("no stack threshold for" in r for r in doc.reasons)
-    own = Expectation(**{**IB.__dict__, "threshold_gbps": 80.0, "threshold_source": "--min-busbw"})
+    own = NcclExpectation(
+        **{**IB.__dict__, "threshold_gbps": 80.0, "threshold_source": "--min-busbw"}
+    )
     assert judge(text(Log(test=test, busbw=90.0)), own).verdict == "PASS"
 
 
@@ -291,11 +294,11 @@ def test_verify_nccl_with_a_test_missing_from_the_log_does_not_pass() -> None:
 def test_a_rail_scaled_min_busbw_is_the_users_threshold_for_every_kind() -> None:
     """verify sweep's one-rail runs scale --min-busbw ("--min-busbw x 1/8 rails"): still the
     user's own threshold, so it applies to alltoall too."""
-    exp = Expectation(threshold_gbps=45.0, threshold_source="--min-busbw x 1/8 rails")
-    bound = nccl_report.test_bound("alltoall_perf_mpi", 16, (), exp)
+    exp = NcclExpectation(threshold_gbps=45.0, threshold_source="--min-busbw x 1/8 rails")
+    bound = nccl_rules.test_bound("alltoall_perf_mpi", 16, (), exp)
     assert (bound.threshold_gbps, bound.no_threshold) == (45.0, None)
-    stack = Expectation(threshold_gbps=45.0, threshold_source="0.9 x line rate")
-    assert nccl_report.test_bound("alltoall_perf_mpi", 16, (), stack).threshold_gbps is None
+    stack = NcclExpectation(threshold_gbps=45.0, threshold_source="0.9 x line rate")
+    assert nccl_rules.test_bound("alltoall_perf_mpi", 16, (), stack).threshold_gbps is None
 
 
 def _avg_word(body: str, word: str) -> str:

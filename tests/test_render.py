@@ -73,13 +73,18 @@ def test_secrets_render_as_placeholders_and_charts_as_two_files() -> None:
         "stringData": {"UFM_PASSWORD": secret},
     }
     chart = HelmChart(
-        "https://example.invalid/charts", "demo", "1.0.0", "demo", "demo", {"a": {"b": 1}}
+        repository="https://example.invalid/charts",
+        chart="demo",
+        version="1.0.0",
+        namespace="demo",
+        release="demo",
+        values={"a": {"b": 1}},
     )
     plan = replace(
         plan_of(example_config("kind-dev"), "s"),
         items=(
-            Item("network/ufm-secret", Layer.NETWORK, K8sObject(body)),
-            Item("gpu/demo", Layer.GPU, chart),
+            Item(id="network/ufm-secret", layer=Layer.NETWORK, payload=K8sObject(body)),
+            Item(id="gpu/demo", layer=Layer.GPU, payload=chart),
         ),
     )
     files = render_files(plan)

@@ -228,7 +228,9 @@ def test_the_objects_in_apply_order() -> None:
     plan = example_plan("prod-ib", "kueue")
     req = JobRequest(tenant="research", kind="pytorchjob", entrypoint=(("t.py", "x"),))
     assert [o["kind"] for o in job_objects(plan, req)] == ["ConfigMap", "PyTorchJob"]
-    assert [o["kind"] for o in job_objects(plan, JobRequest("research", "mpijob"))] == ["MPIJob"]
+    assert [o["kind"] for o in job_objects(plan, JobRequest(tenant="research", kind="mpijob"))] == [
+        "MPIJob"
+    ]
 
 
 def test_a_file_named_like_a_parent_directory_is_refused(

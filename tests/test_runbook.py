@@ -20,7 +20,7 @@ from gpufabric.model.stackfile import load_stack, model_from_config
 from gpufabric.outputs.runbook import render
 from gpufabric.plan.build import build_plan
 from gpufabric.plan.pulls import collect
-from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 
 RUNBOOKS = REPO / "docs" / "runbooks"
 
@@ -121,7 +121,7 @@ def test_runbook_names_the_stacks_hardware_versions_and_thresholds(name: str) ->
         assert f"`{it.id}`" in text  # every item appears in a phase
     for component in ("gpu-operator", "network-operator", model.scheduling.gang):
         assert f"| {component} | {plan.components[component].version} |" in text
-    threshold = nccl_report.expectation(build_plan(name, model).facts, None).threshold_gbps
+    threshold = nccl_rules.expectation(build_plan(name, model).facts, None).threshold_gbps
     assert f"at least {threshold:g} GB/s" in text
     for tenant in model.tenants:
         assert f"`{tenant.namespace}`" in text

@@ -29,9 +29,15 @@ from gpufabric.model.versions import (
 CATALOG = Catalog(
     kubernetes=SpecifierSet(">=1.31,<1.35"),
     components={
-        "gpu-operator": Component("gpu-operator", "v26.7.0", "helm", "gpu-operator"),
-        "network-operator": Component("network-operator", "26.4.1", "helm", "nvidia-network"),
-        "nccl-tests": Component("nccl-tests", "cuda12-v2", "image", "default"),
+        "gpu-operator": Component(
+            name="gpu-operator", version="v26.7.0", source="helm", namespace="gpu-operator"
+        ),
+        "network-operator": Component(
+            name="network-operator", version="26.4.1", source="helm", namespace="nvidia-network"
+        ),
+        "nccl-tests": Component(
+            name="nccl-tests", version="cuda12-v2", source="image", namespace="default"
+        ),
     },
     rules=(
         Rule(

@@ -56,7 +56,7 @@ def quarantine(kube: Kube, name: str, fault: Fault, taint: str, now: str) -> boo
         if any(isinstance(t, dict) and t.get("key") == taint for t in taints):
             return None
         rec = Record(
-            record.QUARANTINED, fault.words, fault.source, now,
+            state=record.QUARANTINED, reason=fault.words, source=fault.source, since=now,
             cordoned=not spec.get("unschedulable"),
         )  # fmt: skip
         spec["taints"] = [*taints, {"key": taint, "value": fault.name, "effect": "NoSchedule"}]
@@ -87,7 +87,7 @@ def keep(kube: Kube, name: str, check: str, now: str) -> None:
 
 def release(kube: Kube, name: str, evidence: str, taint: str, now: str) -> bool:
     """Untaint the node, uncordon it when gpufabric cordoned it, and record the return.
-    Callers pass the evidence of a passing re-certification (recertify.Outcome.passed)."""
+    Callers pass the evidence of a passing re-certification (recertify.Recertification.passed)."""
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
         rec = record.read(node["metadata"].get("annotations"))

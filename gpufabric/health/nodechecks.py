@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufabric.health.arguments import API, PROBE, PROBE_TIMEOUT
+from gpufabric.exitcodes import CheckStatus
+from gpufabric.health.defaults import API, PROBE, PROBE_TIMEOUT
 from gpufabric.health.recertify import FleetDriver, driver_check
 from gpufabric.plan.build import Plan
 from gpufabric.verify import expect
-from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
+from gpufabric.verify.defaults import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError
 from gpufabric.verify.nodes import daemonset as probe_daemonset
@@ -38,7 +39,7 @@ class ProbeRun:
     """Seconds for the probe pods to be Running."""
     kubeconfig: str | None = None
     context: str | None = None
-    transport: fleet.Transport | None = None
+    transport: fleet.GatherTransport | None = None
     """How the gather script reaches a probe pod (default: ``kubectl exec`` through
     testinfra, as ``verify nodes --via-cluster``)."""
     poll: float = 5.0
@@ -62,10 +63,10 @@ def verdict(checks: Sequence[Check]) -> str:
     """A node's node checks in words: "" when they pass, else the first failing check, else
     the first one that could not be decided."""
     for c in checks:
-        if c.status == "FAIL":
+        if c.status == CheckStatus.FAIL:
             return f"node checks: {c.check}: {c.message}"
     for c in checks:
-        if c.status == "ERROR":
+        if c.status == CheckStatus.ERROR:
             return f"node checks could not run: {c.check}: {c.message}"
     if not checks:
         return "node checks could not run: no check ran"
@@ -124,7 +125,7 @@ def _with_driver(node: str, checks: list[Check], fleet: FleetDriver) -> list[Che
     return [*checks, driver_check(node, loaded, fleet, "loaded, read by the probe")]
 
 
-def _kubectl_transport() -> fleet.Transport:
+def _kubectl_transport() -> fleet.GatherTransport:
     probe_daemonset.require_kubectl()
     return fleet.testinfra_transport(probe_daemonset.HOST_ROOT)
 
@@ -132,7 +133,7 @@ def _kubectl_transport() -> fleet.Transport:
 def _judge(
     plan: Plan,
     probe: ProbeRun,
-    transport: fleet.Transport,
+    transport: fleet.GatherTransport,
     pods: Mapping[str, str],
     where: probe_daemonset.Placement,
     nodes: set[str],

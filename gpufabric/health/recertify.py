@@ -19,11 +19,12 @@ from gpufabric.health.decide import DRIVER_LABEL, NodeState
 from gpufabric.verify.nodes.checks import FLEET_DRIVER_CHECK
 from gpufabric.verify.results import Check, error, failed, passed
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.judge import NodeVerdict
 from gpufabric.verify.sweep.run import RunPair, SweepReport
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Recertification:
     """A quarantined node's re-certification."""
 
     node: str
@@ -106,23 +107,23 @@ def partners(states: Sequence[NodeState], wanted: int) -> list[str]:
     return sorted(healthy)[:wanted]
 
 
-def judge(report: SweepReport, candidates: Sequence[str], median_fraction: float) -> dict[str, Outcome]:  # fmt: skip
+def judge(report: SweepReport, candidates: Sequence[str], median_fraction: float) -> dict[str, Recertification]:  # fmt: skip
     """Each candidate's outcome from the sweep it ran in."""
-    good_bw = [r.busbw for r in report.nodes.values() if r.verdict == "GOOD" and r.busbw]
+    good_bw = [r.busbw for r in report.nodes.values() if r.verdict == NodeVerdict.GOOD and r.busbw]
     median = statistics.median(good_bw) if good_bw else None
-    out: dict[str, Outcome] = {}
+    out: dict[str, Recertification] = {}
     for node in candidates:
         r = report.nodes.get(node)
-        if r is None or r.verdict != "GOOD":
+        if r is None or r.verdict != NodeVerdict.GOOD:
             verdict = r.verdict if r is not None else "not run"
             note = f" ({r.note})" if r is not None and r.note else ""
             stopped = f"; sweep stopped: {report.stopped}" if report.stopped else ""
-            out[node] = Outcome(node, False, f"sweep: {verdict}{note}{stopped}")
+            out[node] = Recertification(node, False, f"sweep: {verdict}{note}{stopped}")
             continue
         if r.busbw is None or median is None:
-            out[node] = Outcome(node, False, "sweep: GOOD but no bus bandwidth to compare")
+            out[node] = Recertification(node, False, "sweep: GOOD but no bus bandwidth to compare")
         elif r.busbw < median_fraction * median:
-            out[node] = Outcome(
+            out[node] = Recertification(
                 node,
                 False,
                 f"sweep: busbw {r.busbw:g} GB/s below {median_fraction:g} x the median "
@@ -130,7 +131,7 @@ def judge(report: SweepReport, candidates: Sequence[str], median_fraction: float
             )
         else:
             partners_ = sorted({p for _, p, v in r.pairs if v == "PASS"})
-            out[node] = Outcome(
+            out[node] = Recertification(
                 node,
                 True,
                 f"sweep: GOOD with {', '.join(partners_)}; busbw {r.busbw:g} GB/s "
@@ -148,13 +149,13 @@ def run_sweep(
     median_fraction: float,
     stop: threading.Event | None = None,
     into: SweepReport | None = None,
-) -> dict[str, Outcome]:
+) -> dict[str, Recertification]:
     """Sweep the candidates with the partners (no topology: the partners are chosen for
     being healthy, not for their place); each candidate's outcome. An interruption
     propagates; what it proved until then stays in ``into``."""
-    report = into if into is not None else SweepReport({}, 0)
+    report = into if into is not None else SweepReport(nodes={}, rounds=0)
     sweep.sweep([*candidates, *partner_nodes], run_pair, concurrency, stop=stop, into=report, confirm=confirm)  # fmt: skip
     return judge(report, candidates, median_fraction)
 
 
-__all__ = ["FleetDriver", "Outcome", "driver_check", "fleet_driver", "judge", "node_checks", "partners", "run_sweep"]  # fmt: skip
+__all__ = ["FleetDriver", "Recertification", "driver_check", "fleet_driver", "judge", "node_checks", "partners", "run_sweep"]  # fmt: skip

@@ -13,7 +13,7 @@ QUARANTINED = "quarantined"
 RETURNED = "returned"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Record:
     """A node's quarantine as gpufabric health wrote it."""
 

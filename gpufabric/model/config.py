@@ -575,7 +575,7 @@ def _one_authority(value: Any) -> Any:
 
 
 def _known_authority(value: str) -> str:
-    known = authorities.names()
+    known = authorities.AUTHORITIES.names()
     if value not in known:
         raise PydanticCustomError(
             "gang",

@@ -15,12 +15,15 @@ import reprlib
 import types
 import typing
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from msgspec import Struct
 from msgspec.structs import force_setattr
 from pydantic import BaseModel, ValidationError
 
+from gpufabric.errors import GpufabricError
+from gpufabric.exitcodes import ExitCode
 from gpufabric.model.redaction import CONTROL, redact
 
 _INDEX = re.compile(r"(\[\d+\])+$")
@@ -79,8 +82,10 @@ class Problem(Struct, frozen=True, order=True):
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
-class StackError(Exception):
-    """A stack file that cannot be used; carries every problem found."""
+class StackError(GpufabricError):
+    """A stack file that cannot be used; carries every problem found (exit 2)."""
+
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, source: str, problems: Sequence[Problem]) -> None:
         self.source = source
@@ -93,6 +98,14 @@ class StackError(Exception):
         lines = [f"{self.source}: {count} {noun}"]
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
+
+    def message(self, command: str) -> str:
+        """The problems under their source: the stack file, or for a problem with the
+        command line (a source ``gpufabric <command>`` set by whichever module found it, such
+        as the job builder ``verify nccl`` shares with ``job``), the command the user ran."""
+        if self.source.startswith("gpufabric ") and not Path(self.source).exists():
+            return StackError(f"gpufabric {command}", self.problems).report()
+        return self.report()
 
 
 def join_path(parts: Iterable[str | int]) -> str:

@@ -2,7 +2,8 @@
 
 Each block becomes one nv-ipam IPPool that serves only the nodes under its leaf (a
 nodeSelector on the narrowest switch level of scheduling.topologyLevels) and one network
-named <rail>-<leaf> (docs/decisions.md, "Routed rails: a pool and a network per leaf block").
+named <rail>-<leaf> (docs/decisions/nics-and-fabric.md, "Routed rails: a pool and a network
+per leaf block").
 """
 
 from __future__ import annotations

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from gpufabric import storage as kinds
 from gpufabric.model.config import Fabric, GpuOperatorSettings, Tenant
 from gpufabric.model.problems import Problem
 from gpufabric.model.storage import CHECKPOINTS, ClaimSpec, Storage, StorageBackend
+from gpufabric.storage import KINDS, BackendKind, kinds
 
 OPEN_MODULES_GPUDIRECT = "dmabuf"
 """The fabric.gpuDirect value under which gpufabric runs the open kernel modules."""
 
 
-def backend_kind(backend: StorageBackend) -> kinds.BackendKind | None:
+def backend_kind(backend: StorageBackend) -> BackendKind | None:
     """The one kind whose key the backend sets (None: none or several)."""
-    chosen = [k for k in kinds.KINDS if k.selected(backend)]
+    chosen = [k for k in kinds() if k.selected(backend)]
     return chosen[0] if len(chosen) == 1 else None
 
 
@@ -71,7 +71,7 @@ def _backends(storage: Storage, tenants: Sequence[Tenant]) -> Iterator[Problem]:
         seen.setdefault(backend.name, i)
         kind = backend_kind(backend)
         if kind is None:
-            yield Problem(path, f"set exactly one of {', '.join(kinds.keys())}")
+            yield Problem(path, f"set exactly one of {', '.join(KINDS.names())}")
             continue
         yield from kind.problems(backend, path, backend.name in checkpoint_backends)
 

@@ -80,7 +80,7 @@ class ChartImage(Struct, frozen=True):
         return ref
 
 
-class Component(Struct, frozen=True):
+class Component(Struct, frozen=True, kw_only=True):
     """One upstream release a stack may install."""
 
     name: str

@@ -21,7 +21,7 @@ DEFAULT_PKEY = "0xffff"
 """The default partition (0x7fff) with full membership, as a port's pkey table shows it."""
 
 
-class Infiniband(Link):
+class InfinibandLink(Link):
     name = "infiniband"
     title = "InfiniBand"
     sysfs_link_layer = "InfiniBand"
@@ -104,7 +104,14 @@ class Infiniband(Link):
         secret["stringData"]["UFM_PASSWORD"] = SecretRef(
             "fabric.infiniband.ufm.password", ufm.password
         )
-        return [Item(ids.UFM_SECRET, Layer.NETWORK, K8sObject(secret), (ids.NETWORK_NAMESPACE,))]
+        return [
+            Item(
+                id=ids.UFM_SECRET,
+                layer=Layer.NETWORK,
+                payload=K8sObject(secret),
+                depends_on=(ids.NETWORK_NAMESPACE,),
+            )
+        ]
 
 
 def partitions(fabric: Fabric, tenants: Sequence[Tenant]) -> tuple[Partition, ...]:
@@ -176,4 +183,4 @@ def _section_problems(f: Fabric, mode: NicMode) -> Iterator[Problem]:
         )
 
 
-LINK = Infiniband()
+LINK = InfinibandLink()

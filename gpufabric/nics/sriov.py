@@ -22,7 +22,7 @@ DISRUPTIVE = "gpufabric.io/disruptive"
 """Annotation ``gpufabric diff`` reads: what applying a change to the object does to nodes."""
 
 
-class Sriov(NicMode):
+class SriovMode(NicMode):
     name = "sriov"
     has_rdma = True
     resource_prefix = RESOURCE_PREFIX
@@ -80,10 +80,10 @@ def _policy(ctx: PlanContext, rail: RailFacts, namespace: str) -> Item:
         {DISRUPTIVE: "creating or changing VFs drains and may reboot GPU nodes"},
     )
     return Item(
-        ids.sriov_policy(rail.name),
-        Layer.NETWORK,
-        body,
-        (ids.NETWORK_OPERATOR,),
+        id=ids.sriov_policy(rail.name),
+        layer=Layer.NETWORK,
+        payload=body,
+        depends_on=(ids.NETWORK_OPERATOR,),
         rail=rail.name,
     )
 
@@ -104,7 +104,9 @@ def _pool_config(ctx: PlanContext, namespace: str) -> Item:
         namespace,
         {DISRUPTIVE: "switching the RDMA subsystem to exclusive reboots GPU nodes"},
     )
-    return Item(ids.SRIOV_POOL, Layer.NETWORK, body, (ids.NETWORK_OPERATOR,))
+    return Item(
+        id=ids.SRIOV_POOL, layer=Layer.NETWORK, payload=body, depends_on=(ids.NETWORK_OPERATOR,)
+    )
 
 
-MODE = Sriov()
+MODE = SriovMode()

@@ -75,7 +75,7 @@ class FieldChange:
     new: Any
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ItemDiff:
     id: str
     what: str
@@ -339,7 +339,7 @@ def describe(item: Mapping[str, Any]) -> str:
     return f"{item['kind']} {ns}{item['name']}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChangedPair:
     """One item as a rule sees it: its plan entry, how it changed, its documents on both
     sides (empty where it does not exist) and the fields that differ."""
@@ -596,7 +596,7 @@ def classify(
     """The class of one item's change and the reasons for it: disruptive when any rule finds
     a disruption (its reasons first, then the replacements'), else replacing when any finds
     a replacement, else a plain update."""
-    pair = ChangedPair(item, change, old, new, fields)
+    pair = ChangedPair(item=item, change=change, old=old, new=new, fields=fields)
     verdicts = [v for rule in ITEM_RULES if (v := rule(pair)) is not None]
     for f in fields:
         verdicts += _field_verdicts(pair, f)
@@ -622,7 +622,14 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
         if item_id not in base.items:
             klass, reasons = classify(item, "added", {}, new, [])
             out.append(
-                ItemDiff(item_id, describe(item), "added", klass, reasons, field_changes({}, new))
+                ItemDiff(
+                    id=item_id,
+                    what=describe(item),
+                    change="added",
+                    klass=klass,
+                    reasons=reasons,
+                    fields=field_changes({}, new),
+                )
             )
             continue
         old = base.docs[item_id]
@@ -635,19 +642,28 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
         if not fields:
             continue
         klass, reasons = classify(item, "changed", old, new, fields)
-        out.append(ItemDiff(item_id, describe(item), "changed", klass, reasons, fields))
+        out.append(
+            ItemDiff(
+                id=item_id,
+                what=describe(item),
+                change="changed",
+                klass=klass,
+                reasons=reasons,
+                fields=fields,
+            )
+        )
     for item_id in reversed(list(base.items)):
         if item_id not in head.items:
             old = base.docs[item_id]
             klass, reasons = classify(base.items[item_id], "removed", old, {}, [])
             out.append(
                 ItemDiff(
-                    item_id,
-                    describe(base.items[item_id]),
-                    "removed",
-                    klass,
-                    reasons,
-                    field_changes(old, {}),
+                    id=item_id,
+                    what=describe(base.items[item_id]),
+                    change="removed",
+                    klass=klass,
+                    reasons=reasons,
+                    fields=field_changes(old, {}),
                 )
             )
     return out

@@ -55,7 +55,7 @@ _NOT_INSTALLED = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobRequest:
     tenant: str
     kind: JobKind
@@ -253,7 +253,7 @@ def default_name(req: JobRequest) -> str:
 # ------------------------------------------------------------------------- pod wiring
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Wiring:
     """What every GPU pod of a job gets, for one stack and tenant: read from the Plan's
     facts and the queueing authority, never from the raw stack."""
@@ -415,7 +415,7 @@ class Wiring:
 def wiring_for(plan: Plan, req: JobRequest) -> Wiring:
     """The wiring of a request this stack can run; StackError naming the option if not."""
     contract = check_request(plan.facts, req)
-    return Wiring(plan.facts, contract, plan.authority)
+    return Wiring(facts=plan.facts, contract=contract, authority=plan.authority)
 
 
 # ------------------------------------------------------------------------------- kinds

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from gpufabric.errors import GpufabricError
+from gpufabric.exitcodes import ExitCode
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
@@ -162,8 +164,14 @@ LOCK_WAIT_S = 300.0
 _FOREIGN_SHOWN = 8
 
 
-class OutputError(Exception):
-    """An output path gpufabric refuses to write (the user's files would be at risk)."""
+class OutputError(GpufabricError):
+    """An output path gpufabric refuses to write (the user's files would be at risk): exit 2,
+    said as a problem of the command's --out."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+    def message(self, command: str) -> str:
+        return f"gpufabric {command.split(' ', 1)[0]}: --out {self}"
 
 
 def _refused_roots() -> set[Path]:

@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ SWEEP_HINT = "drain the node and look at its NICs, cables and GPUs"
 FLAKY_HINT = "failed and passed: not drained on this record; re-run it with proven partners"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Source:
     """One input: the option it came from, the file, its SHA-256 (None: not given)."""
 
@@ -59,7 +59,7 @@ class Source:
     sha256: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckRow:
     check: str
     target: str
@@ -68,7 +68,7 @@ class CheckRow:
     hint: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Section:
     """The verdict one input gives, and why."""
 
@@ -202,11 +202,11 @@ def _check_row(entry: Any) -> CheckRow | None:
     if status not in STATUS_VERDICT or not _text(e.get("check")):
         return None
     return CheckRow(
-        _text(e.get("check")),
-        _text(e.get("target")),
-        str(status),
-        _text(e.get("message")),
-        _text(e.get("hint")),
+        check=_text(e.get("check")),
+        target=_text(e.get("target")),
+        status=str(status),
+        message=_text(e.get("message")),
+        hint=_text(e.get("hint")),
     )
 
 
@@ -228,7 +228,11 @@ def checks_section(source: Source, doc: Mapping[str, Any]) -> Section:
     summary = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n) or "no checks"
     suite = _text(doc.get("suite"))
     return Section(
-        source, worst(verdicts), f"{suite}: {summary}" if suite else summary, tuple(notes), checks
+        source=source,
+        verdict=worst(verdicts),
+        summary=f"{suite}: {summary}" if suite else summary,
+        notes=tuple(notes),
+        checks=checks,
     )
 
 
@@ -276,7 +280,9 @@ def nccl_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list[
         notes.append("no nccl-tests run in the document")
     best = [r.busbw_max for r in runs if r.busbw_max is not None]
     summary = f"{len(runs)} runs" + (f", best bus bandwidth {max(best):g} GB/s" if best else "")
-    return Section(source, worst(verdicts), summary, tuple(notes)), runs
+    return Section(
+        source=source, verdict=worst(verdicts), summary=summary, notes=tuple(notes)
+    ), runs
 
 
 def _sweep_node(name: str, entry: Any) -> SweepNode:
@@ -324,7 +330,9 @@ def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list
     rail_threshold = _number(doc.get("railThreshold"))
     if rail_threshold is not None and any(n.rails for n in nodes):
         summary += f"; rails alone judged against {rail_threshold:g} GB/s"
-    return Section(source, worst(verdicts), summary, tuple(notes)), nodes
+    return Section(
+        source=source, verdict=worst(verdicts), summary=summary, notes=tuple(notes)
+    ), nodes
 
 
 def sweep_skipped(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -336,8 +344,8 @@ def sweep_skipped(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------ page
 
 
-@dataclass(frozen=True)
-class Failure:
+@dataclass(frozen=True, kw_only=True)
+class FailureGroup:
     """Checks that did not pass for one reason, with the fix they share."""
 
     section: str
@@ -348,7 +356,7 @@ class Failure:
     """(target, message) of each."""
 
 
-def failures(inputs: Inputs) -> list[Failure]:
+def failures(inputs: Inputs) -> list[FailureGroup]:
     """What did not pass, grouped by (input, check, status, fix): failures before what
     could not be verified."""
     groups: dict[tuple[str, str, str, str], list[tuple[str, str]]] = {}
@@ -370,7 +378,10 @@ def failures(inputs: Inputs) -> list[Failure]:
             key = ("NCCL sweep", "nccl.sweep", status, hint)
             groups.setdefault(key, []).append((node.name, pairs or "no pair ran"))
     order = {title: i for i, (_o, title, _c) in enumerate(INPUTS + OPTIONAL_INPUTS)}
-    out = [Failure(s, c, st, h, tuple(sorted(w))) for (s, c, st, h), w in groups.items()]
+    out = [
+        FailureGroup(section=s, check=c, status=st, hint=h, where=tuple(sorted(w)))
+        for (s, c, st, h), w in groups.items()
+    ]
     return sorted(out, key=lambda f: (f.status != "FAIL", order[f.section], f.check, f.hint))
 
 
@@ -439,8 +450,8 @@ def render_html(inputs: Inputs) -> str:
 # ----------------------------------------------------------------------------- chart
 
 
-@dataclass(frozen=True)
-class Chart:
+@dataclass(frozen=True, kw_only=True)
+class BandwidthChart:
     """One run's bus bandwidth against message size, laid out for an inline SVG."""
 
     width: int
@@ -476,7 +487,7 @@ def _nice_step(top: float) -> float:
     return float(next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw))
 
 
-def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
+def chart(run: NcclRun, width: int = 640, height: int = 240) -> BandwidthChart | None:
     """None when the run has no row to draw (or only values no axis can hold)."""
     points = [p for p in run.points if 0 <= p.busbw < CHART_MAX_GBPS]
     if not points:
@@ -503,7 +514,19 @@ def chart(run: NcclRun, width: int = 640, height: int = 240) -> Chart | None:
     y_ticks = tuple((y_of(i * step), f"{i * step:g}") for i in range(int(ymax // step) + 1))
     threshold = y_of(limit) if limit else None
     line = " ".join(f"{x:g},{y:g}" for x, y in dots)
-    return Chart(width, height, line, dots, threshold, x_ticks, y_ticks, left, right, top, bottom)
+    return BandwidthChart(
+        width=width,
+        height=height,
+        line=line,
+        dots=dots,
+        threshold_y=threshold,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        left=left,
+        right=right,
+        top=top,
+        bottom=bottom,
+    )
 
 
 # ---------------------------------------------------------------------------- entry
@@ -524,10 +547,10 @@ OPTIONAL_INPUTS: tuple[tuple[str, str, str], ...] = (
 
 def _missing(source: Source) -> Section:
     return Section(
-        source,
-        Verdict.INCONCLUSIVE,
-        "not provided",
-        (f"run `{source.command} > FILE` and pass {source.option} FILE",),
+        source=source,
+        verdict=Verdict.INCONCLUSIVE,
+        summary="not provided",
+        notes=(f"run `{source.command} > FILE` and pass {source.option} FILE",),
     )
 
 
@@ -540,9 +563,9 @@ def load(files: Mapping[str, Sequence[Path]], title: str | None = None) -> Input
     for option, name, command in INPUTS + OPTIONAL_INPUTS:
         paths = list(files.get(option) or [])
         if not paths and (option, name, command) in INPUTS:
-            inputs.sections.append(_missing(Source(option, name, command)))
+            inputs.sections.append(_missing(Source(option=option, title=name, command=command)))
         for path in paths:
-            source = Source(option, name, command, str(path), None)
+            source = Source(option=option, title=name, command=command, path=str(path), sha256=None)
             stack = _add(inputs, source, path)
             if stack is not None and first is not None and stack != first[2]:
                 raise StackError(
@@ -595,7 +618,7 @@ def _add(inputs: Inputs, source: Source, path: Path) -> str | None:
         source.option, ("checks", list)
     )
     doc, digest = read_document(source, path, required, kind)
-    source = Source(source.option, source.title, source.command, source.path, digest)
+    source = replace(source, sha256=digest)
     stack = None
     if source.option == "--nccl":
         section, runs = nccl_section(source, doc)

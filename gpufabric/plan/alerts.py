@@ -23,7 +23,7 @@ GPU_PRESENCE_METRIC = "DCGM_FI_DEV_GPU_TEMP"
 nodes (the GPUs-missing and acceptance-stale rules count them per node)."""
 
 
-class AlertClass(Struct, frozen=True):
+class AlertClass(Struct, frozen=True, kw_only=True):
     """One failure class: the alert, what it means and where it leads."""
 
     alert: str
@@ -79,34 +79,34 @@ def _gpu(f: Facts) -> list[AlertClass]:
     return [
         *(_xid_alert(x) for x in m.xid_classes),
         AlertClass(
-            "GpuEccDoubleBit",
-            "gpufabric-gpu",
-            f"{by} (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0",
-            "0m",
-            "critical",
-            True,
-            "Uncorrectable (double-bit) ECC errors on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "drain the node and reset the GPU; replace it when the errors return",
+            alert="GpuEccDoubleBit",
+            group="gpufabric-gpu",
+            expr=f"{by} (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0",
+            for_="0m",
+            severity="critical",
+            quarantine=True,
+            summary="Uncorrectable (double-bit) ECC errors on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            action="drain the node and reset the GPU; replace it when the errors return",
         ),
         AlertClass(
-            "GpuRowRemapFailure",
-            "gpufabric-gpu",
-            f"{by} (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
-            "0m",
-            "critical",
-            True,
-            "Row remapping failed on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "the GPU is out of spare rows: drain the node and file an RMA",
+            alert="GpuRowRemapFailure",
+            group="gpufabric-gpu",
+            expr=f"{by} (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
+            for_="0m",
+            severity="critical",
+            quarantine=True,
+            summary="Row remapping failed on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            action="the GPU is out of spare rows: drain the node and file an RMA",
         ),
         AlertClass(
-            "GpuRowRemapPending",
-            "gpufabric-gpu",
-            f"{by} (DCGM_FI_DEV_ROW_REMAP_PENDING) > 0",
-            "15m",
-            "warning",
-            False,
-            "A row remap waits for a GPU reset on {{ $labels.node }} GPU {{ $labels.gpu }}",
-            "reset the GPU at the next idle window (drain, reset, re-certify)",
+            alert="GpuRowRemapPending",
+            group="gpufabric-gpu",
+            expr=f"{by} (DCGM_FI_DEV_ROW_REMAP_PENDING) > 0",
+            for_="15m",
+            severity="warning",
+            quarantine=False,
+            summary="A row remap waits for a GPU reset on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            action="reset the GPU at the next idle window (drain, reset, re-certify)",
         ),
     ]
 
@@ -114,9 +114,9 @@ def _gpu(f: Facts) -> list[AlertClass]:
 def _gpu_links(f: Facts) -> list[AlertClass]:
     return [
         AlertClass(
-            "GpuNvlinkErrorsRising",
-            "gpufabric-gpu",
-            " or ".join(
+            alert="GpuNvlinkErrorsRising",
+            group="gpufabric-gpu",
+            expr=" or ".join(
                 f"sum by (node, gpu) (increase({metric}[15m])) > 0"
                 for metric in (
                     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
@@ -124,24 +124,24 @@ def _gpu_links(f: Facts) -> list[AlertClass]:
                     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
                 )
             ),
-            "15m",
-            "warning",
-            False,
-            "NVLink CRC/replay/recovery errors keep rising on {{ $labels.node }} "
+            for_="15m",
+            severity="warning",
+            quarantine=False,
+            summary="NVLink CRC/replay/recovery errors keep rising on {{ $labels.node }} "
             "GPU {{ $labels.gpu }}",
-            "run gpufabric verify nodes and an NCCL all-reduce on the node; reseat or "
+            action="run gpufabric verify nodes and an NCCL all-reduce on the node; reseat or "
             "replace the NVLink/NVSwitch path when busbw drops",
         ),
         AlertClass(
-            "GpusMissing",
-            "gpufabric-gpu",
-            f"count by (node) ({GPU_PRESENCE_METRIC}) < {f.nodes.gpus_per_node}",
-            "10m",
-            "critical",
-            True,
-            f"{{{{ $labels.node }}}} reports {{{{ $value }}}} GPUs, the stack expects "
+            alert="GpusMissing",
+            group="gpufabric-gpu",
+            expr=f"count by (node) ({GPU_PRESENCE_METRIC}) < {f.nodes.gpus_per_node}",
+            for_="10m",
+            severity="critical",
+            quarantine=True,
+            summary=f"{{{{ $labels.node }}}} reports {{{{ $value }}}} GPUs, the stack expects "
             f"{f.nodes.gpus_per_node}",
-            "a GPU fell off the bus or its driver failed: drain, reboot, re-certify",
+            action="a GPU fell off the bus or its driver failed: drain, reboot, re-certify",
         ),
     ]
 
@@ -152,54 +152,54 @@ def _fabric(f: Facts) -> list[AlertClass]:
     sel = f'{{device=~"{"|".join(devices)}"}}' if devices else ""
     out = [
         AlertClass(
-            "RailDown",
-            "gpufabric-fabric",
+            alert="RailDown",
+            group="gpufabric-fabric",
             # Port state 4 is ACTIVE (ib_verbs); anything else carries no traffic.
-            f"node_infiniband_state_id{sel} != 4",
-            "2m",
-            "critical",
-            True,
-            "Rail port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} is not ACTIVE",
-            "check cable, transceiver and switch port; the node cannot run rail-aligned "
+            expr=f"node_infiniband_state_id{sel} != 4",
+            for_="2m",
+            severity="critical",
+            quarantine=True,
+            summary="Rail port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} is not ACTIVE",
+            action="check cable, transceiver and switch port; the node cannot run rail-aligned "
             "all-reduce until the port is ACTIVE again",
         ),
         AlertClass(
-            "RailFlapping",
-            "gpufabric-fabric",
-            f"increase(node_infiniband_link_downed_total{sel}[1h]) > 2",
-            "0m",
-            "warning",
-            False,
-            "Rail port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} went "
+            alert="RailFlapping",
+            group="gpufabric-fabric",
+            expr=f"increase(node_infiniband_link_downed_total{sel}[1h]) > 2",
+            for_="0m",
+            severity="warning",
+            quarantine=False,
+            summary="Rail port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} went "
             "down {{ $value }} times in an hour",
-            "replace the cable or transceiver; watch RailDown",
+            action="replace the cable or transceiver; watch RailDown",
         ),
         AlertClass(
-            "RailSymbolErrors",
-            "gpufabric-fabric",
-            f"rate(node_infiniband_symbol_error_total{sel}[1h]) * 3600 > "
+            alert="RailSymbolErrors",
+            group="gpufabric-fabric",
+            expr=f"rate(node_infiniband_symbol_error_total{sel}[1h]) * 3600 > "
             f"{m.symbol_errors_per_hour}",
-            "15m",
-            "warning",
-            False,
-            f"Symbol errors above {m.symbol_errors_per_hour} per hour on "
+            for_="15m",
+            severity="warning",
+            quarantine=False,
+            summary=f"Symbol errors above {m.symbol_errors_per_hour} per hour on "
             "{{ $labels.node }} {{ $labels.device }}/{{ $labels.port }}",
-            "the link's physical layer degrades: clean or replace the optics",
+            action="the link's physical layer degrades: clean or replace the optics",
         ),
     ]
     if f.fabric.pfc_priority is not None:
         p = f.fabric.pfc_priority
         out.append(
             AlertClass(
-                "PfcStorm",
-                "gpufabric-fabric",
-                f"rate(node_ethtool_received_prio{p}_pause[5m]) > {m.pfc_pauses_per_second}",
-                "5m",
-                "critical",
-                False,
-                f"{{{{ $labels.node }}}} {{{{ $labels.device }}}} receives more than "
+                alert="PfcStorm",
+                group="gpufabric-fabric",
+                expr=f"rate(node_ethtool_received_prio{p}_pause[5m]) > {m.pfc_pauses_per_second}",
+                for_="5m",
+                severity="critical",
+                quarantine=False,
+                summary=f"{{{{ $labels.node }}}} {{{{ $labels.device }}}} receives more than "
                 f"{m.pfc_pauses_per_second} PFC pauses/s on priority {p}",
-                "find the port that sends them (a stuck receiver): the switch's PFC watchdog "
+                action="find the port that sends them (a stuck receiver): the switch's PFC watchdog "
                 "and counters; quarantine the node whose NIC pauses",
             )
         )
@@ -232,15 +232,15 @@ def _fleet(f: Facts) -> list[AlertClass]:
     age = f.monitoring.acceptance_max_age_s
     return [
         AlertClass(
-            "AcceptanceStale",
-            "gpufabric-fleet",
-            _stale(age),
-            "1h",
-            "warning",
-            False,
-            "{{ $labels.node }} has no GOOD acceptance result from the last "
+            alert="AcceptanceStale",
+            group="gpufabric-fleet",
+            expr=_stale(age),
+            for_="1h",
+            severity="warning",
+            quarantine=False,
+            summary="{{ $labels.node }} has no GOOD acceptance result from the last "
             f"{age // 3600} hours (its last result is older, failed, or missing)",
-            "prove the node: gpufabric verify nccl (the runbook's acceptance phase), or its "
+            action="prove the node: gpufabric verify nccl (the runbook's acceptance phase), or its "
             "--sweep when the node's last result is BAD, FLAKY or UNKNOWN; when every GPU "
             "node fires, kube-state-metrics is not exporting the NodeAcceptance results",
         )

@@ -3,15 +3,14 @@
 The plan owns this interface (its builders, the runbook, ``gpufabric job`` and ``verify``
 call it); the authorities in :mod:`gpufabric.authorities` implement it. Keeping it here
 means nothing the ``gpufabric.plan`` package imports has to import the authorities back:
-:func:`get` finds an authority module by name at run time.
+:func:`get` finds an authority by name in the room's registry,
+:data:`gpufabric.authorities.AUTHORITIES`, which imports its module on first use.
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from functools import cache
 from typing import Any, ClassVar
 
 from gpufabric import authorities
@@ -195,17 +194,10 @@ class Authority(ABC):
         return None
 
 
-@cache
 def get(name: str) -> Authority:
-    """The authority of that name; KeyError for any other name (never a fallback)."""
-    if name not in authorities.names():
-        known = ", ".join(authorities.names())
-        raise KeyError(f"unknown queueing authority {name!r}; known: {known}")
-    module = importlib.import_module(f"{authorities.__name__}.{name}")
-    authority: Authority = module.AUTHORITY
-    if authority.name != name:
-        raise KeyError(f"module {name} declares authority {authority.name!r}")
-    return authority
+    """The authority of that name; UnknownChoice for any other name (never a fallback)."""
+    found: Authority = authorities.AUTHORITIES.member(name)
+    return found
 
 
 __all__ = ["Authority", "get"]

@@ -24,7 +24,7 @@ def command(stack: str, ic: InClusterHealth) -> list[str]:
     args = ["gpufabric", "--stacks-dir", ic.stacks_dir, "health", "--stack", stack]
     args += ["--tenant", ic.tenant, "--in-cluster", "--json"]
     # the API status only: the probe's privileged host-root pods are not the loop's to
-    # create (docs/decisions.md); an operator re-certifies with the probe from outside
+    # create (docs/decisions/health.md); an operator re-certifies with the probe from outside
     args += ["--node-checks", "api"]
     if ic.prometheus_url:
         args += ["--prometheus", ic.prometheus_url]

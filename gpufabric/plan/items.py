@@ -52,7 +52,7 @@ class SecretRef:
         return f"<secret:{self.path}>"
 
 
-class HelmChart(Struct, frozen=True):
+class HelmChart(Struct, frozen=True, kw_only=True):
     """A Helm chart release with values computed from the stack."""
 
     repository: str
@@ -168,14 +168,21 @@ def system_namespace(stack: str, item_id: str, layer: Layer, name: str, level: s
     """A namespace for something gpufabric installs, with its Pod Security level; kept in
     the cluster when it leaves the stack (it holds an operator and its state)."""
     body = render_object("system/namespace.yaml.j2", name=name, stack=stack, level=level)
-    return Item(item_id, layer, K8sObject(body), protect=True, retain_on_delete=True)
+    return Item(
+        id=item_id, layer=layer, payload=K8sObject(body), protect=True, retain_on_delete=True
+    )
 
 
 def object_item(
     item_id: str, layer: Layer, template: str, depends_on: tuple[str, ...] = (), **context: Any
 ) -> Item:
     """An item holding one object rendered from a template under manifests/templates/."""
-    return Item(item_id, layer, K8sObject(render_object(template, **context)), depends_on)
+    return Item(
+        id=item_id,
+        layer=layer,
+        payload=K8sObject(render_object(template, **context)),
+        depends_on=depends_on,
+    )
 
 
 def spec_object(
@@ -206,7 +213,7 @@ def spec_object(
 Payload = HelmChart | KustomizeOverlay | K8sObject
 
 
-class Item(Struct, frozen=True):
+class Item(Struct, frozen=True, kw_only=True):
     """One named thing to apply, its layer and the items it must follow."""
 
     id: str

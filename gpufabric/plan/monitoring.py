@@ -219,7 +219,12 @@ def _rule(ctx: PlanContext) -> Item:
         labels=m.selector_labels,
         groups=alerts.groups(ctx.facts),
     )
-    return Item(ids.MONITORING_RULES, Layer.MONITORING, K8sObject(body), _after_prometheus(ctx))
+    return Item(
+        id=ids.MONITORING_RULES,
+        layer=Layer.MONITORING,
+        payload=K8sObject(body),
+        depends_on=_after_prometheus(ctx),
+    )
 
 
 def _after_prometheus(ctx: PlanContext) -> tuple[str, ...]:
@@ -244,16 +249,20 @@ def _queue_monitor(ctx: PlanContext) -> list[Item]:
     )
     # In the authority's namespace, which its chart creates.
     after = (*_after_prometheus(ctx), ids.authority_chart(ctx.facts.gang.authority))
-    return [Item(ids.QUEUE_METRICS, Layer.MONITORING, K8sObject(body), after)]
+    return [
+        Item(
+            id=ids.QUEUE_METRICS, layer=Layer.MONITORING, payload=K8sObject(body), depends_on=after
+        )
+    ]
 
 
 def _dashboards(ctx: PlanContext) -> list[Item]:
     m = ctx.facts.monitoring
     return [
         Item(
-            ids.dashboard(name),
-            Layer.MONITORING,
-            K8sObject(
+            id=ids.dashboard(name),
+            layer=Layer.MONITORING,
+            payload=K8sObject(
                 render_object(
                     "monitoring/dashboard.yaml.j2",
                     stack=ctx.stack,
@@ -263,7 +272,7 @@ def _dashboards(ctx: PlanContext) -> list[Item]:
                     dashboard=json.dumps(board, sort_keys=True, indent=1),
                 )
             ),
-            _after_prometheus(ctx),
+            depends_on=_after_prometheus(ctx),
         )
         for name, board in dashboards.boards(ctx.facts).items()
     ]
@@ -272,9 +281,9 @@ def _dashboards(ctx: PlanContext) -> list[Item]:
 def _node_problem_detector(ctx: PlanContext) -> Item:
     component = ctx.components[NPD_COMPONENT]
     return Item(
-        ids.NODE_PROBLEM_DETECTOR,
-        Layer.MONITORING,
-        upstream_overlay(
+        id=ids.NODE_PROBLEM_DETECTOR,
+        layer=Layer.MONITORING,
+        payload=upstream_overlay(
             component,
             "overlays/node-problem-detector",
             monitor=json.dumps(alerts.kernel_monitor(ctx.facts), indent=2, sort_keys=True),
@@ -295,9 +304,9 @@ def build(ctx: PlanContext) -> list[Item]:
                 ctx.stack, ids.MONITORING_NAMESPACE, Layer.MONITORING, m.namespace, "privileged"
             ),
             Item(
-                ids.PROMETHEUS,
-                Layer.MONITORING,
-                helm_chart(component, prometheus_values(ctx)),
+                id=ids.PROMETHEUS,
+                layer=Layer.MONITORING,
+                payload=helm_chart(component, prometheus_values(ctx)),
                 # Its kube-state-metrics exports NodeAcceptance: the CRD comes first.
                 depends_on=(ids.MONITORING_NAMESPACE, ids.NODE_ACCEPTANCE_CRD),
                 # The chart carries the Prometheus Operator CRDs: deleting it deletes every

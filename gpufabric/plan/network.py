@@ -212,10 +212,10 @@ def build(ctx: PlanContext) -> list[Item]:
         chart_deps.append(ids.GPU_OPERATOR)  # NFD (and its labels) come from there
     items.append(
         Item(
-            ids.NETWORK_OPERATOR,
-            Layer.NETWORK,
-            helm_chart(operator, chart_values(ctx)),
-            tuple(chart_deps),
+            id=ids.NETWORK_OPERATOR,
+            layer=Layer.NETWORK,
+            payload=helm_chart(operator, chart_values(ctx)),
+            depends_on=tuple(chart_deps),
             protect=True,
         )
     )
@@ -224,9 +224,9 @@ def build(ctx: PlanContext) -> list[Item]:
     items += link_items
     items.append(
         Item(
-            ids.NIC_POLICY,
-            Layer.NETWORK,
-            spec_object(
+            id=ids.NIC_POLICY,
+            layer=Layer.NETWORK,
+            payload=spec_object(
                 ctx.stack,
                 "mellanox.com/v1alpha1",
                 "NicClusterPolicy",
@@ -234,7 +234,7 @@ def build(ctx: PlanContext) -> list[Item]:
                 policy_spec(ctx),
                 annotations={"pulumi.com/waitFor": STATE_READY},
             ),
-            (ids.NETWORK_OPERATOR, *(it.id for it in link_items)),
+            depends_on=(ids.NETWORK_OPERATOR, *(it.id for it in link_items)),
         )
     )
     multus_dep = _multus(ctx, items)
@@ -275,9 +275,9 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
         return ids.NIC_POLICY
     items.append(
         Item(
-            ids.MULTUS,
-            Layer.NETWORK,
-            upstream_overlay(
+            id=ids.MULTUS,
+            layer=Layer.NETWORK,
+            payload=upstream_overlay(
                 ctx.components["multus"],
                 "overlays/multus-thick",
                 daemon_config=json.dumps(multus_daemon_config(ctx.facts.fabric), indent=4),
@@ -301,7 +301,15 @@ def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str
         for item_id, nad, kind, pool, spec in objects:
             body = spec_object(ctx.stack, IPAM_API, kind, pool, spec, namespace=namespace)
             # nv-ipam and its CRDs come with the policy
-            items.append(Item(item_id, Layer.NETWORK, body, (ids.NIC_POLICY,), rail=rail.name))
+            items.append(
+                Item(
+                    id=item_id,
+                    layer=Layer.NETWORK,
+                    payload=body,
+                    depends_on=(ids.NIC_POLICY,),
+                    rail=rail.name,
+                )
+            )
             pools[nad] = item_id
     return pools
 
@@ -341,10 +349,10 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
                 item_id = ids.nad(net.nad, tenant.namespace if tenant is not None else None)
                 items.append(
                     Item(
-                        item_id,
-                        Layer.NETWORK,
-                        K8sObject(body),
-                        tuple(dict.fromkeys([ns_id, *deps, pools[net.nad]])),
+                        id=item_id,
+                        layer=Layer.NETWORK,
+                        payload=K8sObject(body),
+                        depends_on=tuple(dict.fromkeys([ns_id, *deps, pools[net.nad]])),
                         rail=rail.name,
                     )
                 )

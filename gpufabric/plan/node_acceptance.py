@@ -176,7 +176,9 @@ def _crd(ctx: PlanContext) -> Item:
         sources=SOURCES,
     )
     # Deleting a CRD deletes every result: kept like the other CRDs gpufabric installs.
-    return Item(item.id, item.layer, item.payload, protect=True, holds=f"{KIND} results")
+    return Item(
+        id=item.id, layer=item.layer, payload=item.payload, protect=True, holds=f"{KIND} results"
+    )
 
 
 def _role(ctx: PlanContext, item_id: str, name: str, rules: tuple[dict[str, Any], ...]) -> Item:

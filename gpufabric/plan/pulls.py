@@ -45,7 +45,10 @@ class Image(Struct):
         return split_registry(self.upstream)[0]
 
 
-class Chart(Struct, frozen=True):
+class PulledChart(Struct, frozen=True, kw_only=True):
+    """A Helm chart the stack installs: its upstream repository and the repository it is
+    pulled from through the stack's mirrors."""
+
     component: str
     repository: str
     chart: str
@@ -53,7 +56,7 @@ class Chart(Struct, frozen=True):
     pulled_repository: str
 
 
-class Manifest(Struct, frozen=True):
+class Manifest(Struct, frozen=True, kw_only=True):
     component: str
     url: str
     pulled_url: str
@@ -67,7 +70,7 @@ class StackSources(Struct, frozen=True):
     """What one stack pulls, in plan order."""
 
     stack: str
-    charts: tuple[Chart, ...]
+    charts: tuple[PulledChart, ...]
     manifests: tuple[Manifest, ...]
     images: tuple[Image, ...]
     mirrored: bool
@@ -107,7 +110,7 @@ def collect(stack: str, model: StackModel) -> StackSources:
     """Everything ``stack`` pulls, each with what it is pulled as through the mirrors."""
     mirrors: Mirrors = model.sources.mirrors()
     plan = build_plan(stack, model.model_copy(update={"sources": Sources()}))
-    charts: list[Chart] = []
+    charts: list[PulledChart] = []
     manifests: list[Manifest] = []
     images: dict[str, Image] = {}
 
@@ -123,12 +126,12 @@ def collect(stack: str, model: StackModel) -> StackSources:
         if isinstance(payload, HelmChart):
             component = plan.components[payload.release]
             charts.append(
-                Chart(
-                    component.name,
-                    payload.repository,
-                    payload.chart,
-                    payload.version,
-                    mirrors.chart_repository(payload.repository),
+                PulledChart(
+                    component=component.name,
+                    repository=payload.repository,
+                    chart=payload.chart,
+                    version=payload.version,
+                    pulled_repository=mirrors.chart_repository(payload.repository),
                 )
             )
             if component.version != load_catalog().components[component.name].version:
@@ -169,8 +172,14 @@ def _manifest(component: str, url: str | None, mirrors: Mirrors) -> Manifest:
     pulled_url = mirrors.manifest(url)
     base = remote_base(url) if pulled_url != url else None
     if base is None:
-        return Manifest(component, url, pulled_url)
-    return Manifest(component, url, pulled_url, base.build_command, base.local_file)
+        return Manifest(component=component, url=url, pulled_url=pulled_url)
+    return Manifest(
+        component=component,
+        url=url,
+        pulled_url=pulled_url,
+        build=base.build_command,
+        build_file=base.local_file,
+    )
 
 
 def _system_namespaces(items: Iterable[Item]) -> tuple[str, ...]:
@@ -222,9 +231,9 @@ def air_gap_problems(pulled: StackSources) -> list[Problem]:
 
 
 __all__ = [
-    "Chart",
     "Image",
     "Manifest",
+    "PulledChart",
     "StackSources",
     "air_gap_problems",
     "collect",

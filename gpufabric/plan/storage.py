@@ -7,19 +7,19 @@ tenant's claims and storage quota.
 
 from __future__ import annotations
 
-from gpufabric import storage as kinds
 from gpufabric.model.config import StackModel
 from gpufabric.model.storage import CHECKPOINTS, ClaimSpec, Storage, show_size, size_bytes
 from gpufabric.plan import ids
 from gpufabric.plan.context import LayerContext
 from gpufabric.plan.facts import BackendFacts, ClaimFacts, TenantStorage
 from gpufabric.plan.items import Item, Layer, PlanError, helm_chart, object_item, system_namespace
+from gpufabric.storage import kinds
 
 
 def _backend_facts(stack: str, storage: Storage) -> tuple[BackendFacts, ...]:
     out: list[BackendFacts] = []
     for backend in storage.backends:
-        kind = next((k for k in kinds.KINDS if k.selected(backend)), None)
+        kind = next((k for k in kinds() if k.selected(backend)), None)
         if kind is None:
             raise PlanError(f"storage backend {backend.name} has no kind (validation missed it)")
         out.append(kind.facts(backend, stack))
@@ -135,7 +135,13 @@ def build(ctx: LayerContext) -> list[Item]:
             # A claim holds the tenant's checkpoints and data: a stack that drops it leaves it
             # (and its volume) in the cluster rather than deleting them.
             items.append(
-                Item(item.id, item.layer, item.payload, item.depends_on, retain_on_delete=True)
+                Item(
+                    id=item.id,
+                    layer=item.layer,
+                    payload=item.payload,
+                    depends_on=item.depends_on,
+                    retain_on_delete=True,
+                )
             )
     return items
 

@@ -158,15 +158,18 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
         namespaces=namespaces,
     )
     return [
-        Item(ids.TENANT_POLICY, Layer.TENANTS, K8sObject(policy)),
+        Item(id=ids.TENANT_POLICY, layer=Layer.TENANTS, payload=K8sObject(policy)),
         Item(
-            ids.TENANT_BINDING, Layer.TENANTS, K8sObject(binding), depends_on=(ids.TENANT_POLICY,)
+            id=ids.TENANT_BINDING,
+            layer=Layer.TENANTS,
+            payload=K8sObject(binding),
+            depends_on=(ids.TENANT_POLICY,),
         ),
-        Item(ids.TENANT_OBJECTS_POLICY, Layer.TENANTS, K8sObject(objects)),
+        Item(id=ids.TENANT_OBJECTS_POLICY, layer=Layer.TENANTS, payload=K8sObject(objects)),
         Item(
-            ids.TENANT_OBJECTS_BINDING,
-            Layer.TENANTS,
-            K8sObject(objects_binding),
+            id=ids.TENANT_OBJECTS_BINDING,
+            layer=Layer.TENANTS,
+            payload=K8sObject(objects_binding),
             depends_on=(ids.TENANT_OBJECTS_POLICY,),
         ),
         object_item(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gpufabric.model.problems import Problem
 from gpufabric.model.storage import StorageBackend
 from gpufabric.plan.facts import BackendFacts
 
 
+@runtime_checkable
 class BackendKind(Protocol):
     """One kind of storage backend."""
 

@@ -55,8 +55,8 @@ class Expectation:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Expectation:
         data = dict(data)
-        if data.get("fabric") not in nics.link_names():
-            known = ", ".join(nics.link_names())
+        if data.get("fabric") not in nics.LINKS.names():
+            known = ", ".join(nics.LINKS.names())
             raise ValueError(
                 f"fabric {data.get('fabric')!r} is not a fabric type; expected {known}"
             )

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from gpufabric.errors import GpufabricError
+from gpufabric.exitcodes import ExitCode
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.redaction import redact
 
@@ -29,10 +31,13 @@ IRREGULAR_PLURALS = {
 }
 
 
-class KubeError(Exception):
-    """The cluster could not be asked (config, connection, permission, time). Its message is
-    redacted: a kubeconfig's server URL (and the client's errors quoting it) may carry a
-    user, password or token."""
+class KubeError(GpufabricError):
+    """The cluster could not be asked (config, connection, permission, time): exit 3, while
+    a check runs. Its message is redacted: a kubeconfig's server URL (and the client's errors
+    quoting it) may carry a user, password or token."""
+
+    exit_code = ExitCode.UNREACHABLE
+    check_only = True
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))

@@ -1,7 +1,8 @@
 """One result model for every ``gpufabric verify`` command, and its three outputs.
 
 A check is PASS, FAIL, SKIP (does not apply to this stack or node) or ERROR (could not be
-decided: a file unreadable, a tool missing, the API refusing). The checks' verdict is FAIL
+decided: a file unreadable, a tool missing, the API refusing): a
+:class:`gpufabric.exitcodes.CheckStatus`. The checks' verdict is FAIL
 when anything failed, else INCONCLUSIVE when anything could not be decided, else PASS; its
 exit code comes from the one verdict table (:data:`gpufabric.exitcodes.VERDICT_EXIT`: 0 PASS,
 4 FAIL, 5 INCONCLUSIVE), as ``gpufabric nccl-report``'s does.
@@ -14,18 +15,19 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from gpufabric.exitcodes import ExitCode, Verdict
+from gpufabric.errors import GpufabricError
+from gpufabric.exitcodes import CheckStatus, ExitCode, Verdict
 from gpufabric.model.redaction import printable
 
 
-class SuiteError(Exception):
-    """pytest could not run the suite (bad --hosts, missing backend tool, ...)."""
+class SuiteError(GpufabricError):
+    """pytest could not run the suite (bad --hosts, missing backend tool, ...): the hosts
+    could not be asked (exit 3, while a check runs)."""
 
-
-Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
-STATUSES: tuple[Status, ...] = ("PASS", "FAIL", "SKIP", "ERROR")
+    exit_code = ExitCode.UNREACHABLE
+    check_only = True
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Check:
     check: str
     """Stable identifier, e.g. ``rail.rail0.port``."""
     target: str
-    status: Status
+    status: CheckStatus
     message: str
     hint: str = ""
     """What to look at or change when the check did not pass."""
@@ -46,27 +48,27 @@ class Check:
 
 
 def passed(check: str, target: str, message: str, **details: Any) -> Check:
-    return Check(check, target, "PASS", message, details=details)
+    return Check(check, target, CheckStatus.PASS, message, details=details)
 
 
 def failed(check: str, target: str, message: str, hint: str = "", **details: Any) -> Check:
-    return Check(check, target, "FAIL", message, hint, details)
+    return Check(check, target, CheckStatus.FAIL, message, hint, details)
 
 
 def skipped(check: str, target: str, message: str) -> Check:
-    return Check(check, target, "SKIP", message)
+    return Check(check, target, CheckStatus.SKIP, message)
 
 
 def error(check: str, target: str, message: str, hint: str = "") -> Check:
-    return Check(check, target, "ERROR", message, hint)
+    return Check(check, target, CheckStatus.ERROR, message, hint)
 
 
 def verdict(checks: Iterable[Check]) -> Verdict:
     """FAIL when a check failed, else INCONCLUSIVE when one errored (or none ran), else PASS."""
     statuses = {c.status for c in checks}
-    if "FAIL" in statuses:
+    if CheckStatus.FAIL in statuses:
         return Verdict.FAIL
-    if "ERROR" in statuses or not statuses:
+    if CheckStatus.ERROR in statuses or not statuses:
         return Verdict.INCONCLUSIVE
     return Verdict.PASS
 
@@ -76,8 +78,9 @@ def exit_code(checks: Iterable[Check]) -> ExitCode:
 
 
 def counts(checks: Iterable[Check]) -> dict[str, int]:
+    """How many checks ended in each status, every status named (PASS, FAIL, SKIP, ERROR)."""
     c = Counter(ch.status for ch in checks)
-    return {s: c.get(s, 0) for s in STATUSES}
+    return {s.value: c.get(s, 0) for s in CheckStatus}
 
 
 def document(suite: str, checks: Sequence[Check]) -> dict[str, Any]:
@@ -103,7 +106,7 @@ def format_table(title: str, checks: Sequence[Check]) -> str:
     lines = [f"{'TARGET':<{w_target}}  {'CHECK':<{w_check}}  {'STATUS':<6}  DETAIL"]
     for c in checks:
         lines.append(f"{c.target:<{w_target}}  {c.check:<{w_check}}  {c.status:<6}  {c.message}")
-        if c.hint and c.status in ("FAIL", "ERROR"):
+        if c.hint and c.status in (CheckStatus.FAIL, CheckStatus.ERROR):
             lines.append(f"{'':<{w_target}}  {'':<{w_check}}  {'':<6}  -> {c.hint}")
     n = counts(checks)
     summary = ", ".join(f"{v} {k.lower()}" for k, v in n.items() if v)
@@ -115,25 +118,28 @@ def junit_xml(suite: str, checks: Sequence[Check]) -> str:
     """JUnit XML as CI systems read it: one testcase per check, classname = target."""
     n = counts(checks)
     root = ET.Element(
-        "testsuites", name="gpufabric verify", tests=str(len(checks)), failures=str(n["FAIL"])
+        "testsuites",
+        name="gpufabric verify",
+        tests=str(len(checks)),
+        failures=str(n[CheckStatus.FAIL]),
     )
     ts = ET.SubElement(
         root,
         "testsuite",
         name=suite,
         tests=str(len(checks)),
-        failures=str(n["FAIL"]),
-        errors=str(n["ERROR"]),
-        skipped=str(n["SKIP"]),
+        failures=str(n[CheckStatus.FAIL]),
+        errors=str(n[CheckStatus.ERROR]),
+        skipped=str(n[CheckStatus.SKIP]),
     )
     for c in checks:
         tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{c.target}", name=c.check)
         text = c.message + (f"\nhint: {c.hint}" if c.hint else "")
-        if c.status == "FAIL":
+        if c.status == CheckStatus.FAIL:
             ET.SubElement(tc, "failure", message=c.message).text = text
-        elif c.status == "ERROR":
+        elif c.status == CheckStatus.ERROR:
             ET.SubElement(tc, "error", message=c.message).text = text
-        elif c.status == "SKIP":
+        elif c.status == CheckStatus.SKIP:
             ET.SubElement(tc, "skipped", message=c.message)
         else:
             ET.SubElement(tc, "system-out").text = c.message

@@ -15,10 +15,10 @@ from gpufabric.plan import authority as registry
 
 
 def test_the_authorities_are_the_modules_of_the_package() -> None:
-    assert authorities.names() == ("kueue", "volcano")
+    assert authorities.AUTHORITIES.names() == ("kueue", "volcano")
 
 
-@pytest.mark.parametrize("name", authorities.names())
+@pytest.mark.parametrize("name", authorities.AUTHORITIES.names())
 def test_each_authority_is_complete_pinned_and_has_its_runbook_fragment(name: str) -> None:
     authority = registry.get(name)
     assert isinstance(authority, Authority)
@@ -46,7 +46,7 @@ def test_the_stack_model_accepts_exactly_the_authority_modules() -> None:
     assert "'kueue' or 'volcano'" in message
 
 
-@pytest.mark.parametrize("name", authorities.names())
+@pytest.mark.parametrize("name", authorities.AUTHORITIES.names())
 def test_each_authority_names_queues_and_flags_for_its_jobs(name: str) -> None:
     authority = registry.get(name)
     assert authority.queue_name("team-a")
@@ -54,7 +54,7 @@ def test_each_authority_names_queues_and_flags_for_its_jobs(name: str) -> None:
     assert levels == ("topology.gpufabric.io/leaf", "kubernetes.io/hostname")
 
 
-@pytest.mark.parametrize("name", authorities.names())
+@pytest.mark.parametrize("name", authorities.AUTHORITIES.names())
 def test_each_authority_has_a_settings_module_the_stack_model_mixes_in(name: str) -> None:
     from gpufabric.authorities.settings import AuthoritySettings
 

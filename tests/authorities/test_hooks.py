@@ -32,7 +32,7 @@ def _macros(template: str) -> set[str]:
     return {m.name for m in env.parse(source).find_all(nodes.Macro)}
 
 
-@pytest.mark.parametrize("name", authorities.names())
+@pytest.mark.parametrize("name", authorities.AUTHORITIES.names())
 def test_each_fragment_defines_exactly_the_declared_macros(name: str) -> None:
     authority = registry.get(name)
     assert _macros(authority.runbook_fragment) == set(authority.runbook_macros)
@@ -91,7 +91,7 @@ def test_the_name_check_sees_a_comparison() -> None:
 # ------------------------------------------------------------------- pod hooks
 
 
-@pytest.mark.parametrize("name", authorities.names())
+@pytest.mark.parametrize("name", authorities.AUTHORITIES.names())
 def test_the_real_authorities_leave_pod_scheduler_and_labels_alone(name: str) -> None:
     authority = registry.get(name)
     contract = next(iter(plan_of(example_config("lab-roce")).facts.tenants.values()))
@@ -110,7 +110,7 @@ def test_pod_hooks_reach_every_gpu_pod() -> None:
     plan = plan_of(example_config("lab-roce"))
     tenant = next(iter(plan.facts.tenants))
     wiring = wiring_for(plan, JobRequest(tenant=tenant, kind="mpijob"))
-    hooked = Wiring(wiring.facts, wiring.contract, _Labelled())
+    hooked = Wiring(facts=wiring.facts, contract=wiring.contract, authority=_Labelled())
     pod: dict[str, Any] = hooked.gpu_pod({"name": "c"})
     assert pod["spec"]["schedulerName"] == "gang-scheduler"
     assert pod["metadata"]["labels"] == {"example.com/tenant": tenant}

@@ -40,28 +40,33 @@ def test_charts_and_objects_register_with_their_inputs() -> None:
     secret = SecretRef("fabric.infiniband.ufm.password", SecretValue(plaintext="hunter2"))
     items = (
         Item(
-            "gpu/gpu-operator",
-            Layer.GPU,
-            HelmChart(
-                "https://helm.ngc.nvidia.com/nvidia",
-                "gpu-operator",
-                "v26.7.0",
-                "gpu-operator",
-                "gpu-operator",
-                {"driver": {"rdma": {"enabled": False}}},
+            id="gpu/gpu-operator",
+            layer=Layer.GPU,
+            payload=HelmChart(
+                repository="https://helm.ngc.nvidia.com/nvidia",
+                chart="gpu-operator",
+                version="v26.7.0",
+                namespace="gpu-operator",
+                release="gpu-operator",
+                values={"driver": {"rdma": {"enabled": False}}},
             ),
         ),
         Item(
-            "scheduling/kueue",
-            Layer.SCHEDULING,
-            HelmChart(
-                "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system", "kueue", {}
+            id="scheduling/kueue",
+            layer=Layer.SCHEDULING,
+            payload=HelmChart(
+                repository="oci://registry.k8s.io/kueue/charts",
+                chart="kueue",
+                version="0.19.2",
+                namespace="kueue-system",
+                release="kueue",
+                values={},
             ),
         ),
         Item(
-            "network/ufm",
-            Layer.NETWORK,
-            K8sObject(
+            id="network/ufm",
+            layer=Layer.NETWORK,
+            payload=K8sObject(
                 {
                     "apiVersion": "v1",
                     "kind": "Secret",

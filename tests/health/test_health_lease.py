@@ -13,7 +13,7 @@ from builders import gpu_node
 from fake_kube import FakeKube
 
 from gpufabric.cli import main, parser
-from gpufabric.health import command, lease
+from gpufabric.health import lease, passes
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
 from gpufabric.verify.kube import Kube
@@ -36,11 +36,11 @@ def plan() -> Plan:
     return load_stack(STACK, None).plan
 
 
-def run_pass(fake: FakeKube, tmp_path: Path, plan: Plan, me: str, *extra: str) -> command.PassReport:  # fmt: skip
+def run_pass(fake: FakeKube, tmp_path: Path, plan: Plan, me: str, *extra: str) -> passes.PassReport:  # fmt: skip
     cfg = str(fake.kubeconfig(tmp_path))
     argv = ["health", "--stack", STACK, "--tenant", TENANT, "--kubeconfig", cfg, "--context", "fake", "--node-checks", "api", "--max-quarantined", "2", "--max-fraction", "0.5", *extra]  # fmt: skip
     args = parser().parse_args(argv)
-    return command.guarded_pass(plan, args, Kube(args.kubeconfig, "fake"), me, clock=lambda: NOW)
+    return passes.guarded_pass(plan, args, Kube(args.kubeconfig, "fake"), me, clock=lambda: NOW)
 
 
 def lease_path(plan: Plan) -> str:

@@ -29,7 +29,7 @@ from fleetfake import LatencyTransport, gather_checks
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.cli import main, parser
-from gpufabric.health import command, record
+from gpufabric.health import passes, record
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
 from gpufabric.verify import expect
@@ -164,7 +164,7 @@ def fake() -> Iterator[FakeKube]:
         yield f
 
 
-def fleet(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+def fleet(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
     """Every sweep job passes at full bandwidth; the jobs run are recorded on the function."""
     JOBS.append(pair)
     return nccl_report.report({"+".join(pair): text(Log(hosts=pair, busbw=370.0))}, IB_8X400)
@@ -178,11 +178,11 @@ def argv(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
     return ["health", "--stack", STACK, "--tenant", TENANT, "--kubeconfig", cfg, "--context", "fake", "--max-fraction", "0.5", "--poll", "0.01", *extra]  # fmt: skip
 
 
-def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, trees: dict[str, Path] | None = None, *extra: str, at: dt.datetime = NOW) -> command.PassReport:  # fmt: skip
+def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, trees: dict[str, Path] | None = None, *extra: str, at: dt.datetime = NOW) -> passes.PassReport:  # fmt: skip
     args = parser().parse_args(argv(fake, tmp_path, *extra))
     transport = LatencyTransport(Trees(trees or {}))
     kube = Kube(args.kubeconfig, "fake")
-    return command.one_pass(plan, args, kube, run_pair=fleet, clock=lambda: at, transport=transport)  # fmt: skip
+    return passes.one_pass(plan, args, kube, run_pair=fleet, clock=lambda: at, transport=transport)  # fmt: skip
 
 
 def quarantined_and_cleared(fake: FakeKube, tmp_path: Path, plan: Plan, *names: str) -> None:
@@ -195,7 +195,7 @@ def quarantined_and_cleared(fake: FakeKube, tmp_path: Path, plan: Plan, *names: 
     JOBS.clear()
 
 
-def acts(report: command.PassReport) -> dict[str, list[str]]:
+def acts(report: passes.PassReport) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for row in report.rows:
         out.setdefault(row["action"], []).append(row["node"])
@@ -250,7 +250,7 @@ def test_an_unreachable_probe_pod_is_could_not_run_never_a_pass(fake: FakeKube, 
     args = parser().parse_args(argv(fake, tmp_path))
     trees = Trees({"gpu-03": tree(tmp_path, plan, "gpu-03")})
     dead = LatencyTransport(trees, dead=_Everything())  # kubectl exec fails every time
-    report = command.one_pass(plan, args, Kube(args.kubeconfig, "fake"), run_pair=fleet, clock=lambda: LATER, transport=dead)  # fmt: skip
+    report = passes.one_pass(plan, args, Kube(args.kubeconfig, "fake"), run_pair=fleet, clock=lambda: LATER, transport=dead)  # fmt: skip
     assert acts(report) == {"keep": ["gpu-03"]}
     assert rec(fake, "gpu-03").check.startswith("node checks could not run: ")
     assert "cannot reach the host" in rec(fake, "gpu-03").check
@@ -319,14 +319,14 @@ def test_ctrl_c_while_the_probe_runs_deletes_it_and_keeps_the_node(fake: FakeKub
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the gather script runs
             return super().run(spec, script)
 
-    real = command.one_pass
+    real = passes.one_pass
 
-    def with_transport(*a: Any, **k: Any) -> command.PassReport:
+    def with_transport(*a: Any, **k: Any) -> passes.PassReport:
         k["transport"] = CtrlC(Trees({"gpu-03": tree(tmp_path, plan, "gpu-03")}), latency=0.5)
         k["run_pair"] = fleet
         return real(*a, **k)
 
-    monkeypatch.setattr(command, "one_pass", with_transport)
+    monkeypatch.setattr(passes, "one_pass", with_transport)
     code = main(argv(fake, tmp_path))
     err = capsys.readouterr().err
     assert code == 130
@@ -420,14 +420,14 @@ def test_a_probe_that_could_not_be_deleted_is_said_with_its_command(fake: FakeKu
     DaemonSets(fake)
     quarantined_and_cleared(fake, tmp_path, plan, "gpu-03")
     fake.faults.append(("DELETE", f"/namespaces/{PROBE_NS}", 403))  # RBAC refuses it once
-    real = command.one_pass
+    real = passes.one_pass
 
-    def failing_probe(*a: Any, **k: Any) -> command.PassReport:
+    def failing_probe(*a: Any, **k: Any) -> passes.PassReport:
         k["transport"] = LatencyTransport(Trees({}), dead=_Everything())
         k["run_pair"] = fleet
         return real(*a, **k)
 
-    monkeypatch.setattr(command, "one_pass", failing_probe)
+    monkeypatch.setattr(passes, "one_pass", failing_probe)
     code = main(argv(fake, tmp_path))
     out = capsys.readouterr()
     assert code == 0

@@ -28,11 +28,11 @@ def fabric(**changes: object) -> Fabric:
 
 
 def test_the_stack_model_accepts_exactly_the_rooms_members() -> None:
-    assert nics.mode_names() == tuple(sorted(get_args(RdmaMode)))
-    assert nics.link_names() == tuple(sorted(get_args(FabricType)))
+    assert nics.MODES.names() == tuple(sorted(get_args(RdmaMode)))
+    assert nics.LINKS.names() == tuple(sorted(get_args(FabricType)))
 
 
-@pytest.mark.parametrize("name", nics.mode_names())
+@pytest.mark.parametrize("name", nics.MODES.names())
 def test_each_mode_is_complete_and_defines_its_runbook_macros(name: str) -> None:
     mode = nics.mode(name)
     assert isinstance(mode, NicMode)
@@ -41,7 +41,7 @@ def test_each_mode_is_complete_and_defines_its_runbook_macros(name: str) -> None
     assert _macros(mode.runbook_fragment) == set(NicMode.runbook_macros)
 
 
-@pytest.mark.parametrize("name", nics.link_names())
+@pytest.mark.parametrize("name", nics.LINKS.names())
 def test_each_link_is_complete_and_defines_its_runbook_macros(name: str) -> None:
     link = nics.link(name)
     assert isinstance(link, Link)

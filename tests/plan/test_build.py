@@ -138,15 +138,20 @@ def test_cycles_and_dangling_dependencies_are_bugs() -> None:
 
 def test_oci_charts_are_referenced_by_full_url() -> None:
     chart = HelmChart(
-        "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system", "kueue", {}
+        repository="oci://registry.k8s.io/kueue/charts",
+        chart="kueue",
+        version="0.19.2",
+        namespace="kueue-system",
+        release="kueue",
+        values={},
     )
     assert chart.chart_ref == "oci://registry.k8s.io/kueue/charts/kueue"
     chart = HelmChart(
-        "https://helm.ngc.nvidia.com/nvidia",
-        "gpu-operator",
-        "v26.7.0",
-        "gpu-operator",
-        "gpu-operator",
-        {},
+        repository="https://helm.ngc.nvidia.com/nvidia",
+        chart="gpu-operator",
+        version="v26.7.0",
+        namespace="gpu-operator",
+        release="gpu-operator",
+        values={},
     )
     assert chart.chart_ref == "gpu-operator"

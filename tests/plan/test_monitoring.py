@@ -10,7 +10,7 @@ from typing import Any
 
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.items import HelmChart, KustomizeOverlay, Layer
-from gpufabric.verify.arguments import NCCL_JOB_NAME
+from gpufabric.verify.defaults import NCCL_JOB_NAME
 from tests.builders import body, chart, example_config, plan_of, problems_of
 
 

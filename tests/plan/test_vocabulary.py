@@ -90,7 +90,7 @@ FREE_FORM: dict[str, str] = {
     "NodeFacts.driver_version": "NVIDIA driver version",
     "GangPolicy.authority": (
         "module name of gpufabric.authorities: an open set by design (a third authority is "
-        "one module, decisions.md), checked by authorities.get"
+        "one module, docs/decisions/code-structure.md), checked by authorities.get"
     ),
     "GangPolicy.title": "the authority's display name",
     "QueueMetrics.component": "pinned component name in versions.yaml",

@@ -4,7 +4,7 @@ One lab-roce cluster of four GPU nodes where gpu-node-2 is sick (a rail port dow
 runtime's locked memory limited, a slow NIC): ``verify nodes`` over nodefs trees through
 testinfra, ``verify cluster`` against the fake API server, ``nccl-report`` over
 nccl-tests logs in their real format, and the sweep run through sweep.sweep with those
-logs, written by commands.sweep_document. ``python tests/verify/reportdocs.py DIR`` writes
+logs, written by session.sweep_document. ``python tests/verify/reportdocs.py DIR`` writes
 them (docs/examples/report/ holds its output).
 """
 
@@ -30,13 +30,15 @@ from test_cluster import healthy  # noqa: E402
 
 from gpufabric.model.stackfile import load_stack  # noqa: E402
 from gpufabric.plan.build import build_plan  # noqa: E402
-from gpufabric.verify import cluster, commands, expect  # noqa: E402
+from gpufabric.verify import cluster, expect  # noqa: E402
 from gpufabric.verify.kube import Kube  # noqa: E402
 from gpufabric.verify.nccl import report as nccl_report  # noqa: E402
+from gpufabric.verify.nccl import rules as nccl_rules  # noqa: E402
 from gpufabric.verify.nodes import checks as nodes  # noqa: E402
 from gpufabric.verify.nodes.probe import HostProbe  # noqa: E402
 from gpufabric.verify.results import document  # noqa: E402
 from gpufabric.verify.sweep import run as sweep  # noqa: E402
+from gpufabric.verify.sweep import session  # noqa: E402
 
 STACK = "lab-roce"
 NODES = [f"gpu-node-{i}" for i in range(4)]
@@ -104,7 +106,7 @@ def _log(pair: tuple[str, ...], sick: str | None, rails: int = 2, first: int = 0
 
 def nccl_doc(sick: str | None = SICK) -> dict[str, Any]:
     """``nccl-report --json`` over a two-node run of healthy nodes and one with the sick."""
-    exp = nccl_report.expectation(_plan().facts, None)
+    exp = nccl_rules.expectation(_plan().facts, None)
     files = {
         "allreduce-node0-node1.log": _log(("gpu-node-0", "gpu-node-1"), sick),
         "allreduce-node2-node3.log": _log(("gpu-node-2", "gpu-node-3"), sick),
@@ -115,14 +117,16 @@ def nccl_doc(sick: str | None = SICK) -> dict[str, Any]:
 def sweep_doc(sick: str | None = SICK) -> dict[str, Any]:
     """``verify nccl --sweep --json``: the pairs, then each rail of the bad node alone."""
     facts = _plan().facts
-    exp = nccl_report.expectation(facts, None)
-    rail_exp = nccl_report.expectation(facts, None, rails=1)
+    exp = nccl_rules.expectation(facts, None)
+    rail_exp = nccl_rules.expectation(facts, None, rails=1)
     rails = [r.name for r in facts.fabric.rails]
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         return nccl_report.report({f"{pair[0]}+{pair[1]}": _log(pair, sick)}, exp)
 
-    def run_rail(pair: tuple[str, str], rail: str, round_: int, index: int) -> nccl_report.Report:
+    def run_rail(
+        pair: tuple[str, str], rail: str, round_: int, index: int
+    ) -> nccl_report.NcclReport:
         first = rails.index(rail)
         log = _log(pair, sick, rails=1, first=first)
         if rail == "rail0" or sick not in pair:
@@ -132,7 +136,7 @@ def sweep_doc(sick: str | None = SICK) -> dict[str, Any]:
     # four nodes, one sick: a healthy one has two healthy partners (--sweep-confirm 2)
     report = sweep.sweep(NODES, run_pair, concurrency=2, confirm=2)
     sweep.localize_rails(report, rails, run_rail, 2, rail_exp.threshold_gbps)
-    return commands.sweep_document(report, {"cordoned": ["gpu-node-4"], "notReady": []})
+    return session.sweep_document(report, {"cordoned": ["gpu-node-4"], "notReady": []})
 
 
 def write_all(out: Path, sick: str | None = SICK) -> dict[str, Path]:

@@ -29,11 +29,11 @@ from gpufabric.outputs.schema import validate_objects
 from gpufabric.plan import ids
 from gpufabric.plan import node_acceptance as na
 from gpufabric.plan.build import Plan
-from gpufabric.verify.arguments import DEFAULT_FRACTION
+from gpufabric.plan.resolve import DEFAULT_FRACTION
 from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
-from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nccl.record import Result
 
 STACK = "labmon"  # lab-roce with the monitoring layer
@@ -358,7 +358,7 @@ def test_verify_nccl_sweep_records_every_node_it_judged(fake: FakeKube, tmp_path
     assert got["gpu-3"]["verdict"] == "BAD"
     assert got["gpu-3"]["busbwGbps"] == 40.0
     assert {got[n]["verdict"] for n in got if n != "gpu-3"} == {"GOOD"}
-    threshold = nccl_report.expectation(plan.facts, None, DEFAULT_FRACTION).threshold_gbps
+    threshold = nccl_rules.expectation(plan.facts, None, DEFAULT_FRACTION).threshold_gbps
     assert {s["thresholdGbps"] for s in got.values()} == {threshold}
 
 

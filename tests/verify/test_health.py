@@ -24,7 +24,7 @@ from fake_kube import FakeKube
 from nccllogs import IB_8X400, Log, text
 
 from gpufabric.cli import main, parser
-from gpufabric.health import command, lease, record
+from gpufabric.health import lease, passes, record
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import Plan
 from gpufabric.verify.kube import Kube
@@ -88,7 +88,7 @@ class Fleet:
         self.slow, self.answer = set(slow), answer
         self.jobs: list[tuple[tuple[str, str], str]] = []
 
-    def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         if self.answer == "interrupt":
             raise KeyboardInterrupt
         busbw = 180.0 if set(pair) & self.slow else 370.0
@@ -98,8 +98,8 @@ class Fleet:
         return doc
 
 
-def _inconclusive() -> nccl_report.Report:
-    return nccl_report.Report(
+def _inconclusive() -> nccl_report.NcclReport:
+    return nccl_report.NcclReport(
         verdict=nccl_report.Verdict.INCONCLUSIVE, reasons=("no launcher log to judge",),
         threshold_gbps=360.0, threshold_source="test", runs=(),
     )  # fmt: skip
@@ -111,13 +111,13 @@ def args_for(fake: FakeKube, tmp_path: Path, *extra: str) -> list[str]:
     return ["health", "--stack", STACK, "--tenant", TENANT, "--kubeconfig", cfg, "--context", "fake", "--node-checks", "api", *extra]  # fmt: skip
 
 
-def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, *extra: str, fleet: Fleet | None = None, at: dt.datetime = NOW) -> command.PassReport:  # fmt: skip
+def one_pass(fake: FakeKube, tmp_path: Path, plan: Plan, *extra: str, fleet: Fleet | None = None, at: dt.datetime = NOW) -> passes.PassReport:  # fmt: skip
     args = parser().parse_args(args_for(fake, tmp_path, "--max-fraction", "0.5", *extra))
     kube = Kube(args.kubeconfig, "fake")
-    return command.one_pass(plan, args, kube, run_pair=fleet or Fleet(), clock=lambda: at)
+    return passes.one_pass(plan, args, kube, run_pair=fleet or Fleet(), clock=lambda: at)
 
 
-def actions_of(report: command.PassReport) -> dict[str, list[str]]:
+def actions_of(report: passes.PassReport) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for row in report.rows:
         out.setdefault(row["action"], []).append(row["node"])
@@ -172,7 +172,7 @@ def test_the_fraction_limit_holds_as_well_as_the_count(fake: FakeKube, tmp_path:
     for name in ("gpu-01", "gpu-02", "gpu-03"):
         xid79(fake, name)
     args = parser().parse_args(args_for(fake, tmp_path, "--max-quarantined", "10"))
-    report = command.one_pass(plan, args, Kube(args.kubeconfig, "fake"), clock=lambda: NOW)
+    report = passes.one_pass(plan, args, Kube(args.kubeconfig, "fake"), clock=lambda: NOW)
     # prod-ib's default fraction 0.1 of 16 nodes: one node
     assert actions_of(report) == {"quarantine": ["gpu-01"], "held": ["gpu-02", "gpu-03"]}
     assert report.exit_code == 4
@@ -253,7 +253,9 @@ def test_a_flaky_node_stays_quarantined(fake: FakeKube, tmp_path: Path, plan: Pl
     set_condition(fake, "gpu-06", "GpuFatalXid", "False")
 
     class Flaky(Fleet):
-        def __call__(self, pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+        def __call__(
+            self, pair: tuple[str, str], round_: int, index: int
+        ) -> nccl_report.NcclReport:
             self.slow = {"gpu-06"} if round_ % 2 else set()  # fails every other round
             return super().__call__(pair, round_, index)
 

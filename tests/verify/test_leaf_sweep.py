@@ -10,7 +10,7 @@ import pytest
 from gpufabric.cli import main
 from gpufabric.model.stackfile import load_stack
 from gpufabric.plan.build import build_plan
-from gpufabric.verify import commands
+from gpufabric.verify.sweep import session
 
 LEAF = "topology.gpufabric.io/leaf"
 
@@ -27,10 +27,10 @@ def node(name: str, leaf: str | None) -> dict[str, Any]:
 def test_sweep_nodes_are_those_under_the_leaf(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = build_plan("routed-b200", load_stack("routed-b200").model)
     fleet = [node("a", "leaf-01"), node("b", "leaf-02"), node("c", "leaf-01"), node("d", None)]
-    monkeypatch.setattr(commands.cluster, "gpu_nodes", lambda kube, facts: fleet)
-    names, _, _ = commands._sweep_nodes(None, plan, "leaf-01", LEAF)  # type: ignore[arg-type]
+    monkeypatch.setattr(session.cluster, "gpu_nodes", lambda kube, facts: fleet)
+    names, _, _ = session.sweep_nodes(None, plan, "leaf-01", LEAF)  # type: ignore[arg-type]
     assert names == ["a", "c"]
-    names, _, _ = commands._sweep_nodes(None, plan)  # type: ignore[arg-type]
+    names, _, _ = session.sweep_nodes(None, plan)  # type: ignore[arg-type]
     assert names == ["a", "b", "c", "d"]
 
 

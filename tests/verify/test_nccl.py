@@ -160,7 +160,9 @@ def test_acceptance_job_is_the_tenants_wired_mpijob() -> None:
     acc = nccl.acceptance_job(plan, "team-vision", 2)
     # the tenant's wiring, less the storage claims the acceptance job does not mount
     bare = build_plan("lab-roce", model.model_copy(update={"storage": None}))
-    ref = job_manifest(bare, JobRequest("team-vision", "mpijob", 2, name="gpufabric-nccl"))
+    ref = job_manifest(
+        bare, JobRequest(tenant="team-vision", kind="mpijob", nodes=2, name="gpufabric-nccl")
+    )
     acc_spec, ref_spec = acc["spec"], ref["spec"]
     assert acc_spec["mpiReplicaSpecs"]["Worker"] == ref_spec["mpiReplicaSpecs"]["Worker"]
     assert acc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"

@@ -134,7 +134,7 @@ def test_the_acceptance_job_is_a_pytorchjob_whose_master_runs_the_mpi_test() -> 
     # the Training Operator injects its variables into the container named pytorch
     assert master["name"] == worker["name"] == "pytorch"
     # the same program as the MPIJob's: nccl-tests under mpirun over every GPU of 3 nodes
-    w = nccl.wiring_for(plan, JobRequest(NS, "pytorchjob", 3))
+    w = nccl.wiring_for(plan, JobRequest(tenant=NS, kind="pytorchjob", nodes=3))
     script = master["command"][2]
     assert master["command"][:2] == ["/bin/bash", "-c"]
     assert script.endswith(nccl.launcher_script(w, 3))
@@ -148,7 +148,9 @@ def test_the_acceptance_job_is_a_pytorchjob_whose_master_runs_the_mpi_test() -> 
     # every replica is a GPU node with the tenant's wiring (a PyTorchJob's as gpufabric
     # job writes it, less the storage claims) and the run's keys at /root/.ssh
     bare = plan_of({k: v for k, v in config(borrow=16).items() if k != "gpufabric:storage"})
-    ref = job_manifest(bare, JobRequest(NS, "pytorchjob", 3, name="gpufabric-nccl"))
+    ref = job_manifest(
+        bare, JobRequest(tenant=NS, kind="pytorchjob", nodes=3, name="gpufabric-nccl")
+    )
     ref_pod = ref["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     for spec in specs.values():
         pod = spec["template"]
@@ -177,7 +179,9 @@ def test_under_volcano_the_job_carries_the_gang_of_every_pytorchjob() -> None:
     plan = plan_of(cfg)
     tenant = next(iter(plan.facts.tenants))
     job = nccl.acceptance_job(plan, tenant, 3)
-    ref = job_manifest(plan, JobRequest(tenant, "pytorchjob", 3, name="gpufabric-nccl"))
+    ref = job_manifest(
+        plan, JobRequest(tenant=tenant, kind="pytorchjob", nodes=3, name="gpufabric-nccl")
+    )
     ref_policy = dict(ref["spec"]["runPolicy"], backoffLimit=0)  # the test never restarts
     ref_policy.pop("activeDeadlineSeconds", None)
     assert job["spec"]["runPolicy"] == ref_policy

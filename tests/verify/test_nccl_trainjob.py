@@ -112,7 +112,7 @@ def test_without_mpi_operator_the_acceptance_job_is_an_mpi_trainjob() -> None:
     trainer_ = job["spec"]["trainer"]
     assert trainer_["numNodes"] == 2
     # the same launcher program as the MPIJob's: nccl-tests under mpirun over every GPU
-    w = nccl.wiring_for(plan, JobRequest("team-vision", "trainjob", 2))
+    w = nccl.wiring_for(plan, JobRequest(tenant="team-vision", kind="trainjob", nodes=2))
     assert trainer_["command"] == ["/bin/bash", "-c", nccl.launcher_script(w, 2)]
     assert "mpirun" in trainer_["command"][2]
     assert "all_reduce_perf_mpi" in trainer_["command"][2]
@@ -123,7 +123,9 @@ def test_without_mpi_operator_the_acceptance_job_is_an_mpi_trainjob() -> None:
     assert set(pods) == {"launcher", "node"}
     # the tenant's wiring, less the storage claims the acceptance job does not mount
     bare = plan_of({k: v for k, v in config(TRAINER_ONLY).items() if k != "gpufabric:storage"})
-    ref = job_manifest(bare, JobRequest("team-vision", "trainjob", 2, name="gpufabric-nccl"))
+    ref = job_manifest(
+        bare, JobRequest(tenant="team-vision", kind="trainjob", nodes=2, name="gpufabric-nccl")
+    )
     ref_patch = ref["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
     assert pods["node"] == ref_patch["replicatedJobs"][0]["template"]["spec"]["template"]
     assert pods["launcher"] == pods["node"]

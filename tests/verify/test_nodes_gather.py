@@ -345,7 +345,7 @@ def test_looking_for_overdue_hosts_reads_only_the_hosts_in_flight(
 def test_large_fleets_are_judged_in_processes_from_two_cpus(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The measured choice (benchmarks/verify_fleet.py, docs/decisions.md): a process per
+    """The measured choice (benchmarks/verify_fleet.py, docs/decisions/verify-nodes.md): a process per
     CPU from 64 hosts on 2 or more CPUs; the threads for small fleets and a single CPU; an
     explicit number always wins."""
     monkeypatch.setattr(fleet.os, "cpu_count", lambda: 2)

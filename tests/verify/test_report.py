@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import shlex
 import shutil
 import struct
 import subprocess
@@ -26,10 +27,10 @@ from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
 from gpufabric.model.problems import StackError
 from gpufabric.outputs import report
-from gpufabric.verify import commands
 from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.results import document, failed, passed
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep import session
 
 HOSTILE = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
 
@@ -114,7 +115,7 @@ def hostile_docs(tmp_path: Path) -> dict[str, Path]:
     log = text(Log(hosts=(HOSTILE, "b")))
     nccl = nccl_report.report({f"{HOSTILE}.log": log}, IB_8X400).to_dict()
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         busbw = 100.0 if HOSTILE in pair else 370.0
         return nccl_report.report({"x": text(Log(hosts=pair, busbw=busbw))}, IB_8X400)
 
@@ -123,7 +124,7 @@ def hostile_docs(tmp_path: Path) -> dict[str, Path]:
         "nodes": document(f"nodes ({HOSTILE})", checks),
         "cluster": document("cluster", checks),
         "nccl": nccl,
-        "sweep": commands.sweep_document(swept, {HOSTILE: [HOSTILE]}),
+        "sweep": session.sweep_document(swept, {HOSTILE: [HOSTILE]}),
     }
     paths = {}
     for name, doc in docs.items():
@@ -247,7 +248,9 @@ def test_inputs_from_two_stacks_are_refused_naming_both(
 
 def test_the_chart_draws_the_threshold_where_the_value_is() -> None:
     doc = nccl_report.report({"a.log": text(Log())}, IB_8X400).to_dict()
-    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    _section, runs = report.nccl_section(
+        report.Source(option="--nccl", title="NCCL", command="x"), doc
+    )
     chart = report.chart(runs[0])
     assert chart is not None
     assert len(chart.dots) == len(doc["runs"][0]["rows"])
@@ -368,10 +371,17 @@ def test_the_committed_examples_are_what_the_code_writes(sick: dict[str, Path]) 
 
 
 def test_the_readme_example_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(EXAMPLES.parents[2])
+    """The example command docs/user/verify.md prints, as printed, runs on the committed
+    example inputs (only its --out is pointed elsewhere)."""
+    repo = EXAMPLES.parents[2]
+    page = (repo / "docs/user/verify.md").read_text().replace("\\\n", " ")
+    line = next(ln for ln in page.splitlines() if "gpufabric report --nodes docs/examples" in ln)
+    argv = shlex.split(line.split("gpufabric ", 1)[1])
+    assert argv[:3] == ["report", "--nodes", "docs/examples/report/nodes.json"]
+    assert argv[-2:] == ["--out", "report.html"]
+    monkeypatch.chdir(repo)
     out = tmp_path / "report.html"
-    argv = "report --nodes docs/examples/report/nodes.json --cluster docs/examples/report/cluster.json --nccl docs/examples/report/nccl.json --sweep docs/examples/report/sweep.json --title"
-    assert main([*argv.split(), "lab-roce acceptance", "--out", str(out)]) == 4
+    assert main([*argv[:-1], str(out)]) == 4
     assert "lab-roce acceptance: FAIL" in out.read_text()
 
 
@@ -442,7 +452,9 @@ def test_impossible_bandwidths_are_left_out_of_the_chart(value: float) -> None:
     for row in doc["runs"][0]["rows"]:
         row["busbw_oop"] = row["busbw_ip"] = value
     doc["runs"][0]["threshold_gbps"] = value
-    _section, runs = report.nccl_section(report.Source("--nccl", "NCCL", "x"), doc)
+    _section, runs = report.nccl_section(
+        report.Source(option="--nccl", title="NCCL", command="x"), doc
+    )
     chart = report.chart(runs[0])
     if value == 0.0:
         assert chart is not None
@@ -493,7 +505,9 @@ def test_a_flaky_node_and_a_path_fault_fail_the_sweep_section() -> None:
         },
         "pathFaults": [{"words": "uplink of leaf=leaf-2: all 6 jobs leaving it failed"}],
     }
-    source = report.Source("--sweep", "NCCL sweep", "gpufabric verify nccl --sweep --json")
+    source = report.Source(
+        option="--sweep", title="NCCL sweep", command="gpufabric verify nccl --sweep --json"
+    )
     section, nodes = report.sweep_section(source, doc)
     assert section.verdict is Verdict.FAIL
     assert "uplink of leaf=leaf-2: all 6 jobs leaving it failed" in section.notes

@@ -12,7 +12,7 @@ from builders import REPO, example_config, plan_of
 
 from gpufabric.verify.storage import judge as storage
 from gpufabric.verify.storage import mountstats
-from gpufabric.verify.storage.judge import ClaimTarget, Judge, PodResult, StorageTarget
+from gpufabric.verify.storage.judge import ClaimTarget, PodResult, StorageJudge, StorageTarget
 
 FIXTURES = REPO / "tests" / "fixtures" / "mountstats"
 TOKEN = "9f1c2a7be3d04c55a1b2c3d4e5f60718"
@@ -29,8 +29,24 @@ def target(transport: str | None = "rdma", ns: str = "team-vision") -> StorageTa
         ns,
         ns,
         (
-            ClaimTarget("checkpoints", ns, "/checkpoints", False, transport, "nfs-rdma", "10Ti"),
-            ClaimTarget("datasets", ns, "/data", True, transport, "nfs-rdma", "50Ti"),
+            ClaimTarget(
+                name="checkpoints",
+                namespace=ns,
+                mount_path="/checkpoints",
+                read_only=False,
+                transport=transport,
+                storage_class="nfs-rdma",
+                size="10Ti",
+            ),
+            ClaimTarget(
+                name="datasets",
+                namespace=ns,
+                mount_path="/data",
+                read_only=True,
+                transport=transport,
+                storage_class="nfs-rdma",
+                size="50Ti",
+            ),
         ),
     )
 
@@ -65,7 +81,7 @@ def log(
 
 
 def result(text: str, node: str = "gpu-node-0", state: str = "Succeeded") -> PodResult:
-    r = PodResult(node, state, "done", text)
+    r = PodResult(node=node, state=state, message="done", log=text)
     r.parse()
     return r
 
@@ -186,7 +202,7 @@ def test_a_step_framed_twice_is_an_unreadable_log() -> None:
 # ---------------------------------------------------------------------------- judging
 
 
-JUDGE = Judge(2500.0, "0.05 x one rail's 400 Gb/s")
+JUDGE = StorageJudge(2500.0, "0.05 x one rail's 400 Gb/s")
 
 
 def statuses(checks: list) -> dict[str, str]:  # type: ignore[type-arg]
@@ -245,7 +261,7 @@ def test_a_slow_node_fails_and_a_missing_threshold_never_passes() -> None:
     checks = storage.judge_throughput(slow, target().claims[0], 0, JUDGE)
     assert [c.status for c in checks] == ["FAIL", "PASS"]
     assert checks[0].message == "write 268 MB/s (1024 MiB in 4 s) < 2500 MB/s"
-    none = Judge(None, "no rail line rate in the stack: pass --min-throughput")
+    none = StorageJudge(None, "no rail line rate in the stack: pass --min-throughput")
     assert {c.status for c in storage.judge_throughput(slow, target().claims[0], 0, none)} == {
         "ERROR"
     }
@@ -311,9 +327,23 @@ def test_targets_are_the_plans_claims() -> None:
     eval_ = next(t for t in targets if t.namespace == "eval")
     assert eval_.claims == (
         ClaimTarget(
-            "checkpoints", "eval", "/checkpoints", False, "rdma", "gpufabric-nfsordma", "50Ti"
+            name="checkpoints",
+            namespace="eval",
+            mount_path="/checkpoints",
+            read_only=False,
+            transport="rdma",
+            storage_class="gpufabric-nfsordma",
+            size="50Ti",
         ),
-        ClaimTarget("datasets", "eval", "/data", True, "rdma", "gpufabric-nfsordma", "200Ti"),
+        ClaimTarget(
+            name="datasets",
+            namespace="eval",
+            mount_path="/data",
+            read_only=True,
+            transport="rdma",
+            storage_class="gpufabric-nfsordma",
+            size="200Ti",
+        ),
     )
     byo = storage.targets_from_plan(plan_of(example_config("lab-roce"), "lab-roce"))
     assert {c.transport for t in byo for c in t.claims} == {None}  # the site's own class
@@ -344,7 +374,11 @@ def test_hostile_mount_paths_stay_quoted_in_the_script(tmp_path: Path) -> None:
     """A mount path reaches the shell only as one quoted word."""
     evil = str(tmp_path / "a'b; touch pwned $(touch pwned2)")
     Path(evil).mkdir()
-    t = StorageTarget("t", "t", (ClaimTarget("c", "t", evil, False, "rdma"),))
+    t = StorageTarget(
+        "t",
+        "t",
+        (ClaimTarget(name="c", namespace="t", mount_path=evil, read_only=False, transport="rdma"),),
+    )
     script = storage.write_script(t, mib=1).replace("/proc/self/mountstats", "/dev/null")
     env = {"GF_RUN": "r1", "GF_TOKEN": TOKEN, "GF_NODE": "n1", "PATH": "/usr/bin:/bin"}
     out = subprocess.run(

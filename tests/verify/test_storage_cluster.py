@@ -45,8 +45,24 @@ def targets(transport: str | None = "rdma") -> tuple[StorageTarget, ...]:
             NS,
             NS,
             (
-                ClaimTarget("checkpoints", NS, "/checkpoints", False, transport, "nfs", "1Ti"),
-                ClaimTarget("datasets", NS, "/data", True, transport, "nfs", "1Ti"),
+                ClaimTarget(
+                    name="checkpoints",
+                    namespace=NS,
+                    mount_path="/checkpoints",
+                    read_only=False,
+                    transport=transport,
+                    storage_class="nfs",
+                    size="1Ti",
+                ),
+                ClaimTarget(
+                    name="datasets",
+                    namespace=NS,
+                    mount_path="/data",
+                    read_only=True,
+                    transport=transport,
+                    storage_class="nfs",
+                    size="1Ti",
+                ),
             ),
         ),
     )

@@ -12,7 +12,8 @@ from nccllogs import IB_8X400, Log, text
 
 from gpufabric.exitcodes import Verdict
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.sweep.plan import CONFIRM, screening_rounds
+from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.sweep.rounds import CONFIRM, screening_rounds
 from gpufabric.verify.sweep.run import (
     NodeResult,
     RailResult,
@@ -26,7 +27,7 @@ from gpufabric.verify.sweep.run import (
 
 EXP = IB_8X400
 RAILS = [f"rail{i}" for i in range(8)]
-RAIL_EXP = nccl_report.Expectation(
+RAIL_EXP = nccl_rules.NcclExpectation(
     rdma=True,
     link_layer="IB",
     threshold_gbps=45.0,
@@ -44,7 +45,7 @@ def rail_operator(slow: set[str], slow_rail: dict[str, str]):  # type: ignore[no
 
     def run_rail_pair(
         pair: tuple[str, str], rail: str, round_: int, index: int
-    ) -> nccl_report.Report:
+    ) -> nccl_report.NcclReport:
         calls.append((round_, pair, rail))
         busbw = 28.0 if any(slow_rail.get(n) == rail for n in pair) else 46.0
         log = Log(hosts=pair, busbw=busbw, hcas=1, first_hca=RAILS.index(rail))
@@ -58,7 +59,7 @@ def operator(slow: set[str], slow_rail: set[str] = frozenset()):  # type: ignore
     halves the bus bandwidth; one slow rail of eight limits the ring to that rail's pace."""
     calls: list[tuple[int, tuple[str, str]]] = []
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         calls.append((round_, pair))
         busbw = 370.0
         if set(pair) & slow:
@@ -168,7 +169,7 @@ def test_an_interrupted_sweep_stops_its_running_jobs_and_each_cleans_up() -> Non
     cleaned: list[tuple[str, str]] = []
     lock = threading.Lock()
 
-    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_pair(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         with lock:
             started.append(pair)
             if len(started) == 2:  # both running jobs are waiting: Ctrl-C arrives
@@ -441,8 +442,8 @@ def test_a_node_bad_only_with_some_partners_is_not_told_to_look_at_pcie() -> Non
     """A partner-dependent node passes with some partners: its rails passing alone do not
     mean its fault is inside it (PCIe, NUMA); the words name the partners it failed with."""
     result = NodeResult(
-        "n04",
-        "BAD",
+        node="n04",
+        verdict="BAD",
         pairs=[(1, "n01", "PASS"), (1, "n02", "FAIL in a group of 4"), (2, "n07", "FAIL")],
         rails={r: RailResult(Verdict.PASS, 50.0, r, "n01") for r in RAILS},
     )

@@ -1,6 +1,6 @@
 """``verify nccl --sweep`` runs group jobs on the cluster: each group job is the tenant's
 acceptance job pinned to its nodes, whose launcher runs both tests once per ring order of
-``sweep_plan.ring_orders`` from a reordered hostfile (``NCCL_ALGO=Ring``), each run preceded
+``sweep.rounds.ring_orders`` from a reordered hostfile (``NCCL_ALGO=Ring``), each run preceded
 by a marker naming the order; the log is judged per order, and one report per group job goes
 back to the sweep. The fake plays the API server, a scheduler and the MPI Operator
 (tests/sweepfleet.py MPIOperator): the launcher scripts run under bash over a stand-in
@@ -36,7 +36,8 @@ from gpufabric.outputs.schema import validate_objects
 from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
-from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.sweep import rounds as sweep_rounds
 
 NS = "team-vision"
 LEAF = sweepfleet.LEAF_LABEL
@@ -153,7 +154,7 @@ def test_group_jobs_drain_a_partner_dependent_node_the_pairs_sweep_calls_good(
         pinned = sweepfleet._pinned_nodes(job)
         runs = [r for r in op.runs if r.job == job["metadata"]["name"]]
         # once per ring order, both tests, every rank on its own GPU, rings only
-        assert len(runs) == 2 * len(sweep_plan.ring_orders(len(pinned)))
+        assert len(runs) == 2 * len(sweep_rounds.ring_orders(len(pinned)))
         assert {r.algo for r in runs} == {"Ring"}
         assert all(r.np == 8 * len(pinned) and set(r.slots) == {8} for r in runs)
         assert all(sorted(r.nodes) == sorted(pinned) for r in runs)
@@ -190,16 +191,16 @@ def run_group_job(
     nodes: tuple[str, ...],
     slow: set[frozenset[str]],
     keep_orders: int | None = None,
-) -> tuple[nccl_report.Report, sweepfleet.MPIOperator]:
+) -> tuple[nccl_report.NcclReport, sweepfleet.MPIOperator]:
     """One group job of ``nodes`` through run_job and judge, as the sweep runs it."""
     plan = plan_of(config(len(nodes)))
-    orders = sweep_plan.ring_orders(len(nodes))
+    orders = sweep_rounds.ring_orders(len(nodes))
     job = nccl.acceptance_job(plan, NS, len(nodes), name="g-r1-0", pin_nodes=nodes, orders=orders)
     link = lambda a, b: SLOW if frozenset((a, b)) in slow else FAST  # noqa: E731
     op = sweepfleet.MPIOperator(tmp_path / "op", link, cut=lambda _j: keep_orders).install(fake)
     kube = Kube(str(fake.kubeconfig(tmp_path)), "fake")
     outcome = nccl.run_job(kube, job, timeout=60, poll=0.01, placement=True)
-    exp = nccl_report.expectation(plan.facts, None, 0.9)
+    exp = nccl_rules.expectation(plan.facts, None, 0.9)
     return nccl.judge(outcome, exp, len(orders)), op
 
 
@@ -274,8 +275,8 @@ def run_script(tmp_path: Path, script: str, hosts: list[str]) -> subprocess.Comp
 
 def test_each_order_runs_from_a_hostfile_in_that_order_starting_at_host_0(tmp_path: Path) -> None:
     plan = plan_of(config(5))
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, "mpijob", 5))
-    orders = sweep_plan.ring_orders(5)
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind="mpijob", nodes=5))
+    orders = sweep_rounds.ring_orders(5)
     hosts = [f"h{i}" for i in range(5)]
     done = run_script(tmp_path, nccl.group_launcher_script(w, 5, orders), hosts)
     assert done.returncode == 0, done.stderr
@@ -297,9 +298,9 @@ def test_each_order_runs_from_a_hostfile_in_that_order_starting_at_host_0(tmp_pa
 def test_host_names_never_run_as_shell(tmp_path: Path) -> None:
     """Only indices reach the script; a hostfile entry with shell in it stays a word."""
     plan = plan_of(config(3))
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, "mpijob", 3))
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind="mpijob", nodes=3))
     hostile = ["$(touch${IFS}pwned)", "`touch${IFS}pwned`", "a;touch${IFS}pwned"]
-    done = run_script(tmp_path, nccl.group_launcher_script(w, 3, sweep_plan.ring_orders(3)), hostile)  # fmt: skip
+    done = run_script(tmp_path, nccl.group_launcher_script(w, 3, sweep_rounds.ring_orders(3)), hostile)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "pwned").exists()
     marker = (
@@ -310,8 +311,8 @@ def test_host_names_never_run_as_shell(tmp_path: Path) -> None:
 
 def test_a_hostfile_with_another_number_of_hosts_fails_before_any_run(tmp_path: Path) -> None:
     plan = plan_of(config(4))
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, "mpijob", 4))
-    done = run_script(tmp_path, nccl.group_launcher_script(w, 4, sweep_plan.ring_orders(4)), ["a", "b", "c"])  # fmt: skip
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind="mpijob", nodes=4))
+    done = run_script(tmp_path, nccl.group_launcher_script(w, 4, sweep_rounds.ring_orders(4)), ["a", "b", "c"])  # fmt: skip
     assert done.returncode == 1
     assert "gpufabric: the hostfile lists 3 hosts, expected 4" in done.stderr
     assert sweepfleet.STANDIN not in done.stdout
@@ -340,9 +341,9 @@ def test_each_kind_runs_a_group_job_pinned_to_its_nodes(kind: str, tmp_path: Pat
     plan = plan_of(config(6, training=KINDS[kind]))
     assert plan.facts.operators.acceptance_kind == kind
     nodes = tuple(f"gpu-{i}" for i in range(6))
-    orders = sweep_plan.ring_orders(6)
+    orders = sweep_rounds.ring_orders(6)
     job = nccl.acceptance_job(plan, NS, 6, name="s-r1-2", pin_nodes=nodes, orders=orders)
-    w = nccl.wiring_for(plan, nccl.JobRequest(NS, kind, 6))  # type: ignore[arg-type]
+    w = nccl.wiring_for(plan, nccl.JobRequest(tenant=NS, kind=kind, nodes=6))  # type: ignore[arg-type]
     assert launcher_of(job).endswith(nccl.group_launcher_script(w, 6, orders))
     for pod in gpu_pods(job):
         term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
@@ -361,7 +362,7 @@ def test_each_kind_group_job_validates_against_its_crd(kind: str, crd_dir: Path)
     plan = plan_of(config(6, training=KINDS[kind]))
     nodes = tuple(f"gpu-{i}" for i in range(6))
     job = nccl.acceptance_job(
-        plan, NS, 6, name="s-r1-2", pin_nodes=nodes, orders=sweep_plan.ring_orders(6)
+        plan, NS, 6, name="s-r1-2", pin_nodes=nodes, orders=sweep_rounds.ring_orders(6)
     )
     report = validate_objects([job], plan.facts.kubernetes_minor, crd_dir)
     assert report.ok, report.errors

@@ -25,8 +25,10 @@ import sweepfleet
 from gpufabric.cli import main
 from gpufabric.exitcodes import Verdict
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.sweep import cost as sweep_cost
 from gpufabric.verify.sweep import forecast as sweep_forecast
-from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import job as sweep_job
+from gpufabric.verify.sweep import rounds as sweep_rounds
 from gpufabric.verify.sweep import run as sweep
 
 
@@ -166,7 +168,7 @@ def test_allowed_groups_the_planner_declines_are_said_as_the_pair_rounds_it_runs
     estimate said the 3 rounds of a pairs-only sweep."""
     fleet = sweepfleet.build(5, "bad", 0, 1)
     topo = dict.fromkeys(fleet.nodes, ("leaf-000",))
-    mode = sweep_plan.choose_mode(topo, 2, 3, 4)
+    mode = sweep_cost.choose_mode(topo, 2, 3, 4)
     assert (mode.group_rounds, mode.rounds) == (0, 8)
     cfg = config(5, quota=32)
     stack = write_stack(cfg, "five")
@@ -213,10 +215,14 @@ def test_a_sweep_timeout_shorter_than_the_estimate_is_said_not_refused(
 # ------------------------------------------------- a round that can teach nothing ends it
 
 
-def _fail_with(bad: str) -> Callable[..., nccl_report.Report]:
-    def run(nodes: tuple[str, ...], *_: object) -> nccl_report.Report:
-        return nccl_report.Report(
-            Verdict.FAIL if bad in nodes else Verdict.PASS, (), None, "none", ()
+def _fail_with(bad: str) -> Callable[..., nccl_report.NcclReport]:
+    def run(nodes: tuple[str, ...], *_: object) -> nccl_report.NcclReport:
+        return nccl_report.NcclReport(
+            verdict=Verdict.FAIL if bad in nodes else Verdict.PASS,
+            reasons=(),
+            threshold_gbps=None,
+            threshold_source="none",
+            runs=(),
         )
 
     return run
@@ -240,13 +246,13 @@ def test_a_fleet_too_small_to_localize_a_bad_node_ends_without_a_hundred_rounds(
 
 def test_a_pair_that_changed_its_result_is_not_exhausted() -> None:
     """A pair that failed and passed may be flaky: re-running it can still teach something."""
-    fail = [sweep_plan.Job(r, ("a", "b"), "FAIL") for r in (1, 2, 3)]
-    assert sweep_plan.exhausted([("a", "b")], fail)
-    assert not sweep_plan.exhausted([("a", "b")], fail[:2])
-    assert not sweep_plan.exhausted([("a", "b")], [*fail, sweep_plan.Job(4, ("b", "a"), "PASS")])
-    assert not sweep_plan.exhausted([("a", "b"), ("c", "d")], fail)
-    group = sweep_plan.Job(5, ("a", "b"), "PASS", ("a", "b", "c"))  # a passing group holds a-b
-    assert not sweep_plan.exhausted([("a", "b")], [*fail, group])
+    fail = [sweep_job.Job(r, ("a", "b"), "FAIL") for r in (1, 2, 3)]
+    assert sweep_rounds.exhausted([("a", "b")], fail)
+    assert not sweep_rounds.exhausted([("a", "b")], fail[:2])
+    assert not sweep_rounds.exhausted([("a", "b")], [*fail, sweep_job.Job(4, ("b", "a"), "PASS")])
+    assert not sweep_rounds.exhausted([("a", "b"), ("c", "d")], fail)
+    group = sweep_job.Job(5, ("a", "b"), "PASS", ("a", "b", "c"))  # a passing group holds a-b
+    assert not sweep_rounds.exhausted([("a", "b")], [*fail, group])
 
 
 # --------------------------------------------------------- a large fleet's estimate
@@ -288,7 +294,7 @@ def test_ctrl_c_while_the_estimate_is_made_ends_the_command_cleanly(
     answer = sweep_forecast._report
     sent: list[tuple[str, ...]] = []
 
-    def interrupted(nodes: Sequence[str], bad: frozenset[str]) -> nccl_report.Report:
+    def interrupted(nodes: Sequence[str], bad: frozenset[str]) -> nccl_report.NcclReport:
         if not sent:
             sent.append(tuple(nodes))
             os.kill(os.getpid(), signal.SIGINT)

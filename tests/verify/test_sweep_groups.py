@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify.sweep import plan as sweep_plan
-from gpufabric.verify.sweep.plan import Job
+from gpufabric.verify.sweep import judge as sweep_judge
+from gpufabric.verify.sweep import rounds as sweep_rounds
+from gpufabric.verify.sweep.job import Job
 from gpufabric.verify.sweep.run import format_table, sweep
 
 QUOTA_NODES = 16
@@ -36,7 +37,7 @@ def grouped(n: int, kind: str, seed: int) -> tuple[sweepfleet.Fleet, Any]:
 
 @pytest.mark.parametrize("size", range(2, 21))
 def test_ring_orders_load_every_pair_of_a_group(size: int) -> None:
-    orders = sweep_plan.ring_orders(size)
+    orders = sweep_rounds.ring_orders(size)
     assert len(orders) == -(-size // 2) or size == 2
     links = set()
     for order in orders:
@@ -117,10 +118,10 @@ def test_one_passing_group_proves_partners_but_not_a_node() -> None:
     """A pass with 15 partners is one job: a node that fails one job in three passes one
     job with probability 2/3, so GOOD still needs C passing jobs."""
     jobs = [Job(1, (NODES[0], NODES[1]), "PASS", tuple(NODES))]
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs, expose=8)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs, expose=8)
     assert verdict.good == set()
     more = [Job(r, (a, b), "PASS") for r in (2, 3) for a, b in zip(NODES[::2], NODES[1::2], strict=True)]  # fmt: skip
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs + more, expose=8)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs + more, expose=8)
     assert verdict.good == set(NODES)
 
 
@@ -128,14 +129,14 @@ def test_a_failing_group_keeps_its_nodes_from_good_until_explained() -> None:
     group = tuple(NODES[:8])
     passes = [Job(r, (a, b), "PASS") for r in (2, 3, 4) for a, b in itertools.combinations(NODES, 2) if r == 2 or a in NODES[8:]]  # fmt: skip
     jobs = [Job(1, group[:2], "FAIL", group), *passes]
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs, expose=3)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs, expose=3)
     assert not verdict.good & set(group)
     assert "in a failing group job" in verdict.notes[group[3]]
     # its halves run next, then (both passing) the groups that join a quarter of each
-    halves = sweep_plan.split_jobs(jobs[:1], set())
+    halves = sweep_rounds.split_jobs(jobs[:1], set())
     assert halves == [group[:4], group[4:]]
     ran = jobs[:1] + [Job(2, h[:2], "PASS", h) for h in halves]
-    across = sweep_plan.split_jobs(ran, set())
+    across = sweep_rounds.split_jobs(ran, set())
     assert {frozenset(p) for p in across} == {
         frozenset(group[0:2] + group[4:6]),
         frozenset(group[2:4] + group[6:8]),
@@ -146,10 +147,10 @@ def test_an_explained_group_runs_again_without_its_faulty_nodes_only() -> None:
     """Its GOOD members run again too: they may be the ones another member is slow with."""
     group = tuple(NODES[:8])
     jobs = [Job(1, group[:2], "FAIL", group)]
-    assert sweep_plan.split_jobs(jobs, {group[5]}) == [group[:5] + group[6:]]
+    assert sweep_rounds.split_jobs(jobs, {group[5]}) == [group[:5] + group[6:]]
     # the rest failing again is not explained by the faulty node: it splits
     again = [*jobs, Job(2, group[:2], "FAIL", group[:5] + group[6:])]
-    assert sweep_plan.split_jobs(again, {group[5]}) == [group[:3], group[3:5] + group[6:]]
+    assert sweep_rounds.split_jobs(again, {group[5]}) == [group[:3], group[3:5] + group[6:]]
 
 
 def test_a_half_whose_pairs_all_passed_is_proven_and_the_split_goes_across() -> None:
@@ -164,7 +165,7 @@ def test_a_half_whose_pairs_all_passed_is_proven_and_the_split_goes_across() -> 
         Job(2, b[:2], "PASS", b),
         *[Job(3 + i, pair, "PASS") for i, pair in enumerate(itertools.combinations(a, 2))],
     ]
-    assert {frozenset(p) for p in sweep_plan.split_jobs(jobs, set())} >= {
+    assert {frozenset(p) for p in sweep_rounds.split_jobs(jobs, set())} >= {
         frozenset(a[:2] + b[:2]),
         frozenset(a[2:] + b[2:]),
     }
@@ -178,9 +179,9 @@ def test_group_size_follows_the_quota_and_the_leaf(
     quota_nodes: int, leaf: int, size: int, rounds: int
 ) -> None:
     topo = {f"n{i:03d}": (f"leaf-{i // leaf}",) for i in range(64)}
-    assert sweep_plan.group_size(topo, quota_nodes) == size
-    assert sweep_plan.group_rounds(topo, size) == rounds
-    groups = sweep_plan.screening_groups(sorted(topo), topo, 1, size)
+    assert sweep_rounds.group_size(topo, quota_nodes) == size
+    assert sweep_rounds.group_rounds(topo, size) == rounds
+    groups = sweep_rounds.screening_groups(sorted(topo), topo, 1, size)
     assert sorted(n for g in groups for n in g) == sorted(topo)  # every node, once
     assert all(len({topo[n] for n in g}) == 1 for g in groups)  # each under one leaf
     assert all(len(g) <= size for g in groups)
@@ -194,13 +195,13 @@ def test_two_flaky_nodes_failing_once_with_one_node_are_not_good_on_that_record(
     other proven partners does."""
     h, f1, f2 = "n00", "n05", "n09"
     jobs = [*sweepfleet.screened(NODES), Job(6, (h, f1), "FAIL"), Job(7, (h, f2), "FAIL"), Job(8, (h, f1), "PASS")]  # fmt: skip
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs)
     assert verdict.verdicts[h] == "FLAKY"
     assert verdict.verdicts[f1] == verdict.verdicts[f2] == "UNKNOWN"
     assert "whose result changed with the same partner" in verdict.notes[f2]
     later = [Job(r, (f2, p), "PASS") for r, p in ((9, "n12"), (10, "n14"), (11, "n03"))]
-    assert sweep_plan.judge(NODES, FLAT, (), jobs + later).verdicts[f2] == "UNKNOWN"
+    assert sweep_judge.judge(NODES, FLAT, (), jobs + later).verdicts[f2] == "UNKNOWN"
     shown = [Job(12, (h, "n12"), "FAIL"), Job(13, (h, "n14"), "FAIL")]
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs + later + shown)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs + later + shown)
     assert verdict.verdicts[h] == "FLAKY"
     assert verdict.verdicts[f2] == "GOOD"

@@ -1,4 +1,4 @@
-"""The sweep's record as a ledger (sweep_plan.Ledger): what the planner and the judge read of
+"""The sweep's record as a ledger (sweep_ledger.Ledger): what the planner and the judge read of
 it after every round is kept up to date as jobs are appended, and must be exactly what they
 read of a plain list of the same jobs, whatever faults the jobs show and however the list
 changed."""
@@ -14,8 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify.sweep import plan as sweep_plan
-from gpufabric.verify.sweep.plan import Job, Ledger
+from gpufabric.verify.sweep import judge as sweep_judge
+from gpufabric.verify.sweep import ledger as sweep_ledger
+from gpufabric.verify.sweep import rounds as sweep_rounds
+from gpufabric.verify.sweep.job import Job
+from gpufabric.verify.sweep.ledger import Ledger
 from gpufabric.verify.sweep.run import sweep
 
 
@@ -32,15 +35,15 @@ def _swept(kind: str, n: int, group: int) -> tuple[sweepfleet.Fleet, list[Job]]:
 def _reads(fleet: sweepfleet.Fleet, jobs: list[Job], round_: int) -> tuple[object, ...]:
     """Everything the planner and the judge read of ``jobs`` (a list or a ledger)."""
     nodes, topo, levels = fleet.nodes, fleet.topology, fleet.levels
-    verdict = sweep_plan.judge(nodes, topo, levels, jobs, 3, expose=8)
+    verdict = sweep_judge.judge(nodes, topo, levels, jobs, 3, expose=8)
     return (
         verdict,
-        list(sweep_plan.expand(jobs)),
-        sweep_plan.passing_jobs(jobs),
-        sweep_plan.split_jobs(jobs, verdict.faulty, verdict.suspects),
-        sweep_plan.adaptive_pairs(nodes, topo, levels, jobs, verdict, round_, 3, 8),
-        sweep_plan.scoped_pairs(nodes, topo, None, jobs, str(round_)),
-        sweep_plan.exhausted([j.pair for j in jobs[-3:]], jobs),
+        list(sweep_ledger.expand(jobs)),
+        sweep_ledger.passing_jobs(jobs),
+        sweep_rounds.split_jobs(jobs, verdict.faulty, verdict.suspects),
+        sweep_judge.adaptive_pairs(nodes, topo, levels, jobs, verdict, round_, 3, 8),
+        sweep_rounds.scoped_pairs(nodes, topo, None, jobs, str(round_)),
+        sweep_rounds.exhausted([j.pair for j in jobs[-3:]], jobs),
     )
 
 

@@ -13,7 +13,7 @@ from test_sweep_cluster_groups import config
 from test_sweep_cluster_groups import sweep_argv as group_argv
 
 from gpufabric.cli import main
-from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import cost as sweep_cost
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_a_timeout_shorter_than_a_sweep_job_is_refused_before_the_cluster(
     """Every job would end at --timeout, unjudged, after hours: exit 2 naming --timeout,
     what a job is expected to take and the value that would do."""
     _sweep_cluster(fake, 4, quick=set())
-    pair = sweep_plan.Cost().seconds(2)
+    pair = sweep_cost.Cost().seconds(2)
     assert main(sweep_argv(fake, tmp_path, "--timeout", "60", "--sweep-group", "2")) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpufabric verify nccl: 1 problem\n"), err
@@ -50,8 +50,8 @@ def test_group_jobs_ask_for_their_own_length_or_pairs_only(
     """A stack whose quota runs 8 nodes at once sweeps with group jobs of 8, each running the
     tests once per rank order: its --timeout must fit such a job, or --sweep-group 2."""
     stack = write_stack(config(8), "groups")
-    group = sweep_plan.Cost().seconds(8)
-    assert group > sweep_plan.Cost().seconds(2)
+    group = sweep_cost.Cost().seconds(8)
+    assert group > sweep_cost.Cost().seconds(2)
     assert main(group_argv(fake, tmp_path, stack, "--timeout", "100")) == 2
     err = capsys.readouterr().err
     assert f"a group job of 8 nodes about {group:g} s (or --sweep-group 2" in err
@@ -63,8 +63,8 @@ def test_a_timeout_the_jobs_fit_in_is_accepted(
     fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The refusal is no blanket bound: where jobs are expected to fit, the sweep runs."""
-    monkeypatch.setattr(sweep_plan, "TYPICAL_JOB_S", 1.0)
-    monkeypatch.setattr(sweep_plan, "RUN_S", 0.1)
+    monkeypatch.setattr(sweep_cost, "TYPICAL_JOB_S", 1.0)
+    monkeypatch.setattr(sweep_cost, "RUN_S", 0.1)
     _sweep_cluster(fake, 4, quick={f"gpu-node-{i}" for i in range(4)})
     assert main(sweep_argv(fake, tmp_path, "--timeout", "20", "--sweep-group", "2")) in (0, 5)
     assert fake.requests

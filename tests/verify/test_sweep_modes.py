@@ -18,8 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify.sweep import plan as sweep_plan
-from gpufabric.verify.sweep.plan import Cost, Job
+from gpufabric.verify.sweep import cost as sweep_cost
+from gpufabric.verify.sweep import judge as sweep_judge
+from gpufabric.verify.sweep import ledger as sweep_ledger
+from gpufabric.verify.sweep import rounds as sweep_rounds
+from gpufabric.verify.sweep.cost import Cost
+from gpufabric.verify.sweep.job import Job
 from gpufabric.verify.sweep.run import sweep
 
 
@@ -36,16 +40,16 @@ def test_the_planner_picks_the_mode_of_least_estimated_wall_time() -> None:
     pair round across each switch level) give every node C jobs and 17 partners in 8.5 h;
     groups of 8 need 6 more pair rounds (or a second group round), pairs 15 rounds."""
     topo = fleet_topology(1024)
-    mode = sweep_plan.choose_mode(topo, 8, 3, 16)
+    mode = sweep_cost.choose_mode(topo, 8, 3, 16)
     assert (mode.size, mode.group_rounds, mode.pair_scopes) == (16, 1, (1, 0))
     assert mode.seconds == pytest.approx(8.5 * 3600, rel=0.01)
     assert mode.jobs == 64 + 2 * 512
-    assert mode.expose == sweep_plan.partners_needed(1024) == 15
+    assert mode.expose == sweep_rounds.partners_needed(1024) == 15
     # every job the same 90 s: the whole leaf in one job is cheapest
-    flat = sweep_plan.choose_mode(topo, 8, 3, 16, Cost(90.0, 0.0))
+    flat = sweep_cost.choose_mode(topo, 8, 3, 16, Cost(90.0, 0.0))
     assert flat.size == 16
     # each rank order as long as a job: pairs (15 rounds for 15 partners) win
-    dear = sweep_plan.choose_mode(topo, 8, 3, 16, Cost(90.0, 200.0))
+    dear = sweep_cost.choose_mode(topo, 8, 3, 16, Cost(90.0, 200.0))
     assert (dear.size, dear.group_rounds, len(dear.pair_scopes)) == (2, 0, 15)
 
 
@@ -53,23 +57,23 @@ def test_the_planner_picks_the_mode_of_least_estimated_wall_time() -> None:
 def test_the_group_size_follows_the_quota(at_once: int, size: int) -> None:
     """A group never needs more nodes than the quota runs at once, and a larger quota does
     not make groups larger than the estimate finds worth it (each rank order costs time)."""
-    mode = sweep_plan.choose_mode(fleet_topology(256), at_once, 3, 16)
+    mode = sweep_cost.choose_mode(fleet_topology(256), at_once, 3, 16)
     assert mode.size == size
     assert mode.size <= 2 * at_once
 
 
 def test_without_group_jobs_the_pair_sweep_is_unchanged() -> None:
     topo = fleet_topology(1024)
-    mode = sweep_plan.choose_mode(topo, 8, 3, 2)
+    mode = sweep_cost.choose_mode(topo, 8, 3, 2)
     assert (mode.size, mode.group_rounds, mode.pair_scopes, mode.expose) == (2, 0, (None, 1, 0), 3)
-    assert sweep_plan.estimate(topo, 8, None, 3).words() == sweep_plan.estimate(topo, 8, None, 3, group=2).words()  # fmt: skip
+    assert sweep_cost.estimate(topo, 8, None, 3).words() == sweep_cost.estimate(topo, 8, None, 3, group=2).words()  # fmt: skip
 
 
 def test_the_estimate_prints_the_mode_actually_used() -> None:
     topo = fleet_topology(1024)
-    est = sweep_plan.estimate(topo, 8, 600.0, 3, group=16)
+    est = sweep_cost.estimate(topo, 8, 600.0, 3, group=16)
     words = est.words()
-    assert est.mode == sweep_plan.choose_mode(topo, 8, 3, 16)
+    assert est.mode == sweep_cost.choose_mode(topo, 8, 3, 16)
     assert "3 screening rounds (1 of group jobs of up to 16 nodes" in words
     assert f"{64 + 1024} jobs" in words
     assert "16 nodes at a time" in words
@@ -84,25 +88,25 @@ def test_the_partner_requirement_grows_with_the_fleet(n: int, partners: int) -> 
     partners for every fleet, one of 4,096 nodes (128 such) is GOOD in a quarter of fleets.
     The partners asked grow as ceil(log2 N) + 5, so the fleet's N nodes together escape with
     probability N x 2^-p <= 1/32; the estimate prints that, and the planner asks it."""
-    assert sweep_plan.partners_needed(n) == partners
+    assert sweep_rounds.partners_needed(n) == partners
     assert n * 2.0**-partners <= 1 / 32
     topo = fleet_topology(n)
-    mode = sweep_plan.choose_mode(topo, 8, 3, 16)
+    mode = sweep_cost.choose_mode(topo, 8, 3, 16)
     assert mode.expose == partners
     assert mode.partners >= partners  # the screening rounds give them
-    words = sweep_plan.estimate(topo, 8, None, 3, group=16).words()
+    words = sweep_cost.estimate(topo, 8, None, 3, group=16).words()
     assert f"GOOD after {partners} distinct partners" in words
     assert f"<= 2^-{partners}, the fleet's {n:,} nodes together <= " in words
     # pairs only (and health re-certification) keep C partners
-    assert sweep_plan.choose_mode(topo, 8, 3, 2).expose == 3
+    assert sweep_cost.choose_mode(topo, 8, 3, 2).expose == 3
 
 
 def test_the_partners_for_any_fleet_keep_the_fleet_bound() -> None:
-    needed = [sweep_plan.partners_needed(n) for n in range(1, 20_000)]
+    needed = [sweep_rounds.partners_needed(n) for n in range(1, 20_000)]
     assert needed == sorted(needed)  # never fewer for a larger fleet
-    assert all(p >= sweep_plan.EXPOSE for p in needed)
+    assert all(p >= sweep_rounds.EXPOSE for p in needed)
     assert all(n * 2.0**-p <= 1 / 32 for n, p in enumerate(needed, 1))
-    assert sweep_plan.partners_needed(2, confirm=12) == 12
+    assert sweep_rounds.partners_needed(2, confirm=12) == 12
 
 
 def test_judge_demands_the_fleets_partners() -> None:
@@ -111,20 +115,20 @@ def test_judge_demands_the_fleets_partners() -> None:
     nodes = [f"n{i:02d}" for i in range(64)]
     flat: dict[str, tuple[str, ...]] = dict.fromkeys(nodes, ())
     x, rest = nodes[0], tuple(nodes[1:])
-    need = sweep_plan.choose_mode(fleet_topology(64), 8, 3, 16).expose
+    need = sweep_cost.choose_mode(fleet_topology(64), 8, 3, 16).expose
     assert need == 11
     jobs = [Job(r, rest[:2], "PASS", rest) for r in (1, 2, 3)]
     jobs += [Job(4 + i, (x, p), "PASS") for i, p in enumerate(rest[: need - 1])]
-    verdict = sweep_plan.judge(nodes, flat, (), jobs, expose=need)
+    verdict = sweep_judge.judge(nodes, flat, (), jobs, expose=need)
     assert verdict.verdicts[x] == "UNKNOWN"
     assert set(rest) <= verdict.good
     # it still wants a partner, and gets a proven one it has not met
-    pairs = sweep_plan.adaptive_pairs(nodes, flat, (), jobs, verdict, 20, 3, need)
+    pairs = sweep_judge.adaptive_pairs(nodes, flat, (), jobs, verdict, 20, 3, need)
     partner = next(b if a == x else a for a, b in pairs if x in (a, b))
     assert partner in verdict.good
     assert partner not in rest[: need - 1]
     jobs.append(Job(20, (x, partner), "PASS"))
-    assert sweep_plan.judge(nodes, flat, (), jobs, expose=need).verdicts[x] == "GOOD"
+    assert sweep_judge.judge(nodes, flat, (), jobs, expose=need).verdicts[x] == "GOOD"
 
 
 def test_a_swept_node_is_good_only_with_the_fleets_partners() -> None:
@@ -136,18 +140,18 @@ def test_a_swept_node_is_good_only_with_the_fleets_partners() -> None:
         run_group=fleet.run_group, group=16,
     )  # fmt: skip
     partners: dict[str, set[str]] = {n: set() for n in fleet.nodes}
-    for job in sweep_plan.expand(report.jobs):
+    for job in sweep_ledger.expand(report.jobs):
         if job.verdict == "PASS":
             a, b = job.pair
             partners[a].add(b)
             partners[b].add(a)
     assert {r.verdict for r in report.nodes.values()} == {"GOOD"}
-    assert min(len(p) for p in partners.values()) >= sweep_plan.partners_needed(64)
+    assert min(len(p) for p in partners.values()) >= sweep_rounds.partners_needed(64)
 
 
 def test_the_sweep_runs_the_mode_it_estimated() -> None:
     fleet = sweepfleet.build(256, "bad", 0, 1)
-    mode = sweep_plan.choose_mode(fleet.topology, 8, 3, 16)
+    mode = sweep_cost.choose_mode(fleet.topology, 8, 3, 16)
     report = sweep(
         fleet.nodes, fleet.run_pair, 8, topology=fleet.topology, levels=fleet.levels,
         run_group=fleet.run_group, group=16,
@@ -160,11 +164,11 @@ def test_the_sweep_runs_the_mode_it_estimated() -> None:
 def test_round_seconds_admits_jobs_as_the_quota_has_nodes() -> None:
     seconds = Cost().seconds  # 2 nodes 90 s, 8 nodes 180 s
     # two groups of 8 fill 16 nodes; the pairs start when they end
-    assert sweep_plan.round_seconds([2, 8, 2, 8], 16, seconds) == 180 + 90
+    assert sweep_cost.round_seconds([2, 8, 2, 8], 16, seconds) == 180 + 90
     # a group of 8 and four pairs at once
-    assert sweep_plan.round_seconds([2, 2, 8, 2, 2], 16, seconds) == 180
-    assert sweep_plan.round_seconds([2] * 16, 16, seconds) == 2 * 90
-    assert sweep_plan.round_seconds([], 16, seconds) == 0
+    assert sweep_cost.round_seconds([2, 2, 8, 2, 2], 16, seconds) == 180
+    assert sweep_cost.round_seconds([2] * 16, 16, seconds) == 2 * 90
+    assert sweep_cost.round_seconds([], 16, seconds) == 0
 
 
 def test_a_round_never_runs_more_nodes_than_the_quota_and_fills_it() -> None:
@@ -222,14 +226,14 @@ def test_a_flaky_node_that_made_a_healthy_one_look_faulty_is_never_good() -> Non
             for i, p in enumerate(("n12", "n14", "n07", "n10", "n11", "n15"))
         ],
     ]
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs)
     assert verdict.verdicts[h] == "FLAKY"
     assert verdict.verdicts[f] == "UNKNOWN"
     assert "whose fault is not shown apart from this node" in verdict.notes[f]
     assert h in verdict.unshown  # h meets more proven partners
     # h fails with two proven partners besides f: its fault stands apart from f
     shown = [Job(16, (h, "n12"), "FAIL"), Job(17, (h, "n14"), "FAIL")]
-    assert sweep_plan.judge(NODES, FLAT, (), jobs + shown).verdicts[f] == "GOOD"
+    assert sweep_judge.judge(NODES, FLAT, (), jobs + shown).verdicts[f] == "GOOD"
 
 
 def test_a_group_a_faulty_node_explains_clears_its_other_members() -> None:
@@ -238,7 +242,7 @@ def test_a_group_a_faulty_node_explains_clears_its_other_members() -> None:
     b, x = "n00", "n05"
     jobs = [j for j in sweepfleet.screened(NODES) if b not in j.pair]
     jobs += [Job(6, (b, x), "FAIL", (b, x, "n03")), Job(7, (b, "n12"), "FAIL"), Job(8, (b, "n14"), "FAIL")]  # fmt: skip
-    verdict = sweep_plan.judge(NODES, FLAT, (), jobs)
+    verdict = sweep_judge.judge(NODES, FLAT, (), jobs)
     assert verdict.verdicts[b] == "BAD"
     assert verdict.verdicts[x] == verdict.verdicts["n03"] == "GOOD"
 
@@ -275,9 +279,9 @@ def test_a_node_failing_once_keeps_meeting_proven_partners_past_twelve() -> None
     x, y = "n00", "n01"
     jobs.append(Job(4, (x, y), "FAIL"))
     jobs += [Job(5 + i, (x, p), "PASS") for i, p in enumerate(nodes[2:13])]
-    verdict = sweep_plan.judge(nodes, flat, (), jobs, expose=sweep_plan.EXPOSE)
+    verdict = sweep_judge.judge(nodes, flat, (), jobs, expose=sweep_rounds.EXPOSE)
     assert verdict.verdicts[x] == "UNKNOWN"
-    pairs = sweep_plan.adaptive_pairs(nodes, flat, (), jobs, verdict, 16, 3, sweep_plan.EXPOSE)
+    pairs = sweep_judge.adaptive_pairs(nodes, flat, (), jobs, verdict, 16, 3, sweep_rounds.EXPOSE)
     partner = next((b if a == x else a for a, b in pairs if x in (a, b)), None)
     assert partner is not None
     assert verdict.verdicts[partner] == "GOOD"
@@ -286,10 +290,10 @@ def test_a_node_failing_once_keeps_meeting_proven_partners_past_twelve() -> None
 def test_the_table_and_document_name_the_partners_the_sweep_demanded() -> None:
     """With group jobs the table's header and the JSON say the fleet's partner count
     (the one the estimate printed), not --sweep-confirm's C."""
-    from gpufabric.verify.commands import sweep_document
     from gpufabric.verify.sweep.run import SweepReport, format_table
+    from gpufabric.verify.sweep.session import sweep_document
 
-    report = SweepReport({}, 0)
+    report = SweepReport(nodes={}, rounds=0)
     report.partners, report.confirm = 11, 3
     assert "GOOD after passing with 11 distinct GOOD partners" in format_table(report)
     assert sweep_document(report, {})["partners"] == 11

@@ -16,8 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sweepfleet
 
-from gpufabric.verify import commands
-from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.sweep import cost as sweep_cost
+from gpufabric.verify.sweep import faults as sweep_faults
+from gpufabric.verify.sweep import job as sweep_job
+from gpufabric.verify.sweep import ledger as sweep_ledger
+from gpufabric.verify.sweep import rounds as sweep_rounds
+from gpufabric.verify.sweep import session
 from gpufabric.verify.sweep.run import format_table, localize_rails, sweep
 
 SIZES = (16, 64, 256)
@@ -199,29 +203,29 @@ def test_a_degraded_uplink_named_by_leaf_when_names_sort_across_leaves() -> None
 def test_screening_pairs_within_then_across_each_level() -> None:
     fleet = sweepfleet.build(256, "bad", 0, 1)  # no fault: just the topology
     topo, nodes = fleet.topology, fleet.nodes
-    done: list[sweep_plan.Job] = []
+    done: list[sweep_job.Job] = []
     scopes = []
-    for round_ in range(1, sweep_plan.screening_rounds(topo) + 1):
-        pairs = sweep_plan.screening_pairs(nodes, topo, round_, done)
+    for round_ in range(1, sweep_rounds.screening_rounds(topo) + 1):
+        pairs = sweep_rounds.screening_pairs(nodes, topo, round_, done)
         assert len({n for p in pairs for n in p}) == 2 * len(pairs) == len(nodes)
-        scopes.append({sweep_plan._first_difference(topo, p) for p in pairs})
-        done += [sweep_plan.Job(round_, p, "PASS") for p in pairs]
+        scopes.append({sweep_faults._first_difference(topo, p) for p in pairs})
+        done += [sweep_job.Job(round_, p, "PASS") for p in pairs]
     # round 1 under one leaf (2 = no difference), round 2 across leaves under one spine,
     # round 3 across spines
     assert scopes == [{2}, {1}, {0}]
-    met = sweep_plan.ledger_of(done).met()
+    met = sweep_ledger.ledger_of(done).met()
     assert all(len(met[n]) == 3 for n in nodes)  # three distinct partners each
 
 
 def test_topology_of_needs_every_level_on_every_node() -> None:
     levels = ["spine", "leaf"]
     labels = {"a": {"spine": "s1", "leaf": "l1"}, "b": {"spine": "s1", "leaf": "l2"}}
-    assert sweep_plan.topology_of(["a", "b"], labels, levels) == {
+    assert sweep_job.topology_of(["a", "b"], labels, levels) == {
         "a": ("s1", "l1"),
         "b": ("s1", "l2"),
     }
     labels["b"] = {"spine": "s1"}
-    assert sweep_plan.topology_of(["a", "b"], labels, levels) == {"a": (), "b": ()}
+    assert sweep_job.topology_of(["a", "b"], labels, levels) == {"a": (), "b": ()}
 
 
 def test_sweep_topology_prefers_node_labels_over_the_stack_table() -> None:
@@ -229,13 +233,13 @@ def test_sweep_topology_prefers_node_labels_over_the_stack_table() -> None:
         switch_levels=("leaf",), node_topology={"a": {"leaf": "from-stack"}, "b": {"leaf": "x"}}
     )
     plan: Any = SimpleNamespace(facts=SimpleNamespace(gang=gang))
-    topo = commands._sweep_topology(plan, ["a", "b"], {"a": {"leaf": "from-label"}})
+    topo = session.sweep_topology(plan, ["a", "b"], {"a": {"leaf": "from-label"}})
     assert topo == {"a": ("from-label",), "b": ("x",)}
 
 
 def test_the_estimate_printed_before_it_starts() -> None:
     topo = {f"n{i}": ("s", f"l{i % 4}") for i in range(1024)}
-    est = sweep_plan.estimate(topo, 8, 1800.0, 3)
+    est = sweep_cost.estimate(topo, 8, 1800.0, 3)
     assert (est.rounds, est.jobs, est.waves) == (3, 3 * 512, 3 * 64)
     words = est.words()
     assert "1536 two-node jobs, 8 at a time" in words

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpufabric.exitcodes import ExitCode, Verdict
-from gpufabric.verify import commands
+from gpufabric.verify.sweep import session
 from gpufabric.verify.sweep.run import NodeResult, RailResult, SweepReport
 
 
@@ -34,7 +34,7 @@ def node(ready: str = "True", unschedulable: Any = None) -> dict[str, Any]:
     ],
 )
 def test_skip_reason(n: dict[str, Any], why: str | None) -> None:
-    assert commands._skip_reason(n) == why
+    assert session.skip_reason(n) == why
 
 
 def plan_with(admissible: int | None, gpus_per_node: int = 8) -> Any:
@@ -47,15 +47,17 @@ def plan_with(admissible: int | None, gpus_per_node: int = 8) -> Any:
 def test_sweep_concurrency_is_what_the_quota_admits_at_least_one(
     limit: int | None, jobs: int
 ) -> None:
-    assert commands._sweep_concurrency(plan_with(limit), "t") == jobs
+    assert session.sweep_concurrency(plan_with(limit), "t") == jobs
 
 
 def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
-    bad = NodeResult("b", "BAD", 100.0, "IB", [(1, "g", "FAIL")])
+    bad = NodeResult(node="b", verdict="BAD", busbw=100.0, network="IB", pairs=[(1, "g", "FAIL")])
     bad.rails["rail0"] = RailResult(Verdict.FAIL, 20.0, "IB", "g")
-    good = NodeResult("g", "GOOD", 370.0, "IB", [(1, "b", "FAIL")])
-    report = SweepReport({"g": good, "b": bad}, rounds=2, rail_rounds=1, rail_threshold_gbps=45)
-    doc = commands.sweep_document(report, {"cordoned": ["c"], "notReady": []})
+    good = NodeResult(node="g", verdict="GOOD", busbw=370.0, network="IB", pairs=[(1, "b", "FAIL")])
+    report = SweepReport(
+        nodes={"g": good, "b": bad}, rounds=2, rail_rounds=1, rail_threshold_gbps=45
+    )
+    doc = session.sweep_document(report, {"cordoned": ["c"], "notReady": []})
     assert list(doc) == [
         "rounds",
         "railRounds",
@@ -93,6 +95,7 @@ def test_sweep_document_adds_rails_only_for_nodes_that_ran_them() -> None:
 def test_sweep_verdict_maps_node_words_through_the_one_table(
     words: list[str], verdict: Verdict, code: ExitCode
 ) -> None:
-    report = SweepReport({f"n{i}": NodeResult(f"n{i}", w) for i, w in enumerate(words)}, 1)
+    nodes = {f"n{i}": NodeResult(node=f"n{i}", verdict=w) for i, w in enumerate(words)}
+    report = SweepReport(nodes=nodes, rounds=1)
     assert report.verdict == verdict
     assert report.verdict.exit_code == code

@@ -15,7 +15,7 @@ log is split per test at gpufabric's marker lines and judged by
 acceptance job.
 
 A sweep's group job (g > 2 nodes, pinned to them) runs both tests once per rank order of
-:func:`gpufabric.verify.sweep.plan.ring_orders`, each from a hostfile that lists the
+:func:`gpufabric.verify.sweep.rounds.ring_orders`, each from a hostfile that lists the
 operator's hosts in that order, with ``NCCL_ALGO=Ring`` so that each run loads exactly the
 links between nodes adjacent in the order; its log is split per order and test at order
 markers and is PASS only when every order ran and passed (:func:`judge` with ``orders``).
@@ -48,7 +48,7 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import GPU_RESOURCE, AcceptanceKind
 from gpufabric.plan.resolve import on_one_rail
 from gpufabric.plan.training import NCCL_TESTS_RUNTIME
-from gpufabric.verify.arguments import NCCL_JOB_NAME, NCCL_TIMEOUT
+from gpufabric.verify.defaults import NCCL_JOB_NAME, NCCL_TIMEOUT
 from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import (
     Kube,
@@ -61,7 +61,9 @@ from gpufabric.verify.kube import (
     records,
     text,
 )
+from gpufabric.verify.nccl import parse as nccl_parse
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nccl import sshkeys
 
 SIZES = ["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]
@@ -82,7 +84,7 @@ REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shape:
     """How one acceptance kind is watched, read and deleted."""
 
@@ -102,31 +104,31 @@ class Shape:
 
 SHAPES = {
     "MPIJob": Shape(
-        "MPIJob",
-        "mpijob",
-        JOB_LABEL,
-        f"{JOB_LABEL}={{name}},{ROLE_LABEL}=launcher",
-        "Succeeded",
-        ("spec", "runPolicy"),
+        kind="MPIJob",
+        resource="mpijob",
+        name_label=JOB_LABEL,
+        launcher_selector=f"{JOB_LABEL}={{name}},{ROLE_LABEL}=launcher",
+        success="Succeeded",
+        suspend_path=("spec", "runPolicy"),
     ),
     # The Trainer names the JobSet after the TrainJob; JobSet labels its pods.
     "TrainJob": Shape(
-        "TrainJob",
-        "trainjob",
-        JOBSET_LABEL,
-        f"{JOBSET_LABEL}={{name}},{REPLICATED_JOB_LABEL}=launcher",
-        "Complete",
-        ("spec",),
+        kind="TrainJob",
+        resource="trainjob",
+        name_label=JOBSET_LABEL,
+        launcher_selector=f"{JOBSET_LABEL}={{name}},{REPLICATED_JOB_LABEL}=launcher",
+        success="Complete",
+        suspend_path=("spec",),
     ),
     # The Training Operator labels a PyTorchJob's pods with their replica type; the Master
     # runs mpirun.
     "PyTorchJob": Shape(
-        "PyTorchJob",
-        "pytorchjob",
-        JOB_LABEL,
-        f"{JOB_LABEL}={{name}},{REPLICA_TYPE_LABEL}=master",
-        "Succeeded",
-        ("spec", "runPolicy"),
+        kind="PyTorchJob",
+        resource="pytorchjob",
+        name_label=JOB_LABEL,
+        launcher_selector=f"{JOB_LABEL}={{name}},{REPLICA_TYPE_LABEL}=master",
+        success="Succeeded",
+        suspend_path=("spec", "runPolicy"),
         ssh_keys=True,
     ),
 }
@@ -223,7 +225,7 @@ def acceptance_job(
     with ``rail`` its pods attach only that rail, and NCCL can use no other; every pod of it
     tolerates the NoSchedule taints keyed ``tolerate`` (a re-certification's quarantine).
     With ``orders`` (a sweep's group job: rank orders of host indices,
-    :func:`gpufabric.verify.sweep.plan.ring_orders`) the launcher runs the tests once per
+    :func:`gpufabric.verify.sweep.rounds.ring_orders`) the launcher runs the tests once per
     order (:func:`group_launcher_script`)."""
     kind = acceptance_kind(plan)
     req = JobRequest(
@@ -314,7 +316,7 @@ def split_log(log: str) -> dict[str, str]:
     parts: dict[str, list[str]] = {}
     current = None
     for line in log.splitlines():
-        bare = nccl_report.strip_prefixes(line)  # `kubectl logs --prefix`, srun -l, mpirun tags
+        bare = nccl_parse.strip_prefixes(line)  # `kubectl logs --prefix`, srun -l, mpirun tags
         for test in TESTS:
             if bare == MARKER.format(test=test):
                 current = test
@@ -340,7 +342,7 @@ def split_orders(log: str, count: int) -> tuple[dict[str, str], dict[int, tuple[
     order: int | None = None
     current: tuple[int, str] | None = None
     for line in log.splitlines():
-        bare = nccl_report.strip_prefixes(line)
+        bare = nccl_parse.strip_prefixes(line)
         m = _ORDER.match(bare)
         if m is not None and int(m[2]) == count and 1 <= int(m[1]) <= count:
             order, current = int(m[1]), None
@@ -360,7 +362,7 @@ def split_orders(log: str, count: int) -> tuple[dict[str, str], dict[int, tuple[
     return files, hosts
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     state: str  # Succeeded | Failed | Timeout
     message: str
@@ -583,7 +585,10 @@ def run_job(
                 for obj in made:
                     _delete(kube, obj, progress)
     nodes = _gpu_nodes(seen) if find_nodes else ()
-    return Outcome(state, text_, log, clock() - start, shape.kind, _placed(seen), nodes)
+    return Outcome(
+        state=state, message=text_, log=log, waited_s=clock() - start, kind=shape.kind,
+        placed=_placed(seen), nodes=nodes,
+    )  # fmt: skip
 
 
 def _create_companions(
@@ -611,12 +616,14 @@ def _create_companions(
     progress(f"created Secret {meta['namespace']}/{meta['name']} (this run's SSH keys)")
 
 
-def judge(outcome: Outcome, exp: nccl_report.Expectation, orders: int = 0) -> nccl_report.Report:
+def judge(
+    outcome: Outcome, exp: nccl_rules.NcclExpectation, orders: int = 0
+) -> nccl_report.NcclReport:
     """The analyzer's report on the collected log, with the job's own outcome. A group job
     (``orders`` rank orders) is judged per order and test: PASS only when every order ran
     and passed; the reasons start with each order that did not pass, named by its nodes."""
     if not outcome.log.strip():
-        doc = nccl_report.Report(
+        doc = nccl_report.NcclReport(
             verdict=Verdict.INCONCLUSIVE,
             reasons=("no launcher log to judge",),
             threshold_gbps=exp.threshold_gbps,
@@ -643,21 +650,23 @@ def judge(outcome: Outcome, exp: nccl_report.Expectation, orders: int = 0) -> nc
         doc,
         verdict=verdict,
         reasons=reasons,
-        job=nccl_report.JobOutcome(outcome.state, outcome.message, outcome.waited_s),
+        job=nccl_report.JobOutcome(
+            state=outcome.state, message=outcome.message, waited_s=outcome.waited_s
+        ),
     )
 
 
 _RUN_REASON = re.compile(r"^order \d+/\d+ \S+: ")
 
 
-def headline(doc: nccl_report.Report) -> list[str]:
+def headline(doc: nccl_report.NcclReport) -> list[str]:
     """A group job's reasons less each run's own: how the job ended and each order that
     did not pass (what a sweep prints for a group job that did not pass)."""
     return [r for r in doc.reasons if not _RUN_REASON.match(r)]
 
 
 def _order_reasons(
-    doc: nccl_report.Report,
+    doc: nccl_report.NcclReport,
     count: int,
     hosts: Mapping[int, tuple[str, ...]],
     placed: Mapping[str, str],

@@ -28,6 +28,8 @@ from gpufabric.plan.build import Plan
 from gpufabric.plan.items import K8sObject
 from gpufabric.verify.kube import Forbidden, Kube, KubeError, NotFound, mapping, path_of
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.sweep.judge import NodeVerdict
 from gpufabric.verify.sweep.run import SweepReport
 
 GRACE = 30.0
@@ -41,8 +43,7 @@ class Result:
     """One node's result, as it goes into its NodeAcceptance status."""
 
     node: str
-    verdict: str
-    """GOOD | BAD | FLAKY | UNKNOWN"""
+    verdict: NodeVerdict
     busbw: float | None
     message: str = ""
 
@@ -55,20 +56,20 @@ def _stamp(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _busbw(doc: nccl_report.Report) -> float | None:
+def _busbw(doc: nccl_report.NcclReport) -> float | None:
     """The run's best bus bandwidth over its tests (as the sweep reads a pair's)."""
     values = [r.busbw_max_gbps for r in doc.runs if r.busbw_max_gbps is not None]
     return max(values) if values else None
 
 
-def from_run(nodes: Sequence[str], doc: nccl_report.Report) -> list[Result]:
+def from_run(nodes: Sequence[str], doc: nccl_report.NcclReport) -> list[Result]:
     """A plain run's result for each node it ran on: GOOD when it passed; a failing or
     undecided run names no node, so its nodes are UNKNOWN (the sweep localizes)."""
     if doc.verdict == Verdict.PASS:
-        verdict, words = "GOOD", f"passed the acceptance run over {len(nodes)} nodes"
+        verdict, words = NodeVerdict.GOOD, f"passed the acceptance run over {len(nodes)} nodes"
     else:
         reasons = "; ".join(doc.reasons)[:600]
-        verdict = "UNKNOWN"
+        verdict = NodeVerdict.UNKNOWN
         words = (
             f"the acceptance run over {len(nodes)} nodes ended {doc.verdict}: {reasons}; "
             "a failing run names no node: gpufabric verify nccl --sweep localizes it"
@@ -102,7 +103,11 @@ def recertified(report: SweepReport, outcomes: Mapping[str, Judged]) -> list[Res
         r = report.nodes.get(node)
         if r is None or not r.pairs:
             continue
-        verdict = "GOOD" if outcome.passed else ("BAD" if r.verdict == "GOOD" else r.verdict)
+        verdict = (
+            NodeVerdict.GOOD
+            if outcome.passed
+            else (NodeVerdict.BAD if r.verdict == NodeVerdict.GOOD else r.verdict)
+        )
         out.append(Result(node, verdict, r.busbw, outcome.words))
     return out
 
@@ -194,11 +199,11 @@ def warning(plan: Plan, exc: KubeError, left: int) -> str:
 
 
 def _threshold(plan: Plan, args: argparse.Namespace) -> float | None:
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     return exp.threshold_gbps
 
 
-def after_run(kube: Kube, plan: Plan, args: argparse.Namespace, nodes: Sequence[str], doc: nccl_report.Report) -> int:  # fmt: skip
+def after_run(kube: Kube, plan: Plan, args: argparse.Namespace, nodes: Sequence[str], doc: nccl_report.NcclReport) -> int:  # fmt: skip
     """``verify nccl``: each node the job ran on."""
     results = from_run(nodes, doc)
     return record(kube, plan, results, "acceptance", args.name, doc.threshold_gbps)

@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Protocol, TextIO
 
-from gpufabric.verify.arguments import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
+from gpufabric.exitcodes import CheckStatus
+from gpufabric.verify.defaults import DEFAULT_HOST_TIMEOUT, DEFAULT_PARALLEL
 from gpufabric.verify.expect import Expectation
 from gpufabric.verify.nodes import gather as nodes_gather
-from gpufabric.verify.nodes.gather import Judged, Script
+from gpufabric.verify.nodes.gather import NodeJudgement, Script
 from gpufabric.verify.nodes.probe import Unreachable
 from gpufabric.verify.results import Check, error
 
@@ -43,7 +44,7 @@ hosts take as long either way (11.8 s pooled, 11.1 s in the threads) but 10,000 
 judging fights the network threads for the interpreter lock (the pool's stays at 9-11 ms)."""
 
 
-class Transport(Protocol):
+class GatherTransport(Protocol):
     """Runs a gather script on a host and returns its standard output."""
 
     def root(self, spec: str) -> str:
@@ -97,10 +98,10 @@ def testinfra_transport(root: str) -> TestinfraTransport:
     return TestinfraTransport(root)
 
 
-class Judge(Protocol):
+class NodeJudge(Protocol):
     def __call__(
         self, name: str, root: str, exp: Expectation, rounds: list[tuple[str, bytes]], last: bool
-    ) -> Judged: ...
+    ) -> NodeJudgement: ...
 
 
 def _ignore_interrupts() -> None:
@@ -116,10 +117,10 @@ def judge_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_ignore_interrupts)
 
 
-def _pooled(pool: Executor) -> Judge:
+def _pooled(pool: Executor) -> NodeJudge:
     def run(
         name: str, root: str, exp: Expectation, rounds: list[tuple[str, bytes]], last: bool
-    ) -> Judged:
+    ) -> NodeJudgement:
         return pool.submit(nodes_gather.judge, name, root, exp, rounds, last).result()
 
     return run
@@ -135,7 +136,11 @@ def _unreachable(spec: str, exp: Expectation, exc: Exception) -> list[Check]:
 
 
 def _check_host(
-    spec: str, exp: Expectation, transport: Transport, judge: Judge, first: Callable[[str], Script]
+    spec: str,
+    exp: Expectation,
+    transport: GatherTransport,
+    judge: NodeJudge,
+    first: Callable[[str], Script],
 ) -> list[Check]:
     """One host: the gather script, then a request script per round for what is missing."""
     root = transport.root(spec)
@@ -214,7 +219,7 @@ def judges_for(hosts: int, judges: int | None) -> int:
 def run_fleet(
     hosts: Sequence[str],
     exp: Expectation,
-    transport: Transport,
+    transport: GatherTransport,
     parallel: int = DEFAULT_PARALLEL,
     host_timeout: float = DEFAULT_HOST_TIMEOUT,
     progress: Callable[[int, int], None] = lambda _done, _total: None,
@@ -231,7 +236,7 @@ def run_fleet(
     hosts = list(dict.fromkeys(hosts))
     workers = judges_for(len(hosts), judges)
     pool = judge_pool(workers) if workers else None
-    judge: Judge = _pooled(pool) if pool is not None else nodes_gather.judge
+    judge: NodeJudge = _pooled(pool) if pool is not None else nodes_gather.judge
     check = functools.partial(
         _check_host, exp=exp, transport=transport, judge=judge, first=_first_scripts(exp)
     )
@@ -322,7 +327,7 @@ def group_failures(checks: Sequence[Check]) -> list[str]:
     """One line per distinct failure (check and message), with how many nodes show it."""
     groups: dict[tuple[str, str, str], list[str]] = {}
     for c in checks:
-        if c.status in ("FAIL", "ERROR"):
+        if c.status in (CheckStatus.FAIL, CheckStatus.ERROR):
             groups.setdefault((c.check, c.status, c.message), []).append(c.target)
     lines = []
     for (check, status, message), targets in sorted(

@@ -562,7 +562,7 @@ class SnapshotProbe:
 
 
 @dataclass(frozen=True)
-class Judged:
+class NodeJudgement:
     """A host's verdicts, or what to gather next to reach them."""
 
     checks: tuple[Check, ...] | None
@@ -576,7 +576,7 @@ def unusable(name: str, exp: Expectation, why: str, hint: str = "") -> list[Chec
 
 def judge(
     name: str, root: str, exp: Expectation, rounds: Sequence[tuple[str, bytes]], last: bool
-) -> Judged:
+) -> NodeJudgement:
     """Judge a host from its answers so far (``(boundary, output)`` per round trip). Pure
     and picklable: it runs in a worker process. Without ``last``, missing facts come back as
     ``needs``; with it, a check that lacks one is ERROR."""
@@ -585,7 +585,7 @@ def judge(
         for boundary, output in rounds:
             answers.update(parse(output, boundary))
     except GatherError as exc:
-        return Judged(tuple(unusable(name, exp, f"the host's answer is unusable: {exc}")))
+        return NodeJudgement(tuple(unusable(name, exp, f"the host's answer is unusable: {exc}")))
     probe = SnapshotProbe(name, root, answers)
     results: list[Check] = []
     needs: set[Key] = set()
@@ -603,5 +603,5 @@ def judge(
             needs |= probe.missing
         results.append(result)
     if needs and not last:
-        return Judged(None, tuple(sorted(needs)))
-    return Judged(tuple(results))
+        return NodeJudgement(None, tuple(sorted(needs)))
+    return NodeJudgement(tuple(results))

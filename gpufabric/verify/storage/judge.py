@@ -33,7 +33,7 @@ from typing import Any
 
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import ClaimFacts
-from gpufabric.verify.arguments import STORAGE_MIB
+from gpufabric.verify.defaults import STORAGE_MIB
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 from gpufabric.verify.storage import mountstats
 
@@ -51,7 +51,7 @@ WORK_DIR = ".gpufabric-verify"
 LABELS = {"app.kubernetes.io/managed-by": "gpufabric-verify", "app.kubernetes.io/name": "storage"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClaimTarget:
     """One claim of a tenant, as its jobs mount it."""
 
@@ -314,7 +314,7 @@ def parse_dd(output: str, expected_bytes: int) -> Transfer:
 
 
 @dataclass(frozen=True)
-class Judge:
+class StorageJudge:
     """What the checks compare against."""
 
     min_mbps: float | None
@@ -322,7 +322,7 @@ class Judge:
     mib: int = DD_MIB
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PodResult:
     """One pod's end: its state (Succeeded, Failed, Timeout, Error, Interrupted), what
     the API said, and its log."""
@@ -391,7 +391,9 @@ def judge_transport(res: PodResult, claim: ClaimTarget) -> Check:
     )  # fmt: skip
 
 
-def judge_throughput(res: PodResult, claim: ClaimTarget, index: int, j: Judge) -> list[Check]:
+def judge_throughput(
+    res: PodResult, claim: ClaimTarget, index: int, j: StorageJudge
+) -> list[Check]:
     """Sequential write and read of the claim on this node against the threshold."""
     out = []
     for aspect in ("write", "read"):
@@ -456,7 +458,7 @@ def judge_node(
     writer: PodResult,
     reader: PodResult | None,
     token: str,
-    j: Judge,
+    j: StorageJudge,
 ) -> list[Check]:
     """Every check of one node for one tenant."""
     checks = [judge_transport(writer, c) for c in target.claims]

@@ -36,7 +36,7 @@ class MountstatsError(ValueError):
     """The text is not /proc/self/mountstats as the kernel writes it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Mount:
     device: str
     path: str
@@ -112,8 +112,8 @@ def _mount(fields: dict[str, object]) -> Mount:
     assert isinstance(transports, list)
     assert isinstance(options, tuple)
     return Mount(
-        str(fields["device"]), str(fields["path"]), str(fields["fstype"]), options,
-        tuple(transports),
+        device=str(fields["device"]), path=str(fields["path"]), fstype=str(fields["fstype"]), options=options,
+        transports=tuple(transports),
     )  # fmt: skip
 
 

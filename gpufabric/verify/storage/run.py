@@ -23,8 +23,8 @@ from gpufabric.verify.interrupts import left_behind, shielded
 from gpufabric.verify.kube import Kube, KubeError, Malformed, object_path, path_of, records, text
 from gpufabric.verify.results import Check
 from gpufabric.verify.storage.judge import (
-    Judge,
     PodResult,
+    StorageJudge,
     StorageTarget,
     judge_node,
     new_run,
@@ -87,16 +87,22 @@ class Runner:
         with self.kube.limit(self.timeout):
             try:
                 if self.kube.get(path) is not None:
-                    return PodResult(node, "Error", f"pod {ns}/{name} already exists (not ours)")
+                    return PodResult(
+                        node=node,
+                        state="Error",
+                        message=f"pod {ns}/{name} already exists (not ours)",
+                    )
                 if not self._claim(body):
-                    return PodResult(node, "Interrupted", "not started: the run was stopped")
+                    return PodResult(
+                        node=node, state="Interrupted", message="not started: the run was stopped"
+                    )
                 try:
                     self.kube.create(body)
                     return self._watch(node, path, ns, name)
                 finally:
                     self.remove(body)
             except KubeError as exc:
-                return PodResult(node, "Error", str(exc))
+                return PodResult(node=node, state="Error", message=str(exc))
 
     def _watch(self, node: str, path: str, ns: str, name: str) -> PodResult:
         until = self.clock() + max(self.timeout - min(LOG_RESERVE, self.timeout * 0.2), 0)
@@ -104,16 +110,22 @@ class Runner:
         while True:
             live = self.kube.get(path)
             if live is None:
-                return PodResult(node, "Failed", "the pod disappeared (deleted by someone?)")
+                return PodResult(
+                    node=node, state="Failed", message="the pod disappeared (deleted by someone?)"
+                )
             phase, status = pod_status(live)
             if phase in ("Succeeded", "Failed"):
-                return PodResult(node, phase, status, self.kube.log(ns, name))
+                return PodResult(
+                    node=node, state=phase, message=status, log=self.kube.log(ns, name)
+                )
             if self.stop.is_set():
-                return PodResult(node, "Interrupted", f"stopped; last state: {status}")
+                return PodResult(
+                    node=node, state="Interrupted", message=f"stopped; last state: {status}"
+                )
             if self.clock() >= until:
                 describe = shlex.join(["kubectl", "-n", ns, "describe", "pod", name])
                 return PodResult(
-                    node, "Timeout", f"timed out after {self.timeout:g}s; last state: "
+                    node=node, state="Timeout", message=f"timed out after {self.timeout:g}s; last state: "
                     f"{status} (`{describe}` while it runs)",
                 )  # fmt: skip
             self.stop.wait(min(self.poll, max(until - self.clock(), 0.01)))
@@ -174,7 +186,7 @@ class Options:
     """How one ``verify storage`` run goes."""
 
     image: str
-    judge: Judge
+    judge: StorageJudge
     tolerations: tuple[Mapping[str, Any], ...] = ()
 
 

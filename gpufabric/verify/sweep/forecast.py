@@ -4,8 +4,8 @@ run against simulated fleets, never a second formula of its rounds that could dr
 
 No cluster, no clock: each simulated job answers at once, FAIL when it holds a bad node of the
 fleet (a node every job with it fails: a dead NIC, a slow GPU), else PASS; the rounds it ran
-are then costed as the planner costs them (:func:`sweep_plan.round_seconds` with the quota's
-nodes, :class:`sweep_plan.Cost`). Three fleets of the sweep's own nodes and topology:
+are then costed as the planner costs them (:func:`~gpufabric.verify.sweep.cost.round_seconds`
+with the quota's nodes, :class:`~gpufabric.verify.sweep.cost.Cost`). Three fleets of the sweep's own nodes and topology:
 
 - every node healthy: the screening rounds when every job passes;
 - one bad node: what a bad node adds (the splits of its failing group down to the node, the
@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 from gpufabric.exitcodes import Verdict
 from gpufabric.support.counts import counted
-from gpufabric.verify.nccl.report import Report
-from gpufabric.verify.sweep import plan as sweep_plan
+from gpufabric.verify.nccl.report import NcclReport
 from gpufabric.verify.sweep import run as sweep
-from gpufabric.verify.sweep.plan import Cost, Topology
+from gpufabric.verify.sweep.cost import Cost, Mode, choose_mode, estimate, round_seconds
+from gpufabric.verify.sweep.job import Topology
+from gpufabric.verify.sweep.rounds import confidence_words
 
 SHARE = 0.01
 """The share of bad nodes the estimate's total assumes (1%, at least one node)."""
@@ -81,12 +82,14 @@ class Outcome:
         """Wall time with ``at_once`` two-node jobs' worth of quota, jobs costed by ``cost``
         and admitted as the sweep's runner admits them."""
         seconds = functools.cache(cost.seconds)  # one size's cost, once
-        return sum(sweep_plan.round_seconds(r, 2 * at_once, seconds) for r in self.rounds)
+        return sum(round_seconds(r, 2 * at_once, seconds) for r in self.rounds)
 
 
-def _report(nodes: Sequence[str], bad: frozenset[str]) -> Report:
+def _report(nodes: Sequence[str], bad: frozenset[str]) -> NcclReport:
     verdict = Verdict.FAIL if bad.intersection(nodes) else Verdict.PASS
-    return Report(verdict, (), None, "none", ())
+    return NcclReport(
+        verdict=verdict, reasons=(), threshold_gbps=None, threshold_source="none", runs=()
+    )
 
 
 def simulate(
@@ -96,9 +99,9 @@ def simulate(
     """The rounds the sweep runs (as ``verify nccl --sweep`` calls it: group jobs when
     ``group`` > 2, each bad node's ``rails`` alone when there are several) on a fleet whose
     ``bad`` nodes fail every job they are in."""
-    report = sweep.SweepReport({}, 0)
+    report = sweep.SweepReport(nodes={}, rounds=0)
 
-    def run(nodes: Sequence[str], *_: object) -> Report:
+    def run(nodes: Sequence[str], *_: object) -> NcclReport:
         return _report(nodes, bad)
 
     sweep.sweep(
@@ -111,7 +114,7 @@ def simulate(
     if report.bad and rails > 1:
         lock = threading.Lock()
 
-        def run_rail(pair: tuple[str, str], _rail: str, round_: int, _index: int) -> Report:
+        def run_rail(pair: tuple[str, str], _rail: str, round_: int, _index: int) -> NcclReport:
             with lock:  # the rail jobs of a round run on the sweep's threads
                 rounds.setdefault(round_, []).append(2)
             return _report(pair, bad)
@@ -122,14 +125,14 @@ def simulate(
     return Outcome(tuple(tuple(rounds[r]) for r in sorted(rounds)), len(report.bad), rail_jobs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Forecast:
     """The three simulated sweeps of one fleet (see the module) and what they cost."""
 
     nodes: int
     at_once: int
     cost: Cost
-    mode: sweep_plan.Mode
+    mode: Mode
     rails: int
     passing: Outcome
     one: Outcome
@@ -195,7 +198,7 @@ def forecast(
     the mode the planner picks for ``at_once`` two-node jobs' worth of quota and groups of at
     most ``group`` nodes (2: pairs only)."""
     cost = cost or Cost()
-    mode = sweep_plan.choose_mode(topo, at_once, confirm, group, cost)
+    mode = choose_mode(topo, at_once, confirm, group, cost)
     share_bad = max(1, round(len(names) * SHARE))
 
     def run(bad: frozenset[str]) -> Outcome:
@@ -203,7 +206,17 @@ def forecast(
 
     one = run(bad_nodes(names, 1))
     share = one if share_bad == 1 else run(bad_nodes(names, share_bad))
-    return Forecast(len(names), at_once, cost, mode, rails, run(frozenset()), one, share, share_bad)
+    return Forecast(
+        nodes=len(names),
+        at_once=at_once,
+        cost=cost,
+        mode=mode,
+        rails=rails,
+        passing=run(frozenset()),
+        one=one,
+        share=share,
+        share_bad=share_bad,
+    )
 
 
 def words(
@@ -214,7 +227,7 @@ def words(
     when a group holds more than two nodes, else two-node jobs), then what failures add."""
     if fc.mode.group_rounds:
         return f"{_group_words(fc, len(names), timeout_s)}; {fc.failure_words()}"
-    est = sweep_plan.estimate(topo, fc.at_once, timeout_s, confirm, group, fc.cost)
+    est = estimate(topo, fc.at_once, timeout_s, confirm, group, fc.cost)
     return est.words(failures=fc.failure_words())
 
 
@@ -232,5 +245,5 @@ def _group_words(fc: Forecast, nodes: int, timeout_s: float | None) -> str:
         f"{passing.jobs - groups} two-node jobs when all pass, {2 * fc.at_once} nodes at a "
         f"time as the quota admits (about {hours(fc.seconds(passing))} at {cost.job_s:g} s a "
         f"job plus {2 * cost.run_s:g} s per rank order past the first{limit}); "
-        f"{sweep_plan.confidence_words(nodes, fc.mode.expose)}"
+        f"{confidence_words(nodes, fc.mode.expose)}"
     )

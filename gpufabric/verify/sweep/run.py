@@ -1,5 +1,6 @@
 """Find the bad nodes and the bad paths, then the bad nodes' rails: rounds of disjoint
-two-node NCCL jobs, planned and judged by :mod:`gpufabric.verify.sweep.plan`.
+two-node NCCL jobs, planned by :mod:`~gpufabric.verify.sweep.rounds` and
+:mod:`~gpufabric.verify.sweep.cost`, judged by :mod:`~gpufabric.verify.sweep.judge`.
 
 Screening rounds pair every node with partners it has not met, under its own leaf switch
 (with ``run_group``: group jobs under each leaf, split on failure, when the planner's estimate
@@ -8,7 +9,7 @@ then the rounds adapt: a node not yet judged runs with a node already proven GOO
 failed with some partners and passed with others re-runs with the partners it failed with.
 Each round's jobs are admitted by the quota's nodes (two per two-node job it admits), largest
 first (a node is in one job at a time). After every round the whole record is judged
-again (sweep_plan's rules: path faults, witnesses, the C-core of passing pairs).
+again (the judge's rules: path faults, witnesses, the C-core of passing pairs).
 
 Then each BAD node runs one job per rail with a proven-good partner, its pods attached to
 that rail alone, judged against one rail's share of the line rate: a rail that fails alone
@@ -29,17 +30,26 @@ from dataclasses import dataclass, field
 from gpufabric.exitcodes import Verdict, worst
 from gpufabric.support.counts import counted
 from gpufabric.verify.interrupts import shielded
-from gpufabric.verify.nccl.report import Report
-from gpufabric.verify.sweep import plan as sweep_plan
-from gpufabric.verify.sweep.plan import CONFIRM, Job, PathFault, Topology
+from gpufabric.verify.nccl.report import NcclReport
+from gpufabric.verify.sweep.cost import Cost, Mode, admission_order, choose_mode
+from gpufabric.verify.sweep.faults import PathFault
+from gpufabric.verify.sweep.job import Job, Pair, Topology
+from gpufabric.verify.sweep.judge import Judgement, NodeVerdict, adaptive_pairs, judge
+from gpufabric.verify.sweep.ledger import ledger_of
+from gpufabric.verify.sweep.rounds import (
+    CONFIRM,
+    exhausted,
+    scoped_pairs,
+    screening_groups,
+    split_jobs,
+)
 
-Pair = tuple[str, str]
-RunPair = Callable[[Pair, int, int], Report]
+RunPair = Callable[[Pair, int, int], NcclReport]
 """Run one two-node acceptance job (pair, round, index) and return its report."""
-RunGroup = Callable[[tuple[str, ...], int, int], Report]
+RunGroup = Callable[[tuple[str, ...], int, int], NcclReport]
 """Run one group acceptance job (nodes in rank order, round, index) whose rings carry
-traffic between every pair of its nodes (:func:`gpufabric.verify.sweep.plan.ring_orders`)."""
-RunRailPair = Callable[[Pair, str, int, int], Report]
+traffic between every pair of its nodes (:func:`gpufabric.verify.sweep.rounds.ring_orders`)."""
+RunRailPair = Callable[[Pair, str, int, int], NcclReport]
 """Run one two-node job on one rail ((node, good partner), rail, round, index)."""
 
 
@@ -53,10 +63,10 @@ class RailResult:
     partner: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NodeResult:
     node: str
-    verdict: str = "UNKNOWN"  # GOOD | BAD | FLAKY | UNKNOWN
+    verdict: NodeVerdict = NodeVerdict.UNKNOWN
     busbw: float | None = None
     """Best bus bandwidth of the node's pairs (GB/s)."""
     network: str | None = None
@@ -72,16 +82,16 @@ class NodeResult:
         return [r for r, res in self.rails.items() if res.verdict == "FAIL"]
 
 
-NODE_VERDICT: dict[str, Verdict] = {
-    "GOOD": Verdict.PASS,
-    "BAD": Verdict.FAIL,
-    "FLAKY": Verdict.FAIL,
-    "UNKNOWN": Verdict.INCONCLUSIVE,
+NODE_VERDICT: dict[NodeVerdict, Verdict] = {
+    NodeVerdict.GOOD: Verdict.PASS,
+    NodeVerdict.BAD: Verdict.FAIL,
+    NodeVerdict.FLAKY: Verdict.FAIL,
+    NodeVerdict.UNKNOWN: Verdict.INCONCLUSIVE,
 }
 """What a node's own word (GOOD, BAD, FLAKY, UNKNOWN) counts as in the sweep's verdict."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SweepReport:
     nodes: dict[str, NodeResult]
     rounds: int
@@ -98,19 +108,19 @@ class SweepReport:
     confirm: int = CONFIRM
     partners: int = 0
     """Distinct GOOD partners a node passed with before it was GOOD (C with pairs; with group
-    jobs :func:`sweep_plan.partners_needed`); 0 until a sweep ran."""
+    jobs :func:`~gpufabric.verify.sweep.rounds.partners_needed`); 0 until a sweep ran."""
 
     @property
     def bad(self) -> list[str]:
-        return sorted(n for n, r in self.nodes.items() if r.verdict == "BAD")
+        return sorted(n for n, r in self.nodes.items() if r.verdict == NodeVerdict.BAD)
 
     @property
     def flaky(self) -> list[str]:
-        return sorted(n for n, r in self.nodes.items() if r.verdict == "FLAKY")
+        return sorted(n for n, r in self.nodes.items() if r.verdict == NodeVerdict.FLAKY)
 
     @property
     def unknown(self) -> list[str]:
-        return sorted(n for n, r in self.nodes.items() if r.verdict == "UNKNOWN")
+        return sorted(n for n, r in self.nodes.items() if r.verdict == NodeVerdict.UNKNOWN)
 
     @property
     def verdict(self) -> Verdict:
@@ -130,7 +140,7 @@ def rail_rounds_needed(rails: int, bad: int, concurrency: int, good: int) -> int
     return rails * -(-bad // at_once)
 
 
-def _busbw(report: Report) -> tuple[float | None, str | None]:
+def _busbw(report: NcclReport) -> tuple[float | None, str | None]:
     busbw: float | None = None
     network: str | None = None
     for run in report.runs:
@@ -142,7 +152,7 @@ def _busbw(report: Report) -> tuple[float | None, str | None]:
 
 
 def _record(
-    result: NodeResult, round_: int, partners: Sequence[str], report: Report, said: str | None = None,
+    result: NodeResult, round_: int, partners: Sequence[str], report: NcclReport, said: str | None = None,
     measured: tuple[float | None, str | None] | None = None,
 ) -> None:  # fmt: skip
     """A job's ``report`` in a node's record: one entry per partner, its best bandwidth
@@ -172,14 +182,14 @@ def waiting(stop: threading.Event) -> Callable[[float], None]:
 
 
 def _run_round(
-    jobs: Sequence[Callable[[], Report]],
+    jobs: Sequence[Callable[[], NcclReport]],
     concurrency: int,
     stop: threading.Event | None,
-    finished: dict[int, Report] | None = None,
-) -> list[Report]:
+    finished: dict[int, NcclReport] | None = None,
+) -> list[NcclReport]:
     """Every job's report, in order. ``finished`` receives, by index, the reports of the
     jobs that ended, also when the round is cut short (what it proved until then)."""
-    futures: list[cf.Future[Report]] = []
+    futures: list[cf.Future[NcclReport]] = []
     try:
         with cf.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             try:
@@ -204,14 +214,10 @@ def _run_round(
                     finished[i] = f.result()
 
 
-def _apply(
-    report: SweepReport, names: Sequence[str], topo: Topology, expose: int
-) -> sweep_plan.Judgement:
+def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: int) -> Judgement:
     """Judge the whole record again and write each node's verdict and words; the
     judgement (the next round is planned from it)."""
-    verdict = sweep_plan.judge(
-        names, topo, report.levels, report.jobs, report.confirm, expose=expose
-    )
+    verdict = judge(names, topo, report.levels, report.jobs, report.confirm, expose=expose)
     for name in names:
         result = report.nodes[name]
         result.verdict = verdict.verdicts[name]
@@ -232,7 +238,7 @@ def sweep(
     confirm: int = CONFIRM,
     run_group: RunGroup | None = None,
     group: int = 2,
-    cost: sweep_plan.Cost | None = None,
+    cost: Cost | None = None,
     serial: bool = False,
 ) -> SweepReport:
     """Localize the nodes (and uplinks) that fail the acceptance test; ``concurrency`` jobs
@@ -240,12 +246,12 @@ def sweep(
     ``run_group`` and ``group`` > 2, the screening may start with group jobs of up to ``group``
     nodes under each leaf (failing groups split until their pairs are known): the planner
     picks pairs or the group size by its own estimate of the wall time for the quota
-    (:func:`sweep_plan.choose_mode`, jobs costed by ``cost``). ``stop`` is set
+    (:func:`~gpufabric.verify.sweep.cost.choose_mode`, jobs costed by ``cost``). ``stop`` is set
     when the sweep is interrupted (the jobs' waits should watch it). The report is judged
     round by round and also when cut short (``into`` when given: what an interrupted sweep
     proved stays readable there); a node listed twice is swept once. It ends when a round
     judged no job (the jobs cannot run: more rounds would not judge any either), or when the
-    next round would only re-run pairs that failed every time (:func:`sweep_plan.exhausted`).
+    next round would only re-run pairs that failed every time (:func:`~gpufabric.verify.sweep.rounds.exhausted`).
     ``serial``: each round's jobs run one at a time in the calling thread, in the order the
     quota admits them (for jobs that answer at once, as the forecast's simulated ones do:
     the same rounds and records, without a thread per job)."""
@@ -253,19 +259,17 @@ def sweep(
     topo = {n: tuple((topology or {}).get(n, ())) for n in ordered}
     if any(len(t) != len(levels) for t in topo.values()):
         topo, levels = dict.fromkeys(ordered, ()), ()
-    report = into if into is not None else SweepReport({}, 0)
+    report = into if into is not None else SweepReport(nodes={}, rounds=0)
     report.levels, report.confirm = tuple(levels), confirm
-    report.jobs = sweep_plan.ledger_of(report.jobs)  # read round by round, kept up to date
-    report.nodes.update({n: NodeResult(n) for n in ordered if n not in report.nodes})
-    mode = sweep_plan.choose_mode(
-        topo, concurrency, confirm, group if run_group is not None else 2, cost
-    )
-    planner = _Planner(ordered, topo, tuple(levels), confirm, mode)
+    report.jobs = ledger_of(report.jobs)  # read round by round, kept up to date
+    report.nodes.update({n: NodeResult(node=n) for n in ordered if n not in report.nodes})
+    mode = choose_mode(topo, concurrency, confirm, group if run_group is not None else 2, cost)
+    planner = _Planner(nodes=ordered, topo=topo, levels=tuple(levels), confirm=confirm, mode=mode)
     report.partners = max(confirm, mode.expose)
-    verdict: sweep_plan.Judgement | None = None
+    verdict: Judgement | None = None
     for round_ in range(1, max_rounds + 1):
         parts = planner.next(round_, report.jobs, verdict)
-        if not parts or sweep_plan.exhausted(parts, report.jobs):
+        if not parts or exhausted(parts, report.jobs):
             break
         try:
             _run_jobs(report, parts, round_, (run_pair, run_group), concurrency, stop, serial)
@@ -276,7 +280,7 @@ def sweep(
     return report
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Planner:
     """Which jobs each round runs: the screening rounds of the chosen mode (group rounds, then
     pair rounds across the switch levels), then the splits of failing groups still
@@ -287,30 +291,30 @@ class _Planner:
     topo: Topology
     levels: tuple[str, ...]
     confirm: int
-    mode: sweep_plan.Mode
+    mode: Mode
 
     @property
     def expose(self) -> int:
         return self.mode.expose
 
     def next(
-        self, round_: int, jobs: Sequence[Job], judged: sweep_plan.Judgement | None = None
+        self, round_: int, jobs: Sequence[Job], judged: Judgement | None = None
     ) -> Sequence[tuple[str, ...]]:
         """Round ``round_``'s jobs; ``judged``: the judgement of ``jobs`` when the sweep
-        already has it (the same :func:`sweep_plan.judge` call, made once)."""
+        already has it (the same :func:`~gpufabric.verify.sweep.judge.judge` call, made once)."""
         mode = self.mode
         if round_ <= mode.group_rounds:
-            return sweep_plan.screening_groups(self.nodes, self.topo, round_, mode.size)
+            return screening_groups(self.nodes, self.topo, round_, mode.size)
         if round_ <= mode.rounds:
             scope = mode.pair_scopes[round_ - mode.group_rounds - 1]
-            return sweep_plan.scoped_pairs(self.nodes, self.topo, scope, jobs, str(round_))
-        verdict = judged or sweep_plan.judge(
+            return scoped_pairs(self.nodes, self.topo, scope, jobs, str(round_))
+        verdict = judged or judge(
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
-        parts = sweep_plan.split_jobs(jobs, verdict.faulty, verdict.suspects)
+        parts = split_jobs(jobs, verdict.faulty, verdict.suspects)
         busy = {n for part in parts for n in part}
         return parts + list(
-            sweep_plan.adaptive_pairs(
+            adaptive_pairs(
                 self.nodes, self.topo, self.levels, jobs, verdict, round_, self.confirm,
                 self.expose, busy=busy,
             )
@@ -330,14 +334,14 @@ def _run_jobs(
     every job that ended, in order, also when cut short. ``serial``: one job at a time in
     this thread, in admission order (jobs that answer at once: a simulated sweep)."""
     run_pair, run_group = runners
-    order = sweep_plan.admission_order([len(p) for p in parts])
+    order = admission_order([len(p) for p in parts])
     inner = [
         functools.partial(run_pair, (parts[i][0], parts[i][1]), round_, i)
         if len(parts[i]) == 2 or run_group is None
         else functools.partial(run_group, parts[i], round_, i)
         for i in order
     ]
-    finished: dict[int, Report] = {}
+    finished: dict[int, NcclReport] = {}
     try:
         if serial:
             for ticket, job in enumerate(inner):
@@ -378,7 +382,7 @@ class _Quota:
         self._cond = threading.Condition()
         self._stop = stop
 
-    def run(self, ticket: int, size: int, job: Callable[[], Report]) -> Report:
+    def run(self, ticket: int, size: int, job: Callable[[], NcclReport]) -> NcclReport:
         need = min(size, self._capacity)
         with self._cond:
             while self._turn != ticket or self._free < need:
@@ -406,7 +410,7 @@ def localize_rails(
 ) -> None:
     """Run every rail of every bad node alone with a proven-good partner; fills each bad
     node's ``rails`` and the report's ``rail_rounds``. A node is in one job at a time."""
-    good = sorted(n for n, r in report.nodes.items() if r.verdict == "GOOD")
+    good = sorted(n for n, r in report.nodes.items() if r.verdict == NodeVerdict.GOOD)
     pending = {node: list(rails) for node in report.bad}
     report.rail_threshold_gbps = threshold_gbps
     if not good or not rails:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpufabric.exitcodes import CheckStatus
 from gpufabric.verify.expect import Expectation
 from gpufabric.verify.nodes.probe import HostProbe, ProbeCheck, run_checks
 from gpufabric.verify.results import Check
@@ -77,11 +78,11 @@ def report(request: pytest.FixtureRequest, check: Check) -> None:
         if isinstance(plugin, Recorder):
             plugin.add(request.node.nodeid, check)
     text = check.message + (f" -> {check.hint}" if check.hint else "")
-    if check.status == "SKIP":
+    if check.status == CheckStatus.SKIP:
         pytest.skip(text)
-    if check.status == "ERROR":
+    if check.status == CheckStatus.ERROR:
         pytest.fail(f"could not check: {text}", pytrace=False)
-    if check.status == "FAIL":
+    if check.status == CheckStatus.FAIL:
         pytest.fail(text, pytrace=False)
 
 

@@ -1,17 +1,19 @@
-"""``gpufabric health``: one pass (or one every --interval with --watch) of quarantine,
-re-certify and return over the stack's GPU nodes.
+"""One pass of ``gpufabric health`` over the stack's GPU nodes: read them (and the alerts),
+decide (:mod:`.decide`), quarantine, re-certify and return (:mod:`.actions`), under the
+Lease (:mod:`.lease`). The command (:mod:`gpufabric.cli.health`) runs one pass, or one
+every --interval with --watch.
 
-Exit codes (:mod:`gpufabric.exitcodes`): 0 every fault acted on; 4 the circuit breaker held
-a node with a fatal fault (reported by name and fault); 5 another pass held the Lease, or the
-alerts could not be read (what the node conditions say was still acted on; no node
-re-certified); 2 bad input; 3 the cluster could not be asked.
+A pass's exit code (:attr:`PassReport.exit_code`, :mod:`gpufabric.exitcodes`): 0 every
+fault acted on; 4 the circuit breaker held a node with a fatal fault (reported by name and
+fault); 5 another pass held the Lease, or the alerts could not be read (what the node
+conditions say was still acted on; no node re-certified). :func:`check` refuses bad input
+(exit 2) before anything is asked of the cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -23,20 +25,18 @@ from gpufabric.exitcodes import ExitCode
 from gpufabric.health import actions, decide, lease, nodechecks, recertify
 from gpufabric.health.alerts import AlertsUnavailable, check_url, firing
 from gpufabric.model.problems import Problem, StackError
-from gpufabric.model.stackfile import Stack
 from gpufabric.outputs.jobs import pulled_image
 from gpufabric.plan.build import Plan
 from gpufabric.verify import cluster
-from gpufabric.verify.commands import _delete_jobs as delete_jobs
-from gpufabric.verify.commands import _sweep_concurrency as sweep_concurrency
-from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
 from gpufabric.verify.kube import Kube
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import fleet
-from gpufabric.verify.sweep import plan as sweep_plan
 from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep.rounds import CONFIRM
+from gpufabric.verify.sweep.session import delete_jobs, sweep_concurrency
 
 RunPair = sweep.RunPair
 Clock = Callable[[], dt.datetime]
@@ -161,7 +161,7 @@ def one_pass(
     kube: Kube,
     run_pair: RunPair | None = None,
     clock: Clock = utc_now,
-    transport: fleet.Transport | None = None,
+    transport: fleet.GatherTransport | None = None,
 ) -> PassReport:
     """Read, decide, act. ``run_pair`` runs one two-node acceptance job (default: the
     tenant's job, pinned to the pair and tolerating the quarantine taint); ``transport``
@@ -231,13 +231,13 @@ def _breaker_words(plan: Plan, args: argparse.Namespace, d: decide.Decision) -> 
 def _recertify(
     plan: Plan, args: argparse.Namespace, kube: Kube, states: Sequence[decide.NodeState],
     names: Sequence[str], report: PassReport, run_pair: RunPair | None, clock: Clock,
-    transport: fleet.Transport | None = None,
+    transport: fleet.GatherTransport | None = None,
 ) -> None:  # fmt: skip
     """Node checks (the API status, then the probe), then one sweep of the nodes that pass
     them with proven-good partners; return those the sweep proves, keep the others with the
     failing check named."""
     m, by_name = plan.facts.monitoring, {s.name: s for s in states}
-    confirm = args.confirm or sweep_plan.CONFIRM
+    confirm = args.confirm or CONFIRM
     partners = recertify.partners(states, confirm + 1)
     fleet_driver = recertify.fleet_driver(states)
     checked: list[str] = []
@@ -283,7 +283,7 @@ def _driver_words(args: argparse.Namespace, state: decide.NodeState, fleet: rece
     return nodechecks.verdict([label])
 
 
-def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.Transport | None) -> nodechecks.ProbeRun:  # fmt: skip
+def _probe_run(plan: Plan, args: argparse.Namespace, transport: fleet.GatherTransport | None) -> nodechecks.ProbeRun:  # fmt: skip
     image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
     context = None if args.in_cluster else (args.context or plan.facts.kube_context)
     kubeconfig = None if args.in_cluster else args.kubeconfig
@@ -308,7 +308,7 @@ def _plan_words(plan: Plan, args: argparse.Namespace, hostnames: dict[str, str],
 
 def _probe(
     plan: Plan, args: argparse.Namespace, kube: Kube, hostnames: dict[str, str],
-    report: PassReport, clock: Clock, transport: fleet.Transport | None,
+    report: PassReport, clock: Clock, transport: fleet.GatherTransport | None,
     fleet_driver: recertify.FleetDriver,
 ) -> list[str]:  # fmt: skip
     """The candidates whose probe node checks pass (all of them with --node-checks api);
@@ -337,14 +337,14 @@ def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: P
 def _sweep(
     plan: Plan, args: argparse.Namespace, kube: Kube, candidates: list[str], partners: list[str],
     run_pair: RunPair | None,
-) -> dict[str, recertify.Outcome]:  # fmt: skip
+) -> dict[str, recertify.Recertification]:  # fmt: skip
     m = plan.facts.monitoring
     created: list[dict[str, Any]] = []
     stop = threading.Event()
     wait = sweep.waiting(stop)
-    exp = nccl_report.expectation(plan.facts, args.min_busbw, args.fraction)
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
 
-    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.Report:
+    def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         name = f"{args.name}-r{round_}-{index}"
         job = nccl.acceptance_job(
             plan, args.tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)
@@ -353,11 +353,11 @@ def _sweep(
         outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)
         return nccl.judge(outcome, exp)
 
-    swept = sweep.SweepReport({}, 0)
+    swept = sweep.SweepReport(nodes={}, rounds=0)
     try:
         outcomes = recertify.run_sweep(
             candidates, partners, run_pair or run_job, sweep_concurrency(plan, args.tenant),
-            args.confirm or sweep_plan.CONFIRM, m.health.median_fraction, stop=stop, into=swept,
+            args.confirm or CONFIRM, m.health.median_fraction, stop=stop, into=swept,
         )  # fmt: skip
     finally:
         delete_jobs(kube, created)
@@ -365,7 +365,7 @@ def _sweep(
     return outcomes
 
 
-def _check(plan: Plan, args: argparse.Namespace) -> None:
+def check(plan: Plan, args: argparse.Namespace) -> None:
     """Refuse what cannot run before anything is asked of the cluster (exit 2)."""
     problems = []
     if not plan.facts.monitoring.enabled:
@@ -394,28 +394,4 @@ def _check(plan: Plan, args: argparse.Namespace) -> None:
     pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
 
 
-def run(stack: Stack, args: argparse.Namespace) -> int:
-    """``gpufabric health``: once, or every --interval until interrupted (--watch)."""
-    plan = stack.plan
-    _check(plan, args)
-    leftovers(clear=True)
-    with check_running(), terminating_signals():
-        kube = (
-            Kube(in_cluster=True)
-            if args.in_cluster
-            else Kube(args.kubeconfig, args.context or plan.facts.kube_context)
-        )
-        stop, me = threading.Event(), lease.identity()
-        while True:
-            report = guarded_pass(plan, args, kube, me)
-            if args.json:
-                sys.stdout.write(json.dumps(report.document(), indent=2) + "\n")
-            else:
-                sys.stdout.write(report.table())
-            sys.stdout.flush()
-            if not args.watch:
-                return report.exit_code
-            stop.wait(args.interval)  # Ctrl-C / SIGTERM end the wait (and the command)
-
-
-__all__ = ["PassReport", "guarded_pass", "observe_fleet", "one_pass", "run"]
+__all__ = ["PassReport", "check", "guarded_pass", "observe_fleet", "one_pass"]

@@ -1,28 +1,45 @@
-"""The arguments of ``gpufabric health`` (parsing them imports nothing that talks to a
-cluster)."""
+"""``gpufabric health``: quarantine GPU nodes with a fatal fault (within a circuit
+breaker), re-certify them once the cause is cleared, return those that pass; once, or every
+--interval with --watch.
+
+Exit codes (:mod:`gpufabric.exitcodes`): 0 every fault acted on; 4 the circuit breaker held
+a node with a fatal fault (reported by name and fault); 5 another pass held the Lease, or the
+alerts could not be read (what the node conditions say was still acted on; no node
+re-certified); 2 bad input; 3 the cluster could not be asked.
+
+Parsing the arguments imports nothing that talks to a cluster: :func:`run` loads the passes
+(:mod:`gpufabric.health.passes`) when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import threading
 
-from gpufabric.verify.arguments import (
+from gpufabric.cli.options import (
     RULES,
     THRESHOLD_RULES,
     AppliesOnly,
-    _confirm,
-    _kube_args,
-    _seconds,
     add_threshold_args,
+    confirm,
+    kube_args,
+    number,
+    seconds,
+    whole,
 )
-
-NAME = "gpufabric-health"
-"""Prefix of the sweep jobs' names (``<name>-r<round>-<index>``)."""
-JOB_TIMEOUT = 1800.0
-RETRY_AFTER = 3600.0
-INTERVAL = 300.0
-PROBE_TIMEOUT = 300.0
-PROBE, API = "probe", "api"
-"""``--node-checks``: the probe (default) or the API status only."""
+from gpufabric.health.defaults import (
+    API,
+    INTERVAL,
+    JOB_TIMEOUT,
+    NAME,
+    PROBE,
+    PROBE_TIMEOUT,
+    RETRY_AFTER,
+)
+from gpufabric.model.stackfile import Stack
+from gpufabric.verify.interrupts import check_running, leftovers, terminating_signals
 
 HELP = (
     "quarantine GPU nodes with a fatal fault (within a circuit breaker), re-certify them "
@@ -31,22 +48,14 @@ HELP = (
 
 
 def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a whole number >= 0")
-    return int(text)
+    return whole(text, 0)
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a fraction") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a fraction > 0 and <= 1")
-    return value
+    return number(text, repr(text[:40]), "a fraction", lambda v: 0 < v <= 1, "expected a fraction > 0 and <= 1")  # fmt: skip
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tenant",
         required=True,
@@ -75,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _loop_args(p)
     _node_check_args(p)
     _sweep_args(p)
-    _kube_args(p)
+    kube_args(p)
     p.add_argument(
         "--in-cluster",
         action="store_true",
@@ -113,19 +122,19 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--watch", action="store_true", help="run a pass every --interval until stopped")
     p.add_argument(
         "--interval",
-        type=_seconds,
+        type=seconds,
         default=INTERVAL,
         help=f"with --watch: seconds between passes ({INTERVAL:g})",
     )
     p.add_argument(
         "--retry-after",
-        type=_seconds,
+        type=seconds,
         default=RETRY_AFTER,
         help=f"seconds before a node that failed re-certification is tried again ({RETRY_AFTER:g})",
     )
     p.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=120.0,
         help="seconds reading the nodes and alerts may take (120)",
     )
@@ -146,7 +155,7 @@ def _node_check_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--probe-timeout",
-        type=_seconds,
+        type=seconds,
         default=PROBE_TIMEOUT,
         help=f"with --node-checks probe: seconds for the probe pods to run ({PROBE_TIMEOUT:g}); "
         "a node without one "
@@ -157,7 +166,7 @@ def _node_check_args(p: argparse.ArgumentParser) -> None:
 def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--job-timeout",
-        type=_seconds,
+        type=seconds,
         default=JOB_TIMEOUT,
         help=f"seconds each re-certification job may take ({JOB_TIMEOUT:g})",
     )
@@ -165,7 +174,7 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=NAME, help=f"prefix of the sweep jobs' names ({NAME})")
     p.add_argument(
         "--confirm",
-        type=_confirm,
+        type=confirm,
         metavar="C",
         help="distinct GOOD partners a re-certified node must pass with (default 3)",
     )
@@ -173,4 +182,28 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     add_threshold_args(p)
 
 
-__all__ = ["HELP", "NAME", "add_arguments"]
+def run(stack: Stack, args: argparse.Namespace) -> int:
+    """``gpufabric health``: once, or every --interval until interrupted (--watch)."""
+    from gpufabric.health import lease, passes
+    from gpufabric.verify.kube import Kube
+
+    plan = stack.plan
+    passes.check(plan, args)
+    leftovers(clear=True)
+    with check_running(), terminating_signals():
+        kube = (
+            Kube(in_cluster=True)
+            if args.in_cluster
+            else Kube(args.kubeconfig, args.context or plan.facts.kube_context)
+        )
+        stop, me = threading.Event(), lease.identity()
+        while True:
+            report = passes.guarded_pass(plan, args, kube, me)
+            if args.json:
+                sys.stdout.write(json.dumps(report.document(), indent=2) + "\n")
+            else:
+                sys.stdout.write(report.table())
+            sys.stdout.flush()
+            if not args.watch:
+                return report.exit_code
+            stop.wait(args.interval)  # Ctrl-C / SIGTERM end the wait (and the command)

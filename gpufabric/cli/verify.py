@@ -1,27 +1,41 @@
-"""The arguments of ``gpufabric verify``: parsing ``--help`` or any other command never
-imports the checks (pytest, the Kubernetes client code, the NCCL parser).
+"""``gpufabric verify nodes|pods|cluster|nccl|storage``: the arguments of each check, and
+the command that runs the chosen one.
 
-The defaults the checks use live here too, so the help text and the code agree.
+Parsing them (and ``--help``, and any other command) never imports the checks (pytest, the
+Kubernetes client code, the NCCL parser): :func:`run` loads :mod:`gpufabric.cli.verify_run`
+when a check runs. The defaults the checks use are :mod:`gpufabric.verify.defaults`', so
+the help text and the code agree.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufabric.cli.options import (
+    RULES,
+    THRESHOLD_RULES,
+    AppliesOnly,
+    add_threshold_args,
+    confirm,
+    kube_args,
+    number,
+    seconds,
+    stack_arg,
+    whole,
+)
+from gpufabric.model.stackfile import Stack
 from gpufabric.plan.items import LAYER_ORDER, Layer
-from gpufabric.plan.resolve import DEFAULT_FRACTION
-
-DEFAULT_PARALLEL = 32
-"""Hosts ``verify nodes`` checks at once."""
-DEFAULT_HOST_TIMEOUT = 600.0
-"""Seconds one host's checks may take."""
-NCCL_JOB_NAME = "gpufabric-nccl"
-NCCL_TIMEOUT = 1800
-"""Seconds ``verify nccl`` waits for its acceptance job."""
+from gpufabric.verify.defaults import (
+    DEFAULT_HOST_TIMEOUT,
+    DEFAULT_PARALLEL,
+    NCCL_JOB_NAME,
+    NCCL_TIMEOUT,
+    STORAGE_MIB,
+    STORAGE_PARALLEL,
+    STORAGE_TIMEOUT,
+)
 
 _VERIFY_HELP = """\
 Prove a cluster built from the stack works: node preflight, checks inside training pods,
@@ -33,51 +47,6 @@ run timed out), 2 bad input, 3 the cluster or the hosts could not be asked at al
 """
 
 
-@dataclass(frozen=True)
-class AppliesOnly:
-    """A flag that acts only under a condition on the other flags: given where it would be
-    ignored, the command refuses it (exit 2) instead of running without it."""
-
-    flag: str
-    dest: str
-    when: Callable[[argparse.Namespace], bool]
-    """True when the flag acts."""
-    words: str
-    """Where it acts and why, naming the other flag: ``only with --sweep``."""
-
-
-RULES = "_applies_only"
-"""The namespace key under which a parser carries its :class:`AppliesOnly` rules."""
-
-
-def ignored_flags(args: argparse.Namespace, given: set[str]) -> list[tuple[str, str]]:
-    """(flag, words) of each flag the user gave (``given``: the dests typed on the command
-    line) that the other flags make the command ignore."""
-    rules: tuple[AppliesOnly, ...] = getattr(args, RULES, ())
-    return [
-        (r.flag, _typed(getattr(args, r.dest)) + r.words)
-        for r in rules
-        if r.dest in given and not r.when(args)
-    ]
-
-
-def _typed(value: Any) -> str:
-    """The value as the message echoes it before its words (none for a switch)."""
-    if isinstance(value, bool) or value is None:
-        return ""
-    return f"{value:g}: " if isinstance(value, float) else f"{value}: "
-
-
-THRESHOLD_RULES = (
-    AppliesOnly(
-        "--fraction",
-        "fraction",
-        lambda a: a.min_busbw is None,
-        "applies only without --min-busbw (an explicit threshold replaces the fraction)",
-    ),
-)
-
-
 def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON document instead")
     p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML for CI")
@@ -86,27 +55,11 @@ def _outputs(p: argparse.ArgumentParser) -> None:
 def _timeout_arg(p: argparse.ArgumentParser, default: float, note: str = "") -> None:
     p.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=default,
         help=f"seconds the whole command may take (default {default:g}{note}); deleting what "
         "it created may take 30 s more",
     )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (value > 0 and value < 7 * 24 * 3600):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds > 0 and < 7 days")
-    return value
-
-
-def _confirm(text: str) -> int:
-    if not text.isdigit() or not 2 <= int(text) <= 16:
-        raise argparse.ArgumentTypeError(f"{text[:20]!r}: expected a whole number 2 to 16")
-    return int(text)
 
 
 def _group(text: str) -> int:
@@ -117,26 +70,20 @@ def _group(text: str) -> int:
     return int(text)
 
 
-def _kube_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG / ~/.kube/config)")
-    p.add_argument(
-        "--context", help="kubeconfig context (default: the stack's cluster.kubeContext)"
-    )
-
-
-def add_parser(sub: Any, stack_arg: Any) -> None:
+def add_parser(sub: Any, summary: str) -> None:
+    """``verify`` and its checks, each with --stack, on the command's subparsers ``sub``."""
     verify = sub.add_parser(
         "verify",
-        help="prove a cluster built from the stack works: nodes, pods, cluster, nccl, storage",
+        help=summary,
         description=_VERIFY_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     vsub = verify.add_subparsers(dest="verify_command", required=True, metavar="CHECK")
     for add in (_nodes_parser, _pods_parser, _cluster_parser, _nccl_parser, _storage_parser):
-        add(vsub, stack_arg)
+        add(vsub)
 
 
-def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
+def _nodes_parser(vsub: Any) -> None:
     p = vsub.add_parser("nodes", help="node preflight (testinfra) over ssh or probe pods")
     stack_arg(p)
     where = p.add_mutually_exclusive_group()
@@ -169,7 +116,7 @@ def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
     )
     p.add_argument(
         "--host-timeout",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_HOST_TIMEOUT,
         help=f"seconds one host's checks may take (default {DEFAULT_HOST_TIMEOUT:g})",
     )
@@ -180,7 +127,7 @@ def _nodes_parser(vsub: Any, stack_arg: Any) -> None:
         metavar="FILE",
         help="write the stack's expectations for running the suite with pytest directly, and exit",
     )
-    _kube_args(p)
+    kube_args(p)
     _outputs(p)
     p.set_defaults(**{RULES: NODES_RULES})
 
@@ -222,7 +169,7 @@ NODES_RULES = (
 """``verify nodes``: the flags of one way of reaching the nodes given with the other."""
 
 
-def _pods_parser(vsub: Any, stack_arg: Any) -> None:
+def _pods_parser(vsub: Any) -> None:
     p = vsub.add_parser("pods", help="checks inside running training pods (testinfra)")
     stack_arg(p)
     p.add_argument(
@@ -234,7 +181,7 @@ def _pods_parser(vsub: Any, stack_arg: Any) -> None:
     _outputs(p)
 
 
-def _cluster_parser(vsub: Any, stack_arg: Any) -> None:
+def _cluster_parser(vsub: Any) -> None:
     p = vsub.add_parser("cluster", help="readiness of everything the stack installs (API)")
     stack_arg(p)
     p.add_argument(
@@ -245,11 +192,11 @@ def _cluster_parser(vsub: Any, stack_arg: Any) -> None:
         "after a phase of a bring-up; node GPUs are checked with gpu, RDMA with network",
     )
     _timeout_arg(p, 300)
-    _kube_args(p)
+    kube_args(p)
     _outputs(p)
 
 
-def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
+def _nccl_parser(vsub: Any) -> None:
     p = vsub.add_parser(
         "nccl", help="run the NCCL acceptance job (MPIJob, TrainJob or PyTorchJob) and judge it"
     )
@@ -292,7 +239,7 @@ def _nccl_parser(vsub: Any, stack_arg: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the job(s) that would run, and exit"
     )
-    _kube_args(p)
+    kube_args(p)
     _outputs(p)
     p.set_defaults(**{RULES: NCCL_RULES + THRESHOLD_RULES})
 
@@ -332,7 +279,7 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sweep-confirm",
-        type=_confirm,
+        type=confirm,
         metavar="C",
         help="with --sweep: jobs a node must pass, with distinct GOOD partners, to be GOOD (default 3; "
         "with group jobs it must also pass with max(8, C, ceil(log2 N) + 5) distinct partners; "
@@ -348,37 +295,22 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sweep-timeout",
-        type=_seconds,
+        type=seconds,
         metavar="SECONDS",
         help="with --sweep: seconds the whole sweep may take (default: no limit beyond each "
         "job's --timeout); when reached, or on Ctrl-C, the nodes judged so far are reported",
     )
 
 
-STORAGE_TIMEOUT = 300.0
-"""Seconds each ``verify storage`` pod may take (scheduling, mounting, its I/O)."""
-STORAGE_PARALLEL = 4
-STORAGE_MIB = 1024
-"""MiB ``verify storage`` writes and reads per node and writable claim."""
-
-
 def _positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a whole number >= 1")
-    return int(text)
+    return whole(text, 1)
 
 
 def _throughput(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of MB/s") from None
-    if not (value > 0 and value < 1e7):
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected MB/s > 0")
-    return value
+    return number(text, repr(text[:40]), "a number of MB/s", lambda v: 0 < v < 1e7, "expected MB/s > 0")  # fmt: skip
 
 
-def _storage_parser(vsub: Any, stack_arg: Any) -> None:
+def _storage_parser(vsub: Any) -> None:
     p = vsub.add_parser(
         "storage",
         help="each tenant's claims from pods on the GPU nodes: transport, RWX, throughput",
@@ -400,7 +332,7 @@ def _storage_parser(vsub: Any, stack_arg: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=STORAGE_TIMEOUT,
         help=f"seconds each pod may take (default {STORAGE_TIMEOUT:g}); deleting it may "
         "take 30 s more",
@@ -420,7 +352,7 @@ def _storage_parser(vsub: Any, stack_arg: Any) -> None:
     )
     p.add_argument("--image", help="image with sh, cat and dd (default: the pinned probe image)")
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
-    _kube_args(p)
+    kube_args(p)
     _outputs(p)
 
 
@@ -435,12 +367,8 @@ def _layers(text: str) -> frozenset[Layer]:
     return frozenset(Layer(n) for n in names)
 
 
-def add_threshold_args(p: argparse.ArgumentParser) -> None:
-    """--min-busbw / --fraction, shared by ``nccl-report`` and ``verify nccl``."""
-    p.add_argument("--min-busbw", type=float, metavar="GBPS", help="explicit threshold in GB/s")
-    p.add_argument(
-        "--fraction",
-        type=float,
-        default=DEFAULT_FRACTION,
-        help="threshold as a fraction of the line rate (default 0.9)",
-    )
+def run(stack: Stack, args: argparse.Namespace) -> int:
+    """Run the chosen check (:func:`gpufabric.cli.verify_run.run`)."""
+    from gpufabric.cli import verify_run
+
+    return verify_run.run(stack, args)

@@ -1,0 +1,431 @@
+"""``gpufabric verify nodes|pods|cluster|nccl|storage``: each check's handler, run with the
+stack's Plan, and its report (terminal table, ``--json``, ``--junit``).
+
+Exit codes (:mod:`gpufabric.exitcodes`): 0 PASS, 4 FAIL, 5 INCONCLUSIVE (something could
+not be decided, or the NCCL run timed out), 2 bad input, 3 the cluster or the hosts could
+not be asked at all. Everything a check expects is read from the stack's Plan. The checks
+are the verify families' (:mod:`gpufabric.verify`); ``verify nccl --sweep`` runs a sweep
+session (:mod:`gpufabric.verify.sweep.session`). Only :func:`gpufabric.cli.verify.run`
+imports this module, when a check runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from gpufabric.exitcodes import ExitCode, Verdict
+from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.redaction import printable
+from gpufabric.model.stackfile import Stack
+from gpufabric.outputs import ownfile
+from gpufabric.outputs.jobs import pulled_image
+from gpufabric.outputs.render import OutputError
+from gpufabric.plan.build import Plan
+from gpufabric.plan.items import LAYER_ORDER
+from gpufabric.verify import cluster, expect
+from gpufabric.verify.interrupts import check_running, leftovers, shielded, terminating_signals
+from gpufabric.verify.kube import Kube
+from gpufabric.verify.nccl import job as nccl
+from gpufabric.verify.nccl import record as acceptance_record
+from gpufabric.verify.nccl import report as nccl_report
+from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes import daemonset as probe_daemonset
+from gpufabric.verify.nodes import fleet
+from gpufabric.verify.results import (
+    Check,
+    error,
+    exit_code,
+    failed,
+    format_table,
+    junit_xml,
+    passed,
+    to_json,
+)
+from gpufabric.verify.results import skipped as skipped_check
+from gpufabric.verify.storage import judge as storage
+from gpufabric.verify.storage import run as storage_run
+from gpufabric.verify.sweep import run as sweep
+from gpufabric.verify.sweep import session
+
+MIN_NODES = 2
+"""Nodes an acceptance run spans at least: the bandwidth verdict is for inter-node traffic."""
+HOST_BACKENDS = ("ssh", "paramiko", "local", "kubectl", "docker", "podman", "ansible", "lxc")
+_HOST_SPEC = re.compile(r"^(?P<scheme>[a-z]+)://(?P<rest>[^\s,]*)$")
+
+
+PASSWORD_REFUSED = (
+    "carries a password (USER:PASSWORD@HOST), which every result would print (table, "
+    "--json, --junit, the report) and ssh would get on its command line; give ssh a key "
+    "instead (ssh-agent, ~/.ssh/config, or ssh://USER@HOST?ssh_identity_file=PATH)"
+)
+
+
+def _userinfo(host: str) -> str:
+    """What testinfra takes for ``USER[:PASSWORD]`` in a host spec (before the first ``@`` of
+    the URL's network location)."""
+    netloc = urlsplit(host).netloc
+    return netloc.split("@", 1)[0] if "@" in netloc else ""
+
+
+def _no_password(host: str) -> str:
+    scheme, _, rest = host.partition("://")
+    user = _userinfo(host).split(":", 1)[0]
+    return f"{scheme}://{user}:***@{rest.split('@', 1)[1]}"
+
+
+def _hosts(text: str) -> list[str]:
+    """The testinfra host specs of --hosts; StackError naming the bad one (exit 2)."""
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    problems = []
+    for host in hosts:
+        m = _HOST_SPEC.match(host)
+        if m is None or m["scheme"] not in HOST_BACKENDS:
+            problems.append(
+                Problem(
+                    "--hosts",
+                    f"{host[:60]!r} is not a host spec; expected ssh://HOST, "
+                    "kubectl://POD?namespace=NS&container=C, local:// or another of "
+                    + ", ".join(f"{b}://" for b in HOST_BACKENDS),
+                )
+            )
+        elif m["scheme"] != "local" and not m["rest"].split("?", 1)[0]:
+            problems.append(Problem("--hosts", f"{host!r} names no host or pod"))
+        elif ":" in _userinfo(host):
+            problems.append(Problem("--hosts", f"{_no_password(host)!r}: {PASSWORD_REFUSED}"))
+    if not hosts:
+        problems.append(Problem("--hosts", "is empty"))
+    if problems:
+        raise StackError("gpufabric verify", problems)
+    return hosts
+
+
+def _progress(msg: str) -> None:
+    print(f"verify: {msg}", file=sys.stderr, flush=True)
+
+
+def _context(plan: Plan, args: argparse.Namespace) -> str | None:
+    context: str | None = args.context or plan.facts.kube_context
+    return context
+
+
+def _kube(plan: Plan, args: argparse.Namespace, sweep_: bool = False) -> Kube:
+    """The API client; everything it does ends within --timeout (a sweep: within
+    --sweep-timeout, each job within --timeout)."""
+    kube = Kube(args.kubeconfig, _context(plan, args))
+    if sweep_:
+        kube.set_timeout(args.sweep_timeout, "--sweep-timeout")
+    else:
+        kube.set_timeout(getattr(args, "timeout", None))
+    return kube
+
+
+def _report(args: argparse.Namespace, title: str, checks: list[Check]) -> int:
+    if args.junit:
+        _write_junit(args.junit, title, checks)
+    if args.json:
+        sys.stdout.write(to_json(title, checks))
+    else:
+        sys.stdout.write(format_table(title, checks))
+    return exit_code(checks)
+
+
+def run(stack: Stack, args: argparse.Namespace) -> int:
+    """Run the chosen check. What stops it (the API or hosts unreachable, Ctrl-C, SIGTERM)
+    is marked as such (:func:`~gpufabric.verify.interrupts.check_running`) and ends the
+    command in :func:`gpufabric.cli.failure_exit`."""
+    plan = stack.plan
+    for flag, path, written in _files(args):
+        _file_check(flag, functools.partial(ownfile.writable, path, written, "verify", flag))
+    leftovers(clear=True)
+    with check_running(), terminating_signals():
+        return int(COMMANDS[args.verify_command](plan, args))
+
+
+JUNIT_WRITTEN = ownfile.marked('<testsuites name="gpufabric verify"')
+
+
+def _expect_written(head: bytes) -> bool:
+    """An expectations file, as --write-expect writes it (sorted keys, indented)."""
+    return head.startswith(b'{\n  "driver_version": ')
+
+
+def _write_junit(path: Path, suite: str, checks: Sequence[Check]) -> None:
+    _file_check(
+        "--junit",
+        lambda: ownfile.write_out(
+            path, junit_xml(suite, checks), JUNIT_WRITTEN, "verify", "--junit"
+        ),
+    )
+
+
+def _files(args: argparse.Namespace) -> list[tuple[str, Path, ownfile.Written]]:
+    """The files this command writes, with how to recognise one it wrote before."""
+    files = [("--junit", getattr(args, "junit", None), JUNIT_WRITTEN)]
+    files.append(("--write-expect", getattr(args, "write_expect", None), _expect_written))
+    return [(flag, path, written) for flag, path, written in files if path is not None]
+
+
+def _file_check(flag: str, work: Callable[[], object]) -> None:
+    """``work`` (a check or a write of ``flag``'s file); its refusal as a problem of the
+    flag (exit 2)."""
+    try:
+        work()
+    except OutputError as exc:
+        raise StackError("gpufabric verify", [Problem(flag, str(exc))]) from None
+
+
+def _write_expect(path: Path, exp: expect.Expectation) -> int:
+    write = functools.partial(ownfile.write_out, path, exp.to_json(), _expect_written)
+    _file_check("--write-expect", functools.partial(write, "verify", "--write-expect"))
+    print(f"wrote {path}", file=sys.stderr)
+    return ExitCode.OK
+
+
+def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
+    exp = expect.from_facts(plan.facts)
+    if args.write_expect:
+        return _write_expect(args.write_expect, exp)
+    if not args.hosts and not args.via_cluster:
+        print(
+            "gpufabric verify nodes: pass --hosts ssh://a,ssh://b or --via-cluster",
+            file=sys.stderr,
+        )
+        return ExitCode.BAD_INPUT
+    if args.parallel < 1:
+        raise StackError("gpufabric verify", [Problem("--parallel", "must be at least 1")])
+    progress = (lambda _d, _t: None) if args.json else fleet.terminal_progress()
+    until = time.monotonic() + args.timeout  # --timeout bounds the whole command
+
+    def check(hosts: list[str], root: str) -> list[Check]:
+        return fleet.run_fleet(
+            hosts,
+            exp,
+            fleet.testinfra_transport(root),
+            parallel=args.parallel,
+            host_timeout=args.host_timeout,
+            progress=progress,
+            timeout=max(until - time.monotonic(), 0.0),
+        )
+
+    if args.hosts:
+        results = check(_hosts(args.hosts), args.root)
+    else:
+        kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
+        probe_daemonset.require_kubectl()
+        image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
+        owned: list[str] = []  # what this run creates: all it may delete
+        try:
+            pods = probe_daemonset.start(
+                kube, plan.facts.nodes, image, timeout=min(300, args.timeout),
+                progress=_progress, owned=owned,
+            )  # fmt: skip
+            context = _context(plan, args)
+            hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
+            names = dict(zip(hosts, pods.values(), strict=True))
+            results = [
+                Check(
+                    c.check, names.get(c.target, c.target), c.status, c.message, c.hint, c.details
+                )
+                for c in check(hosts, probe_daemonset.HOST_ROOT)
+            ]
+        finally:
+            if not args.keep_probe:
+                with shielded(), kube.grace():
+                    probe_daemonset.stop(kube, progress=_progress, owned=owned)
+    results += nodes.fleet_checks(results)
+    code = _report(args, f"nodes ({plan.stack})", results)
+    summary = fleet.group_failures(results)
+    if summary and not args.json:
+        print("\nby failure:")
+        for line in summary:
+            print(f"  {line}")
+    return code
+
+
+def cmd_pods(plan: Plan, args: argparse.Namespace) -> int:
+    # pytest is imported only by the commands that run the suite (render stays quick).
+    from gpufabric.verify.nodes.suite_runner import run_suite
+
+    exp = expect.from_facts(plan.facts)
+    results = run_suite("pod", exp, _hosts(args.hosts), netns=args.netns)
+    return _report(args, f"pods ({plan.stack})", results)
+
+
+def cmd_cluster(plan: Plan, args: argparse.Namespace) -> int:
+    checks = cluster.readiness(_kube(plan, args), plan, args.layers)
+    suite = f"cluster ({plan.stack})"
+    if args.layers is not None:
+        chosen = ",".join(x.value for x in LAYER_ORDER if x in args.layers)
+        suite = f"cluster ({plan.stack}, layers {chosen})"
+    return _report(args, suite, checks)
+
+
+def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
+    """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
+    if args.dry_run:
+        return session.dry_run(plan, args)
+    session.check(plan, args)
+    kube = _kube(plan, args, sweep_=True)
+    swept = session.run(plan, args, kube)
+    if swept is None:
+        print(
+            "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
+            file=sys.stderr,
+        )
+        return Verdict.INCONCLUSIVE.exit_code
+    report, skipped = swept
+    if args.junit:
+        checks = session.sweep_checks(report, skipped)
+        _write_junit(args.junit, f"nccl sweep ({plan.stack})", checks)
+    if args.json:
+        sys.stdout.write(json.dumps(session.sweep_document(report, skipped), indent=2) + "\n")
+    else:
+        sys.stdout.write(printable(sweep.format_table(report)))
+        for why, which in session.skipped_words(skipped):
+            print(f"not swept ({why}): {', '.join(which)}")
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    acceptance_record.after_sweep(kube, plan, args, report)
+    return report.verdict.exit_code
+
+
+def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
+    nccl.acceptance_kind(plan)  # a stack without an acceptance job: exit 2, no cluster call
+    if args.sweep:
+        return cmd_sweep(plan, args)
+    # the sweep's own flags without --sweep are refused by the CLI (cli.verify.NCCL_RULES)
+    if args.nodes < MIN_NODES:
+        problem = Problem(
+            "--nodes",
+            f"{args.nodes}: the acceptance test needs at least {MIN_NODES} nodes: its "
+            "verdict is on the fabric between nodes, and a run on one node sends nothing over "
+            "the rails (the analyzer could only call it INCONCLUSIVE)",
+        )
+        raise StackError("gpufabric verify nccl", [problem])
+    job = nccl.acceptance_job(
+        plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)
+    )
+    if args.dry_run:
+        from gpufabric.outputs.render import to_yaml
+
+        sys.stdout.write(to_yaml(job))
+        return ExitCode.OK
+    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
+    kube = _kube(plan, args)
+    outcome = nccl.run_job(
+        kube,
+        job,
+        timeout=args.timeout,
+        poll=args.poll,
+        keep=args.keep,
+        progress=_progress,
+        find_nodes=plan.facts.monitoring.enabled,
+    )
+    doc = nccl.judge(outcome, exp)
+    checks = nccl_checks(doc, args.nodes)
+    if args.junit:
+        _write_junit(args.junit, f"nccl ({plan.stack})", checks)
+    if args.json:
+        sys.stdout.write(json.dumps(doc.to_dict(), indent=2) + "\n")
+    else:
+        if outcome.state == "Timeout":
+            print(f"NCCL acceptance: {outcome.message}")
+        sys.stdout.write(nccl_report.format_text(doc) if doc.runs else "")
+        if not doc.runs:
+            print(f"NCCL acceptance: {doc.verdict}: " + "; ".join(doc.reasons))
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    acceptance_record.after_run(kube, plan, args, outcome.nodes, doc)
+    return doc.exit_code
+
+
+def _storage_targets(plan: Plan, tenant: str | None) -> list[storage.StorageTarget]:
+    """The tenants' claims to prove; StackError (exit 2) when there are none or --tenant
+    names a tenant without claims."""
+    targets = list(storage.targets_from_plan(plan))
+    if not targets:
+        problem = Problem("storage", "the stack gives its tenants no storage claims to verify")
+        raise StackError("gpufabric verify storage", [problem])
+    if tenant is None:
+        return targets
+    chosen = [t for t in targets if tenant in (t.tenant, t.namespace)]
+    if not chosen:
+        known = ", ".join(t.namespace for t in targets)
+        problem = Problem("--tenant", f"{tenant[:60]!r} has no storage claims; accepted: {known}")
+        raise StackError("gpufabric verify storage", [problem])
+    return chosen
+
+
+def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
+    """``verify storage``: each tenant's claims proven from pods on its GPU nodes."""
+    targets = _storage_targets(plan, args.tenant)
+    default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
+    mbps = args.min_throughput if args.min_throughput is not None else default_mbps
+    judge = storage.StorageJudge(
+        mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
+    )
+    image = pulled_image(plan, args.image, "--image", "probe-image")
+    opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
+    kube = _kube(plan, args)
+    kube.set_timeout(None)  # --timeout bounds each pod, not the command
+    with kube.limit(args.timeout):
+        names, skipped, _labels = session.sweep_nodes(kube, plan)
+    if not names:
+        print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
+        return Verdict.INCONCLUSIVE.exit_code
+    runner = storage_run.Runner(kube, args.timeout, args.poll, args.parallel, progress=_progress)
+    checks: list[Check] = []
+    try:
+        for target in targets:
+            nodes_ = storage.sample(names, args.sample)
+            checks += storage_run.verify_tenant(runner, target, nodes_, opts)
+    finally:
+        runner.cleanup()
+    for why, which in session.skipped_words(skipped):
+        checks += [skipped_check("storage.node", name, f"not checked: {why}") for name in which]
+    checks.sort(key=lambda c: (c.target, c.check))
+    suite = f"storage ({plan.stack}, threshold {_threshold_words(judge)})"
+    return _report(args, suite, checks)
+
+
+def _threshold_words(judge: storage.StorageJudge) -> str:
+    if judge.min_mbps is None:
+        return "none"
+    return f"{judge.min_mbps:g} MB/s from {judge.threshold_source}"
+
+
+COMMANDS: dict[str, Callable[[Plan, argparse.Namespace], int]] = {
+    "nodes": cmd_nodes,
+    "pods": cmd_pods,
+    "cluster": cmd_cluster,
+    "nccl": cmd_nccl,
+    "storage": cmd_storage,
+}
+"""``gpufabric verify <check>``: one handler per check, each reading the stack's Plan."""
+
+
+def nccl_checks(doc: nccl_report.NcclReport, nodes_: int) -> list[Check]:
+    """The acceptance report as checks, for JUnit."""
+    target = f"{nodes_} nodes"
+    out: list[Check] = []
+    if doc.job is not None and doc.job.state in ("Failed", "Timeout"):
+        out.append(failed("nccl.job", target, doc.job.message))
+    for run in doc.runs:
+        msg = "; ".join(run.reasons) or f"best busbw {run.busbw_max_gbps} GB/s"
+        cid = f"nccl.{run.file}"
+        if run.verdict == "PASS":
+            out.append(passed(cid, target, msg))
+        elif run.verdict == "FAIL":
+            out.append(failed(cid, target, msg))
+        else:
+            out.append(error(cid, target, msg))
+    if not doc.runs:
+        out.append(error("nccl.log", target, "; ".join(doc.reasons)))
+    return out
