@@ -38,16 +38,13 @@ TARGET_S = 1.0
 
 # Run in a fresh interpreter: the same steps as `gpufabric render`, timed one by one.
 PHASES = r"""
-import gc, json, sys, time
+import json, sys, time
 start = time.perf_counter()
-gc.disable()  # as the program (gpufabric.__main__) loads its modules
 from gpufabric import cli  # everything `gpufabric render` imports
 from gpufabric.plan.build import build_plan
 from gpufabric.outputs.render import check_output_dir, render_files, write_tree
 from gpufabric.model.stackfile import load_stack
 from pathlib import Path
-gc.freeze()  # as gpufabric.cli.entry does
-gc.enable()
 marks = [("imports", time.perf_counter())]
 stack = load_stack(sys.argv[1], None); marks.append(("stack", time.perf_counter()))
 plan = build_plan(stack.name, stack.model); marks.append(("plan", time.perf_counter()))
@@ -180,8 +177,8 @@ def main() -> int:
         if args.workdir is None:
             shutil.rmtree(base, ignore_errors=True)
     print(
-        "(cold columns: best / median seconds; phases: seconds of the fastest run, one after "
-        "the other; render itself validates on a second core while it formats the files)"
+        "(cold columns: best / median seconds; phases: seconds of the fastest run, in the "
+        "order render runs them)"
     )
     sizes = sorted(best)
     if len(sizes) >= 2:

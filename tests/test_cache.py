@@ -155,7 +155,7 @@ def test_converted_crds_are_kept_and_give_the_same_verdicts(
     def no_parse(text: str) -> list[object]:
         raise AssertionError("parsed again although cached")
 
-    monkeypatch.setattr(yamlcodec, "load_all_simple", no_parse)
+    monkeypatch.setattr(yamlcodec, "load_all", no_parse)
     schema.load_crds.cache_clear()
     second = schema.load_crds(crds)
     assert second.schemas == first.schemas
@@ -257,7 +257,7 @@ def test_a_warm_render_reads_only_the_crds_of_the_kinds_it_validates(
         raise AssertionError("parsed again although cached")
 
     monkeypatch.setattr(schema, "read_json", counting)
-    monkeypatch.setattr(yamlcodec, "load_all_simple", no_parse)
+    monkeypatch.setattr(yamlcodec, "load_all", no_parse)
     schema.load_crds.cache_clear()
     try:
         assert schema.validate_objects([widget("big")], "1.33", crds).ok

@@ -348,31 +348,6 @@ def test_a_reader_waits_for_no_lock_and_a_stuck_render_times_out_clearly(
         os.waitpid(pid, 0)
 
 
-@pytest.mark.parametrize("verdict", [True, False])
-def test_a_tree_is_staged_before_approval_and_swapped_in_only_when_approved(
-    tmp_path: Path, files: dict[str, str], verdict: bool
-) -> None:
-    """render writes while validation still runs: ``approve`` is asked with the whole new
-    tree staged beside the output and the earlier one in place; a no leaves the earlier
-    tree exactly as it was and nothing beside it."""
-    out = tmp_path / "out"
-    old = variant(files, "old")
-    write_tree(old, out)
-    seen: list[tuple[list[str], dict[str, bytes]]] = []
-
-    def approve() -> bool:
-        (staging,) = (p for p in out.parent.iterdir() if p.name != out.name)
-        seen.append(([staging.name], content(staging)))
-        assert content(out) == tree_of(old)
-        return verdict
-
-    assert write_tree(files, out, approve=approve) is verdict
-    assert len(seen) == 1
-    assert seen[0][1] == tree_of(files)
-    assert content(out) == tree_of(files if verdict else old)
-    assert beside(out) == []
-
-
 @pytest.mark.parametrize("mask", [0o022, 0o027])
 def test_outputs_get_the_modes_the_umask_gives_not_owner_only(tmp_path: Path, mask: int) -> None:
     """A render's directory and a written file (runbook, job) are readable as the user's

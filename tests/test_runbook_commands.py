@@ -114,7 +114,7 @@ def _crds() -> list[dict[str, Any]]:
     out = []
     pending = sorted((SHARED / "upstream" / "crds-pending").glob("*/*.yaml"))
     for path in [*sorted((SHARED / "crds").glob("*/*.yaml")), *pending]:
-        for doc in yamlcodec.load_all_simple(path.read_text()):
+        for doc in yamlcodec.load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 out.append(doc)
     # One CRD per name, as on a healthy cluster: the MPI Operator's mpijobs (v2beta1), not

@@ -140,4 +140,4 @@ def test_the_catalog_is_read_as_pyyaml_reads_it() -> None:
     def typed(value: Any) -> str:
         return json.dumps(value, sort_keys=True, default=lambda v: f"{type(v).__name__}:{v}")
 
-    assert typed(yamlcodec.load_simple(text)) == typed(yaml.safe_load(text))
+    assert typed(yamlcodec.load(text)) == typed(yaml.safe_load(text))

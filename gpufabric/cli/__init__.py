@@ -17,7 +17,6 @@ command carries its own (:class:`gpufabric.errors.GpufabricError`), and
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -268,11 +267,6 @@ COMMANDS: dict[str, Command] = {
 
 def entry() -> int:
     """The ``gpufabric`` program (``main`` is for callers in-process)."""
-    # What the imports built lives as long as the process: keep the cyclic collector from
-    # walking it again and again while a render allocates (a tenth of a large render). The
-    # program (gpufabric.__main__) loaded this module with the collector off.
-    gc.freeze()
-    gc.enable()
     try:
         code = main()
         sys.stdout.flush()

@@ -1,7 +1,7 @@
 """``gpufabric render``: write the stack's manifests to files, validated.
 
 Its start is what every render pays: this module imports only what rendering uses (the
-schema check loads on its second core, :mod:`gpufabric.outputs.schema`, when it runs).
+schema check, :mod:`gpufabric.outputs.schema`, loads when it runs).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from gpufabric.outputs import ownfile
 from gpufabric.outputs.render import check_output_dir, render_files, write_tree
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, KustomizeOverlay
-from gpufabric.support.background import Background
 from gpufabric.support.counts import counted
 
 if TYPE_CHECKING:
@@ -51,25 +50,16 @@ def cmd_render(stack: Stack, args: argparse.Namespace) -> int:
         return ExitCode.BAD_INPUT
     check_output_dir(out)  # refuse before any work: the user's files are never at risk
     created = ownfile.creatable(out)
-    # Schemas are checked on a second core while the files are formatted and staged beside
-    # the output; the staged tree replaces the output only if every object passed.
-    reports: list[Report] = []
-
-    def passed() -> bool:
-        reports.append(validation.result())
-        return reports[0].ok
-
-    with Background(lambda: _validate(plan, crd_dir)) as validation:
-        files = render_files(plan)
-        written = write_tree(files, out, stack.name, approve=passed)
-    report = reports[0]
-    if not written:
+    report = _validate(plan, crd_dir)
+    if not report.ok:
         errors = counted(len(report.errors), "schema error")
         print(f"{stack.name}: {errors} in rendered objects", file=sys.stderr)
         for err in report.errors:
             print(f"  - {err}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return ExitCode.INVALID_OBJECTS
+    files = render_files(plan)
+    write_tree(files, out, stack.name)
     _print_summary(plan, out, len(files), report)
     for directory in created:
         print(f"created directory {directory}", file=sys.stderr)

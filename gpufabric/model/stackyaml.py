@@ -19,20 +19,6 @@ from typing import Any
 
 import yaml
 from msgspec import Struct
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.resolver import Resolver
-
-
-def _libyaml_parser() -> Any:
-    try:
-        from yaml._yaml import CParser
-    except ImportError:  # PyYAML built without libyaml
-        return None
-    return CParser
-
-
-_CParser: Any = _libyaml_parser()
 
 MAX_FILE_BYTES = 1 << 20
 """Stack files are a few kilobytes; a megabyte is far beyond any real one."""
@@ -190,32 +176,9 @@ def _walk(
             _walk(value, depth + 1, budget, problems)
 
 
-class _LibyamlLoader(Composer, SafeConstructor, Resolver, _CParser or object):  # type: ignore[misc]
-    """PyYAML's safe loader with libyaml's scanner and parser (the pure-Python ones cost
-    five times as much) and PyYAML's own composer (libyaml's recurses in C without a
-    bound; this one stops at Python's recursion limit) and constructor."""
-
-    def __init__(self, text: str) -> None:
-        _CParser.__init__(self, text)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-        Composer.__init__(self)
-
-
 def load(text: str) -> Any:
-    """The document in ``text``, or StackFileError listing what makes it unsafe to use.
-
-    Read through libyaml where PyYAML has it; a text libyaml refuses is read again by
-    PyYAML's pure-Python parser, so every syntax error is reported as PyYAML words it."""
-    if _CParser is not None:
-        try:
-            return _load(_LibyamlLoader(text))
-        except yaml.YAMLError:
-            pass
-    return _load(yaml.SafeLoader(text))
-
-
-def _load(loader: Any) -> Any:
+    """The document in ``text``, or StackFileError listing what makes it unsafe to use."""
+    loader = yaml.SafeLoader(text)
     try:
         try:
             node = loader.get_single_node()

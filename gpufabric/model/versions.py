@@ -213,7 +213,7 @@ def _chart_image(entry: Mapping[str, Any]) -> ChartImage:
 def load_catalog() -> Catalog:
     """Read manifests/versions.yaml once per process."""
     # libyaml's parser (yamlcodec): the pure-Python one took a tenth of a large render.
-    raw: dict[str, Any] = yamlcodec.load_simple((MANIFESTS_DIR / "versions.yaml").read_text())
+    raw: dict[str, Any] = yamlcodec.load((MANIFESTS_DIR / "versions.yaml").read_text())
     components = {
         name: Component(
             name=name,

@@ -28,14 +28,13 @@ import fcntl
 import functools
 import json
 import os
-import queue
 import shutil
 import stat
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,6 @@ from gpufabric.exitcodes import ExitCode
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 from gpufabric.support import yamlcodec
-from gpufabric.support.background import Background, can_fork
 from gpufabric.verify.interrupts import shielded
 
 CLUSTER_SCOPE_DIR = "_cluster"
@@ -137,104 +135,23 @@ def _summary(item: Item) -> dict[str, Any]:
     return {"directory": p.directory, "namespace": p.namespace}
 
 
-def indented_json(value: Any, indent: str = "") -> str:
-    """``json.dumps(value, indent=2, sort_keys=True)``, byte for byte, at C speed: the
-    standard library falls back to its pure-Python encoder whenever ``indent`` is set."""
-    inner = indent + "  "
-    kind = type(value)
-    if kind is dict or kind is list or kind is tuple or isinstance(value, dict | list | tuple):
-        if not value:
-            return _json_scalar(value)
-        if isinstance(value, dict):
-            pairs = ((_json_scalar(k), value[k]) for k in sorted(value))
-            body = ",\n".join(f"{inner}{k}: {_json_value(v, inner)}" for k, v in pairs)
-            return f"{{\n{body}\n{indent}}}"
-        body = ",\n".join(f"{inner}{_json_value(v, inner)}" for v in value)
-        return f"[\n{body}\n{indent}]"
-    return _json_scalar(value)
+def indented_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)
 
 
-def _json_value(value: Any, indent: str) -> str:
-    """One member's text: a string straight through the C escaper (most of a plan.json's
-    40,000 leaves), anything else by :func:`indented_json`."""
-    if type(value) is str:
-        return _encode_str(value)
-    return indented_json(value, indent)
-
-
-_JSON_CONSTANTS = {True: "true", False: "false", None: "null"}
-
-
-def _json_scalar(value: Any) -> str:
-    """``json.dumps(value)`` without its Python-level wrapper for the common leaves (a
-    plan.json has 40,000): strings through the C escaper json.dumps itself uses."""
-    kind = type(value)
-    if kind is str:
-        return _encode_str(value)
-    if kind is bool or value is None:
-        return _JSON_CONSTANTS[value]
-    if kind is int:
-        return int.__repr__(value)
-    return json.dumps(value)
-
-
-_encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
-
-
-class RenderedFiles(Mapping[str, str]):
-    """Every output file of a plan, by relative path (in plan order, plan.json last). A
-    file's text is formatted when it is first read and then kept: :func:`write_tree` reads
-    each file as it hands it to its writer thread, so the first files are being created
-    while the next ones are formatted."""
-
-    def __init__(self, plan: Plan) -> None:
-        self._items: dict[str, Item | None] = {}  # None: plan.json
-        self._texts: dict[str, str] = {}
-        per_item: dict[str, list[str]] = {}
-        for item in plan.items:
-            paths = self._paths(item)
-            clash = next((p for p in sorted(paths) if p in self._items), None)
-            if clash is not None:
-                raise ValueError(f"two plan items write {clash}")
-            self._items.update(dict.fromkeys(paths, item))
-            per_item[item.id] = sorted(paths)
-        self._plan_json = (plan, per_item)
-        self._items["plan.json"] = None
-
-    def _paths(self, item: Item) -> list[str]:
-        payload = item.payload
-        if isinstance(payload, K8sObject):
-            return [object_path(item, payload)]
-        if isinstance(payload, HelmChart):
-            return [f"charts/{payload.release}/chart.yaml", f"charts/{payload.release}/values.yaml"]
-        texts = files_of(item)  # an overlay's paths are known once its templates ran
-        self._texts.update(texts)
-        return list(texts)
-
-    def __getitem__(self, rel: str) -> str:
-        text = self._texts.get(rel)
-        if text is not None:
-            return text
-        item = self._items[rel]
-        if item is None:
-            self._texts[rel] = indented_json(plan_document(*self._plan_json)) + "\n"
-        else:
-            self._texts.update(files_of(item))
-        return self._texts[rel]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, rel: object) -> bool:
-        return rel in self._items
-
-
-def render_files(plan: Plan) -> RenderedFiles:
-    """Every output file of a plan, by relative path (formatted as each is read)."""
-    return RenderedFiles(plan)
+def render_files(plan: Plan) -> dict[str, str]:
+    """Every output file of a plan, by relative path (in plan order, plan.json last)."""
+    files: dict[str, str] = {}
+    per_item: dict[str, list[str]] = {}
+    for item in plan.items:
+        texts = files_of(item)
+        clash = next((p for p in sorted(texts) if p in files), None)
+        if clash is not None:
+            raise ValueError(f"two plan items write {clash}")
+        files.update(texts)
+        per_item[item.id] = sorted(texts)
+    files["plan.json"] = indented_json(plan_document(plan, per_item)) + "\n"
+    return files
 
 
 MARKER = ".gpufabric-render"
@@ -439,19 +356,11 @@ def _inside(rel: str) -> str:
     return "/".join(parts[:-1]) or "."
 
 
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-
-
-def _create(path: str, data: bytes) -> None:
+def _create(path: Path, data: bytes) -> None:
     """Write a new file (exclusive create: the staging directory is new and only write_tree
-    writes in it) through the bare system calls: a thousand files pay no file objects."""
-    fd = os.open(path, _CREATE_FLAGS, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+    writes in it)."""
+    with open(path, "xb") as f:
+        f.write(data)
 
 
 def _link_if_same(old: Path, new: Path, data: bytes) -> bool:
@@ -477,146 +386,20 @@ def marker_text(files: Mapping[str, str], stack: str) -> str:
     return indented_json(record) + "\n"
 
 
-WRITER_MIN_FILES = 256
-"""From this many files on, a thread creates the files while the render formats the next
-ones (:func:`_stage`)."""
-_SWITCH_S = 0.0002
-"""The interpreter's switch interval while the writer thread runs: the thread needs the
-interpreter lock for a moment after each system call, and waiting the default 5 ms for it
-each time would make it crawl while the render formats."""
-
-
-class _Writer:
-    """A thread that creates the staged files as the render hands them over: creating a
-    file is the kernel's work, done without the interpreter lock, so on a second core it
-    overlaps the formatting of the next files. A failure in the thread is raised in the
-    render, at its next hand-over or at :meth:`close`; the render stops the thread before
-    anything removes the staging directory."""
-
-    def __init__(self, staging: Path, previous: Path | None) -> None:
-        self.staging, self.previous = staging, previous
-        self.queue: queue.SimpleQueue[tuple[str, str, bytes] | None] = queue.SimpleQueue()
-        self.error: BaseException | None = None
-        self.stopping = False
-        self.thread = threading.Thread(target=self._run, name="gpufabric-writer", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        root = str(self.staging)
-        made: set[str] = set()
-        while (job := self.queue.get()) is not None:
-            if self.stopping or self.error is not None:
-                continue  # drain: the render is stopping
-            rel, directory, data = job
-            try:
-                if directory not in made:
-                    (self.staging / directory).mkdir(parents=True, exist_ok=True)
-                    made.add(directory)
-                previous = self.previous
-                if previous is None or not _link_if_same(previous / rel, self.staging / rel, data):
-                    _create(f"{root}/{rel}", data)
-            except BaseException as exc:  # raised in the render
-                self.error = exc
-
-    def put(self, rel: str, directory: str, data: bytes) -> None:
-        if self.error is not None:
-            raise self.error
-        self.queue.put((rel, directory, data))
-
-    def close(self, stopping: bool) -> None:
-        """Wait for the thread (skipping what is left when ``stopping``); raise its error."""
-        self.stopping = stopping
-        self.queue.put(None)
-        self.thread.join()
-        if self.error is not None and not stopping:
-            raise self.error
-
-
 def _stage(files: Mapping[str, str], out: Path, stack: str, staging: Path) -> None:
-    """Write the complete new tree into ``staging``, a new directory beside ``out``: a
-    large tree by two processes where this one can fork (each formats and creates its
-    share), else through a :class:`_Writer` thread while the files are formatted."""
+    """Write the complete new tree into ``staging``, a new directory beside ``out``."""
     directories = {rel: _inside(rel) for rel in files}  # every path checked before writing
     (staging / MARKER).write_text(marker_text(files, stack), encoding="utf-8")
     previous = out if out.is_dir() else None
-    rels = sorted(files)
-    if len(rels) < WRITER_MIN_FILES:
-        _write_files(files, rels, directories, staging, previous)
-    elif can_fork():
-        _stage_shared(files, rels, directories, staging, previous)
-    else:
-        _stage_threaded(files, rels, directories, staging, previous)
-
-
-HELPER_SHARE = 0.6
-"""The share of the files (all but plan.json, which takes as long to format as a few
-hundred objects) a forked helper formats and creates while the render does the rest."""
-
-
-def _stage_shared(
-    files: Mapping[str, str],
-    rels: list[str],
-    directories: Mapping[str, str],
-    staging: Path,
-    previous: Path | None,
-) -> None:
-    """Two processes write the tree: a forked helper the first files, the render the
-    others. The helper holds the lock the render took (its descriptor is inherited), so a
-    render killed meanwhile is recovered only once the helper is done; if the helper fails
-    in any way, the render writes its files again itself and any error is raised here."""
-    objects = [rel for rel in rels if rel != "plan.json"]
-    cut = int(len(objects) * HELPER_SHARE)
-    theirs, ours = objects[:cut], objects[cut:] + [rel for rel in rels if rel == "plan.json"]
-    with Background(lambda: _write_files(files, theirs, directories, staging, previous)) as helper:
-        _write_files(files, ours, directories, staging, previous)
-        helper.result()
-
-
-def _write_files(
-    files: Mapping[str, str],
-    rels: list[str],
-    directories: Mapping[str, str],
-    staging: Path,
-    previous: Path | None,
-) -> None:
-    """Format and create ``rels`` in ``staging`` (a file already there, from a helper that
-    failed part way, is replaced)."""
-    root = str(staging)
     made: set[str] = set()
-    for rel in rels:
+    for rel in sorted(files):
         directory = directories[rel]
         if directory not in made:
             (staging / directory).mkdir(parents=True, exist_ok=True)
             made.add(directory)
         data = files[rel].encode("utf-8")
         if previous is None or not _link_if_same(previous / rel, staging / rel, data):
-            try:
-                _create(f"{root}/{rel}", data)
-            except FileExistsError:
-                os.unlink(f"{root}/{rel}")
-                _create(f"{root}/{rel}", data)
-
-
-def _stage_threaded(
-    files: Mapping[str, str],
-    rels: list[str],
-    directories: Mapping[str, str],
-    staging: Path,
-    previous: Path | None,
-) -> None:
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(_SWITCH_S)
-    writer = _Writer(staging, previous)
-    stopping = True
-    try:
-        for rel in rels:
-            writer.put(rel, directories[rel], files[rel].encode("utf-8"))
-        stopping = False
-    finally:
-        try:
-            writer.close(stopping)
-        finally:
-            sys.setswitchinterval(interval)
+            _create(staging / rel, data)
 
 
 def _swap(parent: int, staging: Path, out: Path) -> None:
@@ -660,19 +443,10 @@ def umask() -> int:
     return mask
 
 
-def write_tree(
-    files: Mapping[str, str],
-    out: Path,
-    stack: str = "",
-    approve: Callable[[], bool] | None = None,
-) -> bool:
+def write_tree(files: Mapping[str, str], out: Path, stack: str = "") -> None:
     """Replace ``out`` with exactly ``files`` (and the marker), all or nothing: the new
     tree is written beside it and swapped in, under a lock that makes concurrent renders
     take turns, so a reader sees the previous tree or the new one, never a part.
-
-    ``approve``, when given, is asked once the new tree is staged (so that a check still
-    running elsewhere, such as schema validation, overlaps the writing); when it says no,
-    the staged tree is removed, ``out`` is left as it was and the result is False.
 
     ``out`` must be new, empty or an earlier render (:func:`check_output_dir`)."""
     check_output_dir(out)
@@ -687,9 +461,6 @@ def write_tree(
                 staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{_STAGING}", dir=out.parent))
             os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would outlive the swap
             _stage(files, out, stack, staging)
-            if approve is not None and not approve():
-                shutil.rmtree(staging)
-                return False
             _swap(fd, staging, out)
         except BaseException as exc:
             if staging is not None:
@@ -698,7 +469,6 @@ def write_tree(
             if isinstance(exc, OSError) and exc.errno in (errno.EBUSY, errno.EXDEV):
                 raise _mount_point(out) from None
             raise
-    return True
 
 
 def write_file(path: Path, text: str) -> None:

@@ -268,7 +268,7 @@ def _served(data: bytes) -> list[Crd]:
     """(apiVersion, kind, openAPIV3Schema as written) of every served version of every CRD
     in a file's bytes."""
     found: list[Crd] = []
-    for doc in yamlcodec.load_all_simple(data.decode("utf-8")):
+    for doc in yamlcodec.load_all(data.decode("utf-8")):
         if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
             continue
         spec = doc.get("spec", {})

@@ -1,1 +1,1 @@
-"""Plumbing shared by every stage: YAML codec, templates, caches, background work."""
+"""Plumbing shared by every stage: YAML codec, templates, schema checks, caches."""

@@ -48,29 +48,15 @@ TEMPLATES_DIR: Path = MANIFESTS_DIR / "templates"
 
 
 def load_yaml(text: str) -> Any:
-    return yamlcodec.load_simple(text)
+    return yamlcodec.load(text)
 
 
 class TemplateError(Exception):
     """A template produced something that is not one Kubernetes object."""
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-_encode_str: Any = json.encoder.encode_basestring  # what _ENCODER does with a str, in C
-_CONSTANTS = {True: "true", False: "false", None: "null"}
-
-
 def _to_json(value: Any) -> str:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
-    without building an encoder per call (templates call it 7,000 times a large render)."""
-    kind = type(value)
-    if kind is str:
-        return str(_encode_str(value))
-    if kind is bool or value is None:
-        return _CONSTANTS[value]
-    if kind is int:
-        return int.__repr__(value)
-    return _ENCODER.encode(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 _OPTIONS: dict[str, Any] = {
@@ -188,7 +174,6 @@ def environment(directory: Path = TEMPLATES_DIR) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
         bytecode_cache=CompiledTemplates(COMPILED_DIR),
-        cache_size=-1,  # every template kept: Jinja's LRU scans a deque on every lookup
         **_OPTIONS,
     )
     env.filters["json"] = _json_filter

@@ -226,7 +226,7 @@ def _custom_resource_state(plan: Plan) -> list[dict[str, Any]]:
         crs = ksm.get("customResourceState", {})
         return [crs["config"]] if crs.get("enabled") else []
     return [
-        yamlcodec.load_simple(body(plan, it.id)["data"][na.KSM_CONFIG_KEY])
+        yamlcodec.load(body(plan, it.id)["data"][na.KSM_CONFIG_KEY])
         for it in plan.items
         if it.id == ids.NODE_ACCEPTANCE_KSM_CONFIG
     ]

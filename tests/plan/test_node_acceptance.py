@@ -97,7 +97,7 @@ def test_an_existing_prometheus_gets_the_configuration_and_a_reader_role() -> No
     assert not plan.facts.monitoring.install_prometheus
     cm = body(plan, ids.NODE_ACCEPTANCE_KSM_CONFIG)
     assert cm["metadata"]["namespace"] == plan.facts.monitoring.namespace
-    assert yamlcodec.load_simple(cm["data"][na.KSM_CONFIG_KEY]) == na.ksm_config()
+    assert yamlcodec.load(cm["data"][na.KSM_CONFIG_KEY]) == na.ksm_config()
     reader = body(plan, ids.NODE_ACCEPTANCE_READER)
     assert reader["rules"] == [
         {
