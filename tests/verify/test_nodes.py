@@ -30,6 +30,8 @@ from gpufabric.plan.build import build_plan
 from gpufabric.verify import expect
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import gather as nodes_gather
+from gpufabric.verify.nodes import rails as node_rails
+from gpufabric.verify.nodes import sysfs as node_sysfs
 from gpufabric.verify.nodes.probe import HostProbe
 from gpufabric.verify.nodes.suite_runner import run_suite
 from gpufabric.verify.results import Check
@@ -426,10 +428,10 @@ def test_a_host_without_the_gather_tools_is_inconclusive_not_failed(
 
 def test_parse_pfc_formats() -> None:
     dcb = "pfc-cap 8 macsec-bypass off delay 0\nprio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n"
-    assert nodes.parse_pfc(dcb) == {p: p == 3 for p in range(8)}
+    assert node_rails.parse_pfc(dcb) == {p: p == 3 for p in range(8)}
     qos = nodefs.MLNX_QOS.format(enabled="0   0   0   0   1   0   0   0")
-    assert nodes.parse_pfc(qos) == {p: p == 4 for p in range(8)}
-    assert nodes.parse_pfc("garbage") is None
+    assert node_rails.parse_pfc(qos) == {p: p == 4 for p in range(8)}
+    assert node_rails.parse_pfc("garbage") is None
 
 
 def test_acs_control_walks_the_extended_capability_list() -> None:
@@ -442,8 +444,8 @@ def test_acs_control_walks_the_extended_capability_list() -> None:
 
 
 def test_ipv4_of_gid() -> None:
-    assert nodes.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:c0a8:0a02") == "192.168.10.2"
-    assert nodes.ipv4_of_gid("fe80:0000:0000:0000:0a00:27ff:fe00:0001") is None
+    assert node_sysfs.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:c0a8:0a02") == "192.168.10.2"
+    assert node_sysfs.ipv4_of_gid("fe80:0000:0000:0000:0a00:27ff:fe00:0001") is None
 
 
 def test_fleet_driver_versions() -> None:
@@ -748,18 +750,18 @@ def test_numbers_in_other_scripts_never_crash_a_check_nor_pass_it(
             assert "crashed" not in c.message, c.message
             if c.status == "PASS":
                 assert healthy[c.check] == "PASS"
-    assert nodes.ascii_int(OTHER_DIGITS[1][9] + OTHER_DIGITS[1][0] * 3) is None
-    assert nodes.ascii_int("\u00b2") is None
-    assert nodes.ascii_int("9000") == 9000
-    assert nodes.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:c0a8:0a0\u00b2") is None
-    assert nodes.parse_pfc("prio-pfc \u0663:on") is None
+    assert node_sysfs.ascii_int(OTHER_DIGITS[1][9] + OTHER_DIGITS[1][0] * 3) is None
+    assert node_sysfs.ascii_int("\u00b2") is None
+    assert node_sysfs.ascii_int("9000") == 9000
+    assert node_sysfs.ipv4_of_gid("0000:0000:0000:0000:0000:ffff:c0a8:0a0\u00b2") is None
+    assert node_rails.parse_pfc("prio-pfc \u0663:on") is None
 
 
 def test_an_mtu_in_other_digits_is_unreadable_not_a_crash(tmp_path: Path) -> None:
     exp = expectation("lab-roce")
     root = nodefs.build(tmp_path / "node", node_for(exp))
     (root / "sys/class/net/ens1f0np0/mtu").write_text(OTHER_DIGITS[4][9] + OTHER_DIGITS[4][0] * 3)
-    res = nodes.check_rail_mtu(exp.rails[0])(TreeProbe(root), exp)
+    res = node_rails.check_rail_mtu(exp.rails[0])(TreeProbe(root), exp)
     assert res.status == "ERROR"
     assert "cannot read the MTU" in res.message
 

@@ -22,6 +22,7 @@ from gpufabric.model.stackfile import list_stacks
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import fleet
 from gpufabric.verify.nodes import gather as nodes_gather
+from gpufabric.verify.nodes import rails as node_rails
 
 __all__ = ["mlnx_qos_on_path"]  # a fixture used here
 
@@ -54,7 +55,7 @@ def test_the_gather_script_passes_shellcheck(stack: str) -> None:
             [
                 ("f", "/var/lib/kubelet/config.yaml"),
                 ("l", "/sys/kernel/iommu_groups"),
-                ("x", nodes.PFC_COMMANDS[0] % "'ens1f0np0'"),
+                ("x", node_rails.PFC_COMMANDS[0] % "'ens1f0np0'"),
             ],
             "/",
         ).text,

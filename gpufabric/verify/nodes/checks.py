@@ -10,30 +10,35 @@ PCIe ACS and IOMMU.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import posixpath
 import re
 import shlex
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import yaml
 
 from gpufabric import nics
-from gpufabric.verify.expect import Expectation, RailExpectation
+from gpufabric.verify.expect import Expectation
 from gpufabric.verify.nodes.probe import Probe, ProbeCheck
 from gpufabric.verify.nodes.probe import run_checks as probe_run_checks
+from gpufabric.verify.nodes.rails import RAIL_CHECK_NEEDS, RAIL_CHECKS
+from gpufabric.verify.nodes.sysfs import (
+    BDF,
+    ascii_int,
+    driver_version,
+    first_line,
+    gpu_bdfs,
+    kernel_release,
+    rail_hca,
+)
 from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 # Numbers are ASCII digits only: Python's \d and int() also take other scripts' digits
 # ("٤٠٠", "²"), which no kernel file holds and int() may refuse.
-_DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)")
-_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _KERNEL = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)")
 _LIMIT = re.compile(r"^Max locked memory\s+(?P<soft>\S+)\s+(?P<hard>\S+)", re.MULTILINE)
-_HEX4 = re.compile(r"[0-9a-f]{4}")
-_PKEY = re.compile(r"0x[0-9a-fA-F]{1,4}")
 _CMDLINE_TOKEN = re.compile(r'(?:"[^"]*"?|[^\s"])+')
 PEERMEM_PATHS = (
     "/sys/module/nvidia_peermem/version",
@@ -45,57 +50,6 @@ DMABUF_MIN_KERNEL = (5, 12)
 ACS_CAP_ID = 0x000D
 ACS_SRC_VALID, ACS_REQ_REDIR, ACS_CMPLT_REDIR = 0x1, 0x4, 0x8
 RUNTIMES = ("containerd", "crio", "dockerd")
-PFC_COMMANDS = ("mlnx_qos -i %s", "dcb pfc show dev %s")
-"""What reads a netdev's PFC state, in the order tried (``%s``: the netdev)."""
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def ascii_int(text: str) -> int | None:
-    """A decimal number written in ASCII digits (no sign, no blanks), else None."""
-    return int(text) if text and text.isascii() and text.isdigit() else None
-
-
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
-
-
-def gpu_bdfs(probe: Probe) -> list[str]:
-    """PCI addresses of the GPUs the NVIDIA driver registered (/proc/driver/nvidia/gpus)."""
-    return [d for d in probe.listdir("/proc/driver/nvidia/gpus") if _BDF.match(d.lower())]
-
-
-def driver_version(probe: Probe) -> str | None:
-    m = _DRIVER.search(probe.read("/proc/driver/nvidia/version") or "")
-    return m["version"] if m else None
-
-
-def rail_hca(probe: Probe, rail: RailExpectation) -> str | None:
-    """The rail's RDMA device: the stack's ``hca`` or the one behind its netdev."""
-    if rail.hca:
-        return rail.hca
-    devices = probe.listdir(f"/sys/class/net/{rail.netdev}/device/infiniband")
-    return devices[0] if devices else None
-
-
-def ipv4_of_gid(gid: str) -> str | None:
-    """The IPv4 address of an IPv4-mapped GID (``0000:...:ffff:c0a8:0a02``), else None."""
-    groups = gid.lower().split(":")
-    if len(groups) != 8 or groups[:5] != ["0000"] * 5 or groups[5] != "ffff":
-        return None
-    if not all(_HEX4.fullmatch(g) for g in groups[6:]):
-        return None
-    raw = bytes.fromhex(groups[6] + groups[7])
-    return ".".join(str(b) for b in raw)
-
-
-def _port(hca: str) -> str:
-    return f"/sys/class/infiniband/{hca}/ports/1"
-
-
-def kernel_release(probe: Probe) -> str | None:
-    return _first_line(probe.read("/proc/sys/kernel/osrelease")) or None
 
 
 # ---------------------------------------------------------------------------- GPU checks
@@ -130,7 +84,7 @@ def check_driver(probe: Probe, exp: Expectation) -> Check:
             "no driver version: /proc/driver/nvidia/version missing or unrecognised",
             "cat /proc/driver/nvidia/version",
         )
-    module = _first_line(probe.read("/sys/module/nvidia/version"))
+    module = first_line(probe.read("/sys/module/nvidia/version"))
     if module and module != version:
         return failed(
             "gpu.driver",
@@ -242,217 +196,6 @@ def kernel_option(probe: Probe, release: str | None, option: str) -> tuple[str |
     return None, ""
 
 
-# --------------------------------------------------------------------------- rail checks
-
-
-def check_rail_hca(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
-    def run(probe: Probe, exp: Expectation) -> Check:
-        cid = f"rail.{rail.name}.hca"
-        hca = rail_hca(probe, rail)
-        if hca is None:
-            return failed(
-                cid,
-                probe.name,
-                f"no RDMA device behind netdev {rail.netdev}",
-                "ls /sys/class/infiniband; ibdev2netdev; is mlx5_ib loaded?",
-            )
-        if not probe.exists(f"/sys/class/infiniband/{hca}"):
-            present = ", ".join(probe.listdir("/sys/class/infiniband")) or "none"
-            return failed(
-                cid,
-                probe.name,
-                f"RDMA device {hca} is missing (present: {present})",
-                "fabric.rails[].hca must name the device on every GPU node; rdma link show",
-            )
-        if not probe.exists(f"/sys/class/net/{rail.netdev}"):
-            return failed(
-                cid,
-                probe.name,
-                f"netdev {rail.netdev} is missing",
-                "ip link show; fabric.rails[].netdev must exist on every GPU node",
-            )
-        return passed(cid, probe.name, f"{hca} / {rail.netdev}", hca=hca)
-
-    return run
-
-
-def check_rail_port(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
-    def run(probe: Probe, exp: Expectation) -> Check:
-        cid = f"rail.{rail.name}.port"
-        hca = rail_hca(probe, rail)
-        if hca is None or not probe.exists(_port(hca)):
-            return error(cid, probe.name, f"no port 1 for rail {rail.name}'s device")
-        base = _port(hca)
-        state = _first_line(probe.read(f"{base}/state"))
-        phys = _first_line(probe.read(f"{base}/phys_state"))
-        rate = _first_line(probe.read(f"{base}/rate"))
-        layer = _first_line(probe.read(f"{base}/link_layer"))
-        bad = []
-        if not state.endswith("ACTIVE"):
-            bad.append(f"state {state or '?'} (expected ACTIVE)")
-        if not phys.endswith("LinkUp"):
-            bad.append(f"phys_state {phys or '?'} (expected LinkUp)")
-        rate_gbps = rate.split(" ", 1)[0]
-        if rate_gbps != str(exp.link_rate_gbps):
-            bad.append(f"rate {rate or '?'} (expected {exp.link_rate_gbps} Gb/sec)")
-        if layer != exp.link_layer:
-            bad.append(f"link_layer {layer or '?'} (expected {exp.link_layer})")
-        if bad:
-            hint = (
-                "cable, transceiver or switch port; ibstat / ethtool; for InfiniBand is the "
-                "subnet manager running (sminfo)?"
-                if "state" in bad[0] or "phys" in bad[0]
-                else "fabric.linkRateGbps and fabric.type must match the NIC ports"
-            )
-            return failed(cid, probe.name, f"{hca} port 1: " + "; ".join(bad), hint)
-        return passed(cid, probe.name, f"{hca} port 1 ACTIVE LinkUp {rate}")
-
-    return run
-
-
-def check_rail_gid(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
-    def run(probe: Probe, exp: Expectation) -> Check:
-        cid = f"rail.{rail.name}.gid"
-        hca = rail_hca(probe, rail)
-        if hca is None:
-            return error(cid, probe.name, f"no RDMA device for rail {rail.name}")
-        base = _port(hca)
-        types = probe.listdir(f"{base}/gid_attrs/types")
-        found = []
-        for idx in sorted(types, key=lambda s: (ascii_int(s) is None, ascii_int(s) or 0, s)):
-            if _first_line(probe.read(f"{base}/gid_attrs/types/{idx}")) != "RoCE v2":
-                continue
-            if _first_line(probe.read(f"{base}/gid_attrs/ndevs/{idx}")) != rail.netdev:
-                continue
-            ipv4 = ipv4_of_gid(_first_line(probe.read(f"{base}/gids/{idx}")))
-            if ipv4:
-                found.append(f"{idx} ({ipv4})")
-        if not found:
-            return failed(
-                cid,
-                probe.name,
-                f"no IPv4 RoCE v2 GID of {hca} on {rail.netdev}",
-                f"the netdev needs its IPv4 address (ip addr show {rail.netdev}; show_gids); "
-                "the RoCE v2 GID appears with it",
-            )
-        return passed(cid, probe.name, f"RoCE v2 GID {', '.join(found)} on {rail.netdev}")
-
-    return run
-
-
-def check_rail_mtu(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
-    def run(probe: Probe, exp: Expectation) -> Check:
-        cid = f"rail.{rail.name}.mtu"
-        text = _first_line(probe.read(f"/sys/class/net/{rail.netdev}/mtu"))
-        mtu = ascii_int(text)
-        if mtu is None:
-            return error(cid, probe.name, f"cannot read the MTU of {rail.netdev}")
-        if mtu != exp.mtu:
-            return failed(
-                cid,
-                probe.name,
-                f"{rail.netdev} MTU {text}, the stack expects {exp.mtu} (fabric.mtu)",
-                "set the MTU on the node (netplan / NetworkManager / NicClusterPolicy) and on "
-                "the switches end to end",
-            )
-        return passed(cid, probe.name, f"{rail.netdev} MTU {text}")
-
-    return run
-
-
-@functools.lru_cache(maxsize=4096)
-def pkey_entry(text: str | None) -> int | None:
-    """A P_Key table entry's value (sysfs ``pkeys/<index>``: ``0x8010`` full member,
-    ``0x0010`` limited, ``0x0000`` an empty slot), None for an empty slot or anything that is
-    not a 16-bit hexadecimal key. Cached: a port's 128 entries are mostly the same few texts."""
-    line = _first_line(text)
-    if _PKEY.fullmatch(line) and int(line, 16) & 0x7FFF:
-        return int(line, 16)
-    return None
-
-
-def _pkey_table(probe: Probe, hca: str) -> set[int]:
-    """The port's P_Key table: the value of every non-empty entry."""
-    base = f"{_port(hca)}/pkeys"
-    read = probe.read
-    entries = [pkey_entry(read(f"{base}/{index}")) for index in probe.listdir(base)]
-    return {value for value in entries if value is not None}
-
-
-def check_rail_pkeys(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
-    def run(probe: Probe, exp: Expectation) -> Check:
-        cid = f"rail.{rail.name}.pkeys"
-        hca = rail_hca(probe, rail)
-        table = _pkey_table(probe, hca) if hca is not None else set()
-        if hca is None or not table:
-            return error(cid, probe.name, f"cannot read the pkey table of rail {rail.name}'s port")
-        bad = []
-        for key in exp.pkeys or ():
-            full = int(key, 16) | 0x8000
-            if full not in table:
-                limited = full & 0x7FFF in table
-                bad.append(f"{key} {'limited member only' if limited else 'missing'}")
-        if bad:
-            return failed(
-                cid,
-                probe.name,
-                f"{hca} port 1: " + "; ".join(bad),
-                "the subnet manager must give this port full membership of every partition the "
-                "stack's networks use (runbook: Prerequisites, subnet manager)",
-            )
-        return passed(cid, probe.name, f"{hca} port 1 full member of {', '.join(exp.pkeys or ())}")
-
-    return run
-
-
-def parse_pfc(text: str) -> dict[int, bool] | None:
-    """Per-priority PFC state from ``mlnx_qos -i IF`` or ``dcb pfc show dev IF``."""
-    m = re.search(r"prio-pfc\s+((?:[0-7]:(?:on|off)\s*)+)", text)
-    if m:
-        return {int(p): s == "on" for p, s in re.findall(r"([0-7]):(on|off)", m[1])}
-    prio = re.search(r"^\s*priority\s+((?:[0-7]\s+)*[0-7])\s*$", text, re.MULTILINE)
-    enabled = re.search(r"^\s*enabled\s+((?:[01]\s+)*[01])\s*$", text, re.MULTILINE)
-    if prio and enabled:
-        keys = [int(x) for x in prio[1].split()]
-        values = [x == "1" for x in enabled[1].split()]
-        if len(keys) == len(values):
-            return dict(zip(keys, values, strict=True))
-    return None
-
-
-def check_rail_pfc(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
-    def run(probe: Probe, exp: Expectation) -> Check:
-        cid = f"rail.{rail.name}.pfc"
-        prio = exp.pfc_priority
-        states = None
-        for cmd in PFC_COMMANDS:
-            rc, out = probe.run(cmd, rail.netdev)
-            if rc == 0 and (states := parse_pfc(out)) is not None:
-                break
-        if states is None:
-            return error(
-                cid,
-                probe.name,
-                f"PFC state of {rail.netdev} unknown: neither mlnx_qos nor dcb answered",
-                "install mlnx-tools or iproute2's dcb on the node (or in the probe image)",
-            )
-        on = sorted(p for p, v in states.items() if v)
-        if prio not in on:
-            return failed(
-                cid,
-                probe.name,
-                f"PFC is off on priority {prio} of {rail.netdev} (enabled: {on or 'none'})",
-                f"mlnx_qos -i {rail.netdev} --pfc "
-                + ",".join("1" if p == prio else "0" for p in range(8))
-                + " --trust dscp; the switches must pause on the same priority",
-            )
-        extra = [p for p in on if p != prio]
-        note = f"; also on {extra}" if extra else ""
-        return passed(cid, probe.name, f"PFC on priority {prio} of {rail.netdev}{note}")
-
-    return run
-
-
 # --------------------------------------------------------------------- PCIe and devices
 
 
@@ -488,7 +231,7 @@ def _upstream_bridges(probe: Probe, device_path: str) -> list[str]:
     if real is None:
         return []
     parts = real.split("/")
-    pci = [i for i, p in enumerate(parts) if _BDF.match(p)]
+    pci = [i for i, p in enumerate(parts) if BDF.match(p)]
     # every PCI ancestor on the path; the device itself is not a bridge on its own path
     return ["/".join(parts[: i + 1]) for i in pci[:-1]]
 
@@ -617,14 +360,14 @@ def _device_groups(probe: Probe, exp: Expectation) -> dict[str, str]:
     groups = {}
     for name, path in devices.items():
         if probe.exists(f"{path}/iommu_group"):
-            groups[name] = _first_line(probe.read(f"{path}/iommu_group/type")) or "?"
+            groups[name] = first_line(probe.read(f"{path}/iommu_group/type")) or "?"
     return groups
 
 
 def _all_groups(probe: Probe) -> dict[str, str]:
     base = "/sys/kernel/iommu_groups"
     return {
-        f"group {g}": _first_line(probe.read(f"{base}/{g}/type")) or "?"
+        f"group {g}": first_line(probe.read(f"{base}/{g}/type")) or "?"
         for g in probe.listdir(base)
         if probe.exists(f"{base}/{g}/type")
     }
@@ -813,7 +556,7 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
     unreadable = sorted(d for d, v in limits.items() if v is None)
     limited = {d: v for d, v in limits.items() if v is not None and v != "unlimited"}
     shown = "; ".join(
-        f"{_first_line(probe.read(d + '/comm'))} ({d}) {v}" for d, v in limited.items()
+        f"{first_line(probe.read(d + '/comm'))} ({d}) {v}" for d, v in limited.items()
     )
     if limited and (not unverified or len(limited) == len(procs)):
         return failed(
@@ -835,19 +578,6 @@ def check_memlock(probe: Probe, exp: Expectation) -> Check:
 
 
 # ------------------------------------------------------------------------------- suite
-
-
-RAIL_CHECKS: Mapping[str, Callable[[RailExpectation], Callable[[Probe, Expectation], Check]]] = {
-    "hca": check_rail_hca,
-    "port": check_rail_port,
-    "gid": check_rail_gid,
-    "mtu": check_rail_mtu,
-    "pfc": check_rail_pfc,
-    "pkeys": check_rail_pkeys,
-}
-"""Per-rail checks by the names a link lists in ``node_rail_checks`` (gpufabric.nics)."""
-RAIL_CHECK_NEEDS: Mapping[str, str] = {"mtu": "mtu", "pfc": "pfc_priority", "pkeys": "pkeys"}
-"""Rail checks that need a value the expectation may lack (hand-written files)."""
 
 
 def _has_inputs(kind: str, exp: Expectation) -> bool:

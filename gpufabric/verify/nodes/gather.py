@@ -35,6 +35,8 @@ from typing import NamedTuple
 
 from gpufabric.verify.expect import Expectation, RailExpectation
 from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes import rails as node_rails
+from gpufabric.verify.nodes import sysfs as node_sysfs
 from gpufabric.verify.results import Check, error
 
 _OFFSET = re.compile(r"^[0-9]+", re.MULTILINE)
@@ -278,7 +280,7 @@ def _rail_lines(rail: RailExpectation, kinds: set[str]) -> list[str]:
     if "mtu" in kinds:
         lines.append(f"f {_q(f'/sys/class/net/{rail.netdev}/mtu')}")
     if "pfc" in kinds:
-        lines += [f"x {_q(cmd % _q(rail.netdev))}" for cmd in nodes.PFC_COMMANDS]
+        lines += [f"x {_q(cmd % _q(rail.netdev))}" for cmd in node_rails.PFC_COMMANDS]
     return lines
 
 
@@ -341,12 +343,12 @@ def _repeats(text: str) -> bytes:
         if raw == "*":
             if i + 1 >= len(lines) or not line:
                 raise ValueError("a repeat mark without a line to repeat or an end")
-            end = nodes.ascii_int(lines[i + 1].split(" ", 1)[0])
+            end = node_sysfs.ascii_int(lines[i + 1].split(" ", 1)[0])
             if end is not None and end >= len(data) + len(line):  # as often as fits
                 data += line * ((end - len(data)) // len(line))
             continue
         offset, _, hexes = raw.partition(" ")
-        if nodes.ascii_int(offset) != len(data):
+        if node_sysfs.ascii_int(offset) != len(data):
             raise ValueError(f"offset {offset} where {len(data)} bytes were read")
         line = bytes.fromhex(hexes)
         data += line
