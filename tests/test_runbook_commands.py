@@ -15,6 +15,7 @@ that need them skip.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import io
 import os
@@ -67,7 +68,10 @@ PLACEHOLDER = re.compile(r"<([a-z][a-z0-9 _-]*)>")
 COUNTS: dict[str, int] = {}
 
 
+@functools.cache
 def _runbook(name: str) -> tuple[Plan, str]:
+    """The stack's plan and runbook, once per process (three tests read them; none changes
+    the plan: the fake cluster gets copies of its objects)."""
     model = model_from_config(sections(STACKS[name]), name, from_file=True)
     plan = build_plan(name, model)
     return plan, render(plan, collect(name, model))
@@ -223,7 +227,7 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
     upstream manifests create on a healthy cluster (GPU nodes, operators, CRDs)."""
     facts, comps = plan.facts, plan.components
     objs = [
-        _with_status(dict(it.payload.body))
+        _with_status(copy.deepcopy(dict(it.payload.body)))
         for it in plan.items
         if isinstance(it.payload, K8sObject)
     ]
@@ -424,7 +428,7 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
         fake.add(*healthy_cluster(plan))
         for _, obj in plan.objects():  # gpufabric's own CRDs (NodeAcceptance), as applied
             if obj.kind == "CustomResourceDefinition":
-                fake.register_crd(dict(obj.body))
+                fake.register_crd(copy.deepcopy(dict(obj.body)))
         env["KUBECONFIG"] = str(_with_stack_context(fake.kubeconfig(tmp_path), plan))
         ran = in_process = 0
         expected = gates(text)
