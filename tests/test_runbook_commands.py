@@ -346,6 +346,30 @@ expansion, substitution, glob, pipe or list, so its words are shlex's and its ou
 to that file, as bash would run it. Any other line runs through bash."""
 
 
+def test_lines_run_in_process_get_the_words_and_file_bash_gives_them(tmp_path: Path) -> None:
+    """What the in-process runner reads of a line is what bash does with it: the same
+    words (printed by bash's own printf) and the same file written."""
+    lines = {
+        filled(c, plan)
+        for name in sorted(STACKS)
+        for plan, text in [_runbook(name)]
+        for c in commands(text)
+    }
+    simple = [m for m in map(SIMPLE_GPUFABRIC.fullmatch, sorted(lines)) if m is not None]
+    assert len(simple) >= 5 * len(STACKS)
+    for m in simple:
+        words = shlex.split(m.group(1))
+        said = subprocess.run(
+            ["bash", "-c", "printf '%s\\0' " + m.group(0).split(" ", 1)[1]],
+            cwd=tmp_path, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        target = tmp_path / m.group(2) if m.group(2) else None
+        printed = target.read_text() if target else said.stdout
+        assert printed.split("\0")[:-1] == words[1:], m.group(0)
+        if target:
+            target.unlink()
+
+
 def _in_process(
     line: str, cwd: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> subprocess.CompletedProcess[str] | None:
