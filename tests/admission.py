@@ -6,11 +6,21 @@ Kubernetes compiles with homogeneous aggregate literals (a list's or map's value
 type); cel-python does not check that, so :class:`Policy` checks the literals of the
 policy's variables itself. Kubernetes string library functions the policies use only in
 ``messageExpression`` (``join``) are not evaluated here.
+
+CEL is a pure function of the expression and the activation, and cel-python's interpreter
+is slow (milliseconds an expression), so work is done once per process and reused where
+the result cannot differ: each expression text is compiled once, an expression that reads
+nothing of the activation (the policies' literal lists and maps) is evaluated once, and the
+denials of a policy for an admission are kept under the exact text of the policy's
+variables and validations and of the object, old object and request (the stacks of the
+golden matrix share most of their policies, and their catalogues most of their cases).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,27 +62,62 @@ class Request:
         )
 
 
+_ENV = celpy.Environment()
+_PROGRAMS: dict[str, Any] = {}
+_CONSTANTS: dict[str, tuple[bool, Any]] = {}
+_DENIALS: dict[tuple[str, str], tuple[str, ...]] = {}
+_READS_ACTIVATION = re.compile(
+    r"\b(object|oldObject|request|variables|params|namespaceObject|authorizer)\b"
+)
+"""The names a ValidatingAdmissionPolicy's activation binds: an expression without any of
+them is a constant."""
+
+
+def _compile(expression: str) -> Any:
+    program = _PROGRAMS.get(expression)
+    if program is None:
+        program = _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression))
+    return program
+
+
+def _evaluate(expression: str, program: Any, activation: dict[str, Any]) -> Any:
+    """The program's value (CELEvalError when it fails), once per process for a constant."""
+    if _READS_ACTIVATION.search(expression):
+        return program.evaluate(activation)
+    if expression not in _CONSTANTS:
+        try:
+            _CONSTANTS[expression] = (True, program.evaluate(activation))
+        except CELEvalError as exc:
+            _CONSTANTS[expression] = (False, exc)
+    ok, value = _CONSTANTS[expression]
+    if not ok:
+        raise value.with_traceback(None)
+    return value
+
+
 class Policy:
     """A ValidatingAdmissionPolicy's variables and validations, compiled once."""
 
     def __init__(self, body: dict[str, Any]) -> None:
-        self.env = celpy.Environment()
         spec = body["spec"]
         self.name = body["metadata"]["name"]
         for v in spec["variables"]:
             if v["expression"].lstrip().startswith(("{", "[")):
                 _homogeneous(json.loads(v["expression"]), f"variable {v['name']}")
-        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
+        self.variables = [
+            (v["name"], v["expression"], _compile(v["expression"])) for v in spec["variables"]
+        ]
         self.validations = [
             (
                 v["message" if "message" in v else "messageExpression"],
-                self._compile(v["expression"]),
+                v["expression"],
+                _compile(v["expression"]),
             )
             for v in spec["validations"]
         ]
-
-    def _compile(self, expression: str) -> Any:
-        return self.env.program(self.env.compile(expression))
+        # everything evaluation reads of the policy (its metadata, e.g. the stack's label,
+        # and its match rules take no part)
+        self.key = json.dumps([self.variables, self.validations], default=lambda _: None)
 
     def denials(
         self,
@@ -83,6 +128,14 @@ class Policy:
         """Messages of the validations the object fails (empty: admitted). An expression
         that fails to evaluate denies, as failurePolicy Fail does."""
         request = request or Request(namespace=obj["metadata"]["namespace"])
+        key = (self.key, json.dumps([obj, old, dataclasses.asdict(request)]))
+        if key not in _DENIALS:
+            _DENIALS[key] = tuple(self._denials(obj, request, old))
+        return list(_DENIALS[key])
+
+    def _denials(
+        self, obj: dict[str, Any], request: Request, old: dict[str, Any] | None
+    ) -> list[str]:
         activation: dict[str, Any] = {
             "object": celpy.json_to_cel(obj),
             "oldObject": celpy.json_to_cel(old),
@@ -90,16 +143,17 @@ class Policy:
         }
         variables: dict[str, Any] = {}
         out = []
-        for name, program in self.variables:
+        for name, expression, program in self.variables:
             activation["variables"] = celpy.celtypes.MapType(variables)
             try:
-                variables[celpy.celtypes.StringType(name)] = program.evaluate(activation)
+                value = _evaluate(expression, program, activation)
             except CELEvalError as exc:
                 return [f"variable {name} failed: {exc}"]
+            variables[celpy.celtypes.StringType(name)] = value
         activation["variables"] = celpy.celtypes.MapType(variables)
-        for message, program in self.validations:
+        for message, expression, program in self.validations:
             try:
-                result = program.evaluate(activation)
+                result = _evaluate(expression, program, activation)
             except CELEvalError as exc:
                 out.append(f"{message} (evaluation failed: {exc})")
                 continue

@@ -4,6 +4,7 @@ builders.py)."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,16 @@ from builders import REPO, SHIPPED_STACKS, STACKS_DIR, example_config, sections
 EXAMPLE_STACKS = list(SHIPPED_STACKS)
 SHARED = Path(os.environ.get("GPUFABRIC_SHARED", REPO.parent / "shared"))
 CRD_DIR = SHARED / "crds"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run started in the background of a non-interactive shell (`make test &` in a
+    # script, some CI runners) inherits SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: the tests that press Ctrl-C (a SIGINT to this process, or to
+    # a command they start, which inherits the disposition) would wait for an interruption
+    # that never comes. Restore what a terminal gives (each xdist worker runs this too).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

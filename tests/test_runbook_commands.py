@@ -1,7 +1,11 @@
 """Every command of every generated runbook runs: each parses (``bash -n``, ``shellcheck``),
 every kubectl command runs with the real kubectl against the fake API server seeded with the
 stack's objects and a healthy cluster (and each gate the runbook states shows what a healthy
-cluster has), and gpufabric's own commands run with the real command line.
+cluster has), and gpufabric's own commands run with the real command line: for two stacks
+(one per queueing authority) each in a fresh interpreter through ``bash -c`` as a user runs
+it, for the others through ``gpufabric.cli.main`` in this process, with the same words,
+environment, working directory and ``> file`` redirection (a line using any other shell
+construct still runs through bash).
 
 The stacks: the shipped examples and the golden matrix's variants (every fabric x NIC mode x
 scheduler the model accepts). Without ../shared's kubectl or without shellcheck the parts
@@ -10,7 +14,10 @@ that need them skip.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
+import io
 import os
 import re
 import shlex
@@ -61,7 +68,10 @@ PLACEHOLDER = re.compile(r"<([a-z][a-z0-9 _-]*)>")
 COUNTS: dict[str, int] = {}
 
 
+@functools.cache
 def _runbook(name: str) -> tuple[Plan, str]:
+    """The stack's plan and runbook, once per process (three tests read them; none changes
+    the plan: the fake cluster gets copies of its objects)."""
     model = model_from_config(sections(STACKS[name]), name, from_file=True)
     plan = build_plan(name, model)
     return plan, render(plan, collect(name, model))
@@ -217,7 +227,7 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
     upstream manifests create on a healthy cluster (GPU nodes, operators, CRDs)."""
     facts, comps = plan.facts, plan.components
     objs = [
-        _with_status(dict(it.payload.body))
+        _with_status(copy.deepcopy(dict(it.payload.body)))
         for it in plan.items
         if isinstance(it.payload, K8sObject)
     ]
@@ -326,6 +336,75 @@ def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
     )
 
 
+SUBPROCESS_STACKS = frozenset({"lab-roce", "roce-sriov-volcano"})
+"""Stacks whose gpufabric lines each run in a fresh interpreter through bash and the
+``gpufabric`` program on PATH (one per queueing authority); the others run them in-process."""
+
+SIMPLE_GPUFABRIC = re.compile(r"(gpufabric [-\w./:=@,+' ]+?)(?: > ([\w.-]+))?")
+"""A gpufabric line whose only shell syntax is single quotes and one trailing ``> file``: no
+expansion, substitution, glob, pipe or list, so its words are shlex's and its output goes
+to that file, as bash would run it. Any other line runs through bash."""
+
+
+def test_lines_run_in_process_get_the_words_and_file_bash_gives_them(tmp_path: Path) -> None:
+    """What the in-process runner reads of a line is what bash does with it: the same
+    words (printed by bash's own printf) and the same file written."""
+    lines = {
+        filled(c, plan)
+        for name in sorted(STACKS)
+        for plan, text in [_runbook(name)]
+        for c in commands(text)
+    }
+    simple = [m for m in map(SIMPLE_GPUFABRIC.fullmatch, sorted(lines)) if m is not None]
+    assert len(simple) >= 5 * len(STACKS)
+    for m in simple:
+        words = shlex.split(m.group(1))
+        said = subprocess.run(
+            ["bash", "-c", "printf '%s\\0' " + m.group(0).split(" ", 1)[1]],
+            cwd=tmp_path, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        target = tmp_path / m.group(2) if m.group(2) else None
+        printed = target.read_text() if target else said.stdout
+        assert printed.split("\0")[:-1] == words[1:], m.group(0)
+        if target:
+            target.unlink()
+
+
+def _in_process(
+    line: str, cwd: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> subprocess.CompletedProcess[str] | None:
+    """The line run by ``gpufabric.cli.main`` in this process, with the environment and
+    working directory bash would give it; None when the line needs a shell."""
+    from kubernetes.config import kube_config
+
+    from gpufabric.cli import main
+
+    m = SIMPLE_GPUFABRIC.fullmatch(line)
+    if m is None:
+        return None
+    words, target = shlex.split(m.group(1)), m.group(2)
+    out, err = io.StringIO(), io.StringIO()
+    with monkeypatch.context() as patch, contextlib.ExitStack() as stack:
+        patch.chdir(cwd)
+        for key in set(os.environ) - set(env):
+            patch.delenv(key)
+        for key, value in env.items():
+            patch.setenv(key, value)
+        # the Kubernetes client reads KUBECONFIG once, when it is imported
+        default = env.get("KUBECONFIG", "~/.kube/config")
+        patch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", default)
+        # bash opens (truncates) the file before the command runs, and writes to it even
+        # when the command fails
+        sink = stack.enter_context((cwd / target).open("w")) if target else out
+        stack.enter_context(contextlib.redirect_stdout(sink))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        try:
+            code = main(words[1:])
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(words, code, out.getvalue(), err.getvalue())
+
+
 def _workdir(tmp_path: Path, name: str) -> tuple[Path, dict[str, str]]:
     (tmp_path / "stacks").mkdir()
     (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
@@ -360,7 +439,7 @@ RUNNABLE_GPUFABRIC = re.compile(
 @pytest.mark.skipif(not KUBECTL.is_file(), reason="../shared/upstream/bin/kubectl is absent")
 @pytest.mark.parametrize("name", sorted(STACKS))
 def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
-    name: str, tmp_path: Path
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan, text = _runbook(name)
     cwd, env = _workdir(tmp_path, name)
@@ -373,14 +452,19 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
         fake.add(*healthy_cluster(plan))
         for _, obj in plan.objects():  # gpufabric's own CRDs (NodeAcceptance), as applied
             if obj.kind == "CustomResourceDefinition":
-                fake.register_crd(dict(obj.body))
+                fake.register_crd(copy.deepcopy(dict(obj.body)))
         env["KUBECONFIG"] = str(_with_stack_context(fake.kubeconfig(tmp_path), plan))
-        ran = 0
+        ran = in_process = 0
         expected = gates(text)
         for command in commands(text):
             line = filled(command, plan)
             if line.startswith("kubectl ") or RUNNABLE_GPUFABRIC.match(line):
-                done = _run(_against_the_fake(line), cwd, env)
+                done = None
+                if line.startswith("gpufabric ") and name not in SUBPROCESS_STACKS:
+                    done = _in_process(line, cwd, env, monkeypatch)
+                    in_process += done is not None
+                if done is None:
+                    done = _run(_against_the_fake(line), cwd, env)
                 ran += 1
                 assert done.returncode == 0, (
                     f"{name}: `{line}` exit {done.returncode}: {done.stderr}"
@@ -393,7 +477,9 @@ def test_every_kubectl_and_gpufabric_command_runs_on_a_healthy_cluster(
                 _check_listing_gate(name, text, command, done.stdout, plan)
         COUNTS[name] = ran
     assert ran >= 15, f"{name}: only {ran} commands ran"
-    print(f"{name}: {ran} commands ran")
+    if name not in SUBPROCESS_STACKS:
+        assert in_process >= 3, f"{name}: only {in_process} gpufabric commands ran in-process"
+    print(f"{name}: {ran} commands ran, {in_process} of them in-process")
 
 
 def _with_stack_context(kubeconfig: Path, plan: Plan) -> Path:

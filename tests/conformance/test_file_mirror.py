@@ -26,6 +26,8 @@ from gpufabric.plan import ids
 from gpufabric.plan.items import KustomizeOverlay
 from gpufabric.plan.pulls import collect
 
+pytestmark = pytest.mark.conformance
+
 MIRROR = "https://files.example.internal/upstream"
 
 

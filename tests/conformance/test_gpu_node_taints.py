@@ -4,7 +4,8 @@ queue) and gpufabric's own probes tolerated them: the GPU Operator's driver, too
 device plugin, NFD's worker and the NicClusterPolicy's operands stayed off the GPU nodes,
 so phase 1 of the runbook never became ready.
 
-The plan part runs everywhere; the helm part skips cleanly without ../shared/upstream.
+The plan part runs in every test run; the helm part is conformance (`make conformance`) and
+skips cleanly without ../shared/upstream.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from tenant_admission import verdicts
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 
-STACKS = [name for name in golden.variants() if name != "stress"]
+CONFIGS = {name: config for name, config in golden.variants().items() if name != "stress"}
+STACKS = list(CONFIGS)
 
 
 @cache
 def _plan(stack: str) -> Plan:
-    return plan_of(golden.variants()[stack], stack)
+    return plan_of(CONFIGS[stack], stack)
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -36,6 +36,13 @@ def _answer(tmp_path: Path, stack: str = "prod-ib", **overrides: object) -> tupl
     return root, run_script(script.text, root)
 
 
+@pytest.fixture(scope="module")
+def healthy_answer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """A healthy prod-ib node's tree and the gather script's answer over it, built and run
+    once for the tests that only judge that answer (or a changed copy of its bytes)."""
+    return _answer(tmp_path_factory.mktemp("healthy"))
+
+
 def _judge(stack: str, root: Path, output: bytes) -> list[nodes_gather.Check]:
     judged = nodes_gather.judge("node", str(root), expectation(stack), [(BOUNDARY, output)], True)
     assert judged.checks is not None
@@ -148,9 +155,9 @@ def test_an_answer_judges_as_the_probe_does(tmp_path: Path) -> None:
 
 
 def test_a_truncated_answer_is_an_error_for_every_check_wherever_it_stops(
-    tmp_path: Path,
+    healthy_answer: tuple[Path, bytes],
 ) -> None:
-    root, output = _answer(tmp_path)
+    root, output = healthy_answer
     for cut in [*range(0, len(output), max(1, len(output) // 97)), len(output) - 1]:
         checks = _judge("prod-ib", root, output[:cut])
         assert {c.status for c in checks} == {"ERROR"}, cut
@@ -170,9 +177,9 @@ def test_a_truncated_answer_is_an_error_for_every_check_wherever_it_stops(
     ],
 )
 def test_an_answer_that_lies_about_its_framing_is_an_error(
-    tmp_path: Path, change: object, why: str
+    healthy_answer: tuple[Path, bytes], change: object, why: str
 ) -> None:
-    root, output = _answer(tmp_path)
+    root, output = healthy_answer
     changed = change(output)  # type: ignore[operator]
     assert changed != output
     checks = _judge("prod-ib", root, changed)
@@ -194,8 +201,8 @@ def test_file_contents_cannot_forge_records(tmp_path: Path) -> None:
     assert "differs from the driver's" in by_id["gpu.driver"].message
 
 
-def test_a_login_greeting_before_the_answer_is_ignored(tmp_path: Path) -> None:
-    root, output = _answer(tmp_path)
+def test_a_login_greeting_before_the_answer_is_ignored(healthy_answer: tuple[Path, bytes]) -> None:
+    root, output = healthy_answer
     checks = _judge("prod-ib", root, b"Welcome to gpu-0001\n" + output)
     assert checks == _judge("prod-ib", root, output)
 
