@@ -197,7 +197,7 @@ def _run_round(
                 # the thread, which would then not be waited for: hold it until all are in.
                 with shielded():
                     futures += [pool.submit(job) for job in jobs]
-                return [f.result() for f in futures]
+                return _results(futures)
             except BaseException:
                 # Ctrl-C, SIGTERM or a failing job: tell the running jobs to stop waiting,
                 # drop the ones not started; leaving the block waits for the running ones'
@@ -212,6 +212,20 @@ def _run_round(
             for i, f in enumerate(futures):
                 if f.done() and not f.cancelled() and f.exception() is None:
                     finished[i] = f.result()
+
+
+def _results(futures: Sequence[cf.Future[NcclReport]]) -> list[NcclReport]:
+    """The futures' results once all are done. A signal never lands inside the futures' own
+    locks (a Ctrl-C raised inside ``Future.result()`` could leave its condition held, and
+    the cancel that follows would then wait on it for ever): the waits run shielded, a
+    quarter second at a time, and a held signal is raised between them."""
+    while True:
+        with shielded():
+            _done, running = cf.wait(futures, timeout=0.25)
+        if not running:
+            break
+    with shielded():
+        return [f.result() for f in futures]
 
 
 def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: int) -> Judgement:
