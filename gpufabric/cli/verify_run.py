@@ -51,6 +51,7 @@ from gpufabric.verify.results import (
     passed,
     to_json,
 )
+from gpufabric.verify.results import progress as report_progress
 from gpufabric.verify.results import skipped as skipped_check
 from gpufabric.verify.storage import judge as storage
 from gpufabric.verify.storage import run as storage_run
@@ -107,10 +108,6 @@ def _hosts(text: str) -> list[str]:
     if problems:
         raise StackError("gpufabric verify", problems)
     return hosts
-
-
-def _progress(msg: str) -> None:
-    print(f"verify: {msg}", file=sys.stderr, flush=True)
 
 
 def _context(plan: Plan, args: argparse.Namespace) -> str | None:
@@ -227,7 +224,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         try:
             pods = probe_daemonset.start(
                 kube, plan.facts.nodes, image, timeout=min(300, args.timeout),
-                progress=_progress, owned=owned,
+                progress=report_progress, owned=owned,
             )  # fmt: skip
             context = _context(plan, args)
             hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
@@ -239,7 +236,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         finally:
             if not args.keep_probe:
                 with shielded(), kube.grace():
-                    probe_daemonset.stop(kube, progress=_progress, owned=owned)
+                    probe_daemonset.stop(kube, progress=report_progress, owned=owned)
     results += nodes.fleet_checks(results)
     code = _report(args, f"nodes ({plan.stack})", results)
     summary = fleet.group_failures(results)
@@ -325,7 +322,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
         timeout=args.timeout,
         poll=args.poll,
         keep=args.keep,
-        progress=_progress,
+        progress=report_progress,
         find_nodes=plan.facts.monitoring.enabled,
     )
     doc = nccl.judge(outcome, exp)
@@ -380,7 +377,11 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
         print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
         return Verdict.INCONCLUSIVE.exit_code
     runner = storage_run.Runner(
-        kube=kube, timeout=args.timeout, poll=args.poll, parallel=args.parallel, progress=_progress
+        kube=kube,
+        timeout=args.timeout,
+        poll=args.poll,
+        parallel=args.parallel,
+        progress=report_progress,
     )
     checks: list[Check] = []
     try:

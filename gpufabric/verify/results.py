@@ -11,6 +11,7 @@ exit code comes from the one verdict table (:data:`gpufabric.exitcodes.VERDICT_E
 from __future__ import annotations
 
 import json
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -157,3 +158,8 @@ def junit_xml(suite: str, checks: Sequence[Check]) -> str:
         element.text = printable(element.text) if element.text else element.text
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def progress(msg: str) -> None:
+    """A verify check's progress line on standard error (``verify: ...``), as it happens."""
+    print(f"verify: {msg}", file=sys.stderr, flush=True)

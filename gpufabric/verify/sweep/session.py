@@ -31,7 +31,7 @@ from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping,
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.nccl import rules as nccl_rules
-from gpufabric.verify.results import Check, error, failed, passed
+from gpufabric.verify.results import Check, error, failed, passed, progress
 from gpufabric.verify.results import skipped as skipped_check
 from gpufabric.verify.sweep import forecast as sweep_forecast
 from gpufabric.verify.sweep import run as sweep
@@ -39,11 +39,6 @@ from gpufabric.verify.sweep.cost import Cost
 from gpufabric.verify.sweep.job import topology_of
 from gpufabric.verify.sweep.judge import NodeVerdict
 from gpufabric.verify.sweep.rounds import CONFIRM, ring_orders
-
-
-def _progress(msg: str) -> None:
-    print(f"verify: {msg}", file=sys.stderr, flush=True)
-
 
 SKIP_REASONS = (("cordoned", "cordoned"), ("notReady", "not Ready"))
 """Why a GPU node is left out of a sweep: (JSON key, words)."""
@@ -109,7 +104,7 @@ def dry_run(plan: Plan, args: argparse.Namespace) -> int:
         if len(rails) > 1
         else ""
     )
-    _progress(
+    progress(
         f"printed {len(jobs)} job{'s' if len(jobs) > 1 else ''}, nothing submitted: a sweep "
         f"runs {group}two-node jobs (pinned to the pair){second}"
     )
@@ -149,7 +144,7 @@ def sweep_nodes(
         labels[name] = own
         (names if why is None else skipped[why]).append(name)
     for why, which in skipped_words(skipped):
-        _progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
+        progress(f"skipping {len(which)} GPU nodes ({why}): {', '.join(which)}")
     return names, skipped, labels
 
 
@@ -164,7 +159,7 @@ def sweep_topology(
     topo = topology_of(names, merged, levels)
     if levels and names and not topo[names[0]]:
         lacking = [n for n in names if any(lv not in merged[n] for lv in levels)]
-        _progress(
+        progress(
             f"pairing without topology: {', '.join(lacking[:5])}"
             f"{' and others' if len(lacking) > 5 else ''} lack {', '.join(levels)}"
         )
@@ -191,7 +186,7 @@ def delete_jobs(kube: Kube, created: list[dict[str, Any]]) -> None:
             except KubeError as exc:
                 why = str(exc)
             left_behind(command)
-            _progress(f"could not delete {path_of(job)}: {why}; delete it with `{command}`")
+            progress(f"could not delete {path_of(job)}: {why}; delete it with `{command}`")
 
 
 def _estimate(
@@ -202,7 +197,7 @@ def _estimate(
     against simulated fleets: :mod:`sweep_forecast`), and a warning when --sweep-timeout is
     shorter than that."""
     if len(names) >= sweep_forecast.SAID_FROM:
-        _progress(
+        progress(
             f"estimating the sweep over {len(names):,} nodes (simulating "
             f"{sweep_forecast.fleets(len(names))} fleets)..."
         )
@@ -224,7 +219,7 @@ def _judged(
     doc = nccl.judge(outcome, exp, orders)
     if orders and doc.verdict != Verdict.PASS:
         name = job["metadata"]["name"]
-        _progress(f"group job {name} ({' '.join(nodes)}): {doc.verdict}: " + "; ".join(nccl.headline(doc)))  # fmt: skip
+        progress(f"group job {name} ({' '.join(nodes)}): {doc.verdict}: " + "; ".join(nccl.headline(doc)))  # fmt: skip
     return doc
 
 
@@ -262,7 +257,7 @@ def _run_sweep(
     levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
     confirm = args.sweep_confirm or CONFIRM
     for line in _estimate(names, topo, levels, size, concurrency, args, confirm, len(rails)):
-        _progress(line)
+        progress(line)
     report = sweep.SweepReport(nodes={}, rounds=0)
     try:
         sweep.sweep(
@@ -271,7 +266,7 @@ def _run_sweep(
             group=size,
         )  # fmt: skip
         if report.bad and len(rails) > 1:
-            _progress(f"each rail of {', '.join(report.bad)} alone")
+            progress(f"each rail of {', '.join(report.bad)} alone")
             sweep.localize_rails(
                 report, rails, run_job, concurrency, rail_exp.threshold_gbps, stop=stop
             )
