@@ -20,11 +20,22 @@ from gpufabric.support.counts import counted
 
 def _describe(stack: Stack) -> str:
     m = stack.model
-    f = m.fabric
-    note = nics.mode(f.rdma).summary_note
+    pools = m.pools
+    if len(pools) == 1:
+        f, nodes = pools[0].fabric, pools[0].nodes
+        note = nics.mode(f.rdma).summary_note
+        return (
+            f"{f.type}, {counted(len(f.rails), 'rail')}, rdma {f.rdma}{note}, gpuDirect "
+            f"{f.gpuDirect}, {m.scheduling.gang}, {nodes.count}x{nodes.gpusPerNode} GPUs, "
+            f"{counted(len(m.tenants), 'tenant')}"
+        )
+    shown = "; ".join(
+        f"{p.name}: {p.nodes.count}x{p.nodes.gpusPerNode} GPUs, {p.fabric.type} "
+        f"{counted(len(p.fabric.rails), 'rail')} rdma {p.fabric.rdma}"
+        for p in pools
+    )
     return (
-        f"{f.type}, {counted(len(f.rails), 'rail')}, rdma {f.rdma}{note}, gpuDirect "
-        f"{f.gpuDirect}, {m.scheduling.gang}, {m.gpuNodes.count}x{m.gpuNodes.gpusPerNode} GPUs, "
+        f"{counted(len(pools), 'pool')} ({shown}), {m.scheduling.gang}, "
         f"{counted(len(m.tenants), 'tenant')}"
     )
 

@@ -12,11 +12,14 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
+from msgspec import Struct
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    Discriminator,
     Field,
     PlainSerializer,
+    Tag,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
@@ -389,6 +392,20 @@ class Cluster(Model):
         return f"{major}.{minor}"
 
 
+PoolName = Annotated[
+    str,
+    AfterValidator(
+        _matching(
+            "pool_name",
+            _DNS_LABEL,
+            20,
+            "a pool name; expected lowercase letters, digits and '-', at most 20 characters "
+            "(e.g. h100-ib; it names the pool's objects and Kueue flavor)",
+        )
+    ),
+]
+
+
 class Toleration(Model):
     """A taint the GPU nodes carry that training pods tolerate."""
 
@@ -748,7 +765,12 @@ class Tenant(Model):
     """A team: its namespace, its share of the GPUs and its priority."""
 
     namespace: DnsLabel
-    gpuQuota: int = Field(ge=0, le=MAX_GPUS)
+    gpuQuota: (
+        Annotated[int, Field(ge=0, le=MAX_GPUS)]
+        | dict[PoolName, Annotated[int, Field(ge=0, le=MAX_GPUS)]]
+    )
+    """GPUs the tenant is guaranteed: a number (a one-pool stack), or per pool of a fleet
+    (pool name -> GPUs; a pool left out gives the tenant none of its GPUs)."""
     cpuQuota: Quantity | None = None
     memoryQuota: Quantity | None = None
     gpuBorrowingLimit: int = Field(default=0, ge=0, le=MAX_GPUS)
@@ -765,6 +787,19 @@ class Tenant(Model):
     ``gpufabric:tenant:<namespace>``; []: nobody through gpufabric."""
     claims: list[ClaimSpec] | None = Field(default=None, max_length=16)
     """The tenant's own shared-storage claims; None: ``storage.claims``; []: none."""
+
+    @property
+    def gpu_quota_total(self) -> int:
+        """GPUs guaranteed over every pool."""
+        quota = self.gpuQuota
+        return sum(quota.values()) if isinstance(quota, dict) else quota
+
+    def quota_in(self, pool: str, only_pool: bool) -> int:
+        """GPUs guaranteed in one pool (a number is the only pool's)."""
+        quota = self.gpuQuota
+        if isinstance(quota, dict):
+            return quota.get(pool, 0)
+        return quota if only_pool else 0
 
     @field_validator("groups")
     @classmethod
@@ -893,12 +928,121 @@ class Sources(Model):
         )
 
 
+class PoolFabric(Model):
+    """A pool's own NIC layout: each key set here replaces the stack's ``fabric`` key of the
+    same name for the pool's nodes; keys left out are the stack's. Settings of another link
+    or mode are not inherited: a pool that sets ``type`` takes ``infiniband``/``roce`` only
+    from here, one that sets ``rdma`` takes ``sriov`` only from here. What is cluster-wide
+    (``multus``, ``networkNamespace``, ``nadScope``) stays under ``fabric``."""
+
+    type: FabricType | None = None
+    rdma: RdmaMode | None = None
+    gpuDirect: Literal["dmabuf", "peermem"] | None = None
+    nicDriver: NicDriver | None = None
+    mtu: int | None = None
+    linkRateGbps: int | None = Field(default=None, ge=1, le=3_200)
+    rails: list[Rail] | None = Field(default=None, min_length=1, max_length=32)
+    ipam: Ipam | None = None
+    infiniband: Infiniband | None = None
+    roce: Roce | None = None
+    sriov: Sriov | None = None
+    ncclEnv: dict[str, NcclValue] | None = None
+
+    def over(self, fabric: Fabric) -> Fabric:
+        """The pool's effective fabric: ``fabric`` with this pool's keys."""
+        update = {key: getattr(self, key) for key in self.model_fields_set}
+        if "type" in update and update["type"] != fabric.type:
+            update.setdefault("infiniband", None)
+            update.setdefault("roce", None)
+        if "rdma" in update and update["rdma"] != fabric.rdma:
+            update.setdefault("sriov", None)
+        for key in ("rails", "ncclEnv"):
+            if key in update and update[key] is None:
+                del update[key]  # a null list means "the stack's"
+        return fabric.model_copy(update=update)
+
+
+class PoolDriver(Model):
+    """A pool's own NVIDIA driver (an NVIDIADriver resource for its nodes)."""
+
+    version: str | None = Field(default=None, pattern=r"^\d{3}\.\d{2,3}(\.\d{2,3})?$")
+    usePrecompiled: bool | None = None
+
+
+DEFAULT_POOL = "default"
+"""The name of the one pool of a stack whose ``gpuNodes`` is a mapping."""
+
+
+class GpuPool(GpuNodes):
+    """One node pool of a fleet: its nodes, GPUs and NIC layout."""
+
+    name: PoolName
+    fabric: PoolFabric | None = None
+    """The pool's NIC layout where it differs from the stack's ``fabric``."""
+    driver: PoolDriver | None = None
+    """The pool's NVIDIA driver where it differs from ``gpuOperator.driver``."""
+
+
+class NodePool(Struct, frozen=True):
+    """A pool as the rest of gpufabric reads it: its nodes and its effective fabric, with
+    the config paths its keys are reported under."""
+
+    name: str
+    nodes: GpuNodes
+    fabric: Fabric
+    path: str
+    """``gpuNodes`` for a one-pool mapping, ``gpuNodes[i]`` in a list."""
+    own_fabric: frozenset[str] = frozenset()
+    """The fabric keys the pool sets itself (reported under ``<path>.fabric``)."""
+    driver: PoolDriver | None = None
+
+    def fabric_path(self, key: str) -> str:
+        """Where a fabric key of this pool is written: the pool's own or the stack's."""
+        head = key.split(".", 1)[0].split("[", 1)[0]
+        return f"{self.path}.fabric.{key}" if head in self.own_fabric else f"fabric.{key}"
+
+
+def _pools_or_one(value: Any) -> str:
+    return POOLS_TAG if isinstance(value, list) else ONE_POOL_TAG
+
+
+ONE_POOL_TAG = "one pool"
+POOLS_TAG = "pools"
+GpuNodesSection = Annotated[
+    Annotated[GpuNodes, Tag(ONE_POOL_TAG)] | Annotated[list[GpuPool], Tag(POOLS_TAG)],
+    Discriminator(_pools_or_one),
+]
+
+
+def node_pools(gpu_nodes: GpuNodes | list[GpuPool], fabric: Fabric) -> tuple[NodePool, ...]:
+    """The stack's pools in its order: one ``default`` pool for a mapping."""
+    if isinstance(gpu_nodes, GpuNodes) and not isinstance(gpu_nodes, GpuPool):
+        return (NodePool(DEFAULT_POOL, gpu_nodes, fabric, "gpuNodes"),)
+    pools = []
+    for i, pool in enumerate(gpu_nodes if isinstance(gpu_nodes, list) else [gpu_nodes]):
+        own = pool.fabric
+        pools.append(
+            NodePool(
+                name=pool.name,
+                nodes=pool,
+                fabric=own.over(fabric) if own is not None else fabric,
+                path=f"gpuNodes[{i}]",
+                own_fabric=frozenset(own.model_fields_set) if own is not None else frozenset(),
+                driver=pool.driver,
+            )
+        )
+    return tuple(pools)
+
+
 class StackModel(Model):
     """Everything one stack (environment) says, validated."""
 
     cluster: Cluster
-    gpuNodes: GpuNodes
+    gpuNodes: GpuNodesSection
+    """One pool (a mapping), or a fleet of named pools (a list)."""
     fabric: Fabric
+    """The fabric: cluster-wide settings, and the NIC layout of every pool that does not set
+    its own (``gpuNodes[].fabric``)."""
     gpuOperator: GpuOperatorSettings = Field(default_factory=GpuOperatorSettings)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     training: Training = Field(default_factory=Training)
@@ -909,6 +1053,11 @@ class StackModel(Model):
     monitoring: Monitoring = Field(default_factory=Monitoring)
     storage: Storage | None = None
     """Shared storage for checkpoints and datasets (gpufabric.model.storage)."""
+
+    @property
+    def pools(self) -> tuple[NodePool, ...]:
+        """The node pools, each with its effective fabric (one for a mapping)."""
+        return node_pools(self.gpuNodes, self.fabric)
 
 
 SECTIONS: tuple[str, ...] = tuple(StackModel.model_fields)

@@ -126,7 +126,7 @@ def _model_at(root: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
     """Walk a pydantic model class along an error location to the model it points into."""
     current: Any = root
     for part in loc:
-        current = _unwrap(current)
+        current = _unwrap(current, list_next=isinstance(part, int))
         if isinstance(part, int):
             args = typing.get_args(current)
             if not args:
@@ -148,8 +148,9 @@ def _model_at(root: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
     return None
 
 
-def _unwrap(tp: Any) -> Any:
-    """Strip Optional/Annotated so the walk reaches the model or container type."""
+def _unwrap(tp: Any, list_next: bool = False) -> Any:
+    """Strip Optional/Annotated so the walk reaches the model or container type (of a
+    union of a model and a list, the list when the location goes on with an index)."""
     while True:
         origin = typing.get_origin(tp)
         if origin is typing.Annotated:
@@ -157,12 +158,17 @@ def _unwrap(tp: Any) -> Any:
         elif origin in (typing.Union, types.UnionType):
             non_none = [a for a in typing.get_args(tp) if a is not type(None)]
             models = [a for a in non_none if _is_container_or_model(a)]
+            lists = [a for a in models if typing.get_origin(_unwrap(a)) is list]
+            if list_next and lists:
+                models = lists
             tp = models[0] if models else non_none[0]
         else:
             return tp
 
 
 def _is_container_or_model(tp: Any) -> bool:
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return True
     return typing.get_origin(tp) in (list, dict, tuple)
@@ -269,6 +275,13 @@ def from_validation_error(
     return problems
 
 
+UNION_TAGS = frozenset({"one pool", "pools"})
+"""Tags of the model's discriminated unions (gpuNodes: a mapping or a list of pools)."""
+
+
 def is_tag(part: str | int) -> bool:
-    # pydantic inserts validator names (e.g. 'function-after[...]') into locations.
-    return isinstance(part, str) and ("[" in part and "]" in part and "(" not in part)
+    # pydantic inserts validator names (e.g. 'function-after[...]') and union tags into
+    # locations.
+    return isinstance(part, str) and (
+        ("[" in part and "]" in part and "(" not in part) or part in UNION_TAGS
+    )

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
@@ -265,9 +265,13 @@ def edit_distance(a: str, b: str) -> int:
     return rows[-1][-1]
 
 
+def _section_type(field: Any) -> Any:
+    """A section's type with its field metadata (e.g. gpuNodes' discriminator)."""
+    return Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+
+
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {
-    name: TypeAdapter(field.annotation)  # type: ignore[arg-type]
-    for name, field in StackModel.model_fields.items()
+    name: TypeAdapter(_section_type(field)) for name, field in StackModel.model_fields.items()
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import get_args
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from gpufabric import nics
 from gpufabric.model import railblocks, storagechecks
@@ -23,12 +24,15 @@ from gpufabric.model.config import (
     Fabric,
     GpuNodes,
     GpuOperatorSettings,
+    GpuPool,
+    NodePool,
     Scheduling,
     Sources,
     StackModel,
     Tenant,
     TrainerRuntime,
     Training,
+    node_pools,
 )
 from gpufabric.model.monitoring import Monitoring
 from gpufabric.model.problems import Problem, suggest
@@ -49,7 +53,8 @@ class Parts(Struct, frozen=True):
     """The sections of a stack that parsed; None where a section had errors."""
 
     cluster: Cluster | None
-    gpuNodes: GpuNodes | None
+    gpuNodes: GpuNodes | list[GpuPool] | None
+    """One pool, or a fleet's pools; a pool check sees one pool's nodes (a GpuNodes)."""
     fabric: Fabric | None
     gpuOperator: GpuOperatorSettings | None
     scheduling: Scheduling | None
@@ -67,6 +72,8 @@ class Parts(Struct, frozen=True):
 
 Check = Callable[[Parts], Iterator[Problem]]
 CHECKS: list[Check] = []
+POOL_CHECKS: list[Check] = []
+"""Checks of one pool's nodes and fabric: run once per pool of a fleet."""
 
 
 def check(fn: Check) -> Check:
@@ -74,17 +81,67 @@ def check(fn: Check) -> Check:
     return fn
 
 
+def pool_check(fn: Check) -> Check:
+    """A check of one pool's nodes and NIC layout (``p.gpuNodes`` is then one pool's)."""
+    CHECKS.append(fn)
+    POOL_CHECKS.append(fn)
+    return fn
+
+
 def run_checks(parts: Parts) -> list[Problem]:
     problems: list[Problem] = []
+    fleet = isinstance(parts.gpuNodes, list)
     for fn in CHECKS:
-        problems.extend(fn(parts))
-    return problems
+        if fleet and fn in POOL_CHECKS:
+            problems.extend(_per_pool(fn, parts))
+        else:
+            problems.extend(fn(parts))
+    return list(dict.fromkeys(problems))
+
+
+def pools_of(p: Parts) -> tuple[NodePool, ...]:
+    """The pools of the parsed sections (none when gpuNodes or fabric did not parse)."""
+    if p.gpuNodes is None or p.fabric is None:
+        return ()
+    return node_pools(p.gpuNodes, p.fabric)
+
+
+def _per_pool(fn: Check, parts: Parts) -> Iterator[Problem]:
+    """A pool check for each pool, its problems under the pool's own config paths."""
+    if parts.gpuNodes is None or parts.fabric is None:
+        return
+    for pool in pools_of(parts):
+        view = replace(parts, gpuNodes=pool.nodes, fabric=pool.fabric)
+        for problem in fn(view):
+            yield replace(problem, path=_pool_path(pool, problem.path))
+
+
+def _pool_path(pool: NodePool, path: str) -> str:
+    if path.startswith("fabric."):
+        return pool.fabric_path(path.removeprefix("fabric."))
+    if path == "gpuNodes" or path.startswith("gpuNodes."):
+        return pool.path + path.removeprefix("gpuNodes")
+    return path
+
+
+def _one_pool(p: Parts) -> GpuNodes | None:
+    """The nodes a pool check sees (one pool's; None for a fleet seen whole)."""
+    return p.gpuNodes if isinstance(p.gpuNodes, GpuNodes) else None
+
+
+def capacity(p: Parts) -> tuple[int, int] | None:
+    """(nodes, GPUs) of every pool together; None when gpuNodes did not parse."""
+    nodes = p.gpuNodes
+    if nodes is None:
+        return None
+    pools = nodes if isinstance(nodes, list) else [nodes]
+    return sum(n.count for n in pools), sum(n.count * n.gpusPerNode for n in pools)
 
 
 # ------------------------------------------------------------------------------ fabric
 
 
-@check
+@pool_check
 def _rails_unique(p: Parts) -> Iterator[Problem]:
     if p.fabric is None:
         return
@@ -141,7 +198,7 @@ def _unusable_subnet(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str 
     return None
 
 
-@check
+@pool_check
 def _rail_names(p: Parts) -> Iterator[Problem]:
     if p.fabric is None:
         return
@@ -155,7 +212,7 @@ def _rail_names(p: Parts) -> Iterator[Problem]:
             )
 
 
-@check
+@pool_check
 def _subnets(p: Parts) -> Iterator[Problem]:
     if p.fabric is None:
         return
@@ -225,11 +282,12 @@ def _exclusion_problem(
     return None
 
 
-@check
+@pool_check
 def _ipam_capacity(p: Parts) -> Iterator[Problem]:
     if p.fabric is None:
         return
-    nodes = p.gpuNodes.count if p.gpuNodes else None
+    one = _one_pool(p)
+    nodes = one.count if one is not None else None
     if p.fabric.ipam.poolType == "ippool":
         yield from _ippool_capacity(p.fabric, nodes)
     else:
@@ -302,13 +360,13 @@ def _cidrpool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
             )
 
 
-@check
+@pool_check
 def _rail_blocks(p: Parts) -> Iterator[Problem]:
     if p.fabric is not None:
         yield from railblocks.problems(p.fabric, p.scheduling)
 
 
-@check
+@pool_check
 def _fabric_modes(p: Parts) -> Iterator[Problem]:
     """The link's and the NIC mode's own rules (gpufabric.nics), then the NIC driver's and
     the NCCL variables'."""
@@ -344,6 +402,127 @@ def _nic_driver(f: Fabric) -> Iterator[Problem]:
         )
 
 
+# ------------------------------------------------------------------------------- pools
+
+
+@check
+def _pools(p: Parts) -> Iterator[Problem]:
+    """A fleet's pools: names of their own, selectors that cannot pick one node twice, and
+    rails that do not collide across pools."""
+    if not isinstance(p.gpuNodes, list):
+        return
+    seen: dict[str, int] = {}
+    for i, pool in enumerate(p.gpuNodes):
+        if pool.name in seen:
+            yield Problem(
+                f"gpuNodes[{i}].name", f"{pool.name!r} is already gpuNodes[{seen[pool.name]}]'s"
+            )
+        seen.setdefault(pool.name, i)
+        for j in range(i):
+            other = p.gpuNodes[j]
+            if _selectors_meet(pool.nodeSelector, other.nodeSelector):
+                yield Problem(
+                    f"gpuNodes[{i}].nodeSelector",
+                    f"{_selector_text(pool.nodeSelector)} can select the same node as "
+                    f"gpuNodes[{j}] ({other.name}: {_selector_text(other.nodeSelector)}); each "
+                    "node belongs to one pool: give the pools a label key they differ in (e.g. "
+                    "nvidia.com/gpu.product, or your own gpufabric.io/pool)",
+                )
+    yield from _fleet_rails(pools_of(p))
+    yield from _pool_quotas(p)
+
+
+def _selectors_meet(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Two equality selectors can match one node unless a key they share differs."""
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
+def _selector_text(selector: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "{} (every node)"
+
+
+def _rail_layout(pool: NodePool, index: int) -> tuple[object, ...]:
+    """What a rail's network, pool and device plugin are made of: two pools may share a
+    rail (one network serves both) only when all of it is the same."""
+    f = pool.fabric
+    rail = f.rails[index]
+    return (f.type, f.rdma, f.mtu, f.ipam, f.sriov, rail.model_dump())
+
+
+def _fleet_rails(pools: Sequence[NodePool]) -> Iterator[Problem]:
+    """Rail names and subnets across pools: one name is one network."""
+    owner: dict[str, tuple[NodePool, int]] = {}
+    for pool in pools:
+        for k, rail in enumerate(pool.fabric.rails):
+            path = pool.fabric_path(f"rails[{k}]")
+            first = owner.get(rail.name)
+            if first is not None:
+                if _rail_layout(first[0], first[1]) != _rail_layout(pool, k):
+                    yield Problem(
+                        f"{path}.name",
+                        f"{rail.name!r} is also a rail of pool {first[0].name} with another "
+                        "layout; a rail name is one network, pool and device resource across "
+                        "the cluster: name this pool's rails apart (e.g. "
+                        f"{(pool.name + '-' + rail.name)[:15]!r})",
+                    )
+                continue
+            for other_name, (other_pool, m) in owner.items():
+                other = other_pool.fabric.rails[m]
+                if other.subnet.version == rail.subnet.version and other.subnet.overlaps(
+                    rail.subnet
+                ):
+                    yield Problem(
+                        f"{path}.subnet",
+                        f"{rail.subnet} overlaps rail {other_name} of pool {other_pool.name} "
+                        f"({other.subnet}); rails of different pools need disjoint subnets",
+                    )
+            owner[rail.name] = (pool, k)
+
+
+def _pool_quotas(p: Parts) -> Iterator[Problem]:
+    """Tenant quotas of a fleet: per pool, naming real pools, holding in each pool."""
+    if p.tenants is None or not isinstance(p.gpuNodes, list):
+        return
+    pools = {pool.name: pool for pool in p.gpuNodes}
+    one = len(pools) == 1
+    used: dict[str, list[tuple[str, int]]] = {name: [] for name in pools}
+    for i, tenant in enumerate(p.tenants):
+        quota = tenant.gpuQuota
+        if not isinstance(quota, dict):
+            if one:
+                used[next(iter(pools))].append((tenant.namespace, quota))
+            elif quota:
+                yield Problem(
+                    f"tenants[{i}].gpuQuota",
+                    f"{quota} names no pool, and the stack has {len(pools)} "
+                    f"({', '.join(pools)}); give the GPUs per pool, e.g. "
+                    f"{{{next(iter(pools))}: {quota}}}",
+                )
+            continue
+        for name, gpus in quota.items():
+            if name not in pools:
+                yield Problem(
+                    f"tenants[{i}].gpuQuota.{name}",
+                    f"{name!r} is not a pool{suggest(name, list(pools))}; accepted: "
+                    + ", ".join(pools),
+                )
+                continue
+            used[name].append((tenant.namespace, gpus))
+    for name, shares in used.items():
+        pool = pools[name]
+        have = pool.count * pool.gpusPerNode
+        total = sum(g for _, g in shares)
+        if total > have:
+            listed = " + ".join(f"{g} ({ns})" for ns, g in shares)
+            yield Problem(
+                "tenants",
+                f"gpuQuota in pool {name} totals {total} GPUs ({listed}) but the pool has "
+                f"{have} ({pool.count} nodes x {pool.gpusPerNode} GPUs): the quotas cannot "
+                "all be honoured; lower them, or let a tenant borrow idle GPUs "
+                "(gpuBorrowingLimit) instead",
+            )
+
+
 # --------------------------------------------------------------------------------- gpu
 
 
@@ -376,13 +555,13 @@ def _gpu_operator(p: Parts) -> Iterator[Problem]:
         )
 
 
-@check
+@pool_check
 def _quarantine_toleration(p: Parts) -> Iterator[Problem]:
     """Jobs tolerate the GPU nodes' taints, never the quarantine taint: a restarted pod would
     land on the node that failed it."""
     from gpufabric.plan.monitoring import QUARANTINE_TAINT
 
-    nodes = p.gpuNodes
+    nodes = _one_pool(p)
     for i, t in enumerate(nodes.tolerations if nodes is not None else ()):
         if t.key == QUARANTINE_TAINT:
             yield Problem(
@@ -483,10 +662,12 @@ def _node_topology(p: Parts) -> Iterator[Problem]:
             "set, but scheduling.topologyLevels names no level above the node",
         )
         return
-    if p.gpuNodes is not None and len(s.nodeTopology) > p.gpuNodes.count:
+    total = capacity(p)
+    if total is not None and len(s.nodeTopology) > total[0]:
+        counted = "gpuNodes.count" if not isinstance(p.gpuNodes, list) else "the pools' counts"
         yield Problem(
             "scheduling.nodeTopology",
-            f"{len(s.nodeTopology)} nodes, more than gpuNodes.count {p.gpuNodes.count}",
+            f"{len(s.nodeTopology)} nodes, more than {counted} {total[0]}",
         )
     parent: dict[tuple[str, str], tuple[str, str]] = {}
     for node, labels in s.nodeTopology.items():
@@ -582,7 +763,8 @@ def _tenants(p: Parts) -> Iterator[Problem]:
     if p.fabric is not None and p.fabric.nadScope == "system":
         reserved.add(p.fabric.networkNamespace)
     seen: dict[str, int] = {}
-    capacity = p.gpuNodes.count * p.gpuNodes.gpusPerNode if p.gpuNodes else None
+    total = capacity(p)
+    gpus = total[1] if total is not None else None
     yield from _tenant_isolation(p)
     for i, tenant in enumerate(p.tenants):
         ns = tenant.namespace
@@ -594,21 +776,24 @@ def _tenants(p: Parts) -> Iterator[Problem]:
                 f"tenants[{i}].namespace",
                 f"{ns!r} is a system namespace; give the tenant a namespace of its own",
             )
-        if capacity is not None and tenant.gpuQuota > capacity:
+        if isinstance(p.gpuNodes, list):
+            continue  # a fleet's quotas are per pool (_pool_quotas)
+        quota = tenant.gpu_quota_total
+        if gpus is not None and quota > gpus:
             yield Problem(
                 f"tenants[{i}].gpuQuota",
-                f"{tenant.gpuQuota} is more than the cluster has ({p.gpuNodes.count} nodes x "  # type: ignore[union-attr]
-                f"{p.gpuNodes.gpusPerNode} GPUs = {capacity})",  # type: ignore[union-attr]
+                f"{quota} is more than the cluster has ({_shape(p)} = {gpus})",
             )
-        elif capacity is not None and tenant.gpuQuota + tenant.gpuBorrowingLimit > capacity:
+        elif gpus is not None and quota + tenant.gpuBorrowingLimit > gpus:
             yield Problem(
                 f"tenants[{i}].gpuBorrowingLimit",
                 f"{tenant.gpuBorrowingLimit} lets the tenant reach "
-                f"{tenant.gpuQuota + tenant.gpuBorrowingLimit} GPUs, more than the cluster's "
-                f"{capacity}; the excess can never be used",
+                f"{quota + tenant.gpuBorrowingLimit} GPUs, more than the cluster's "
+                f"{gpus}; the excess can never be used",
                 warning=True,
             )
-    yield from _quota_total(p.tenants, capacity, p.gpuNodes)
+    if not isinstance(p.gpuNodes, list):
+        yield from _quota_total(p.tenants, gpus, _shape(p))
     yield from _own_queues(p)
 
 
@@ -629,18 +814,27 @@ def _own_queues(p: Parts) -> Iterator[Problem]:
             )
 
 
-def _quota_total(
-    tenants: Sequence[Tenant], capacity: int | None, nodes: GpuNodes | None
-) -> Iterator[Problem]:
+def _shape(p: Parts) -> str:
+    """The GPUs of the stack in words: "4 nodes x 8 GPUs", or per pool for a fleet."""
+    nodes = p.gpuNodes
+    pools: list[GpuNodes] = list(nodes) if isinstance(nodes, list) else [nodes] if nodes else []
+    return " + ".join(
+        f"{n.count} nodes x {n.gpusPerNode} GPUs"
+        + (f" ({n.name})" if isinstance(n, GpuPool) and len(pools) > 1 else "")
+        for n in pools
+    )
+
+
+def _quota_total(tenants: Sequence[Tenant], capacity: int | None, shape: str) -> Iterator[Problem]:
     """Nominal quotas are what each tenant is guaranteed; together they must fit."""
-    total = sum(t.gpuQuota for t in tenants)
-    if capacity is None or nodes is None or total <= capacity:
+    total = sum(t.gpu_quota_total for t in tenants)
+    if capacity is None or total <= capacity:
         return
-    shares = " + ".join(f"{t.gpuQuota} ({t.namespace})" for t in tenants)
+    shares = " + ".join(f"{t.gpu_quota_total} ({t.namespace})" for t in tenants)
     yield Problem(
         "tenants",
         f"gpuQuota totals {total} GPUs ({shares}) but the cluster has {capacity} "
-        f"({nodes.count} nodes x {nodes.gpusPerNode} GPUs): the cluster is oversubscribed and "
+        f"({shape}): the cluster is oversubscribed and "
         f"the quotas cannot all be honoured. Lower the quotas so they sum to at most {capacity}; "
         f"to let a tenant use idle GPUs beyond its share, give it a gpuBorrowingLimit instead",
     )
@@ -703,12 +897,14 @@ def features(p: Parts) -> set[str]:
             out.add("training-operator")
         if p.training.trainer.enabled:
             out.add("trainer")
-    if p.fabric is not None:
-        out.add(p.fabric.type)
-        out.add(p.fabric.gpuDirect)
-        out.update(nics.mode(p.fabric.rdma).version_features)
-        if p.fabric.nicDriver.source == "operator":
+    for f in [pool.fabric for pool in pools_of(p)] or ([p.fabric] if p.fabric else []):
+        out.add(f.type)
+        out.add(f.gpuDirect)
+        out.update(nics.mode(f.rdma).version_features)
+        if f.nicDriver.source == "operator":
             out.add("operator-nic-driver")
+    if isinstance(p.gpuNodes, list) and len(p.gpuNodes) > 1:
+        out.add("node-pools")  # a NicNodePolicy per pool (versions.yaml)
     return out
 
 
@@ -718,7 +914,8 @@ def _versions(p: Parts) -> Iterator[Problem]:
         return
     minor = p.cluster.kubernetes_minor if p.cluster else None
     yield from check_versions(p.versions, features(p), minor)
-    if p.fabric is not None and nics.mode(p.fabric.rdma).has_rdma:
+    fabrics = [pool.fabric for pool in pools_of(p)] or ([p.fabric] if p.fabric else [])
+    if any(nics.mode(f.rdma).has_rdma for f in fabrics):
         pair = undocumented_gpudirect_pair(p.versions)
         if pair is not None:
             yield pair

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import Component, effective_components
@@ -44,6 +45,19 @@ class Plan(Struct, frozen=True):
     def wiring(self) -> Mapping[str, TenantContract]:
         """Each tenant's pod contract, by namespace."""
         return self.facts.tenants
+
+    def for_pool(self, name: str | None) -> Plan:
+        """The Plan as one pool's jobs and checks read it (``facts`` narrowed with
+        :meth:`Facts.for_pool`). None: the only pool; a fleet must name one (KeyError
+        naming the pools)."""
+        if name is None:
+            if self.facts.fleet:
+                raise KeyError(
+                    f"the stack has {len(self.facts.pools)} pools "
+                    f"({', '.join(self.facts.pool_names)}); name one with --pool"
+                )
+            return self
+        return replace(self, facts=self.facts.for_pool(name))
 
     def item(self, item_id: str) -> Item:
         for it in self.items:

@@ -196,7 +196,7 @@ class FabricFacts(Struct, frozen=True):
 
 
 class NodeFacts(Struct, frozen=True):
-    """The GPU nodes the stack expects."""
+    """The GPU nodes of one pool."""
 
     count: int
     gpus_per_node: int
@@ -209,6 +209,10 @@ class NodeFacts(Struct, frozen=True):
     """The pinned NVIDIA driver version, when the stack pins one."""
     shm_gib: int
     """/dev/shm every training pod gets (per GPU: NCCL buffers, data loaders)."""
+    pool: str = "default"
+    """The pool's name."""
+    use_precompiled: bool | None = None
+    """The pool's own driver choice (None: the stack's gpuOperator.driver)."""
 
 
 class RequeuePolicy(Struct, frozen=True):
@@ -598,6 +602,19 @@ class OperatorFacts(Struct, frozen=True):
     them."""
 
 
+class PoolFacts(Struct, frozen=True):
+    """One node pool of the stack, resolved: its nodes, its fabric (NIC layout, rails,
+    resources), the NCCL settings its pods get, its acceptance threshold and each tenant's
+    pod contract on it. A one-pool stack has one, named ``default``."""
+
+    name: str
+    nodes: NodeFacts
+    fabric: FabricFacts
+    nccl_env: Mapping[str, str]
+    acceptance: Acceptance
+    tenants: Mapping[str, TenantContract]
+
+
 class Facts(Struct, frozen=True):
     stack: str
     cluster: str
@@ -624,9 +641,46 @@ class Facts(Struct, frozen=True):
     (``storage_of(namespace)`` finds one). Empty when the stack has no ``storage`` section;
     tenants without claims are absent."""
 
+    pools: tuple[PoolFacts, ...] = ()
+    """Every node pool, in the stack's order. ``nodes``, ``fabric``, ``nccl_env``,
+    ``acceptance`` and ``tenants`` above are one pool's: the first, or the one
+    :meth:`for_pool` narrowed these facts to (``pool``)."""
+    pool: str = "default"
+    """The pool ``nodes``, ``fabric``, ``nccl_env``, ``acceptance`` and ``tenants`` are of."""
+
     def storage_of(self, namespace: str) -> TenantStorage | None:
         """The storage of one tenant namespace (None: it has no claims)."""
         return next((t for t in self.storage if t.namespace == namespace), None)
+
+    @property
+    def fleet(self) -> bool:
+        """More than one pool."""
+        return len(self.pools) > 1
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.pools)
+
+    def pool_facts(self, name: str) -> PoolFacts:
+        """One pool's facts; KeyError naming the pools for another name."""
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(f"no pool {name!r}; pools: {', '.join(self.pool_names)}")
+
+    def for_pool(self, name: str) -> Facts:
+        """These facts as one pool's jobs and checks read them: its nodes, fabric, NCCL
+        settings, acceptance threshold and tenant contracts."""
+        pool = self.pool_facts(name)
+        return replace(
+            self,
+            nodes=pool.nodes,
+            fabric=pool.fabric,
+            nccl_env=pool.nccl_env,
+            acceptance=pool.acceptance,
+            tenants=pool.tenants,
+            pool=pool.name,
+        )
 
 
 class PlanContext(Struct, frozen=True):
@@ -657,6 +711,7 @@ __all__ = [
     "OperatorFacts",
     "Partition",
     "PlanContext",
+    "PoolFacts",
     "QueueMetrics",
     "RailFacts",
     "RequeuePolicy",

@@ -24,8 +24,10 @@ from msgspec.structs import replace
 from gpufabric import nics
 from gpufabric.model import railblocks
 from gpufabric.model.config import (
+    DEFAULT_POOL,
     HOSTNAME_LABEL,
     Fabric,
+    NodePool,
     Rail,
     StackModel,
     Tenant,
@@ -43,6 +45,7 @@ from gpufabric.plan.facts import (
     GpuOperatorFacts,
     NodeFacts,
     OperatorFacts,
+    PoolFacts,
     RailFacts,
     RequeuePolicy,
     TenantContract,
@@ -308,12 +311,19 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
 
 
 def tenant_contracts(
-    model: StackModel, fabric: FabricFacts, env: Mapping[str, str], authority: Authority
+    model: StackModel,
+    fabric: FabricFacts,
+    env: Mapping[str, str],
+    authority: Authority,
+    pool: str = DEFAULT_POOL,
 ) -> dict[str, TenantContract]:
-    """Each tenant's pod contract, quotas and priority, by namespace in stack order."""
-    pooled = sum(t.gpuQuota for t in model.tenants)
+    """Each tenant's pod contract, quotas and priority on one pool, by namespace in stack
+    order (quotas are the tenant's in that pool)."""
+    only = len(model.pools) == 1
+    quota = {t.namespace: t.quota_in(pool, only) for t in model.tenants}
+    pooled = sum(quota.values())
     admissible = {
-        t.namespace: authority.admissible_gpus(t.gpuQuota, t.gpuBorrowingLimit, pooled)
+        t.namespace: authority.admissible_gpus(quota[t.namespace], t.gpuBorrowingLimit, pooled)
         for t in model.tenants
     }
     return {
@@ -326,8 +336,8 @@ def tenant_contracts(
             nccl_env=env,
             queue=authority.queue_name(t.namespace),
             priority_class=authority.priority_class(t.namespace),
-            gpu_quota=t.gpuQuota,
-            gpu_limit=t.gpuQuota + t.gpuBorrowingLimit,
+            gpu_quota=quota[t.namespace],
+            gpu_limit=quota[t.namespace] + t.gpuBorrowingLimit,
             gpu_borrowing_limit=t.gpuBorrowingLimit,
             gpu_admissible=admissible[t.namespace][0],
             gpu_admissible_why=admissible[t.namespace][1],
@@ -360,7 +370,7 @@ def gpu_operator_facts(model: StackModel) -> GpuOperatorFacts:
 
 def operator_facts(model: StackModel, authority: Authority) -> OperatorFacts:
     """Which operator does what, and the flags the authority gives the job operators."""
-    waits = gpu_waits_for_nic_driver(model.fabric)
+    waits = any(gpu_waits_for_nic_driver(pool.fabric) for pool in model.pools)
     t = model.training
     return OperatorFacts(
         nfd_owner="network-operator" if waits else "gpu-operator",
@@ -404,14 +414,46 @@ def failure_policy(model: StackModel, authority: Authority) -> FailurePolicyFact
     )
 
 
+def node_facts(model: StackModel, pool: NodePool) -> NodeFacts:
+    """One pool's nodes as jobs and checks see them."""
+    nodes = pool.nodes
+    driver = pool.driver
+    return NodeFacts(
+        count=nodes.count,
+        gpus_per_node=nodes.gpusPerNode,
+        gpu_model=nodes.gpuModel,
+        selector=dict(nodes.nodeSelector),
+        selector_text=",".join(f"{k}={v}" for k, v in sorted(nodes.nodeSelector.items())),
+        tolerations=tuple(t.model_dump(exclude_none=True) for t in nodes.tolerations),
+        driver_version=(driver.version if driver is not None and driver.version else None)
+        or model.gpuOperator.driver.version,
+        shm_gib=SHM_PER_GPU_GIB * nodes.gpusPerNode,
+        pool=pool.name,
+        use_precompiled=driver.usePrecompiled if driver is not None else None,
+    )
+
+
+def pool_facts(model: StackModel, pool: NodePool, authority: Authority) -> PoolFacts:
+    """One pool resolved: its nodes, fabric, NCCL settings, threshold and contracts."""
+    fabric = fabric_facts(
+        pool.fabric, model.tenants, railblocks.leaf_level(model.scheduling.topologyLevels)
+    )
+    env = nccl_env(pool.fabric, fabric)
+    return PoolFacts(
+        name=pool.name,
+        nodes=node_facts(model, pool),
+        fabric=fabric,
+        nccl_env=env,
+        acceptance=acceptance(fabric),
+        tenants=tenant_contracts(model, fabric, env, authority, pool.name),
+    )
+
+
 def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
     """Every fact of a validated stack whose queueing authority is ``authority``."""
-    fabric = fabric_facts(
-        model.fabric, model.tenants, railblocks.leaf_level(model.scheduling.topologyLevels)
-    )
-    env = nccl_env(model.fabric, fabric)
+    pools = tuple(pool_facts(model, pool, authority) for pool in model.pools)
+    first = pools[0]
     operators = operator_facts(model, authority)
-    nodes = model.gpuNodes
     storage_backends, storage = storage_facts(stack, model)
     return Facts(
         stack=stack,
@@ -419,21 +461,14 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
         kubernetes_version=model.cluster.kubernetesVersion,
         kubernetes_minor=model.cluster.kubernetes_minor,
         kube_context=model.cluster.kubeContext,
-        nodes=NodeFacts(
-            count=nodes.count,
-            gpus_per_node=nodes.gpusPerNode,
-            gpu_model=nodes.gpuModel,
-            selector=dict(nodes.nodeSelector),
-            selector_text=",".join(f"{k}={v}" for k, v in sorted(nodes.nodeSelector.items())),
-            tolerations=tuple(t.model_dump(exclude_none=True) for t in nodes.tolerations),
-            driver_version=model.gpuOperator.driver.version,
-            shm_gib=SHM_PER_GPU_GIB * nodes.gpusPerNode,
-        ),
-        fabric=fabric,
+        nodes=first.nodes,
+        fabric=first.fabric,
         gang=gang_policy(model, authority, operators.job_kinds),
-        tenants=tenant_contracts(model, fabric, env, authority),
-        nccl_env=env,
-        acceptance=acceptance(fabric),
+        tenants=first.tenants,
+        nccl_env=first.nccl_env,
+        acceptance=first.acceptance,
+        pools=pools,
+        pool=first.name,
         operators=operators,
         gpu_operator=gpu_operator_facts(model),
         monitoring=monitoring.facts(model),

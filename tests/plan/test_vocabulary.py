@@ -135,6 +135,11 @@ FREE_FORM: dict[str, str] = {
     "Facts.kube_context": "kubeconfig context name",
     "Facts.tenants": "namespace names",
     "Facts.nccl_env": "environment variables",
+    "Facts.pool": "pool name (a DNS label)",
+    "NodeFacts.pool": "pool name (a DNS label)",
+    "PoolFacts.name": "pool name (a DNS label)",
+    "PoolFacts.nccl_env": "environment variables",
+    "PoolFacts.tenants": "namespace names",
     "PlanContext.stack": "stack name",
     "PlanContext.components": "pinned component names",
 }
