@@ -49,7 +49,15 @@ def schema_keys(model: type[BaseModel] = StackModel, prefix: str = "") -> Iterat
             yield from schema_keys(sub, f"{path}{suffix}.")
 
 
+POOL_FORMS = (("gpuNodes[].fabric.", "fabric."), ("gpuNodes[].", "gpuNodes."))
+"""A pool's keys are the one-pool keys: documented where those are (docs/user/stacks.md,
+"Fleets: several node pools", says so)."""
+
+
 def documented(path: str) -> bool:
+    for pool_form, one_pool in POOL_FORMS:
+        if path.startswith(pool_form) and documented(one_pool + path.removeprefix(pool_form)):
+            return True
     key = path.rsplit(".", 1)[-1]
     forms = {path, path.replace("[]", ""), path.replace(".<name>", "")}
     if any(f"`{form}" in OPTIONS for form in forms):

@@ -948,8 +948,7 @@ class PoolFabric(Model):
     sriov: Sriov | None = None
     ncclEnv: dict[str, NcclValue] | None = None
 
-    def over(self, fabric: Fabric) -> Fabric:
-        """The pool's effective fabric: ``fabric`` with this pool's keys."""
+    def _update(self, fabric: Fabric) -> dict[str, Any]:
         update = {key: getattr(self, key) for key in self.model_fields_set}
         if "type" in update and update["type"] != fabric.type:
             update.setdefault("infiniband", None)
@@ -959,7 +958,16 @@ class PoolFabric(Model):
         for key in ("rails", "ncclEnv"):
             if key in update and update[key] is None:
                 del update[key]  # a null list means "the stack's"
-        return fabric.model_copy(update=update)
+        return update
+
+    def over(self, fabric: Fabric) -> Fabric:
+        """The pool's effective fabric: ``fabric`` with this pool's keys."""
+        return fabric.model_copy(update=self._update(fabric))
+
+    def own_keys(self, fabric: Fabric) -> frozenset[str]:
+        """The fabric keys that are the pool's own: those it sets, and those of another
+        link or mode that it does not inherit."""
+        return frozenset(self._update(fabric))
 
 
 class PoolDriver(Model):
@@ -1027,7 +1035,7 @@ def node_pools(gpu_nodes: GpuNodes | list[GpuPool], fabric: Fabric) -> tuple[Nod
                 nodes=pool,
                 fabric=own.over(fabric) if own is not None else fabric,
                 path=f"gpuNodes[{i}]",
-                own_fabric=frozenset(own.model_fields_set) if own is not None else frozenset(),
+                own_fabric=own.own_keys(fabric) if own is not None else frozenset(),
                 driver=pool.driver,
             )
         )
