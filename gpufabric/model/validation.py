@@ -15,7 +15,7 @@ from typing import get_args
 from msgspec import Struct
 
 from gpufabric import nics
-from gpufabric.model import railblocks, storagechecks
+from gpufabric.model import railblocks, railspan, storagechecks
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
@@ -306,6 +306,12 @@ def _cidrpool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
 def _rail_blocks(p: Parts) -> Iterator[Problem]:
     if p.fabric is not None:
         yield from railblocks.problems(p.fabric, p.scheduling)
+
+
+@check
+def _rail_span(p: Parts) -> Iterator[Problem]:
+    if p.fabric is not None:
+        yield from railspan.problems(p.fabric, p.scheduling, p.gpuNodes)
 
 
 @check
