@@ -45,9 +45,7 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in _DIGITS.split(name) if p)
 
 
-def nodes_by_leaf(
-    topology: Mapping[str, Mapping[str, str]], level: str
-) -> dict[str, list[str]]:
+def nodes_by_leaf(topology: Mapping[str, Mapping[str, str]], level: str) -> dict[str, list[str]]:
     """Leaf -> the nodes under it, in natural name order (the order of their prefixes)."""
     leaves: dict[str, list[str]] = {}
     for node in sorted(topology, key=natural_key):
@@ -117,9 +115,7 @@ def problems(
         yield from _rail_prefixes(i, rail, prefixlen, leaves)
 
 
-def _placement(
-    scheduling: Scheduling, level: str, gpu_nodes: GpuNodes | None
-) -> Iterator[Problem]:
+def _placement(scheduling: Scheduling, level: str, gpu_nodes: GpuNodes | None) -> Iterator[Problem]:
     """Every GPU node in scheduling.nodeTopology with its leaf: a node left out would get no
     address (the pools serve only the nodes they allocate to)."""
     table = scheduling.nodeTopology
@@ -130,12 +126,7 @@ def _placement(
             "(each node's prefix is carved from its leaf's block)",
         )
         return
-    for node in sorted(table, key=natural_key):
-        if level not in table[node]:
-            yield Problem(
-                f"scheduling.nodeTopology.{node}",
-                f"has no {level}; with fabric.ipam.routing: spanLeaves every node needs its leaf",
-            )
+    # a node without the leaf label is reported by the topology's own rules
     placed = sum(1 for labels in table.values() if level in labels)
     if gpu_nodes is not None and placed < gpu_nodes.count:
         yield Problem(
