@@ -36,6 +36,35 @@ def example_config(name: str) -> dict[str, Any]:
     return copy.deepcopy(doc["config"])
 
 
+SPAN_LEAF_LABEL = "topology.gpufabric.io/leaf"
+
+
+def routed_span_config(nodes: int = 32, leaves: int = 4) -> dict[str, Any]:
+    """routed-b200 grown to ``nodes`` nodes under ``leaves`` leaves (nodes / leaves each, in
+    natural name order) with fabric.ipam.routing: spanLeaves: each rail's /22 aggregate holds
+    a /24 block per leaf, each node takes a /29 of its leaf's block, the leaf the first host
+    address (.1, .9, ...) of each; one CIDRPool and one network per rail span the leaves."""
+    config = example_config("routed-b200")
+    config["gpufabric:gpuNodes"]["count"] = nodes
+    fabric = config["gpufabric:fabric"]
+    fabric["ipam"] = {"poolType": "cidrpool", "perNodePrefix": 29, "routing": "spanLeaves"}
+    names = [f"leaf-{k + 1:02d}" for k in range(leaves)]
+    for i, rail in enumerate(fabric["rails"]):
+        base = 4 * i
+        rail["subnet"] = f"172.30.{base}.0/22"
+        rail["blocks"] = [
+            {"leaf": leaf, "subnet": f"172.30.{base + k}.0/24", "gateway": f"172.30.{base + k}.1"}
+            for k, leaf in enumerate(names)
+        ]
+    per_leaf = nodes // leaves
+    config["gpufabric:scheduling"]["nodeTopology"] = {
+        f"gpu-node-{n}": {SPAN_LEAF_LABEL: names[min(n // per_leaf, leaves - 1)]}
+        for n in range(nodes)
+    }
+    config["gpufabric:tenants"][0]["gpuQuota"] = 8 * nodes
+    return config
+
+
 def sections(config: dict[str, Any]) -> dict[str, Any]:
     """`gpufabric:x` keys -> `x`, as the Pulumi program hands them to the model."""
     return {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpufabric:")}

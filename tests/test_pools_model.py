@@ -37,10 +37,12 @@ def test_a_mapping_is_one_default_pool_with_the_stack_fabric() -> None:
 
 def test_a_pool_fabric_replaces_the_stack_keys_it_sets(fleet: dict[str, Any]) -> None:
     h100, l40s = model_of(fleet).pools
-    assert h100.fabric.type == "infiniband" and len(h100.fabric.rails) == 8
+    assert h100.fabric.type == "infiniband"
+    assert len(h100.fabric.rails) == 8
     assert l40s.fabric.type == "roce"
     assert [r.name for r in l40s.fabric.rails] == ["roce0", "roce1"]
-    assert l40s.fabric.linkRateGbps == 100 and l40s.fabric.mtu == 9000
+    assert l40s.fabric.linkRateGbps == 100
+    assert l40s.fabric.mtu == 9000
     # Cluster-wide keys and keys the pool leaves out come from the stack's fabric.
     assert l40s.fabric.networkNamespace == h100.fabric.networkNamespace
     assert l40s.fabric.gpuDirect == "dmabuf"
@@ -57,16 +59,20 @@ def test_a_pool_on_another_link_inherits_no_settings_of_the_stack_link(
 
 def test_each_pool_resolves_its_own_facts(fleet: dict[str, Any]) -> None:
     facts = plan_of(fleet).facts
-    assert facts.fleet and facts.pool_names == ("h100", "l40s")
+    assert facts.fleet
+    assert facts.pool_names == ("h100", "l40s")
     h100, l40s = (facts.for_pool(n) for n in facts.pool_names)
-    assert h100.nodes.count == 16 and h100.nodes.gpus_per_node == 8
-    assert l40s.nodes.count == 8 and l40s.nodes.gpus_per_node == 4
+    assert h100.nodes.count == 16
+    assert h100.nodes.gpus_per_node == 8
+    assert l40s.nodes.count == 8
+    assert l40s.nodes.gpus_per_node == 4
     assert l40s.nodes.selector == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
     assert [r.name for r in l40s.fabric.rails] == ["roce0", "roce1"]
     # The pool decides NCCL's devices and lossless class.
     assert h100.nccl_env["NCCL_IB_HCA"].count("mlx5_") == 8
     assert l40s.nccl_env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1"
-    assert "NCCL_IB_TC" in l40s.nccl_env and "NCCL_IB_TC" not in h100.nccl_env
+    assert "NCCL_IB_TC" in l40s.nccl_env
+    assert "NCCL_IB_TC" not in h100.nccl_env
     # Thresholds: rails x link rate of the pool.
     assert h100.acceptance.line_rate_gbytes == 8 * 400 / 8
     assert l40s.acceptance.line_rate_gbytes == 2 * 100 / 8
@@ -75,7 +81,8 @@ def test_each_pool_resolves_its_own_facts(fleet: dict[str, Any]) -> None:
     assert l40s.tenants["llm-pretrain"].gpu_quota == 0
     assert l40s.tenants["inference-eval"].gpu_quota == 32
     # The unnarrowed facts are the first pool's.
-    assert facts.fabric == h100.fabric and facts.pool == "h100"
+    assert facts.fabric == h100.fabric
+    assert facts.pool == "h100"
 
 
 def test_a_fleet_job_must_name_its_pool(fleet: dict[str, Any]) -> None:
@@ -143,7 +150,8 @@ def test_a_pool_fabric_problem_is_reported_under_the_pool(fleet: dict[str, Any])
 def test_an_unknown_pool_key_names_the_accepted_ones(fleet: dict[str, Any]) -> None:
     _pool(fleet, 0)["gpuModle"] = "H100"
     message = problems_of(fleet)["gpuNodes[0].gpuModle"]
-    assert "did you mean 'gpuModel'" in message and "fabric" in message
+    assert "did you mean 'gpuModel'" in message
+    assert "fabric" in message
 
 
 def test_tenant_quotas_per_pool(fleet: dict[str, Any]) -> None:

@@ -42,7 +42,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "--leaf",
         help="the leaf switch the job runs under, where the stack's rails are routed per "
         "leaf (fabric.rails[].blocks): its pods attach that leaf's networks and are "
-        "placed under it",
+        "placed under it (optional with fabric.ipam.routing: spanLeaves, where the "
+        "networks span leaves)",
     )
     p.add_argument(
         "--crd-dir",

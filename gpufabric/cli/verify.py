@@ -222,7 +222,8 @@ def _nccl_parser(vsub: Any) -> None:
     p.add_argument(
         "--leaf",
         help="where rails are routed per leaf (fabric.rails[].blocks): the leaf the test runs "
-        "under, attaching that leaf's networks (a sweep then covers that leaf's nodes)",
+        "under, attaching that leaf's networks (a sweep then covers that leaf's nodes); "
+        "optional with fabric.ipam.routing: spanLeaves",
     )
     _timeout_arg(
         p,

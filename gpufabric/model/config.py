@@ -503,6 +503,10 @@ class Ipam(Model):
     """IPPool: addresses handed to each node."""
     perNodePrefix: int | None = Field(default=None, ge=8, le=128)
     """CIDRPool: prefix length of the block each node gets (e.g. 28)."""
+    routing: Literal["perLeaf", "spanLeaves"] = "perLeaf"
+    """Rails routed per leaf (fabric.rails[].blocks): perLeaf, an IPPool and a network per
+    leaf block (a job runs under one leaf); spanLeaves, one CIDRPool and network per rail whose
+    static allocations give each node a prefix of its leaf's block (jobs span leaves)."""
 
 
 class Ufm(Model):

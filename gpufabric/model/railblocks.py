@@ -3,7 +3,8 @@
 Each block becomes one nv-ipam IPPool that serves only the nodes under its leaf (a
 nodeSelector on the narrowest switch level of scheduling.topologyLevels) and one network
 named <rail>-<leaf> (docs/decisions/nics-and-fabric.md, "Routed rails: a pool and a network
-per leaf block").
+per leaf block"). With fabric.ipam.routing: spanLeaves the blocks' subnets, gateways and leaves
+follow the same rules here, and gpufabric.model.railspan adds what one CIDRPool per rail needs.
 """
 
 from __future__ import annotations
@@ -50,16 +51,18 @@ def problems(fabric: Fabric, scheduling: Scheduling | None) -> Iterator[Problem]
             "name leaf switches, but scheduling.topologyLevels names no switch level; add the "
             "leaf label (e.g. topology.gpufabric.io/leaf) as its narrowest level",
         )
-    if fabric.ipam.poolType != "ippool":
+    per_leaf = fabric.ipam.routing == "perLeaf"
+    if per_leaf and fabric.ipam.poolType != "ippool":
         yield Problem(
             f"fabric.rails[{first}].blocks",
             "need fabric.ipam.poolType: ippool; a cidrpool puts each node in its own prefix "
-            "with its own gateway, so it cannot share a leaf's subnet",
+            "with its own gateway, so it cannot share a leaf's subnet (fabric.ipam.routing: "
+            "spanLeaves gives each node a prefix of its leaf's block instead)",
         )
     leaves = _node_leaves(scheduling, level)
     rail_names = {r.name for r in fabric.rails}
     for i, rail in blocked:
-        for j, block in enumerate(rail.blocks):
+        for j, block in enumerate(rail.blocks if per_leaf else ()):
             if block_network_name(rail.name, block.leaf) in rail_names:
                 yield Problem(
                     f"fabric.rails[{i}].blocks[{j}].leaf",
@@ -70,7 +73,7 @@ def problems(fabric: Fabric, scheduling: Scheduling | None) -> Iterator[Problem]
         yield from _rail_blocks(i, rail, fabric, level, leaves)
     if leaves:
         yield from _uncovered(blocked, leaves)
-    else:
+    elif per_leaf:
         yield from _any_node_fits(blocked, fabric.ipam.perNodeBlockSize)
 
 
@@ -100,7 +103,8 @@ def _rail_blocks(
         if block.leaf in seen:
             yield Problem(f"{path}.leaf", f"{block.leaf!r} is already blocks[{seen[block.leaf]}]")
         seen.setdefault(block.leaf, j)
-        yield from _block_name(path, rail.name, block.leaf)
+        if fabric.ipam.routing == "perLeaf":  # spanLeaves: one network per rail
+            yield from _block_name(path, rail.name, block.leaf)
         yield from _block_subnet(path, rail, j, fabric)
         yield from _block_gateway(path, block)
         if leaves and block.leaf not in leaves:
@@ -109,7 +113,7 @@ def _rail_blocks(
                 f"{block.leaf!r} is the {level} of no node in scheduling.nodeTopology; "
                 f"known leaves: {', '.join(sorted(leaves))}",
             )
-        elif leaves:
+        elif leaves and fabric.ipam.routing == "perLeaf":  # spanLeaves: gpufabric.model.railspan
             yield from _block_capacity(path, block, len(leaves[block.leaf]), fabric)
     yield from _block_exclusions(i, rail)
 

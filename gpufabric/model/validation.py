@@ -16,7 +16,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from gpufabric import nics
-from gpufabric.model import railblocks, storagechecks
+from gpufabric.model import railblocks, railspan, storagechecks
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
@@ -364,6 +364,12 @@ def _cidrpool_capacity(fabric: Fabric, nodes: int | None) -> Iterator[Problem]:
 def _rail_blocks(p: Parts) -> Iterator[Problem]:
     if p.fabric is not None:
         yield from railblocks.problems(p.fabric, p.scheduling)
+
+
+@pool_check
+def _rail_span(p: Parts) -> Iterator[Problem]:
+    if p.fabric is not None:
+        yield from railspan.problems(p.fabric, p.scheduling, _one_pool(p))
 
 
 @pool_check

@@ -216,11 +216,14 @@ def _check_admissible(facts: Facts, contract: TenantContract, req: JobRequest) -
 
 def _leaf_contract(contract: TenantContract, leaf: str | None) -> TenantContract:
     """The contract under the request's leaf: required where rails are routed per leaf
-    (each leaf has its own networks), refused elsewhere."""
-    if not contract.leaf_networks:
+    (each leaf has its own networks), optional where their networks span leaves, refused
+    elsewhere."""
+    if not contract.leaf_networks and not contract.span_leaves:
         if leaf is not None:
             raise _fail("--leaf", "applies only to stacks whose rails are routed per leaf")
         return contract
+    if leaf is None and contract.span_leaves:
+        return contract  # one network per rail spans every leaf
     if leaf is None:
         raise _fail(
             "--leaf",

@@ -68,6 +68,40 @@ class BlockFacts(Struct, frozen=True):
     """The rail's exclusions inside this block's subnet."""
 
 
+class NodePrefixFacts(Struct, frozen=True):
+    """One GPU node's static allocation on a rail spanning leaves."""
+
+    node: str
+    prefix: str
+    """The node's prefix, carved from its leaf's block."""
+    gateway: str
+    """The leaf's address in that prefix: the node's pods route the rail through it."""
+
+
+class SpanBlockFacts(Struct, frozen=True):
+    """One leaf's block of a rail spanning leaves, and its nodes' prefixes."""
+
+    leaf: str
+    subnet: str
+    nodes: tuple[NodePrefixFacts, ...]
+
+
+class LeafSpanFacts(Struct, frozen=True):
+    """A routed rail whose one network spans leaves (fabric.ipam.routing: spanLeaves): one
+    CIDRPool whose static allocations give each node a prefix of its leaf's block."""
+
+    leaf_label: str
+    """The node label naming the leaf (narrowest switch level of the topology)."""
+    gateway_index: int
+    """Offset of the leaf's address in every node prefix (the CIDRPool's gatewayIndex)."""
+    blocks: tuple[SpanBlockFacts, ...]
+
+    @property
+    def nodes(self) -> tuple[NodePrefixFacts, ...]:
+        """Every node's allocation, leaf by leaf."""
+        return tuple(n for b in self.blocks for n in b.nodes)
+
+
 class RailFacts(Struct, frozen=True):
     """One rail as every layer and check sees it."""
 
@@ -99,6 +133,9 @@ class RailFacts(Struct, frozen=True):
     blocks: tuple[BlockFacts, ...] = ()
     """Routed rail with a subnet per leaf: one pool and network per block instead of the
     rail's own (``subnet`` is then the aggregate pods route to through their gateway)."""
+    span: LeafSpanFacts | None = None
+    """Routed rail spanning leaves: its own pool and network, a prefix per node of its leaf's
+    block (``subnet`` is then the aggregate pods route to through their node's gateway)."""
 
     @property
     def networks(self) -> tuple[str, ...]:
@@ -333,7 +370,10 @@ class TenantContract(Struct, frozen=True):
     blocks and runs under that leaf); ``networks`` is then empty and a job must pick a
     leaf (``on_one_leaf``)."""
     leaf_label: str | None = None
-    """The node label naming the leaf, where ``leaf_networks`` is set."""
+    """The node label naming the leaf, where ``leaf_networks`` or ``span_leaves`` is set."""
+    span_leaves: tuple[str, ...] = ()
+    """Routed rails spanning leaves: the leaves a job may be pinned under (``networks`` stay
+    the same under each)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     """Node labels the tenant's pods must carry beyond the GPU nodes' (a pinned leaf)."""
 

@@ -30,6 +30,7 @@ from gpufabric.plan import ids, tolerations
 from gpufabric.plan.facts import (
     BlockFacts,
     FabricFacts,
+    LeafSpanFacts,
     PlanContext,
     RailFacts,
     TenantContract,
@@ -130,6 +131,8 @@ def pool_spec(fabric: FabricFacts, rail: RailFacts) -> dict[str, Any]:
     """Spec of the rail's nv-ipam pool (of kind ``rail.pool_kind``)."""
     exclusions = [_exclusion(text) for text in rail.exclude]
     subnet = ipaddress.ip_network(rail.subnet)
+    if rail.span is not None:
+        return span_pool_spec(fabric, rail, rail.span)
     if rail.pool_kind == "CIDRPool":
         spec: dict[str, Any] = {
             "cidr": rail.subnet,
@@ -149,6 +152,33 @@ def pool_spec(fabric: FabricFacts, rail: RailFacts) -> dict[str, Any]:
         spec["gateway"] = rail.gateway
     if exclusions:
         spec["exclusions"] = exclusions
+    return spec
+
+
+def span_pool_spec(fabric: FabricFacts, rail: RailFacts, span: LeafSpanFacts) -> dict[str, Any]:
+    """Spec of the CIDRPool of a rail spanning leaves: the rail's aggregate, a static
+    allocation per GPU node (a prefix of its leaf's block, the leaf's address in it as the
+    gateway) and a route to the aggregate through it. The pool serves only those nodes (one
+    selector term per node name): a node without an allocation would otherwise get a free
+    prefix of any leaf's block, routed by another leaf."""
+    nodes = span.nodes
+    spec: dict[str, Any] = {
+        "cidr": rail.subnet,
+        "perNodeNetworkPrefix": fabric.ipam_node_prefix,
+        "gatewayIndex": span.gateway_index,
+        "routes": [{"dst": rail.subnet}],
+        "staticAllocations": [
+            {"nodeName": n.node, "prefix": n.prefix, "gateway": n.gateway} for n in nodes
+        ],
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n.node]}]}
+                for n in nodes
+            ]
+        },
+    }
+    if rail.exclude:
+        spec["exclusions"] = [_exclusion(text) for text in rail.exclude]
     return spec
 
 

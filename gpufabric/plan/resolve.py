@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from msgspec.structs import replace
 
 from gpufabric import nics
-from gpufabric.model import railblocks
+from gpufabric.model import railblocks, railspan
 from gpufabric.model.config import (
     DEFAULT_POOL,
     HOSTNAME_LABEL,
@@ -43,11 +43,14 @@ from gpufabric.plan.facts import (
     Facts,
     GangPolicy,
     GpuOperatorFacts,
+    LeafSpanFacts,
     NodeFacts,
+    NodePrefixFacts,
     OperatorFacts,
     PoolFacts,
     RailFacts,
     RequeuePolicy,
+    SpanBlockFacts,
     TenantContract,
 )
 from gpufabric.plan.failure import FailurePolicyFacts
@@ -89,12 +92,49 @@ def block_facts(rail: Rail, leaf_label: str | None) -> tuple[BlockFacts, ...]:
     return tuple(blocks)
 
 
+def span_facts(
+    fabric: Fabric,
+    rail: Rail,
+    leaf_label: str | None,
+    topology: Mapping[str, Mapping[str, str]],
+) -> LeafSpanFacts | None:
+    """A routed rail spanning leaves: each node's static prefix of its leaf's block and the
+    leaf's address in it (gpufabric.model.railspan); None in the per-leaf form."""
+    prefixlen = fabric.ipam.perNodePrefix
+    if not (railspan.spans(fabric) and rail.blocks and leaf_label and prefixlen):
+        return None
+    leaves = railspan.nodes_by_leaf(topology, leaf_label)
+    allocations = railspan.node_prefixes(rail, prefixlen, leaves)
+    return LeafSpanFacts(
+        leaf_label=leaf_label,
+        gateway_index=railspan.gateway_offset(rail.blocks[0]),
+        blocks=tuple(
+            SpanBlockFacts(
+                leaf=b.leaf,
+                subnet=str(b.subnet),
+                nodes=tuple(
+                    NodePrefixFacts(node=a.node, prefix=a.prefix, gateway=a.gateway)
+                    for a in allocations
+                    if a.leaf == b.leaf
+                ),
+            )
+            for b in rail.blocks
+        ),
+    )
+
+
 def _inside(text: str, subnet: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
     return ipaddress.ip_address(text.partition("-")[0].strip()) in subnet
 
 
-def rail_facts(fabric: Fabric, rail: Rail, leaf_label: str | None = None) -> RailFacts:
+def rail_facts(
+    fabric: Fabric,
+    rail: Rail,
+    leaf_label: str | None = None,
+    topology: Mapping[str, Mapping[str, str]] | None = None,
+) -> RailFacts:
     mode = nics.mode(fabric.rdma)
+    span = span_facts(fabric, rail, leaf_label, topology or {})
     plugin_resource = mode.device_plugin_resource(rail.name)
     return RailFacts(
         name=rail.name,
@@ -113,17 +153,22 @@ def rail_facts(fabric: Fabric, rail: Rail, leaf_label: str | None = None) -> Rai
         pool=f"{rail.name}-pool",
         pool_kind="CIDRPool" if fabric.ipam.poolType == "cidrpool" else "IPPool",
         exclude=tuple(rail.exclude),
-        blocks=block_facts(rail, leaf_label),
+        blocks=() if railspan.spans(fabric) else block_facts(rail, leaf_label),
+        span=span,
     )
 
 
 def fabric_facts(
-    fabric: Fabric, tenants: Sequence[Tenant] = (), leaf_label: str | None = None
+    fabric: Fabric,
+    tenants: Sequence[Tenant] = (),
+    leaf_label: str | None = None,
+    node_topology: Mapping[str, Mapping[str, str]] | None = None,
 ) -> FabricFacts:
-    """The resolved fabric; ``leaf_label`` names each node's leaf switch (routed blocks)."""
+    """The resolved fabric; ``leaf_label`` names each node's leaf switch (routed blocks),
+    ``node_topology`` places the nodes under them (rails spanning leaves)."""
     link = nics.link(fabric.type)
     mode = nics.mode(fabric.rdma)
-    rails = tuple(rail_facts(fabric, r, leaf_label) for r in fabric.rails)
+    rails = tuple(rail_facts(fabric, r, leaf_label, node_topology) for r in fabric.rails)
     resources: dict[str, int] = {}
     for rail in rails:
         if rail.resource is not None:
@@ -206,15 +251,36 @@ def leaf_wiring(facts: FabricFacts, namespace: str) -> dict[str, str]:
     return {leaf: networks_annotation(facts, namespace, leaf=leaf) for leaf in block_leaves(facts)}
 
 
+def routed_leaf_label(facts: FabricFacts) -> str | None:
+    """The node label naming the leaf of a fabric with routed rails, either form (else None)."""
+    for rail in facts.rails:
+        if rail.blocks:
+            return rail.blocks[0].leaf_label
+        if rail.span is not None:
+            return rail.span.leaf_label
+    return None
+
+
+def span_leaves(facts: FabricFacts) -> tuple[str, ...]:
+    """The leaves every rail spanning leaves has a block under (empty in the per-leaf form)."""
+    spanning = [r.span for r in facts.rails if r.span is not None]
+    if not spanning:
+        return ()
+    common = set.intersection(*({b.leaf for b in s.blocks} for s in spanning))
+    return tuple(b.leaf for b in spanning[0].blocks if b.leaf in common)
+
+
 def on_one_leaf(contract: TenantContract, leaf: str) -> TenantContract:
-    """A tenant's pod contract pinned under one leaf of a routed fabric: that leaf's
-    networks, and a node selector on the leaf label. ValueError for another leaf."""
-    if leaf not in contract.leaf_networks or contract.leaf_label is None:
-        known = ", ".join(contract.leaf_networks) or "none: no rail is routed per leaf"
+    """A tenant's pod contract pinned under one leaf of a routed fabric: a node selector on
+    the leaf label and, where rails are routed per leaf, that leaf's networks (rails spanning
+    leaves keep theirs). ValueError for another leaf."""
+    known_leaves = tuple(contract.leaf_networks) or contract.span_leaves
+    if leaf not in known_leaves or contract.leaf_label is None:
+        known = ", ".join(known_leaves) or "none: no rail is routed per leaf"
         raise ValueError(f"{leaf!r} is not a leaf of this fabric's routed rails; accepted: {known}")
     return replace(
         contract,
-        networks=contract.leaf_networks[leaf],
+        networks=contract.leaf_networks.get(leaf, contract.networks),
         node_selector={**contract.node_selector, contract.leaf_label: leaf},
     )
 
@@ -331,7 +397,8 @@ def tenant_contracts(
             namespace=t.namespace,
             networks="" if block_leaves(fabric) else networks_annotation(fabric, t.namespace),
             leaf_networks=leaf_wiring(fabric, t.namespace),
-            leaf_label=next((b.leaf_label for r in fabric.rails for b in r.blocks), None),
+            leaf_label=routed_leaf_label(fabric),
+            span_leaves=span_leaves(fabric),
             rdma_resources=fabric.rdma_resources,
             nccl_env=env,
             queue=authority.queue_name(t.namespace),
@@ -436,7 +503,10 @@ def node_facts(model: StackModel, pool: NodePool) -> NodeFacts:
 def pool_facts(model: StackModel, pool: NodePool, authority: Authority) -> PoolFacts:
     """One pool resolved: its nodes, fabric, NCCL settings, threshold and contracts."""
     fabric = fabric_facts(
-        pool.fabric, model.tenants, railblocks.leaf_level(model.scheduling.topologyLevels)
+        pool.fabric,
+        model.tenants,
+        railblocks.leaf_level(model.scheduling.topologyLevels),
+        model.scheduling.nodeTopology,
     )
     env = nccl_env(pool.fabric, fabric)
     return PoolFacts(
