@@ -932,6 +932,14 @@ class Sources(Model):
         )
 
 
+_NOT_INHERITED: dict[str, tuple[str, ...]] = {
+    "type": ("infiniband", "roce"),
+    "rdma": ("sriov",),
+}
+"""A pool that changes the key changes what the settings named after it mean: they are not
+inherited from the stack's fabric (another link's, another mode's)."""
+
+
 class PoolFabric(Model):
     """A pool's own NIC layout: each key set here replaces the stack's ``fabric`` key of the
     same name for the pool's nodes; keys left out are the stack's. Settings of another link
@@ -954,11 +962,10 @@ class PoolFabric(Model):
 
     def _update(self, fabric: Fabric) -> dict[str, Any]:
         update = {key: getattr(self, key) for key in self.model_fields_set}
-        if "type" in update and update["type"] != fabric.type:
-            update.setdefault("infiniband", None)
-            update.setdefault("roce", None)
-        if "rdma" in update and update["rdma"] != fabric.rdma:
-            update.setdefault("sriov", None)
+        for key, dependents in _NOT_INHERITED.items():
+            if key in update and update[key] != getattr(fabric, key):
+                for dependent in dependents:
+                    update.setdefault(dependent, None)
         for key in ("rails", "ncclEnv"):
             if key in update and update[key] is None:
                 del update[key]  # a null list means "the stack's"
