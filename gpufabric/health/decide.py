@@ -5,7 +5,7 @@ the nodes, the firing alerts and the stack's health facts (no API calls, no cloc
   ``quarantine="true"`` is quarantined, within the circuit breaker: at most
   ``min(count, floor(fraction x GPU nodes))`` nodes carry the quarantine taint at once,
   those already carrying it included; the rest are held and reported.
-- An alert labelled ``quarantine="false"`` (an application Xid) leads to no action.
+- An alert labelled ``quarantine="false"`` (a non-fatal Xid) leads to no action.
 - A node gpufabric quarantined whose cause is cleared (no fatal condition, no fatal alert,
   the alerts actually read) and that is Ready is re-certified; a node that failed
   re-certification is tried again only after the retry interval.
@@ -53,7 +53,7 @@ class NodeState:
     faults: tuple[Fault, ...] = ()
     """Fatal: each one quarantines."""
     notices: tuple[Fault, ...] = ()
-    """Application faults (quarantine="false"): no action."""
+    """Non-quarantining faults (quarantine="false", e.g. a non-fatal Xid): no action."""
     gpus: int = 0
     """Allocatable GPUs."""
     hostname: str = ""

@@ -54,7 +54,7 @@ def _codes(xids: XidClass) -> str:
 
 
 def _xid_alert(xids: XidClass) -> AlertClass:
-    name = "GpuFatalXid" if xids.quarantine else "GpuApplicationXid"
+    name = "GpuFatalXid" if xids.quarantine else "GpuNonFatalXid"
     # The exporter's count is a gauge of records per code in its sliding window: take the
     # window's maximum, never increase().
     return AlertClass(
@@ -77,7 +77,7 @@ def _gpu(f: Facts) -> list[AlertClass]:
     m = f.monitoring
     by = "max by (node, gpu)"
     return [
-        *(_xid_alert(x) for x in m.xid_classes),
+        *(_xid_alert(x) for x in m.xid_classes if x.codes),
         AlertClass(
             alert="GpuEccDoubleBit",
             group="gpufabric-gpu",
@@ -268,17 +268,35 @@ FATAL_CONDITIONS = (GPU_FATAL_CONDITION, NIC_FATAL_CONDITION)
 """The node conditions node-problem-detector sets True on a fault that quarantines the
 node (``gpufabric health`` reads them); permanent until the node reboots."""
 
-XID_LINE = r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): ({codes}),.*"
+XID_LINE = (
+    r"NVRM: Xid \((?:PCI:)?[0-9a-fA-F]{{4}}:[0-9a-fA-F]{{2}}:[0-9a-fA-F]{{2}}"
+    r"(?: GPU-I:[0-9]+)?(?: GPU-CI:[0-9]+)?\): ({codes}),.*"
+)
+"""An Xid line as the NVIDIA driver prints it (open-gpu-kernel-modules
+src/nvidia/src/kernel/gpu/rc/kernel_rc.c): ``NVRM: Xid (PCI:%04x:%02x:%02x): %d, `` then either
+``pid=%s, name=%s, `` (``pid='<unknown>', name=<unknown>`` in 515-560 when no process is known)
+or the message alone (570 on); the device may carry MIG attribution (`` GPU-I:%02u``,
+`` GPU-CI:%02u``), and older drivers wrote it without ``PCI:``. ``{codes}`` takes the class's Xids."""
 MLX5_LINK_DOWN = r"mlx5_core [0-9a-fA-F:.]+ \S+: Link down.*"
-MLX5_FATAL = r"mlx5_core [0-9a-fA-F:.]+:? .*(health compromised|internal error|fatal error).*"
+MLX5_FATAL = (
+    r"mlx5_core [0-9a-fA-F:.]+:? .*(Fatal error [0-9]+ detected"
+    r"|synd 0xff: unrecognized error|PCI slot is unavailable|health compromised).*"
+)
+"""mlx5 health lines (torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/health.c):
+poll_health prints ``Fatal error %u detected`` when a fatal sensor trips (PCI reads failing,
+the PCI channel offline, the NIC disabled or in reset, firmware asking for a reset) and
+``device's health compromised - reached miss count`` when the firmware's health counter stops;
+print_health_info then prints ``synd 0x%x: %s``, which reads ``synd 0xff: unrecognized
+error`` when PCI reads return all ones (the NIC has dropped off the bus), or, in kernels that
+check for it first, ``PCI slot is unavailable``. dev_err prefixes the driver and PCI name."""
 
 
 def kernel_monitor(f: Facts) -> dict[str, Any]:
     """node-problem-detector's system-log monitor config: fatal Xids and mlx5 fatal errors
     set a permanent node condition (cleared when the node reboots and the detector
-    restarts); application Xids and link-down lines are events only."""
+    restarts); non-fatal Xids and link-down lines are events only."""
     fatal = next(x for x in f.monitoring.xid_classes if x.quarantine)
-    app = [x for x in f.monitoring.xid_classes if not x.quarantine]
+    nonfatal = [x for x in f.monitoring.xid_classes if not x.quarantine and x.codes]
     rules: list[dict[str, Any]] = [
         {
             "type": "permanent",
@@ -297,10 +315,10 @@ def kernel_monitor(f: Facts) -> dict[str, Any]:
     rules += [
         {
             "type": "temporary",
-            "reason": "ApplicationXid",
+            "reason": "NonFatalXid",
             "pattern": XID_LINE.format(codes=_codes(x)),
         }
-        for x in app
+        for x in nonfatal
     ]
     return {
         "plugin": "kmsg",

@@ -58,7 +58,7 @@ def _board(
 def _fleet(f: Facts) -> dict[str, Any]:
     m = f.monitoring
     fatal = "|".join(str(c) for x in m.xid_classes if x.quarantine for c in x.codes)
-    app = "|".join(str(c) for x in m.xid_classes if not x.quarantine for c in x.codes)
+    nonfatal = "|".join(str(c) for x in m.xid_classes if not x.quarantine for c in x.codes)
     n = f.nodes.gpus_per_node
     return _board(
         "fleet",
@@ -91,8 +91,8 @@ def _fleet(f: Facts) -> dict[str, Any]:
                         "fatal",
                     ),
                     (
-                        f'sum(max_over_time(DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{app}"}}[1h]))',
-                        "application",
+                        f'sum(max_over_time(DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{nonfatal}"}}[1h]))',
+                        "non-fatal",
                     ),
                 ],
                 "timeseries",

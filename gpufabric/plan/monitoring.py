@@ -22,7 +22,7 @@ from typing import Any
 
 from gpufabric.model.config import StackModel
 from gpufabric.model.versions import effective_components
-from gpufabric.plan import alerts, dashboards, health, ids, node_acceptance
+from gpufabric.plan import alerts, dashboards, health, ids, node_acceptance, xids
 from gpufabric.plan.facts import (
     DcgmCounter,
     HealthFacts,
@@ -100,26 +100,9 @@ DCGM_COUNTERS: tuple[DcgmCounter, ...] = (
 default list keeps only the last Xid and leaves ECC, NVLink errors and Xid counts commented
 out; these are the counters the alerts and dashboards read."""
 
-XID_CLASSES: tuple[XidClass, ...] = (
-    XidClass(
-        "fatal",
-        (48, 62, 64, 74, 79, 92, 95, 119, 120),
-        quarantine=True,
-        action="drain the node, reset the GPU or reboot, then re-certify before returning it",
-    ),
-    XidClass(
-        "application",
-        (13, 31, 43, 45),
-        quarantine=False,
-        action="the job's own fault (illegal access, page fault, stopped, pre-empted): tell "
-        "the job's owner; never quarantine the node for it",
-    ),
-)
-"""Xid classes after NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors): 48 DBE
-ECC, 62 internal micro-controller halt, 64 ECC page-retirement/row-remap recording failure,
-74 NVLink error, 79 GPU fallen off the bus, 92 high single-bit ECC rate, 95 uncontained ECC
-error, 119/120 GSP timeout/error need a GPU reset or node reboot; 13, 31, 43 and 45 are
-raised by applications and clear when the process exits."""
+XID_CLASSES: tuple[XidClass, ...] = xids.classes()
+"""Xid classes derived from every row of NVIDIA's Xid catalog (``manifests/xid-catalog.txt``,
+:mod:`gpufabric.plan.xids`): fatal or reset-required Xids quarantine, the non-fatal ones never."""
 
 
 def facts(model: StackModel) -> MonitoringFacts:

@@ -58,8 +58,9 @@ ReclaimPolicy = Literal["Retain", "Delete"]
 JobKind = Literal["mpijob", "trainjob"] | TrainingScheme
 MetricsScheme = Literal["http", "https"]
 """How a metrics endpoint is scraped (https: with the scraper's service account token)."""
-XidAction = Literal["fatal", "application"]
-"""Xid classes: fatal ones need a GPU reset or reboot (quarantine); application ones never."""
+XidAction = Literal["fatal", "nonfatal"]
+"""Xid classes after NVIDIA's catalog (:mod:`gpufabric.plan.xids`): fatal or reset-required
+ones quarantine the node; non-fatal ones never do."""
 """A job kind the cluster serves: MPIJob, a Training Operator v1 scheme, or TrainJob."""
 
 __all__ = [

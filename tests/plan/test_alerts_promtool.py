@@ -129,8 +129,8 @@ def _gpu_cases(plan: Plan) -> dict[str, Any]:
             },
             {
                 "eval_time": at,
-                "alertname": "GpuApplicationXid",
-                "exp_alerts": [_fires(plan, "GpuApplicationXid", node="n2", gpu="3", xid="13")],
+                "alertname": "GpuNonFatalXid",
+                "exp_alerts": [_fires(plan, "GpuNonFatalXid", node="n2", gpu="3", xid="13")],
             },
             {
                 "eval_time": at,
@@ -364,7 +364,7 @@ def test_acceptance_goes_stale_per_node_without_a_fresh_good_result(tmp_path: Pa
 
 @needs_promtool
 def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
-    """The harness can fail: an application Xid expected to quarantine is refused."""
+    """The harness can fail: a non-fatal Xid expected to quarantine is refused."""
     plan = _plan()
     case = _gpu_cases(plan)
     case["alert_rule_test"] = [

@@ -12,6 +12,7 @@ from gpufabric.plan import alerts, ids
 from gpufabric.plan.items import HelmChart, KustomizeOverlay, Layer
 from gpufabric.verify.defaults import NCCL_JOB_NAME
 from tests.builders import body, chart, example_config, plan_of, problems_of
+from tests.npdmatch import reasons_after_each_line
 
 
 def _monitored(**monitoring: Any) -> dict[str, Any]:
@@ -98,13 +99,13 @@ def test_gpus_missing_is_judged_against_the_stacks_gpus_per_node() -> None:
     assert rule.expr.endswith("< 4")
 
 
-def test_application_xids_never_quarantine_and_fatal_ones_do() -> None:
+def test_non_fatal_xids_never_quarantine_and_fatal_ones_do() -> None:
     plan = plan_of(example_config("roce-sriov-volcano"), "roce-sriov-volcano")
     by = {c.alert: c for c in alerts.classes(plan.facts)}
     assert by["GpuFatalXid"].quarantine
-    assert not by["GpuApplicationXid"].quarantine
+    assert not by["GpuNonFatalXid"].quarantine
     assert re.search(r'xid=~"[^"]*\b79\b', by["GpuFatalXid"].expr)
-    for code in ("13", "31", "43", "45"):
+    for code in ("13", "31", "43", "45", "92"):
         assert not re.search(rf"\b{code}\b", by["GpuFatalXid"].expr)
 
 
@@ -131,21 +132,15 @@ def test_node_problem_detector_sets_conditions_for_fatal_xids_only() -> None:
     overlay = plan.item(ids.NODE_PROBLEM_DETECTOR).payload
     assert isinstance(overlay, KustomizeOverlay)
     config = json.loads(overlay.parameters["monitor"])
-    permanent = [r for r in config["rules"] if r["type"] == "permanent"]
-    temporary = [r for r in config["rules"] if r["type"] == "temporary"]
+    permanent = {r["reason"] for r in config["rules"] if r["type"] == "permanent"}
     fatal = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
-    app = "NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, name=python, Graphics Exception: ESR 0x5"
+    nonfatal = "NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, name=python, Graphics Exception: ESR 0x5"
     mlx5 = "mlx5_core 0000:17:00.0 ens1f0np0: Link down"
-
-    def hits(rules: list[dict[str, Any]], line: str) -> list[str]:
-        # node-problem-detector matches a rule's pattern against the whole line.
-        return [r["reason"] for r in rules if re.fullmatch(r["pattern"], line)]
-
-    assert hits(permanent, fatal) == ["FatalXid"]
-    assert hits(permanent, app) == []
-    assert hits(temporary, app) == ["ApplicationXid"]
-    assert hits(permanent, mlx5) == []
-    assert hits(temporary, mlx5) == ["RailLinkDown"]
+    # node-problem-detector's own matching (tests/npdmatch.py); every driver line in
+    # tests/plan/test_kernel_lines.py.
+    got = reasons_after_each_line(config, [fatal, nonfatal, mlx5])
+    assert got == [["FatalXid"], ["NonFatalXid"], ["RailLinkDown"]]
+    assert permanent == {"FatalXid", "Mlx5FatalError"}
     assert {c["type"] for c in config["conditions"]} == {"GpuFatalXid", "NicFatalError"}
 
 

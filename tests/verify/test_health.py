@@ -386,7 +386,7 @@ def alert(name: str, node: str, quarantine: str) -> dict[str, str]:
 
 
 def test_an_application_xid_leads_to_no_action_a_fatal_alert_quarantines(fake: FakeKube, tmp_path: Path, plan: Plan) -> None:  # fmt: skip
-    prom = _Prometheus([alert("GpuApplicationXid", "gpu-05", "false"), alert("GpuFatalXid", "gpu-09", "true")])  # fmt: skip
+    prom = _Prometheus([alert("GpuNonFatalXid", "gpu-05", "false"), alert("GpuFatalXid", "gpu-09", "true")])  # fmt: skip
     try:
         report = one_pass(fake, tmp_path, plan, "--prometheus", prom.url)
     finally:

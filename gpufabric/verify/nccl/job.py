@@ -73,7 +73,7 @@ MARKER = "==> gpufabric nccl-test: {test} <=="
 ORDER_MARKER = "==> gpufabric order {index}/{count}:"
 """Precedes each rank order's runs in a group job's log, followed by its hosts in rank order
 and ``<==``."""
-_ORDER = re.compile(r"^==> gpufabric order (\d+)/(\d+):((?: \S+)*) <==$")
+_ORDER = re.compile(r"^==> gpufabric order ([0-9]+)/([0-9]+):((?: \S+)*) <==$")
 ORDER_HOSTFILE = "/tmp/gpufabric-order-hostfile"
 """The hostfile of the rank order a group job's launcher runs next."""
 GROUP_ENV = {**DEBUG_ENV, "NCCL_ALGO": "Ring"}
@@ -656,7 +656,7 @@ def judge(
     )
 
 
-_RUN_REASON = re.compile(r"^order \d+/\d+ \S+: ")
+_RUN_REASON = re.compile(r"^order [0-9]+/[0-9]+ \S+: ")
 
 
 def headline(doc: nccl_report.NcclReport) -> list[str]:

@@ -19,7 +19,9 @@ from gpufabric.verify.nccl.parsed import (
     Row,
     Run,
     add_out_of_bounds,
+    byte_value,
     cell_value,
+    count_value,
     merge_info,
     sweep_rows,
 )
@@ -27,40 +29,42 @@ from gpufabric.verify.nccl.parsed import (
 _PREFIXES = (
     # Open MPI 4 --tag-output ([1,0]<stdout>:), Open MPI 5 / PRRTE --output tag and
     # tag-detailed ([1,0][host:pid]<stdout>: ; the job may be a namespace name)
-    re.compile(r"^\[[^\],\s]+,\d+\](?:\[[^\]\s]+:\d+\])?<std(?:out|err)>:\s?"),
+    re.compile(r"^\[[^\],\s]+,[0-9]+\](?:\[[^\]\s]+:[0-9]+\])?<std(?:out|err)>:\s?"),
     re.compile(r"^\[pod/[^\]\s]+\]\s"),  # kubectl logs --prefix
-    re.compile(r"^\s*\d+:\s"),  # Slurm srun -l, padded to the widest task id
-    re.compile(r"^\[\d+\]\s"),  # MPICH -prepend-rank
-    re.compile(r"^\[[A-Za-z_][\w-]*?\d+\]:"),  # torchrun --tee / log prefix [default0]:
+    re.compile(r"^\s*[0-9]+:\s"),  # Slurm srun -l, padded to the widest task id
+    re.compile(r"^\[[0-9]+\]\s"),  # MPICH -prepend-rank
+    re.compile(r"^\[[A-Za-z_][\w-]*?[0-9]+\]:"),  # torchrun --tee / log prefix [default0]:
 )
-_MIDLINE_RANK = re.compile(r"\[\d+\]\s?")
+_MIDLINE_RANK = re.compile(r"\[[0-9]+\]\s?")
 """MPICH prefixes every write: a row written in pieces carries them mid-line too."""
 MAX_LINE = 4096
 """Lines are cut here before any pattern runs (NCCL's lines are far shorter)."""
-_HOST_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[\s*\d+\s*\]")
+_HOST_PREFIX = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) \[\s*[0-9]+\s*\]")
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<net>\S+)")
 _NET_IB = re.compile(r"NCCL INFO NET/IB(?:ext)? ?: ?Using (?P<devs>[^;]*)")
 _NO_IB = re.compile(r"NCCL INFO NET/IB(?:ext)? ?: ?No device found")
 _SOCKET_USING = re.compile(r"NET/Socket : Using")
-_HCA = re.compile(r"\[\d+\](?P<hca>[^:\s]+):\d+/(?P<layer>IB|RoCE|UNSPECIFIED)")
+_HCA = re.compile(r"\[[0-9]+\](?P<hca>[^:\s]+):[0-9]+/(?P<layer>IB|RoCE|UNSPECIFIED)")
 _CHANNEL = re.compile(
-    r"NCCL INFO (?:Channel \d+(?:/\d+)?|Ring \d+) : (?P<src>\d+)(?:\[\w+\])? -> "
-    r"(?P<dst>\d+)(?:\[\w+\])? (?:\[(?P<dir>send|receive)\] )?via (?P<via>\S+)"
+    r"NCCL INFO (?:Channel [0-9]+(?:/[0-9]+)?|Ring [0-9]+) : (?P<src>[0-9]+)(?:\[\w+\])? -> "
+    r"(?P<dst>[0-9]+)(?:\[\w+\])? (?:\[(?P<dir>send|receive)\] )?via (?P<via>\S+)"
 )
-_GDR_DISABLED = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '(?P<hca>[^']+)'")
-_INIT = re.compile(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) .*Init COMPLETE")
+_GDR_DISABLED = re.compile(r"GPU Direct RDMA Disabled for HCA [0-9]+ '(?P<hca>[^']+)'")
+_INIT = re.compile(r"rank (?P<rank>[0-9]+) nranks (?P<nranks>[0-9]+) .*Init COMPLETE")
 _NNODES = re.compile(
-    r"NCCL INFO comm \S+ rank \d+ nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)"
-    r"(?: localRanks \d+ localRank \d+ MNNVL (?P<mnnvl>\d+))?"
+    r"NCCL INFO comm \S+ rank [0-9]+ nRanks (?P<nranks>[0-9]+) nNodes (?P<nnodes>[0-9]+)"
+    r"(?: localRanks [0-9]+ localRank [0-9]+ MNNVL (?P<mnnvl>[0-9]+))?"
 )
-_DEVICE = re.compile(r"^#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)")
+_DEVICE = re.compile(
+    r"^#\s+Rank\s+[0-9]+\s+Group\s+[0-9]+\s+Pid\s+(?P<pid>[0-9]+)\s+on\s+(?P<host>\S+)"
+)
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:(?P<rest>.*)$")
-_OOB_VALUE = re.compile(r"^\s*(?P<n>\d{1,18})\s+(?P<ok>OK|FAILED)\s*$")
-_REDUCED = re.compile(r"^#\s*Reducing maxBytes to (?P<max>\d+) due to memory limitation")
+_OOB_VALUE = re.compile(r"^\s*(?P<n>[0-9]{1,18})\s+(?P<ok>OK|FAILED)\s*$")
+_REDUCED = re.compile(r"^#\s*Reducing maxBytes to (?P<max>[0-9]+) due to memory limitation")
 _JSON_OUT = re.compile(r"^# Writing JSON output to (?P<path>\S.*)$")
 _CHANNELS = re.compile(
-    r"NCCL INFO (?P<coll>\d+) coll channels, (?P<collnet>\d+) collnet channels, "
-    r"(?P<nvls>\d+) nvls channels"
+    r"NCCL INFO (?P<coll>[0-9]+) coll channels, (?P<collnet>[0-9]+) collnet channels, "
+    r"(?P<nvls>[0-9]+) nvls channels"
 )
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)(?:\s+(?P<word>\S+))?\s*$")
 """nccl-tests' footer (common.cu): the word is empty unless NCCL_TESTS_MIN_BW is set, then
@@ -69,15 +73,15 @@ or "OK"."""
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(?P<name>\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(?P<name>\S+)")
 _SWEEP = re.compile(
-    r"^#\s*nThread \d+ nGpus \d+ minBytes (?P<min>\d+) maxBytes (?P<max>\d+) "
-    r"step: (?P<step>\d+)\((?P<kind>factor|bytes)\)"
+    r"^#\s*nThread [0-9]+ nGpus [0-9]+ minBytes (?P<min>[0-9]+) maxBytes (?P<max>[0-9]+) "
+    r"step: (?P<step>[0-9]+)\((?P<kind>factor|bytes)\)"
 )
 _FATAL = re.compile(r"Test (?:NCCL|CUDA) failure|: Test failure ")
 _KILLED = re.compile(
-    r"exited on signal \d+|BAD TERMINATION|mpirun noticed that process|srun: error:|"
+    r"exited on signal [0-9]+|BAD TERMINATION|mpirun noticed that process|srun: error:|"
     r"one or more processes exited with non-zero status|"
     r"Segmentation fault|core dumped|terminate called|\bKilled\b|"
-    r"Primary job\s+terminated normally, but \d+ process returned"
+    r"Primary job\s+terminated normally, but [0-9]+ process returned"
 )
 
 
@@ -147,7 +151,11 @@ def _clean(raw: str) -> str:
 
 def _row(line: str, columns: list[str], run: Run) -> None:
     tokens = _MIDLINE_RANK.sub(" ", line).split()
-    if not tokens or not tokens[0].isdigit():
+    if not tokens or not tokens[0][:1].isdigit():
+        return
+    size = byte_value(tokens[0], "a table row's size", run)
+    if size is None:
+        run.unreadable_rows += 1
         return
     if "timestamp" in columns and len(tokens) == len(columns) + 1:
         # -S 1: the timestamp is "%Y-%m-%d %H:%M:%S", two tokens under one header
@@ -168,6 +176,8 @@ def _row(line: str, columns: list[str], run: Run) -> None:
         values.append(value if bad is None else None)
         if bad is not None:
             impossible.append(f"busbw {bad} at {tokens[0]} B")
+        elif value is None and tokens[i] != "N/A":
+            run.malformed.append(f"busbw {tokens[i][:20]!r} at {size} B is not a number")
     count = 0
     for i in wrong:
         if tokens[i] == "N/A":  # -c 0
@@ -180,7 +190,7 @@ def _row(line: str, columns: list[str], run: Run) -> None:
         count += int(value)
     run.rows.append(
         Row(
-            size=int(tokens[0]),
+            size=size,
             busbw_oop=values[0] if values else None,
             busbw_ip=values[1] if len(values) > 1 else None,
             wrong=count,
@@ -195,12 +205,17 @@ def _comment(line: str, run: Run, columns: list[str] | None) -> list[str] | None
     if tokens[:1] == ["size"] and "busbw" in tokens:
         return tokens
     if m := _SWEEP.match(line):
-        run.sweep = (int(m["min"]), int(m["step"]), m["kind"])
-        run.expected_rows = sweep_rows(int(m["min"]), int(m["max"]), int(m["step"]), m["kind"])
+        low, high, step = (
+            byte_value(m[k], f"the sweep's {k}", run) for k in ("min", "max", "step")
+        )
+        if low is not None and high is not None and step is not None:
+            run.sweep = (low, step, m["kind"])
+            run.expected_rows = sweep_rows(low, high, step, m["kind"])
     elif (m := _REDUCED.match(line)) and run.sweep is not None:
         # the memory check lowers maxBytes after the sweep line (common.cu): fewer sizes
         low, step, kind = run.sweep
-        run.expected_rows = sweep_rows(low, int(m["max"]), step, kind)
+        if (high := byte_value(m["max"], "the reduced maxBytes", run)) is not None:
+            run.expected_rows = sweep_rows(low, high, step, kind)
     elif m := _CONCLUDED.match(line):
         run.concluded = True
         run.test = run.test or m["name"]
@@ -218,7 +233,8 @@ def _comment(line: str, run: Run, columns: list[str] | None) -> list[str] | None
             run.malformed.append(f"unreadable average bus bandwidth line: {line[:80]!r}")
     elif m := _DEVICE.match(line):
         run.hosts.add(m["host"])
-        run.pids.add((m["host"], int(m["pid"])))
+        if (pid := count_value(m["pid"], "a rank's Pid", run)) is not None:
+            run.pids.add((m["host"], pid))
     _scan(line, run)  # NCCL's lines glued to a '#' line (interleaved writes) still count
     return columns
 
@@ -264,7 +280,7 @@ def parse_runs(text: str, source: str = "") -> list[Run]:
         if line.startswith("#"):
             columns = _comment(line, run, columns)
             continue
-        if columns is not None and line[:1].isdigit():
+        if columns is not None and line[:1].isdigit():  # '²' too: byte_value refuses it
             _row(line, columns, run)
         _scan(line, run)
     if len(runs) > 1 and runs[0].test is None and not runs[0].rows:
@@ -285,7 +301,8 @@ def _scan(line: str, run: Run) -> None:
     :data:`_INFO`), or a launcher's word that a rank was killed or crashed."""
     if "NCCL " in line and (m := _HOST_PREFIX.match(line)):
         run.hosts.add(m["host"])
-        run.debug_pids.add((m["host"], int(m["pid"])))
+        if (pid := count_value(m["pid"], "an NCCL line's pid", run)) is not None:
+            run.debug_pids.add((m["host"], pid))
     if "NCCL WARN" in line:
         run.warnings.append(_warning(line))
     elif _FATAL.search(line):
@@ -340,17 +357,23 @@ def _on_gdr_disabled(m: re.Match[str], run: Run) -> None:
 
 
 def _on_channel_counts(m: re.Match[str], run: Run) -> None:
-    run.in_network |= {n for n in ("collnet", "nvls") if int(m[n])}
+    counts = {n: count_value(m[n], f"NCCL's {n} channels", run) for n in ("collnet", "nvls")}
+    run.in_network |= {n for n, c in counts.items() if c}
 
 
 def _on_nnodes(m: re.Match[str], run: Run) -> None:
-    run.nnodes = max(run.nnodes or 0, int(m["nnodes"]))
-    run.nranks = max(run.nranks or 0, int(m["nranks"]))
+    nnodes = count_value(m["nnodes"], "NCCL's nNodes", run)
+    nranks = count_value(m["nranks"], "NCCL's nRanks", run)
+    if nnodes is None or nranks is None:
+        return
+    run.nnodes = max(run.nnodes or 0, nnodes)
+    run.nranks = max(run.nranks or 0, nranks)
     run.mnnvl |= m["mnnvl"] not in (None, "0")
 
 
 def _on_init(m: re.Match[str], run: Run) -> None:
-    run.nranks = max(run.nranks or 0, int(m["nranks"]))
+    if (nranks := count_value(m["nranks"], "NCCL's nranks", run)) is not None:
+        run.nranks = max(run.nranks or 0, nranks)
 
 
 _INFO: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Run], None]], ...] = (

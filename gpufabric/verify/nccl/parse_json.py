@@ -12,7 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric.verify.nccl.parsed import Row, Run, add_out_of_bounds, cell_value, sweep_rows
+from gpufabric.verify.nccl.parsed import (
+    MAX_BYTES,
+    Row,
+    Run,
+    add_out_of_bounds,
+    cell_value,
+    sweep_rows,
+)
 
 MAX_JSON_DEPTH = 16
 
@@ -30,9 +37,16 @@ def _json_number(value: Any, what: str, run: Run) -> float | None:
         if number is None:
             run.malformed.append(f"{what} is the string {value[:20]!r}, not a number")
         return number
+    if isinstance(value, int) and abs(value) >= _FLOAT_INT_LIMIT:
+        run.malformed.append(f"{what} is an integer of {value.bit_length()} bits, not a number")
+        return None
     if value != value or value in (float("inf"), float("-inf")):
         return float("nan")
     return float(value)
+
+
+_FLOAT_INT_LIMIT = 1 << 1000
+"""Integers a float holds (up to about 2**1024); a larger JSON integer is no measurement."""
 
 
 def _json_identity(doc: dict[str, Any], run: Run) -> None:
@@ -95,7 +109,7 @@ def _json_row(i: int, item: Any, run: Run) -> Row | None:
         run.malformed.append(f"results[{i}] is not an object")
         return None
     size = item.get("size")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size < MAX_BYTES:
         run.malformed.append(f"results[{i}].size is not a byte count")
         return None
     row = Row(size=size, busbw_oop=None, busbw_ip=None, wrong=0)
@@ -132,7 +146,7 @@ def _json_footers(doc: dict[str, Any], run: Run) -> None:
         _json_out_of_bounds(oob, run)
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict) and isinstance(avg.get("bandwidth"), int | float):
-        run.avg_busbw = float(avg["bandwidth"])
+        run.avg_busbw = _json_number(avg["bandwidth"], "average_bus_bandwidth.bandwidth", run)
     if isinstance(avg, dict) and "okay" in avg:
         okay = avg["okay"]  # "unchecked" without NCCL_TESTS_MIN_BW, else true/false
         if isinstance(okay, bool | str) and okay in _JSON_BOOL:
@@ -202,6 +216,12 @@ def _json_run(doc: Any, source: str) -> Run:
 def parse_json(text: str, source: str = "") -> Run:
     try:
         doc = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as err:  # an integer past Python's digit limit for int(str)
+        run = Run(source=source, from_json=True)
+        run.malformed.append(f"JSON number too long to read: {str(err)[:80]}")
+        return run
     except RecursionError:
         run = Run(source=source, from_json=True)
         run.malformed.append("JSON nested deeper than Python can read")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+_NUMBER = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
 _NONFINITE = re.compile(r"^[-+]?(?:nan|inf|infinity)$", re.IGNORECASE)
 MAX_SIZES = 10_000
 
@@ -40,6 +40,9 @@ class Run:
     """Sizes the test announced (minBytes..maxBytes by its step), times its cycles."""
     sweep: tuple[int, int, str] | None = None
     """The announced sweep's minBytes, step and step kind (maxBytes may be reduced later)."""
+    unreadable_rows: int = 0
+    """Table rows printed whose size is not a byte count (in ``malformed``): printed, not read,
+    so they neither count as missing sizes nor add values."""
     concluded: bool = False
     footer: bool = False
     """The table's footer (the out-of-bounds line) was printed."""
@@ -116,6 +119,39 @@ def sweep_rows(low: int, high: int, step: int, kind: str) -> int | None:
                 return None
             size += step
     return count
+
+
+MAX_COUNT_DIGITS = 7
+"""Counts NCCL and nccl-tests print (nodes, ranks, channels) have at most this many digits:
+ten million nodes is no fleet; a longer one is crafted or garbled, never read as a count."""
+MAX_BYTES = 1 << 64
+"""Sizes are ``size_t``: nccl-tests prints none at or past 2**64."""
+
+
+def _shown(token: str) -> str:
+    return f"{token[:20]}... ({len(token)} characters)" if len(token) > 24 else token
+
+
+def ascii_digits(token: str) -> bool:
+    """Only 0-9: ``str.isdigit`` also takes '²', '①' and other scripts' digits."""
+    return token.isascii() and token.isdigit()
+
+
+def count_value(token: str, what: str, run: Run) -> int | None:
+    """A count NCCL printed, or None with the reason in ``run.malformed`` (not 0-9 digits, or
+    more than :data:`MAX_COUNT_DIGITS` of them)."""
+    if not ascii_digits(token) or len(token) > MAX_COUNT_DIGITS:
+        run.malformed.append(f"{what} {_shown(token)!r} is not a count")
+        return None
+    return int(token)
+
+
+def byte_value(token: str, what: str, run: Run) -> int | None:
+    """A size in bytes nccl-tests printed, or None with the reason in ``run.malformed``."""
+    if not ascii_digits(token) or len(token) > 20 or int(token) >= MAX_BYTES:
+        run.malformed.append(f"{what} {_shown(token)!r} is not a byte count")
+        return None
+    return int(token)
 
 
 def add_out_of_bounds(run: Run, count: int, ok: bool) -> None:

@@ -220,10 +220,10 @@ def rule_malformed(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
 def rule_unfinished(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Fewer rows than the test announced; else a named test with rows but no end line."""
     run = ev.run
-    if run.expected_rows is not None and len(run.rows) < run.expected_rows:
+    printed = len(run.rows) + run.unreadable_rows
+    if run.expected_rows is not None and printed < run.expected_rows:
         return _fail(
-            f"the run ended early: {len(run.rows)} of {run.expected_rows} announced sizes "
-            "were printed"
+            f"the run ended early: {printed} of {run.expected_rows} announced sizes were printed"
         )
     if run.test is not None and run.rows and not run.concluded:
         return _fail("the run did not finish (no 'Collective test concluded' line)")
