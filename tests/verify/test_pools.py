@@ -514,3 +514,95 @@ def test_each_pools_job_validates_against_the_crds(pool: str, kind: str, crd_dir
     report = validate_objects([job], plan.facts.kubernetes_minor, crd_dir)
     assert report.ok, report.errors
     assert not report.unchecked
+
+
+class _ProbeTrees(dict[str, Path]):
+    """Probe pod host specs (kubectl://probe-<node>?...) -> the tree of the pod's node."""
+
+    def __init__(self, trees: dict[str, Path]) -> None:
+        super().__init__()
+        self.trees = trees
+
+    def __missing__(self, spec: str) -> Path:
+        pod = spec.removeprefix("kubectl://").split("?", 1)[0]
+        return self.trees[pod.removeprefix("probe-")]
+
+
+def test_via_cluster_judges_each_node_by_the_pool_its_labels_select(
+    fake: FakeKube,
+    tmp_path: Path,
+    qos_path: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``verify nodes --via-cluster`` on fleet-mixed, the probe pods played by the fake
+    (a pod on each node its pool's selector matches) and each node's files by a tree: an
+    L40S-labelled node showing the H100 pool's layout fails, a GPU node no pool selects
+    fails node.pool, the others pass; --pool checks that pool only."""
+    from fleetfake import LatencyTransport
+
+    from gpufabric.verify.nodes import daemonset
+
+    trees = {
+        "h100-a": nodefs.build(tmp_path / "h100", node_for(fleet_exp("h100"))),
+        "l40s-a": nodefs.build(tmp_path / "node", node_for(fleet_exp("l40s"))),
+    }
+    trees["l40s-b"] = trees["h100-a"]  # an L40S-labelled host with the H100 rails
+    product = "nvidia.com/gpu.product"
+    labels = {
+        "h100-a": {product: "NVIDIA-H100-80GB-HBM3"},
+        "l40s-a": {product: "NVIDIA-L40S"},
+        "l40s-b": {product: "NVIDIA-L40S"},
+        "a100-x": {"feature.node.kubernetes.io/pci-10de.present": "true"},
+        "cpu-0": {"kubernetes.io/os": "linux"},
+    }
+    for name, own in labels.items():
+        fake.add(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **own}},
+                "spec": {},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
+    probed: list[str] = []
+
+    def start(kube: Kube, nodes: Any, image: str, **_: Any) -> dict[str, str]:
+        probed.append(nodes.selector_text)
+        found = kube.list("/api/v1/nodes", nodes.selector_text)
+        return {f"probe-{n['metadata']['name']}": n["metadata"]["name"] for n in found}
+
+    monkeypatch.setattr(daemonset, "require_kubectl", lambda: None)
+    monkeypatch.setattr(daemonset, "start", start)
+    monkeypatch.setattr(daemonset, "stop", lambda *_a, **_k: None)
+    transport = LatencyTransport(_ProbeTrees(trees))
+    monkeypatch.setattr(node_fleet, "testinfra_transport", lambda _root: transport)
+    argv = [
+        "verify", "nodes", "--stack", "fleet-mixed", "--via-cluster", "--json",
+        "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--context", "fake",
+    ]  # fmt: skip
+    assert main(argv) == 4
+    doc = json.loads(capsys.readouterr().out)
+    assert probed == ["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.product=NVIDIA-L40S"]  # fmt: skip
+    failing: dict[str, set[str]] = {}
+    for c in doc["checks"]:
+        if c["status"] == "FAIL":
+            failing.setdefault(c["target"], set()).add(c["check"])
+    assert set(failing) == {"l40s-b", "a100-x"}
+    assert failing["a100-x"] == {"node.pool"}
+    assert {"gpu.count", "rail.roce0.port"} <= failing["l40s-b"]
+    passing = {c["target"] for c in doc["checks"] if c["check"] == "node.pool"}
+    assert passing == {"h100-a", "l40s-a", "l40s-b", "a100-x"}  # cpu-0 is no GPU node
+    assert {c["target"] for c in doc["checks"] if c["check"] == "fleet.driver-version"} == {
+        "pool h100",
+        "pool l40s",
+    }
+
+    probed.clear()
+    assert main([*argv, "--pool", "h100"]) == 4  # a100-x still fails: no pool selects it
+    doc = json.loads(capsys.readouterr().out)
+    assert probed == ["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"]
+    targets = {c["target"] for c in doc["checks"]}
+    assert "l40s-a" not in targets
+    assert {"h100-a", "a100-x"} <= targets
