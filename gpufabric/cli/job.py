@@ -6,19 +6,42 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpufabric.cli.files import crd_dir_ok
 from gpufabric.cli.options import directory_arg
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.stackfile import Stack
-from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_objects, read_entrypoint
+from gpufabric.outputs.jobs import (
+    JOB_KINDS,
+    JobRequest,
+    job_objects,
+    plan_for_pool,
+    read_entrypoint,
+)
 from gpufabric.outputs.render import to_yaml
 
 
+class _Formatter(argparse.HelpFormatter):
+    """The usage line as it was before --pool (the option list of --help shows --pool):
+    a one-pool stack's outputs, usage errors included, stay byte for byte as they were."""
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: Any = None) -> None:
+        actions = [a for a in actions if a.dest != "pool"]
+        super().add_usage(usage, actions, groups, prefix)
+
+
 def arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = _Formatter
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
     p.add_argument("--kind", required=True, choices=JOB_KINDS, help="job kind")
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes (pods) the job spans (2)")
+    p.add_argument(
+        "--pool",
+        help="the node pool the job runs on (gpuNodes[].name; default: the only pool, "
+        "required on a stack with several): its nodes, rails, RDMA resources and NCCL "
+        "settings; a job never mixes pools",
+    )
     p.add_argument("--image", help="container image (default: the pinned training image)")
     p.add_argument(
         "--command",
@@ -71,7 +94,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
-    plan = stack.plan
+    plan = plan_for_pool(stack.plan, args.pool)
     request = JobRequest(
         tenant=args.tenant,
         kind=args.kind,

@@ -96,6 +96,12 @@ def _nodes_parser(vsub: Any) -> None:
         help="run a privileged probe DaemonSet on the GPU nodes and check through kubectl exec",
     )
     p.add_argument(
+        "--pool",
+        help="the node pool to check (gpuNodes[].name), by its layout (GPUs, rails, link, "
+        "rate, MTU); default: the only pool; on a stack with several, --via-cluster checks "
+        "every pool, each node by the pool its labels select, and --hosts needs --pool",
+    )
+    p.add_argument(
         "--root",
         default="/",
         help="where the node's root file system is seen (default /; --via-cluster uses /host)",
@@ -212,6 +218,12 @@ def _nccl_parser(vsub: Any) -> None:
         type=int,
         default=2,
         help="GPU nodes the test spans, at least 2 (default 2; a sweep sizes its own jobs)",
+    )
+    p.add_argument(
+        "--pool",
+        help="the node pool the test runs on (gpuNodes[].name; default: the only pool, "
+        "required on a stack with several): its rails, NCCL settings and threshold; with "
+        "--sweep: sweep only this pool (default: every pool, each apart)",
     )
     p.add_argument("--image", help="image with nccl-tests' *_perf_mpi (default: pinned)")
     p.add_argument(

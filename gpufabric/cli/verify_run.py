@@ -20,14 +20,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
-from gpufabric.exitcodes import ExitCode, Verdict
+from gpufabric.exitcodes import ExitCode, Verdict, worst
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs import ownfile
-from gpufabric.outputs.jobs import pulled_image
+from gpufabric.outputs.jobs import plan_for_pool, pulled_image
 from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
@@ -41,6 +42,7 @@ from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import daemonset as probe_daemonset
 from gpufabric.verify.nodes import fleet
+from gpufabric.verify.nodes import pools as node_pools
 from gpufabric.verify.results import (
     Check,
     error,
@@ -57,6 +59,8 @@ from gpufabric.verify.storage import judge as storage
 from gpufabric.verify.storage import run as storage_run
 from gpufabric.verify.sweep import run as sweep
 from gpufabric.verify.sweep import session
+
+_T = TypeVar("_T")
 
 MIN_NODES = 2
 """Nodes an acceptance run spans at least: the bandwidth verdict is for inter-node traffic."""
@@ -188,10 +192,28 @@ def _write_expect(path: Path, exp: expect.Expectation) -> int:
     return ExitCode.OK
 
 
+def _nodes_pool(plan: Plan, args: argparse.Namespace) -> list[Plan]:
+    """The pools ``verify nodes`` judges, each as its narrowed Plan: --pool's; the only
+    pool; on a fleet with --via-cluster every pool (each node by the pool its labels
+    select). --hosts and --write-expect on a fleet name the pool their hosts are of."""
+    if args.pool is not None or not plan.facts.fleet:
+        return [plan_for_pool(plan, args.pool, "gpufabric verify")]
+    if args.via_cluster:
+        return [plan.for_pool(name) for name in plan.facts.pool_names]
+    flag = "--write-expect" if args.write_expect else "--hosts"
+    problem = Problem(
+        "--pool",
+        f"the stack has {len(plan.facts.pools)} node pools, each with its own layout: "
+        f"{flag} needs the pool its hosts are of (--via-cluster finds each node's pool from "
+        f"its labels); accepted: {', '.join(plan.facts.pool_names)}",
+    )
+    raise StackError("gpufabric verify", [problem])
+
+
 def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
-    exp = expect.from_facts(plan.facts)
+    pools = _nodes_pool(plan, args)
     if args.write_expect:
-        return _write_expect(args.write_expect, exp)
+        return _write_expect(args.write_expect, expect.from_facts(pools[0].facts))
     if not args.hosts and not args.via_cluster:
         print(
             "gpufabric verify nodes: pass --hosts ssh://a,ssh://b or --via-cluster",
@@ -203,7 +225,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     progress = (lambda _d, _t: None) if args.json else fleet.terminal_progress()
     until = time.monotonic() + args.timeout  # --timeout bounds the whole command
 
-    def check(hosts: list[str], root: str) -> list[Check]:
+    def check(hosts: list[str], root: str, exp: expect.Expectation) -> list[Check]:
         return fleet.run_fleet(
             hosts,
             exp,
@@ -215,29 +237,24 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         )
 
     if args.hosts:
-        results = check(_hosts(args.hosts), args.root)
+        results = check(_hosts(args.hosts), args.root, expect.from_facts(pools[0].facts))
+        results += nodes.fleet_checks(results)
     else:
         kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
         image = pulled_image(plan, args.probe_image, "--probe-image", "probe-image")
-        owned: list[str] = []  # what this run creates: all it may delete
-        try:
-            pods = probe_daemonset.start(
-                kube, plan.facts.nodes, image, timeout=min(300, args.timeout),
-                progress=report_progress, owned=owned,
-            )  # fmt: skip
-            context = _context(plan, args)
-            hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
-            names = dict(zip(hosts, pods.values(), strict=True))
-            results = [
-                dataclasses.replace(c, target=names.get(c.target, c.target))
-                for c in check(hosts, probe_daemonset.HOST_ROOT)
-            ]
-        finally:
-            if not args.keep_probe:
-                with shielded(), kube.grace():
-                    probe_daemonset.stop(kube, progress=report_progress, owned=owned)
-    results += nodes.fleet_checks(results)
+        results = []
+        if plan.facts.fleet:  # which pool each GPU node is of, by its labels
+            chosen = {p.facts.pool for p in pools}
+            listed = node_pools.membership(kube.list("/api/v1/nodes"), plan.facts)
+            results += [c for c in listed if c.details.get("pool", "") in chosen | {""}]
+        for one in pools:
+            if plan.facts.fleet:
+                report_progress(f"pool {one.facts.pool} ({one.facts.nodes.selector_text})")
+            exp = expect.from_facts(one.facts)
+            judged = _via_cluster(one, args, kube, image, functools.partial(check, exp=exp))
+            results += judged
+            results += _pool_fleet_checks(one, judged)
     code = _report(args, f"nodes ({plan.stack})", results)
     summary = fleet.group_failures(results)
     if summary and not args.json:
@@ -245,6 +262,42 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
         for line in summary:
             print(f"  {line}")
     return code
+
+
+def _pool_fleet_checks(plan: Plan, results: list[Check]) -> list[Check]:
+    """Checks across one pool's nodes (one driver version: a job never spans pools, and
+    pools may pin their own drivers), on a fleet named for the pool."""
+    out = nodes.fleet_checks(results)
+    if not plan.facts.fleet:
+        return out
+    return [dataclasses.replace(c, target=f"pool {plan.facts.pool}") for c in out]
+
+
+def _via_cluster(
+    plan: Plan,
+    args: argparse.Namespace,
+    kube: Kube,
+    image: str,
+    check: Callable[[list[str], str], list[Check]],
+) -> list[Check]:
+    """The checks of every node of the plan's pool, through a probe DaemonSet on them."""
+    owned: list[str] = []  # what this run creates: all it may delete
+    try:
+        pods = probe_daemonset.start(
+            kube, plan.facts.nodes, image, timeout=min(300, args.timeout),
+            progress=report_progress, owned=owned,
+        )  # fmt: skip
+        context = _context(plan, args)
+        hosts = [probe_daemonset.host_spec(p, args.kubeconfig, context) for p in pods]
+        names = dict(zip(hosts, pods.values(), strict=True))
+        return [
+            dataclasses.replace(c, target=names.get(c.target, c.target))
+            for c in check(hosts, probe_daemonset.HOST_ROOT)
+        ]
+    finally:
+        if not args.keep_probe:
+            with shielded(), kube.grace():
+                probe_daemonset.stop(kube, progress=report_progress, owned=owned)
 
 
 def cmd_pods(plan: Plan, args: argparse.Namespace) -> int:
@@ -265,18 +318,117 @@ def cmd_cluster(plan: Plan, args: argparse.Namespace) -> int:
     return _report(args, suite, checks)
 
 
+def sweep_pools(plan: Plan, pool: str | None) -> list[Plan]:
+    """The pools a sweep covers, each as its narrowed Plan: --pool's, else every pool (a
+    sweep never pairs nodes of two pools: each pool is swept apart, judged by its own
+    threshold)."""
+    if pool is not None or not plan.facts.fleet:
+        return [plan_for_pool(plan, pool, "gpufabric verify nccl")]
+    return [plan.for_pool(name) for name in plan.facts.pool_names]
+
+
+def _in_pool(name: str, others: Sequence[str], work: Callable[[], _T]) -> _T:
+    """``work`` for pool ``name`` of a fleet's sweep; its refusal names the pool, and the
+    --pool that sweeps each other pool without it (exit 2)."""
+    try:
+        return work()
+    except StackError as exc:
+        alone = " or ".join(f"--pool {o}" for o in others)
+        problems = [
+            Problem(p.path, f"pool {name}: {p.message} ({alone} sweeps a pool without it)")
+            for p in exc.problems
+        ]
+        raise StackError(exc.source, problems) from None
+
+
 def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
-    """``verify nccl --sweep``: localize the nodes that fail the acceptance test."""
+    """``verify nccl --sweep``: localize the nodes that fail the acceptance test, pool by
+    pool on a fleet."""
+    pools = sweep_pools(plan, args.pool)
+    if len(pools) == 1:
+        return _sweep_one(pools[0], args)
+    if args.dry_run:
+        for one in pools:
+            report_progress(f"pool {one.facts.pool}:")
+            _in_pool(
+                one.facts.pool, _others(pools, one), functools.partial(session.dry_run, one, args)
+            )
+            sys.stdout.write("---\n" if one is not pools[-1] else "")
+        return ExitCode.OK
+    for one in pools:  # every pool's refusal before the first API call
+        _in_pool(one.facts.pool, _others(pools, one), functools.partial(session.check, one, args))
+    kube = _kube(plan, args, sweep_=True)
+    swept: dict[str, session.Swept | None] = {}
+    for one in pools:
+        report_progress(f"sweeping pool {one.facts.pool} ({one.facts.nodes.selector_text})")
+        swept[one.facts.pool] = session.run(one, args, kube)
+    return _fleet_sweep_report(plan, pools, args, kube, swept)
+
+
+def _others(pools: Sequence[Plan], one: Plan) -> list[str]:
+    return [p.facts.pool for p in pools if p is not one]
+
+
+def _fleet_sweep_report(
+    plan: Plan,
+    pools: list[Plan],
+    args: argparse.Namespace,
+    kube: Kube,
+    swept: dict[str, session.Swept | None],
+) -> int:
+    """A fleet's sweep: each pool's table (or JSON document) under its name; the verdict is
+    the worst pool's, and a pool with fewer than 2 nodes to pair is INCONCLUSIVE."""
+    verdicts = [Verdict.INCONCLUSIVE if s is None else s.report.verdict for s in swept.values()]
+    if args.junit:
+        checks: list[Check] = []
+        for name, s in swept.items():
+            if s is None:
+                checks.append(error("nccl.sweep", f"pool {name}", _TOO_FEW))
+            else:
+                checks += session.sweep_checks(s.report, s.skipped)
+        _write_junit(args.junit, f"nccl sweep ({plan.stack})", checks)
+    if args.json:
+        doc = {
+            "verdict": worst(verdicts),
+            "pools": {
+                name: (
+                    {"verdict": Verdict.INCONCLUSIVE, "error": _TOO_FEW}
+                    if s is None
+                    else {"verdict": s.report.verdict, **session.sweep_document(*s)}
+                )
+                for name, s in swept.items()
+            },
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        for name, s in swept.items():
+            print(f"pool {name}:")
+            if s is None:
+                print(f"  {_TOO_FEW}")
+                continue
+            sys.stdout.write(printable(sweep.format_table(s.report)))
+            for why, which in session.skipped_words(s.skipped):
+                print(f"not swept ({why}): {', '.join(which)}")
+    sys.stdout.flush()  # the report first: recording the results may take a while
+    for one in pools:
+        s = swept[one.facts.pool]
+        if s is not None:
+            acceptance_record.after_sweep(kube, one, args, s.report)
+    return worst(verdicts).exit_code
+
+
+_TOO_FEW = "fewer than 2 Ready, schedulable GPU nodes"
+
+
+def _sweep_one(plan: Plan, args: argparse.Namespace) -> int:
+    """The sweep of one pool (the stack's only one, or --pool's)."""
     if args.dry_run:
         return session.dry_run(plan, args)
     session.check(plan, args)
     kube = _kube(plan, args, sweep_=True)
     swept = session.run(plan, args, kube)
     if swept is None:
-        print(
-            "gpufabric verify nccl --sweep: fewer than 2 Ready, schedulable GPU nodes",
-            file=sys.stderr,
-        )
+        print(f"gpufabric verify nccl --sweep: {_TOO_FEW}", file=sys.stderr)
         return Verdict.INCONCLUSIVE.exit_code
     report, skipped = swept
     if args.junit:
@@ -297,6 +449,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     nccl.acceptance_kind(plan)  # a stack without an acceptance job: exit 2, no cluster call
     if args.sweep:
         return cmd_sweep(plan, args)
+    plan = plan_for_pool(plan, args.pool, "gpufabric verify nccl")
     # the sweep's own flags without --sweep are refused by the CLI (cli.verify.NCCL_RULES)
     if args.nodes < MIN_NODES:
         problem = Problem(

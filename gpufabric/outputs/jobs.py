@@ -83,6 +83,44 @@ def _fail(path: str, message: str) -> StackError:
     return StackError("gpufabric job", [Problem(path, message)])
 
 
+def nccl_env_name(facts: Facts) -> str:
+    """The ConfigMap a job's pods take their NCCL variables from, in the tenant namespace:
+    ``nccl-env``, and on a fleet the pool's own, ``nccl-env-<pool>`` (the tenants layer
+    writes one per pool: each pool's HCAs, GID index, traffic class and interfaces)."""
+    return f"nccl-env-{facts.pool}" if facts.fleet else "nccl-env"
+
+
+def plan_for_pool(plan: Plan, pool: str | None, command: str = "gpufabric job") -> Plan:
+    """The Plan narrowed to ``--pool`` (:meth:`Plan.for_pool`): that pool's nodes, rails,
+    RDMA resources, NCCL settings, acceptance threshold and tenant contracts. Without
+    --pool: the only pool. StackError naming --pool (exit 2) when a fleet's command names
+    none, or names a pool the stack does not have."""
+    pools = plan.facts.pool_names
+    if pool is None and plan.facts.fleet:
+        raise StackError(
+            command,
+            [
+                Problem(
+                    "--pool",
+                    f"the stack has {len(pools)} node pools and a job never mixes them: "
+                    f"name one; accepted: {', '.join(pools)}",
+                )
+            ],
+        )
+    if pool is not None and pool not in pools:
+        raise StackError(
+            command,
+            [
+                Problem(
+                    "--pool",
+                    f"{pool[:60]!r} is not a node pool of this stack (gpuNodes[].name); "
+                    f"accepted: {', '.join(pools)}",
+                )
+            ],
+        )
+    return plan.for_pool(pool)
+
+
 def check_request(facts: Facts, req: JobRequest) -> TenantContract:
     """The tenant contract of a request this stack can run; StackError naming the option
     if not."""
@@ -100,9 +138,10 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
             f"this stack runs: {kinds}",
         )
     if req.nodes < 1 or req.nodes > facts.nodes.count:
+        whose = f"pool {facts.pool}'s" if facts.fleet else "the stack's"
         raise _fail(
             "--nodes",
-            f"{req.nodes} is not between 1 and the stack's {facts.nodes.count} GPU nodes",
+            f"{req.nodes} is not between 1 and {whose} {facts.nodes.count} GPU nodes",
         )
     name = req.name or default_name(req)
     if len(name) > 50 or not _NAME.match(name):
@@ -301,7 +340,7 @@ class Wiring:
         return {"name": "dshm", "mountPath": "/dev/shm"}
 
     def env_from(self) -> list[dict[str, Any]]:
-        return [{"configMapRef": {"name": "nccl-env"}}]
+        return [{"configMapRef": {"name": nccl_env_name(self.facts)}}]
 
     def checkpoint_dir(self) -> str | None:
         """Where this job checkpoints (None: no checkpoints claim, or not a named job)."""
@@ -548,7 +587,10 @@ def trainjob(
     w: Wiring, name: str, nodes: int, image: str, program: list[str], runtime: str
 ) -> dict[str, Any]:
     env = [
-        {"name": var, "valueFrom": {"configMapKeyRef": {"name": "nccl-env", "key": var}}}
+        {
+            "name": var,
+            "valueFrom": {"configMapKeyRef": {"name": nccl_env_name(w.facts), "key": var}},
+        }
         for var in sorted(w.contract.nccl_env)
     ] + w.env()
     if w.entrypoint is not None:  # a TrainJob's trainer has no workingDir

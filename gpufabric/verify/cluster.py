@@ -209,19 +209,22 @@ def check_nodes(
     selector = facts.nodes.selector_text
     want = facts.nodes.count
     ready = [n for n in nodes if node_ready(n)]
+    where, who = ("cluster", "the stack")
+    if facts.fleet:  # each pool's nodes are counted against its own count
+        where, who = f"pool {facts.pool}", f"pool {facts.pool} (gpuNodes[].count)"
     if len(ready) < want:
         not_ready = sorted(name_of(n) for n in nodes if not node_ready(n))
         yield failed(
             "nodes.count",
-            "cluster",
-            f"{len(ready)} Ready GPU nodes match {selector}, the stack expects {want}"
+            where,
+            f"{len(ready)} Ready GPU nodes match {selector}, {who} expects {want}"
             + (f" (not Ready: {', '.join(not_ready)})" if not_ready else ""),
             "kubectl get nodes -l "
             + selector
             + "; NFD labels the nodes once the GPU Operator runs",
         )
     else:
-        yield passed("nodes.count", "cluster", f"{len(ready)} Ready GPU nodes ({selector})")
+        yield passed("nodes.count", where, f"{len(ready)} Ready GPU nodes ({selector})")
     gpus = facts.nodes.gpus_per_node
     rdma = facts.fabric.rdma_resources if rdma_resources else {}
     for node in nodes:
@@ -386,22 +389,42 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
             out += _guarded(f"object.{item.id}", where, check_object, kube, item, payload, queues)
     gpu = layers is None or Layer.GPU in layers
     sched = layers is None or Layer.SCHEDULING in layers
-    if gpu or sched:
+    if not (gpu or sched):
+        return out
+    rdma = layers is None or Layer.NETWORK in layers
+    if not plan.facts.fleet:
+        pools = [plan.facts]
+    else:  # each pool's nodes by its selector, judged by its count, GPUs and rails
+        pools = [plan.facts.for_pool(name) for name in plan.facts.pool_names]
+        if gpu:
+            out += _guarded("node.pool", "cluster", _membership, kube, plan.facts)
+    every: dict[str, dict[str, Any]] = {}  # by name: a node two pools select counts once
+    for facts in pools:
         try:
-            listed = gpu_nodes(kube, plan.facts)
+            listed = gpu_nodes(kube, facts)
         except Malformed as exc:  # the node list itself cannot be read
             return [*out, error("nodes", "cluster", f"the API's answer cannot be read: {exc}")]
         nodes, unreadable = readable_nodes(listed)
         out += unreadable
         if gpu:
-            rdma = layers is None or Layer.NETWORK in layers
-            out += _guarded("nodes", "cluster", check_nodes, nodes, plan.facts, rdma)
-        if sched:
-            out += _guarded("nodes.topology", "cluster", check_topology, nodes, plan.facts)
-            out += _guarded(
-                "topology.discovered", "cluster", check_discovered_topology, kube, nodes, plan.facts
-            )
+            where = f"pool {facts.pool}" if facts.fleet else "cluster"
+            out += _guarded("nodes", where, check_nodes, nodes, facts, rdma)
+        every.update((name_of(n), n) for n in nodes)
+    if sched:
+        known = [every[name] for name in sorted(every)]
+        out += _guarded("nodes.topology", "cluster", check_topology, known, plan.facts)
+        out += _guarded(
+            "topology.discovered", "cluster", check_discovered_topology, kube, known, plan.facts
+        )
     return out
+
+
+def _membership(kube: Kube, facts: Facts) -> list[Check]:
+    """A fleet's GPU nodes that no pool, or several pools, select (FAIL each; the nodes of
+    one pool are counted and checked under it)."""
+    from gpufabric.verify.nodes.pools import membership
+
+    return [c for c in membership(kube.list("/api/v1/nodes"), facts) if c.status != "PASS"]
 
 
 def _guarded(
