@@ -301,7 +301,7 @@ class Wiring:
         return {"name": "dshm", "mountPath": "/dev/shm"}
 
     def env_from(self) -> list[dict[str, Any]]:
-        return [{"configMapRef": {"name": "nccl-env"}}]
+        return [{"configMapRef": {"name": self.contract.nccl_env_name}}]
 
     def checkpoint_dir(self) -> str | None:
         """Where this job checkpoints (None: no checkpoints claim, or not a named job)."""
@@ -548,7 +548,10 @@ def trainjob(
     w: Wiring, name: str, nodes: int, image: str, program: list[str], runtime: str
 ) -> dict[str, Any]:
     env = [
-        {"name": var, "valueFrom": {"configMapKeyRef": {"name": "nccl-env", "key": var}}}
+        {
+            "name": var,
+            "valueFrom": {"configMapKeyRef": {"name": w.contract.nccl_env_name, "key": var}},
+        }
         for var in sorted(w.contract.nccl_env)
     ] + w.env()
     if w.entrypoint is not None:  # a TrainJob's trainer has no workingDir
