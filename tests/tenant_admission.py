@@ -327,6 +327,8 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
     same job naming another tenant's queue or priority is not."""
     ns = me.namespace
     other = _foreign(plan, ns)
+    if me.gpu_admissible < 2 * plan.facts.nodes.gpus_per_node:
+        return  # no two-node job of it is ever admitted here (a fleet pool it has no GPUs in)
     for kind in plan.facts.operators.job_kinds:
         leaf = next(iter(me.leaf_networks), None)  # routed per leaf: a job names its leaf
         request = JobRequest(tenant=ns, kind=kind, leaf=leaf)  # type: ignore[arg-type]
@@ -436,8 +438,11 @@ def platform_object_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
         "spec": {"config": "{}"},
     }
     nad_req = Request(namespace=ns, kind="NetworkAttachmentDefinition", group="k8s.cni.cncf.io")
-    nccl = plan.item(ids.tenant_nccl_env(ns)).payload
+    # a fleet: the pool's own nccl-env-<pool> (plan narrowed to the pool by catalogue())
+    nccl = plan.item(ids.tenant_nccl_env(ns, plan.facts.pool if plan.facts.fleet else None))
+    nccl = nccl.payload
     assert isinstance(nccl, K8sObject)
+    name = nccl.body["metadata"]["name"]
     old = dict(nccl.body)
     changed = copy.deepcopy(old)
     changed["data"] = {**changed.get("data", {}), "NCCL_IB_HCA": "=mlx5_0"}
@@ -451,24 +456,36 @@ def platform_object_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
             False,
             Request(namespace=ns, kind=nad_req.kind, group=nad_req.group, groups=member),
         )
-        yield Case("nccl-env changed by the tenant's group", "objects", changed, False, cm, old)
+        yield Case(f"{name} changed by the tenant's group", "objects", changed, False, cm, old)
         yield Case("own ConfigMap changed by the tenant", "objects", own_cm, True, cm, own_cm)
     yield Case("NAD created by the platform", "objects", nad, True, nad_req)
     platform = Request(namespace=ns, kind="ConfigMap", operation="UPDATE")
-    yield Case("nccl-env changed by the platform", "objects", changed, True, platform, old)
+    yield Case(f"{name} changed by the platform", "objects", changed, True, platform, old)
+
+
+def pool_views(plan: Plan) -> list[Plan]:
+    """The plan as each pool's jobs read it: a fleet's tenants run in every pool, with that
+    pool's networks, selector and nccl-env-<pool> (one pool: the plan itself)."""
+    if not plan.facts.fleet:
+        return [plan]
+    return [plan.for_pool(name) for name in plan.facts.pool_names]
 
 
 def catalogue(plan: Plan, tenants: int | None = None) -> list[Case]:
     out: list[Case] = []
-    for me in list(plan.wiring.values())[:tenants]:
-        for build in (
-            network_cases,
-            pod_security_cases,
-            job_cases,
-            scheduler_object_cases,
-            platform_object_cases,
-        ):
-            out.extend(build(plan, me))
+    for view in pool_views(plan):
+        prefix = f"[{view.facts.pool}] " if view.facts.fleet else ""
+        for me in list(view.wiring.values())[:tenants]:
+            for build in (
+                network_cases,
+                pod_security_cases,
+                job_cases,
+                scheduler_object_cases,
+                platform_object_cases,
+            ):
+                for case in build(view, me):
+                    case.name = prefix + case.name
+                    out.append(case)
     return out
 
 

@@ -6,6 +6,13 @@ namespaces limited to tenants, the rails' RDMA resources excluded from quota); g
 writes a Topology, a ResourceFlavor for the GPU nodes, and per tenant a ClusterQueue, a
 WorkloadPriorityClass and a LocalQueue in its namespace. Jobs name the LocalQueue and the
 priority class by label; pods carry the preferred topology level.
+
+A fleet (several node pools) gets a ResourceFlavor per pool, named after the pool, all
+placing through the one Topology (Kueue builds each flavor's topology tree from the nodes its
+``nodeLabels`` select), and each tenant's ClusterQueue lists every pool's flavor with the
+tenant's quota in that pool. A job's pods carry their pool's node selector, which only that
+pool's flavor matches (the pools' selectors share a key whose values differ: validation), so
+Kueue admits it against that pool's quota and it never mixes pools.
 """
 
 from __future__ import annotations
@@ -19,7 +26,14 @@ from gpufabric.authorities.base import GPU_RESOURCE, Authority, tolerations
 from gpufabric.model.config import HOSTNAME_LABEL, Scheduling
 from gpufabric.model.problems import Problem
 from gpufabric.plan import ids
-from gpufabric.plan.facts import GangPolicy, PlanContext, QueueMetrics, TenantContract
+from gpufabric.plan.facts import (
+    FabricFacts,
+    Facts,
+    GangPolicy,
+    PlanContext,
+    QueueMetrics,
+    TenantContract,
+)
 from gpufabric.plan.items import Item, Layer, object_item
 
 TOPOLOGY_NAME = "gpufabric"
@@ -94,6 +108,7 @@ class Kueue(Authority):
     job_operators_first: ClassVar[bool] = True
     runbook_fragment: ClassVar[str] = "authority-kueue.md.j2"
     requeues_gangs: ClassVar[bool] = True
+    quota_per_pool: ClassVar[bool] = True
     readiness: ClassVar[dict[str, tuple[str, str]]] = {
         "ClusterQueue": ("condition", "Active"),
         "LocalQueue": ("condition", "Active"),
@@ -233,7 +248,7 @@ class Kueue(Authority):
         }
         # Kueue refuses workloads requesting a resource their ClusterQueue does not cover.
         # The rails' RDMA devices are per-pod plumbing, not a quota: Kueue ignores them.
-        names = sorted(ctx.facts.fabric.rdma_resources)
+        names = sorted({name for fabric in _fabrics(ctx) for name in fabric.rdma_resources})
         if names:
             config["resources"] = {"excludeResourcePrefixes": names}
         return config
@@ -252,31 +267,66 @@ class Kueue(Authority):
 
     def cluster_items(self, ctx: PlanContext, chart_id: str) -> list[Item]:
         layer = Layer.SCHEDULING
+        topology = object_item(
+            ids.TOPOLOGY,
+            layer,
+            "scheduling/topology.yaml.j2",
+            (chart_id,),
+            stack=ctx.stack,
+            name=TOPOLOGY_NAME,
+            levels=list(ctx.facts.gang.topology_levels),
+        )
+        if not ctx.facts.fleet:
+            return [
+                topology,
+                object_item(
+                    ids.FLAVOR,
+                    layer,
+                    "scheduling/resource-flavor.yaml.j2",
+                    (ids.TOPOLOGY,),
+                    stack=ctx.stack,
+                    name=FLAVOR_NAME,
+                    pool=None,
+                    node_labels=dict(ctx.facts.nodes.selector),
+                    tolerations=tolerations(ctx),
+                    topology=TOPOLOGY_NAME,
+                ),
+            ]
+        # One Topology for every pool: its levels are the stack's, and Kueue builds each
+        # flavor's tree of domains from the nodes that flavor's nodeLabels select.
         return [
-            object_item(
-                ids.TOPOLOGY,
-                layer,
-                "scheduling/topology.yaml.j2",
-                (chart_id,),
-                stack=ctx.stack,
-                name=TOPOLOGY_NAME,
-                levels=list(ctx.facts.gang.topology_levels),
-            ),
-            object_item(
-                ids.FLAVOR,
-                layer,
-                "scheduling/resource-flavor.yaml.j2",
-                (ids.TOPOLOGY,),
-                stack=ctx.stack,
-                name=FLAVOR_NAME,
-                node_labels=dict(ctx.facts.nodes.selector),
-                tolerations=tolerations(ctx),
-                topology=TOPOLOGY_NAME,
+            topology,
+            *(
+                object_item(
+                    ids.flavor(pool.name),
+                    layer,
+                    "scheduling/resource-flavor.yaml.j2",
+                    (ids.TOPOLOGY,),
+                    stack=ctx.stack,
+                    name=flavor_name(ctx.facts, pool.name),
+                    pool=pool.name,
+                    node_labels=dict(pool.nodes.selector),
+                    tolerations=[dict(t) for t in pool.nodes.tolerations],
+                    topology=TOPOLOGY_NAME,
+                )
+                for pool in ctx.facts.pools
             ),
         ]
 
     def tenant_items(self, ctx: PlanContext, tenant: TenantContract, chart_id: str) -> list[Item]:
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
+        facts = ctx.facts
+        if facts.fleet:
+            # Every pool's flavor, with the tenant's quota in that pool (0 where its gpuQuota
+            # names none: it may still borrow there up to gpuBorrowingLimit).
+            flavors = [
+                {"name": flavor_name(facts, pool), "resources": _resources(contract)}
+                for pool, contract in facts.tenant_in_pools(tenant.namespace)
+            ]
+            flavor_ids = tuple(ids.flavor(pool) for pool in facts.pool_names)
+        else:
+            flavors = [{"name": FLAVOR_NAME, "resources": _resources(tenant)}]
+            flavor_ids = (ids.FLAVOR,)
         return [
             object_item(
                 ids.tenant_priority(tenant.namespace),
@@ -290,10 +340,9 @@ class Kueue(Authority):
                 ids.tenant_queue(tenant.namespace),
                 Layer.SCHEDULING,
                 "scheduling/cluster-queue.yaml.j2",
-                (ids.FLAVOR,),
-                cohort=ctx.facts.gang.cohort,
-                flavor=FLAVOR_NAME,
-                resources=_resources(tenant),
+                flavor_ids,
+                cohort=facts.gang.cohort,
+                flavors=flavors,
                 **common,
             ),
         ]
@@ -337,8 +386,20 @@ class Kueue(Authority):
         return {TOPOLOGY_HINT: level} if level else {}
 
 
+def flavor_name(facts: Facts, pool: str) -> str:
+    """The ResourceFlavor of a pool's GPU nodes: ``gpu-nodes`` in a one-pool stack, the
+    pool's name in a fleet."""
+    return pool if facts.fleet else FLAVOR_NAME
+
+
+def _fabrics(ctx: PlanContext) -> tuple[FabricFacts, ...]:
+    """Every pool's fabric (a one-pool stack: its one)."""
+    return tuple(pool.fabric for pool in ctx.facts.pools) or (ctx.facts.fabric,)
+
+
 def _resources(tenant: TenantContract) -> list[dict[str, Any]]:
-    """ClusterQueue resources of the GPU flavor, in coveredResources order."""
+    """ClusterQueue resources of a GPU flavor, in coveredResources order: in a fleet the
+    tenant's quota in that flavor's pool; CPU and memory quotas hold in each pool."""
     return [
         {"name": "cpu", "nominalQuota": tenant.cpu_quota or UNLIMITED_CPU},
         {"name": "memory", "nominalQuota": tenant.memory_quota or UNLIMITED_MEMORY},

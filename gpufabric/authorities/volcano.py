@@ -5,6 +5,14 @@ resources, network-topology-aware placement when the stack has topology levels) 
 controller configuration that discovers HyperNodes from the levels' node labels; gpufabric
 writes a Queue and a PriorityClass per tenant. Tenant namespaces carry the queue annotation;
 the job operators start with Volcano's gang flags and create the PodGroups.
+
+A Volcano Queue has no flavors: its ``deserved`` and ``capability`` are amounts per resource
+name, and every pool's GPUs are ``nvidia.com/gpu``. In a fleet a tenant's Queue holds the sum of
+its quotas (and of its per-pool borrowing limits) over the pools; which pool a job runs in is
+its pods' node selector. The per-pool split of a ``gpuQuota`` map is kept by ``gpufabric job``
+and ``verify`` (they refuse a job its pool's share cannot admit), not by Volcano: validation
+says so in a warning. HyperNodes are discovered per switch from the topology-level labels of
+every node, so each pool's switches become its own HyperNodes.
 """
 
 from __future__ import annotations
@@ -229,6 +237,13 @@ class Volcano(Authority):
 
     def tenant_items(self, ctx: PlanContext, tenant: TenantContract, chart_id: str) -> list[Item]:
         common: dict[str, Any] = {"stack": ctx.stack, "tenant": tenant}
+        facts = ctx.facts
+        # A fleet: the tenant's quotas and limits over every pool (a Queue has no flavors).
+        in_pools = (
+            [c for _, c in facts.tenant_in_pools(tenant.namespace)] if facts.fleet else [tenant]
+        )
+        quota = sum(c.gpu_quota for c in in_pools)
+        limit = sum(c.gpu_limit for c in in_pools)
         return [
             object_item(
                 ids.tenant_priority(tenant.namespace),
@@ -242,8 +257,8 @@ class Volcano(Authority):
                 Layer.SCHEDULING,
                 "scheduling/volcano-queue.yaml.j2",
                 (chart_id,),
-                deserved=_resources(tenant, tenant.gpu_quota),
-                capability=_resources(tenant, tenant.gpu_limit),
+                deserved=_resources(tenant, quota),
+                capability=_resources(tenant, limit),
                 **common,
             ),
         ]

@@ -514,6 +514,8 @@ def _pool_quotas(p: Parts) -> Iterator[Problem]:
                 )
                 continue
             used[name].append((tenant.namespace, gpus))
+    if not one and p.tenants and p.scheduling is not None:
+        yield from _pool_quotas_held(p.scheduling.gang, p.tenants)
     for name, shares in used.items():
         pool = pools[name]
         have = pool.count * pool.gpusPerNode
@@ -527,6 +529,23 @@ def _pool_quotas(p: Parts) -> Iterator[Problem]:
                 "all be honoured; lower them, or let a tenant borrow idle GPUs "
                 "(gpuBorrowingLimit) instead",
             )
+
+
+def _pool_quotas_held(gang: str, tenants: Sequence[Tenant]) -> Iterator[Problem]:
+    """An authority whose queues cannot hold a quota per pool holds the sum: said, once."""
+    authority = registry.get(gang)
+    if authority.quota_per_pool:
+        return
+    sums = ", ".join(f"{t.namespace} {t.gpu_quota_total}" for t in tenants)
+    yield Problem(
+        "scheduling.gang",
+        f"{gang}: {authority.title} queues hold one amount per resource, not one per pool: "
+        f"each tenant's queue gets its gpuQuota summed over the pools ({sums}), and a job's "
+        "pool is its node selector; gpufabric job and verify keep to each pool's share, a "
+        "job submitted otherwise is held only to the sum. For quotas per pool use gang: "
+        "kueue (a ResourceFlavor per pool)",
+        warning=True,
+    )
 
 
 # --------------------------------------------------------------------------------- gpu

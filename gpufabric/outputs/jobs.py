@@ -83,13 +83,6 @@ def _fail(path: str, message: str) -> StackError:
     return StackError("gpufabric job", [Problem(path, message)])
 
 
-def nccl_env_name(facts: Facts) -> str:
-    """The ConfigMap a job's pods take their NCCL variables from, in the tenant namespace:
-    ``nccl-env``, and on a fleet the pool's own, ``nccl-env-<pool>`` (the tenants layer
-    writes one per pool: each pool's HCAs, GID index, traffic class and interfaces)."""
-    return f"nccl-env-{facts.pool}" if facts.fleet else "nccl-env"
-
-
 def plan_for_pool(plan: Plan, pool: str | None, command: str = "gpufabric job") -> Plan:
     """The Plan narrowed to ``--pool`` (:meth:`Plan.for_pool`): that pool's nodes, rails,
     RDMA resources, NCCL settings, acceptance threshold and tenant contracts. Without
@@ -340,7 +333,7 @@ class Wiring:
         return {"name": "dshm", "mountPath": "/dev/shm"}
 
     def env_from(self) -> list[dict[str, Any]]:
-        return [{"configMapRef": {"name": nccl_env_name(self.facts)}}]
+        return [{"configMapRef": {"name": self.contract.nccl_env_name}}]
 
     def checkpoint_dir(self) -> str | None:
         """Where this job checkpoints (None: no checkpoints claim, or not a named job)."""
@@ -589,7 +582,7 @@ def trainjob(
     env = [
         {
             "name": var,
-            "valueFrom": {"configMapKeyRef": {"name": nccl_env_name(w.facts), "key": var}},
+            "valueFrom": {"configMapKeyRef": {"name": w.contract.nccl_env_name, "key": var}},
         }
         for var in sorted(w.contract.nccl_env)
     ] + w.env()

@@ -20,7 +20,7 @@ from gpufabric.model.stackfile import is_path
 from gpufabric.outputs.jobs import first_worker_pod, inspection_kind, resume_facts
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.build import Plan
-from gpufabric.plan.facts import Facts
+from gpufabric.plan.facts import Facts, TenantContract
 from gpufabric.plan.items import LAYER_ORDER, HelmChart, Item, K8sObject, KustomizeOverlay, Layer
 from gpufabric.plan.pulls import StackSources
 from gpufabric.support.templates import MANIFESTS_DIR, environment
@@ -197,7 +197,8 @@ def context(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> d
         else 0,
         "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else "",
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
-        "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
+        "nccl_env_name": lambda t: t.nccl_env_name,
+        "quota_text": lambda t: _quota_text(facts, t),
         "monitoring": facts.monitoring,
         "alert_classes": alerts.classes(facts) if facts.monitoring.enabled else [],
         "rule_name": _object_name(plan, ids.MONITORING_RULES) if facts.monitoring.enabled else "",
@@ -224,6 +225,22 @@ def _leaf_scopes(facts: Facts, tenant: str | None) -> list[dict[str, Any]]:
         for leaf in contract.leaf_networks
         if sizes[leaf] >= 2
     ]
+
+
+def _quota_text(facts: Facts, tenant: TenantContract) -> str:
+    """What the tenant's GPU ResourceQuota is made of: its quota (in a fleet, each pool's,
+    summed) plus its borrowing limit (in a fleet, in each pool)."""
+    borrow = tenant.gpu_borrowing_limit
+    if not facts.fleet:
+        return f"the GPU quota {tenant.gpu_quota}" + (
+            f" plus the borrowing limit {borrow}" if borrow else ""
+        )
+    shares = " + ".join(
+        f"{pool} {c.gpu_quota}" for pool, c in facts.tenant_in_pools(tenant.namespace)
+    )
+    return f"the GPU quotas {shares}" + (
+        f" plus the borrowing limit {borrow} in each pool" if borrow else ""
+    )
 
 
 def _object_name(plan: Plan, item_id: str) -> str:

@@ -63,6 +63,11 @@ class Authority(ABC):
     evicted and requeued, a bounded number of times (``scheduling.requeuing``); False: a gang
     waits in its queue and is never requeued."""
 
+    quota_per_pool: ClassVar[bool] = False
+    """True: a tenant's queue holds its ``gpuQuota`` in each node pool of a fleet apart (Kueue:
+    a flavor per pool); False: one amount per resource over every pool (the split a
+    ``gpuQuota`` map writes is kept by ``gpufabric job`` and ``verify`` only, a warning)."""
+
     own_queues: ClassVar[frozenset[str]] = frozenset()
     """Queues the authority creates itself at start: no tenant's queue may take one's name
     (it would reshape every tenant's scheduling)."""

@@ -49,6 +49,8 @@ from gpufabric.plan.vocabulary import (
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource the GPU Operator's device plugin advertises."""
+NCCL_ENV = "nccl-env"
+"""The ConfigMap of a tenant's NCCL settings (a fleet's pools: ``nccl-env-<pool>``)."""
 
 
 class BlockFacts(Struct, frozen=True):
@@ -376,6 +378,9 @@ class TenantContract(Struct, frozen=True):
     the same under each)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     """Node labels the tenant's pods must carry beyond the GPU nodes' (a pinned leaf)."""
+    nccl_env_name: str = NCCL_ENV
+    """The ConfigMap in the tenant namespace that holds these NCCL settings and pod wiring
+    (``envFrom``): ``nccl-env``, or in a fleet the pool's own ``nccl-env-<pool>``."""
 
 
 class Acceptance(Struct, frozen=True):
@@ -708,6 +713,17 @@ class Facts(Struct, frozen=True):
                 return pool
         raise KeyError(f"no pool {name!r}; pools: {', '.join(self.pool_names)}")
 
+    def tenant_in_pools(self, namespace: str) -> tuple[tuple[str, TenantContract], ...]:
+        """One tenant's contract in every pool (pool name, contract), in the stack's order."""
+        if not self.pools:
+            return ((self.pool, self.tenants[namespace]),)
+        return tuple((p.name, p.tenants[namespace]) for p in self.pools)
+
+    def tenant_gpu_limit(self, namespace: str) -> int:
+        """GPUs the tenant's pods may hold at once over every pool (its namespace's
+        ResourceQuota): each pool's quota plus borrowing limit, summed."""
+        return sum(c.gpu_limit for _, c in self.tenant_in_pools(namespace))
+
     def for_pool(self, name: str) -> Facts:
         """These facts as one pool's jobs and checks read them: its nodes, fabric, NCCL
         settings, acceptance threshold and tenant contracts."""
@@ -734,6 +750,7 @@ class PlanContext(Struct, frozen=True):
 
 __all__ = [
     "CHECKPOINT_DIR_ENV",
+    "NCCL_ENV",
     "Acceptance",
     "AcceptanceKind",
     "BackendFacts",

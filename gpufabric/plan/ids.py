@@ -91,6 +91,11 @@ TOPOLOGY = "scheduling/topology"
 FLAVOR = "scheduling/resource-flavor"
 
 
+def flavor(pool: str) -> str:
+    """A fleet's ResourceFlavor of one node pool (a one-pool stack has :data:`FLAVOR`)."""
+    return f"{FLAVOR}/{pool}"
+
+
 def authority_chart(authority: str) -> str:
     """The chart of the queueing authority (``scheduling/kueue``, ``scheduling/volcano``)."""
     return f"scheduling/{authority}"
@@ -130,8 +135,10 @@ def tenant_local_queue(tenant: str) -> str:
     return f"tenants/{tenant}/local-queue"
 
 
-def tenant_nccl_env(tenant: str) -> str:
-    return f"tenants/{tenant}/nccl-env"
+def tenant_nccl_env(tenant: str, pool: str | None = None) -> str:
+    """The tenant's ``nccl-env`` ConfigMap; in a fleet, one per pool (``pool`` named)."""
+    base = f"tenants/{tenant}/nccl-env"
+    return base if pool is None else f"{base}/{pool}"
 
 
 # ---------------------------------------------------------------- Pulumi resources

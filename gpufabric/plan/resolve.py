@@ -36,6 +36,7 @@ from gpufabric.model.config import (
 from gpufabric.plan import monitoring
 from gpufabric.plan.authority import Authority
 from gpufabric.plan.facts import (
+    NCCL_ENV,
     Acceptance,
     AcceptanceKind,
     BlockFacts,
@@ -416,6 +417,7 @@ def tenant_contracts(
             groups=tuple(t.groups if t.groups is not None else [default_tenant_group(t.namespace)]),
             network_namespace=fabric.networks_namespace or t.namespace,
             network_names=tuple(n for r in fabric.rails for n in r.networks),
+            nccl_env_name=NCCL_ENV if only else f"{NCCL_ENV}-{pool}",
         )
         for t in model.tenants
     }

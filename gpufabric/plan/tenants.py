@@ -3,12 +3,16 @@
 - Namespace: Pod Security enforces "privileged" (RDMA pods need IPC_LOCK, which "baseline"
   forbids) and audits/warns at "baseline"; one ValidatingAdmissionPolicy, bound to every
   tenant namespace, allows exactly baseline plus IPC_LOCK.
-- ResourceQuota: a hard GPU ceiling (quota + borrowing limit) whatever the queue admits.
+- ResourceQuota: a hard GPU ceiling (quota + borrowing limit) whatever the queue admits; in
+  a fleet the sum over the pools (a ResourceQuota cannot tell pools apart), with the tenant's
+  quota and limit in each pool as annotations.
 - Queue wiring from the queueing authority: e.g. a Kueue LocalQueue pointing at the
   tenant's ClusterQueue, or under Volcano the namespace annotation that sends the tenant's
   PodGroups to its Queue.
 - ``nccl-env`` ConfigMap: the NCCL variables of this fabric as data (for ``envFrom``) and the
   pod wiring (Multus annotation value for all rails, RDMA resources per pod) as annotations.
+  In a fleet, one per pool, ``nccl-env-<pool>``: each pool's rails, HCAs, GID index, traffic
+  class and socket interface differ, and a job reads its own pool's.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from msgspec.structs import replace
+
 from gpufabric.plan import ids
 from gpufabric.plan.context import LayerContext
-from gpufabric.plan.facts import GPU_RESOURCE, TenantContract
+from gpufabric.plan.facts import GPU_RESOURCE, Facts, TenantContract
 from gpufabric.plan.items import Item, K8sObject, Layer, object_item
 from gpufabric.support.templates import render_object
 
@@ -105,16 +111,28 @@ def networks_pattern(contract: TenantContract) -> str:
     return f"^({comma}|{listed})$"
 
 
-def _pod_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
+def every_pool_networks(facts: Facts, namespace: str) -> TenantContract:
+    """The tenant's contract with the networks of every pool it may run in: a pod of any
+    pool attaches its own pool's rails (the networks' namespace is cluster-wide). A one-pool
+    stack: its contract as it is."""
+    contracts = [c for _, c in facts.tenant_in_pools(namespace)]
+    if len(contracts) == 1:
+        return contracts[0]
+    names = tuple(dict.fromkeys(n for c in contracts for n in c.network_names))
+    return replace(contracts[0], network_names=names)
+
+
+def _pod_variables(facts: Facts) -> dict[str, dict[str, str]]:
     """What the pod policy knows of each tenant namespace (strings only: Kubernetes CEL
     requires a literal's values to share one type)."""
-    return {
-        ns: {
+    out = {}
+    for ns in sorted(facts.tenants):
+        c = every_pool_networks(facts, ns)
+        out[ns] = {
             "priorityClass": c.priority_class,
             "networks": networks_pattern(c) if c.network_names else "^$",
         }
-        for ns, c in sorted(tenants.items())
-    }
+    return out
 
 
 def _object_variables(tenants: Mapping[str, TenantContract]) -> dict[str, dict[str, str]]:
@@ -131,7 +149,7 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
     policy = render_object(
         "tenants/pod-security-policy.yaml.j2",
         stack=stack,
-        tenants=_pod_variables(ctx.facts.tenants),
+        tenants=_pod_variables(ctx.facts),
         allowed_capabilities=[*BASELINE_CAPABILITIES, *RDMA_CAPABILITIES],
         safe_sysctls=list(SAFE_SYSCTLS),
         selinux_types=list(SELINUX_TYPES),
@@ -245,20 +263,43 @@ def build(ctx: LayerContext) -> list[Item]:
                 Layer.TENANTS,
                 "tenants/resource-quota.yaml.j2",
                 (ns_id,),
-                hard={f"requests.{GPU_RESOURCE}": contract.gpu_limit},
+                hard={f"requests.{GPU_RESOURCE}": ctx.facts.tenant_gpu_limit(ns)},
+                annotations=_pool_quotas(ctx.facts, ns),
                 **common,
             )
         )
         items.extend(authority.namespace_items(ctx, contract, ns_id))
         items.extend(_role_binding(ctx.stack, contract, ns_id))
-        items.append(
-            object_item(
-                ids.tenant_nccl_env(ns),
-                Layer.TENANTS,
-                "tenants/nccl-env.yaml.j2",
-                (ns_id,),
-                wiring=contract,
-                **common,
-            )
-        )
+        items.extend(_nccl_envs(ctx, ns, ns_id))
     return items
+
+
+def _pool_quotas(facts: Facts, namespace: str) -> dict[str, str]:
+    """A fleet's ResourceQuota annotations: the tenant's GPU quota and limit (quota plus
+    borrowing limit) in each pool, what its queue admits there. None for one pool."""
+    if not facts.fleet:
+        return {}
+    out = {}
+    for pool, c in facts.tenant_in_pools(namespace):
+        out[f"gpufabric.io/gpu-quota-{pool}"] = str(c.gpu_quota)
+        out[f"gpufabric.io/gpu-limit-{pool}"] = str(c.gpu_limit)
+    return out
+
+
+def _nccl_envs(ctx: LayerContext, namespace: str, ns_id: str) -> list[Item]:
+    """The tenant's NCCL settings and pod wiring: ``nccl-env``, or one ConfigMap per pool of
+    a fleet (``nccl-env-<pool>``, labelled with the pool)."""
+    facts = ctx.facts
+    return [
+        object_item(
+            ids.tenant_nccl_env(namespace, pool if facts.fleet else None),
+            Layer.TENANTS,
+            "tenants/nccl-env.yaml.j2",
+            (ns_id,),
+            stack=ctx.stack,
+            tenant=contract,
+            wiring=contract,
+            pool=pool if facts.fleet else None,
+        )
+        for pool, contract in facts.tenant_in_pools(namespace)
+    ]

@@ -10,13 +10,16 @@ from functools import cache
 
 import golden
 import pytest
-from builders import plan_of
+from builders import example_config, plan_of
 from tenant_admission import verdicts
 
 from gpufabric.plan import ids
 from gpufabric.plan.build import Plan
 
 CONFIGS = {name: config for name, config in golden.variants().items() if name != "stress"}
+CONFIGS["fleet-mixed"] = example_config("fleet-mixed")  # two pools, two fabrics (kueue)
+CONFIGS["fleet-mixed-volcano"] = example_config("fleet-mixed")
+CONFIGS["fleet-mixed-volcano"]["gpufabric:scheduling"] = {"gang": "volcano"}
 STACKS = list(CONFIGS)
 
 
@@ -29,7 +32,8 @@ def _plan(stack: str) -> Plan:
 def test_catalogue_verdicts(stack: str) -> None:
     """One tenant per stack (the policies are the same template for every tenant; the full
     table over all tenants: python tests/tenant_admission.py)."""
-    results = verdicts(_plan(stack), tenants=1)
+    # a fleet: every tenant, each in every pool (a tenant may have no GPUs in one)
+    results = verdicts(_plan(stack), tenants=None if stack.startswith("fleet") else 1)
     wrong = [
         f"{case.name}: expected {'allowed' if case.allowed else 'denied'}, got {messages}"
         for case, messages in results

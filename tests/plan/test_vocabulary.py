@@ -122,6 +122,7 @@ FREE_FORM: dict[str, str] = {
     "TenantContract.networks": "JSON of the networks annotation",
     "TenantContract.rdma_resources": "extended resource names",
     "TenantContract.nccl_env": "environment variables",
+    "TenantContract.nccl_env_name": "ConfigMap name",
     "TenantContract.queue": "queue name",
     "TenantContract.priority_class": "PriorityClass name",
     "TenantContract.pkey": "partition key (hex)",
