@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gpufabric.cli.files import crd_dir_ok
-from gpufabric.cli.options import directory_arg
+from gpufabric.cli.options import directory_arg, for_pool, pool_arg
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs.jobs import JOB_KINDS, JobRequest, job_objects, read_entrypoint
@@ -38,6 +38,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "for more); --command then names the program, e.g. 'torchrun ddp_resume.py'",
     )
     p.add_argument("--runtime", help="TrainJob runtime (default: the stack's first)")
+    pool_arg(p)
     p.add_argument(
         "--leaf",
         help="the leaf switch the job runs under, where the stack's rails are routed per "
@@ -70,7 +71,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
-    plan = stack.plan
+    plan = for_pool(stack.plan, args.pool, "gpufabric job")
     request = JobRequest(
         tenant=args.tenant,
         kind=args.kind,

@@ -9,9 +9,12 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.plan.resolve import DEFAULT_FRACTION
+
+if TYPE_CHECKING:
+    from gpufabric.plan.build import Plan
 
 
 def stack_arg(p: argparse.ArgumentParser) -> None:
@@ -20,6 +23,30 @@ def stack_arg(p: argparse.ArgumentParser) -> None:
         required=True,
         help="stack name (stacks/Pulumi.<name>.yaml) or path to a stack file",
     )
+
+
+def pool_arg(p: argparse.ArgumentParser) -> None:
+    """``--pool``: the node pool a job or check is for (gpuNodes[].name)."""
+    p.add_argument(
+        "--pool",
+        help="the node pool (gpuNodes[].name) the job runs in, with that pool's nodes, rails "
+        "and NCCL settings (default: the only pool; a fleet's first)",
+    )
+
+
+def for_pool(plan: Plan, pool: str | None, command: str) -> Plan:
+    """The Plan narrowed to ``--pool`` (unchanged without it); a StackError naming the
+    pools for a name that is none of them."""
+    if pool is None:
+        return plan
+    try:
+        return plan.for_pool(pool)
+    except KeyError:
+        from gpufabric.model.problems import Problem, StackError
+
+        known = ", ".join(plan.facts.pool_names)
+        problem = Problem("--pool", f"{pool[:60]!r} is no pool of the stack; accepted: {known}")
+        raise StackError(command, [problem]) from None
 
 
 def directory_arg(text: str) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.cli.options import (
+    pool_arg,
     RULES,
     THRESHOLD_RULES,
     AppliesOnly,
@@ -219,6 +220,7 @@ def _nccl_parser(vsub: Any) -> None:
         default=NCCL_JOB_NAME,
         help="the acceptance job's name, whatever its kind (gpufabric-nccl)",
     )
+    pool_arg(p)
     p.add_argument(
         "--leaf",
         help="where rails are routed per leaf (fabric.rails[].blocks): the leaf the test runs "

@@ -27,6 +27,7 @@ from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs import ownfile
+from gpufabric.cli.options import for_pool
 from gpufabric.outputs.jobs import pulled_image
 from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
@@ -294,6 +295,7 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
 
 
 def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
+    plan = for_pool(plan, args.pool, "gpufabric verify nccl")
     nccl.acceptance_kind(plan)  # a stack without an acceptance job: exit 2, no cluster call
     if args.sweep:
         return cmd_sweep(plan, args)
