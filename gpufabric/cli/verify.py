@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.cli.options import (
-    pool_arg,
     RULES,
     THRESHOLD_RULES,
     AppliesOnly,
@@ -22,6 +21,7 @@ from gpufabric.cli.options import (
     confirm,
     kube_args,
     number,
+    pool_arg,
     seconds,
     stack_arg,
     whole,

@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from gpufabric.cli.options import for_pool
 from gpufabric.exitcodes import ExitCode, Verdict
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.redaction import printable
 from gpufabric.model.stackfile import Stack
 from gpufabric.outputs import ownfile
-from gpufabric.cli.options import for_pool
 from gpufabric.outputs.jobs import pulled_image
 from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan

@@ -159,9 +159,7 @@ def context(
     facts = plan.facts
     job_kind = inspection_kind(facts)
     facts_first = _pool_tenant(facts) if pool is not None else next(iter(facts.tenants), None)
-    # a fleet's job and acceptance commands name their pool (the stack's: its first)
-    pool_arg = f" --pool {shell_word(facts.pool)}" if facts.fleet else ""
-    leaf_scopes = _leaf_scopes(facts, facts_first, pool_arg)
+    placing = _placing(facts, facts_first)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -196,21 +194,40 @@ def context(
         "worker_pod": first_worker_pod(job_kind, f"{facts_first}-{job_kind}")
         if job_kind and facts_first
         else None,
-        "leaf_scopes": leaf_scopes,
         # the most GPU nodes one job of the first tenant may span: its quota admits no more
         "quota_nodes": facts.tenants[facts_first].gpu_admissible // facts.nodes.gpus_per_node
         if facts_first
         else 0,
-        # what places a job: its pool in a fleet, its leaf where rails are routed per leaf
-        "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else pool_arg,
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: _object_name(plan, ids.tenant_nccl_env(t.namespace)),
         "monitoring": facts.monitoring,
         "alert_classes": alerts.classes(facts) if facts.monitoring.enabled else [],
         "rule_name": _object_name(plan, ids.MONITORING_RULES) if facts.monitoring.enabled else "",
         "resume": resume_facts(facts),
-        "pool": pool,
+        **placing,
+        **_pool_keys(plan, pulled, found, pool),
+    }
+
+
+def _placing(facts: Facts, tenant: str | None) -> dict[str, Any]:
+    """What places the printed jobs: a fleet's ``--pool`` (the stack's context: its first
+    pool), the leaf scopes where rails are routed per leaf, and both as one option string."""
+    pool_arg = f" --pool {shell_word(facts.pool)}" if facts.fleet else ""
+    leaf_scopes = _leaf_scopes(facts, tenant, pool_arg)
+    return {
         "pool_arg": pool_arg,
+        "leaf_scopes": leaf_scopes,
+        "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else pool_arg,
+    }
+
+
+def _pool_keys(
+    plan: Plan, pulled: StackSources, found: FoundAs, pool: str | None
+) -> dict[str, Any]:
+    """What the templates read of pools: the pool a context is of, a fleet's pools (their
+    contexts) and the NicNodePolicies of the network phase."""
+    return {
+        "pool": pool,
         "pools": _pool_contexts(plan, pulled, found) if pool is None else [],
         "nic_policies": [
             _object_name(plan, it.id)
@@ -250,7 +267,9 @@ def _leaf_scopes(facts: Facts, tenant: str | None, pool_arg: str = "") -> list[d
         {
             "arg": f"{pool_arg} --leaf {shell_word(leaf)}",
             "nodes": sizes[leaf],
-            "junit": shell_word(f"nccl-{facts.pool}-{leaf}.xml" if pool_arg else f"nccl-{leaf}.xml"),
+            "junit": shell_word(
+                f"nccl-{facts.pool}-{leaf}.xml" if pool_arg else f"nccl-{leaf}.xml"
+            ),
         }
         for leaf in contract.leaf_networks
         if sizes[leaf] >= 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fake_kube import FakeKube
 from test_storage_cluster import Kubelet, argv
-from test_storage_cluster import kubelet as kubelet  # noqa: F401 (a fixture)
+from test_storage_cluster import kubelet as kubelet
 
 from gpufabric.cli import main
 
@@ -55,7 +55,9 @@ def test_each_pool_is_checked_on_its_own_nodes_and_every_check_names_it(
     assert {c["target"] for c in doc["checks"]} == set(NODES)
     for c in doc["checks"]:
         assert c["details"]["pool"] == NODES[c["target"]][0], c
-    readback = {c["target"]: c["message"] for c in doc["checks"] if c["check"].endswith(".readback")}
+    readback = {
+        c["target"]: c["message"] for c in doc["checks"] if c["check"].endswith(".readback")
+    }
     # the ring pairs a node with another of its own pool, never across pools
     assert readback == {
         "h100-a": "written here, read back on h100-b",
