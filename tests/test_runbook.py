@@ -441,3 +441,28 @@ def test_printed_commands_find_a_stack_given_by_path_or_stacks_dir(
         capsys.readouterr()
         ran += 1
     assert ran >= 5
+
+
+def test_a_fleet_runbook_has_its_host_checks_acceptance_and_sweep_per_pool() -> None:
+    text = runbook("fleet-mixed")
+    h100, l40s = text.split("### Pool `l40s`", 1)[0], text.split("### Pool `l40s`", 1)[1]
+    assert "### Pool `h100`" in h100
+    # each pool's nodes listed by its own selector, with its own GPUs
+    assert "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 -o" in text
+    assert "lists 16 nodes with 8 GPUs each" in text
+    assert "lists 8 nodes with 4 GPUs each" in text
+    # host prerequisites by the pool's layout: the RoCE pool's lossless class on its netdevs
+    assert "mlnx_qos -i ens1f0np0 --trust dscp" in text
+    assert "ip link show ibp24s0" in text
+    # acceptance and sweep per pool, through a tenant with a quota in it, naming the pool
+    assert (
+        "gpufabric verify nccl --stack fleet-mixed --tenant llm-pretrain --pool h100 --nodes 2\n"
+        in text
+    )
+    assert (
+        "gpufabric verify nccl --stack fleet-mixed --tenant inference-eval --pool l40s "
+        "--nodes 8 --junit nccl-l40s.xml" in text
+    )
+    assert "--pool l40s --tenant inference-eval --sweep --junit sweep-l40s.xml" in text
+    assert "at least 22.5 GB/s" in l40s
+    assert "at least 360 GB/s" in text

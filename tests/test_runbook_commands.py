@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import example_config
 from conformance.upstream import LOCAL_BASES, UPSTREAM
 from conftest import REPO, SHARED, sections
 from fake_kube import FakeKube, PyTorchJobOperator
@@ -39,6 +40,7 @@ from gpufabric.model.stackfile import model_from_config
 from gpufabric.model.versions import load_catalog
 from gpufabric.outputs.runbook import render
 from gpufabric.plan.build import Plan, build_plan
+from gpufabric.plan.facts import PoolFacts
 from gpufabric.plan.items import K8sObject
 from gpufabric.plan.pulls import collect
 from gpufabric.support import yamlcodec
@@ -63,6 +65,9 @@ STACKS["jax-only"] = {
     **STACKS["lab-roce"],
     "gpufabric:training": {"mpiOperator": False, "trainingOperator": {"schemes": ["jaxjob"]}},
 }
+# A fleet (two node pools on two fabrics): per pool its node checks, host prerequisites,
+# acceptance and sweep, each naming its pool (one fleet: its commands are many and slow).
+STACKS["fleet-mixed"] = example_config("fleet-mixed")
 COMPONENTS = load_catalog().components
 PLACEHOLDER = re.compile(r"<([a-z][a-z0-9 _-]*)>")
 COUNTS: dict[str, int] = {}
@@ -213,13 +218,19 @@ def _with_status(body: dict[str, Any]) -> dict[str, Any]:
     """What the operators report for a healthy object of the stack."""
     obj = dict(body)
     kind = obj["kind"]
-    if kind == "NicClusterPolicy":
+    if kind in ("NicClusterPolicy", "NicNodePolicy"):
         obj["status"] = {"state": "ready"}
     elif kind == "ClusterQueue":
         obj["status"] = {"conditions": [{"type": "Active", "status": "True"}]}
     elif kind == "Queue":
         obj["status"] = {"state": "Open"}
     return obj
+
+
+def _gpu_nodes(plan: Plan) -> list[tuple[PoolFacts, str]]:
+    """Every GPU node of every pool (gpu-node-0 ... across the pools), with its pool."""
+    pools = [p for p in plan.facts.pools for _ in range(p.nodes.count)]
+    return [(pool, f"gpu-node-{i}") for i, pool in enumerate(pools)]
 
 
 def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
@@ -231,11 +242,10 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
         for it in plan.items
         if isinstance(it.payload, K8sObject)
     ]
-    allocatable = {"nvidia.com/gpu": str(facts.nodes.gpus_per_node)}
-    allocatable |= {r: str(n) for r, n in facts.fabric.rdma_resources.items()}
-    for i in range(facts.nodes.count):
-        node = f"gpu-node-{i}"
-        labels = {**facts.nodes.selector, "kubernetes.io/hostname": node}
+    for pool, node in _gpu_nodes(plan):
+        allocatable = {"nvidia.com/gpu": str(pool.nodes.gpus_per_node)}
+        allocatable |= {r: str(n) for r, n in pool.fabric.rdma_resources.items()}
+        labels = {**pool.nodes.selector, "kubernetes.io/hostname": node}
         objs.append(
             {
                 "apiVersion": "v1",

@@ -42,10 +42,11 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
         return ExitCode.BAD_INPUT
     head = semantic_diff.side_from_files(render_files(stack.plan))
     diffs = semantic_diff.diff(base, head)
+    pools = semantic_diff.pools_changed(base, head)
     if args.format == "json":
-        sys.stdout.write(semantic_diff.to_json(stack.name, args.base, diffs))
+        sys.stdout.write(semantic_diff.to_json(stack.name, args.base, diffs, pools))
     else:
-        sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs))
+        sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs, pools))
     if args.fail_on_disruptive and any(d.klass == "disruptive" for d in diffs):
         return ExitCode.FAIL
     return ExitCode.OK

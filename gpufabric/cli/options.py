@@ -9,9 +9,12 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.plan.resolve import DEFAULT_FRACTION
+
+if TYPE_CHECKING:
+    pass
 
 
 def stack_arg(p: argparse.ArgumentParser) -> None:

@@ -513,22 +513,13 @@ def _storage_targets(plan: Plan, tenant: str | None) -> list[storage.StorageTarg
 
 
 def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
-    """``verify storage``: each tenant's claims proven from pods on its GPU nodes."""
+    """``verify storage``: each tenant's claims proven from pods on its GPU nodes; in a
+    fleet pool by pool (each pool's nodes, tolerations and threshold), every check carrying
+    its pool."""
     targets = _storage_targets(plan, args.tenant)
-    default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
-    mbps = args.min_throughput if args.min_throughput is not None else default_mbps
-    judge = storage.StorageJudge(
-        mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
-    )
     image = pulled_image(plan, args.image, "--image", "probe-image")
-    opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
     kube = _kube(plan, args)
     kube.set_timeout(None)  # --timeout bounds each pod, not the command
-    with kube.limit(args.timeout):
-        names, skipped, _labels = session.sweep_nodes(kube, plan)
-    if not names:
-        print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
-        return Verdict.INCONCLUSIVE.exit_code
     runner = storage_run.Runner(
         kube=kube,
         timeout=args.timeout,
@@ -536,18 +527,57 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
         parallel=args.parallel,
         progress=report_progress,
     )
+    pools = [plan.for_pool(n) for n in plan.facts.pool_names] if plan.facts.fleet else [plan]
     checks: list[Check] = []
+    words: list[str] = []
     try:
-        for target in targets:
-            nodes_ = storage.sample(names, args.sample)
-            checks += storage_run.verify_tenant(runner, target, nodes_, opts)
+        for pool_plan in pools:
+            found, judge = _storage_pool(pool_plan, args, kube, runner, targets, image)
+            if found is None:
+                continue
+            checks += found
+            pool = f"{pool_plan.facts.pool}: " if plan.facts.fleet else ""
+            words.append(pool + _threshold_words(judge))
     finally:
         runner.cleanup()
+    if not words:
+        print("gpufabric verify storage: no Ready, schedulable GPU node", file=sys.stderr)
+        return Verdict.INCONCLUSIVE.exit_code
+    checks.sort(key=lambda c: (c.target, c.check))
+    if plan.facts.fleet:
+        return _report(args, f"storage ({plan.stack}, threshold {'; '.join(words)})", checks)
+    return _report(args, f"storage ({plan.stack}, threshold {words[0]})", checks)
+
+
+def _storage_pool(
+    plan: Plan,
+    args: argparse.Namespace,
+    kube: Kube,
+    runner: storage_run.Runner,
+    targets: list[storage.StorageTarget],
+    image: str,
+) -> tuple[list[Check] | None, storage.StorageJudge]:
+    """One pool's storage checks (None: it has no Ready, schedulable GPU node), each
+    naming the pool in a fleet (``details.pool``), and the judge they were held to."""
+    default_mbps, source = storage.default_threshold(plan.facts.fabric.link_rate_gbps)
+    mbps = args.min_throughput if args.min_throughput is not None else default_mbps
+    judge = storage.StorageJudge(
+        mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
+    )
+    opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
+    with kube.limit(args.timeout):
+        names, skipped, _labels = session.sweep_nodes(kube, plan)
+    if not names:
+        return None, judge
+    checks: list[Check] = []
+    for target in targets:
+        nodes_ = storage.sample(names, args.sample)
+        checks += storage_run.verify_tenant(runner, target, nodes_, opts)
     for why, which in session.skipped_words(skipped):
         checks += [skipped_check("storage.node", name, f"not checked: {why}") for name in which]
-    checks.sort(key=lambda c: (c.target, c.check))
-    suite = f"storage ({plan.stack}, threshold {_threshold_words(judge)})"
-    return _report(args, suite, checks)
+    if plan.facts.fleet:
+        checks = [dataclasses.replace(c, details={**c.details, "pool": plan.facts.pool}) for c in checks]  # fmt: skip
+    return checks, judge
 
 
 def _threshold_words(judge: storage.StorageJudge) -> str:

@@ -60,6 +60,9 @@ class NodeState:
     """Its ``kubernetes.io/hostname`` label (the probe is pinned by it); its name without one."""
     driver: str = ""
     """The driver version GPU Feature Discovery labels it with; "" without the labels."""
+    pool: str = ""
+    """The node pool of a fleet it belongs to (its re-certification is that pool's); ""
+    for a one-pool stack."""
 
     @property
     def ours(self) -> bool:

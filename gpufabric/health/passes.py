@@ -13,6 +13,7 @@ conditions say was still acted on; no node re-certified). :func:`check` refuses 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import sys
 import threading
@@ -145,13 +146,16 @@ def _due(state: decide.NodeState, now: dt.datetime, retry_after: float) -> bool:
 def observe_fleet(plan: Plan, args: argparse.Namespace, kube: Kube, report: PassReport) -> tuple[list[decide.NodeState], bool]:  # fmt: skip
     """Every GPU node's state, and whether the alerts were read."""
     m = plan.facts.monitoring
+    pools = [plan.for_pool(n) for n in plan.facts.pool_names] if plan.facts.fleet else [plan]
     with kube.limit(args.timeout):
-        nodes = cluster.gpu_nodes(kube, plan.facts)
+        nodes = [(p.facts.pool, n) for p in pools for n in cluster.gpu_nodes(kube, p.facts)]
     alerts, alerts_read = _alerts(plan, args, report)
     states = [
         decide.observe(n, m.quarantine_taint, m.health.fatal_conditions, alerts, GPU_RESOURCE)
-        for n in nodes
+        for _pool, n in nodes
     ]
+    if plan.facts.fleet:  # each node's pool decides its re-certification
+        states = [dataclasses.replace(s, pool=p) for s, (p, _n) in zip(states, nodes, strict=True)]
     return states, alerts_read
 
 
@@ -188,9 +192,22 @@ def one_pass(
         report.add("wait", node, why)
     for node, why in d.ignored:
         report.add("no action", node, f"{why} (the job's fault, not the node's)")
-    if d.recertify:
-        _recertify(plan, args, kube, states, d.recertify, report, run_pair, clock, transport)
+    for pool, names in _by_pool(states, d.recertify):
+        # a pool's nodes are re-certified by its own acceptance: its partners, node checks,
+        # driver, job and threshold, and the median of its own GOOD nodes
+        own = plan.for_pool(pool) if pool else plan
+        pooled = [s for s in states if s.pool == pool]
+        _recertify(own, args, kube, pooled, names, report, run_pair, clock, transport)
     return report
+
+
+def _by_pool(states: Sequence[decide.NodeState], names: Sequence[str]) -> list[tuple[str, list[str]]]:  # fmt: skip
+    """The nodes to re-certify grouped by their pool ("" for one pool), in pool order."""
+    pool_of = {s.name: s.pool for s in states}
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(pool_of.get(name, ""), []).append(name)
+    return list(groups.items())
 
 
 def guarded_pass(
@@ -335,6 +352,15 @@ def _keep(kube: Kube, args: argparse.Namespace, name: str, check: str, report: P
     report.add("keep", name, check)
 
 
+def _pool_tenant(plan: Plan, tenant: str) -> str:
+    """The tenant a pool's re-certification jobs run through: --tenant where it has a quota
+    in the pool, else the first tenant that has one (a job needs a quota to be admitted)."""
+    tenants = plan.facts.tenants
+    if not plan.facts.fleet or tenants[tenant].gpu_quota > 0:
+        return tenant
+    return next((ns for ns, t in tenants.items() if t.gpu_quota > 0), tenant)
+
+
 def _sweep(
     plan: Plan, args: argparse.Namespace, kube: Kube, candidates: list[str], partners: list[str],
     run_pair: RunPair | None,
@@ -344,11 +370,12 @@ def _sweep(
     stop = threading.Event()
     wait = sweep.waiting(stop)
     exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
+    tenant = _pool_tenant(plan, args.tenant)
 
     def run_job(pair: tuple[str, str], round_: int, index: int) -> nccl_report.NcclReport:
         name = f"{args.name}-r{round_}-{index}"
         job = nccl.acceptance_job(
-            plan, args.tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)
+            plan, tenant, 2, args.image, name, pin_nodes=pair, tolerate=(m.quarantine_taint,)
         )
         created.append(job)
         outcome = nccl.run_job(kube, job, timeout=args.job_timeout, poll=args.poll, sleep=wait)

@@ -66,6 +66,8 @@ class Side:
 
     items: dict[str, dict[str, Any]]
     docs: dict[str, dict[str, Any]]
+    pools: tuple[str, ...] = ()
+    """A fleet's node pools (plan.json ``pools``); empty for one pool."""
 
 
 @dataclass
@@ -83,16 +85,24 @@ class ItemDiff:
     klass: Klass
     reasons: list[str] = field(default_factory=list)
     fields: list[FieldChange] = field(default_factory=list)
+    pool: str | None = None
+    """The node pool of a fleet the item belongs to (plan.json ``pool``); None: cluster-wide."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "what": self.what,
+            **({"pool": self.pool} if self.pool is not None else {}),
             "change": self.change,
             "class": self.klass,
             "reasons": self.reasons,
             "fields": [{"path": f.path, "old": f.old, "new": f.new} for f in self.fields],
         }
+
+    @property
+    def where(self) -> str:
+        """The item's description, with its pool where it has one."""
+        return f"{self.what}, pool {self.pool}" if self.pool is not None else self.what
 
 
 # ------------------------------------------------------------------------------ loading
@@ -144,7 +154,10 @@ def side_from_files(files: Mapping[str, str]) -> Side:
         item = _check_item(index, raw)
         items[item["id"]] = item
     docs = {item_id: _item_docs(files, item) for item_id, item in items.items()}
-    return Side(items, docs)
+    pools = plan.get("pools")
+    if not isinstance(pools, list) or not all(isinstance(p, str) for p in pools):
+        pools = []
+    return Side(items, docs, tuple(pools))
 
 
 def _item_docs(files: Mapping[str, str], item: Mapping[str, Any]) -> dict[str, Any]:
@@ -629,6 +642,7 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
                     klass=klass,
                     reasons=reasons,
                     fields=field_changes({}, new),
+                    pool=_pool(item),
                 )
             )
             continue
@@ -650,6 +664,7 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
                 klass=klass,
                 reasons=reasons,
                 fields=fields,
+                pool=_pool(item),
             )
         )
     for item_id in reversed(list(base.items)):
@@ -664,9 +679,26 @@ def diff(base: Side, head: Side) -> list[ItemDiff]:
                     klass=klass,
                     reasons=reasons,
                     fields=field_changes(old, {}),
+                    pool=_pool(base.items[item_id]),
                 )
             )
     return out
+
+
+def _pool(item: Mapping[str, Any]) -> str | None:
+    pool = item.get("pool")
+    return pool if isinstance(pool, str) and pool else None
+
+
+def pools_changed(base: Side, head: Side) -> tuple[list[str], list[str]]:
+    """(pools added, pools removed) between two renders. A one-pool render counts as its
+    fleet's first pool: the pool a stack had before it listed its pools is the one listed
+    first (its objects keep their ids)."""
+    before = list(base.pools) or list(head.pools[:1])
+    after = list(head.pools) or list(base.pools[:1])
+    if not base.items:  # a stack new in this change: nothing is added pool by pool
+        return [], []
+    return [p for p in after if p not in before], [p for p in before if p not in after]
 
 
 # ------------------------------------------------------------------------------- output
@@ -739,30 +771,49 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def to_markdown(stack: str, base_label: str, diffs: list[ItemDiff]) -> str:
+PoolChanges = tuple[list[str], list[str]]
+"""(pools added, pools removed): :func:`pools_changed`."""
+
+
+def _pool_lines(diffs: list[ItemDiff], pools: PoolChanges) -> list[str]:
+    """A section per pool added or removed, with its objects."""
+    lines: list[str] = []
+    for verb, names in (("added", pools[0]), ("removed", pools[1])):
+        for name in names:
+            own = [d for d in diffs if d.pool == name and d.change == verb]
+            lines.append(f"#### pool {name} {verb} ({len(own)} items)")
+            lines += [f"- `{d.id}` {d.what}" for d in own]
+            lines.append("")
+    return lines
+
+
+def to_markdown(
+    stack: str, base_label: str, diffs: list[ItemDiff], pools: PoolChanges = ([], [])
+) -> str:
     lines = [
         f"### gpufabric diff: `{stack}` against `{base_label}`",
         "",
         summary_line(stack, diffs),
         "",
+        *_pool_lines(diffs, pools),
     ]
     disruptive = [d for d in diffs if d.klass == "disruptive"]
     replacing = [d for d in diffs if d.klass == "replacing"]
     if disruptive:
         lines.append("#### Disruptive (nodes restart or running jobs are killed)")
         for d in disruptive:
-            lines.append(f"- **{d.id}** ({d.what}, {d.change})")
+            lines.append(f"- **{d.id}** ({d.where}, {d.change})")
             lines += [f"  - {r}" for r in d.reasons]
         lines.append("")
     if replacing:
         lines.append("#### Replaced by Pulumi")
         for d in replacing:
-            lines.append(f"- **{d.id}** ({d.what}): " + "; ".join(d.reasons))
+            lines.append(f"- **{d.id}** ({d.where}): " + "; ".join(d.reasons))
         lines.append("")
     if diffs:
         lines += ["<details><summary>All changes in apply order</summary>", ""]
         for d in diffs:
-            lines.append(f"- `{d.id}` {d.what}: {d.change}, {d.klass}")
+            lines.append(f"- `{d.id}` {d.where}: {d.change}, {d.klass}")
             for f in d.fields[:40]:
                 lines += [f"  - {line}" for line in change_lines(f)]
             if len(d.fields) > 40:
@@ -771,11 +822,15 @@ def to_markdown(stack: str, base_label: str, diffs: list[ItemDiff]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(stack: str, base_label: str, diffs: list[ItemDiff]) -> str:
+def to_json(
+    stack: str, base_label: str, diffs: list[ItemDiff], pools: PoolChanges = ([], [])
+) -> str:
     doc = {
         "stack": stack,
         "base": base_label,
         "summary": summary(diffs),
+        **({"poolsAdded": pools[0]} if pools[0] else {}),
+        **({"poolsRemoved": pools[1]} if pools[1] else {}),
         "items": [d.as_dict() for d in diffs],
     }
     return json.dumps(doc, indent=2, default=str) + "\n"

@@ -5,7 +5,8 @@ Output contract (other tools build on it)::
     <out>/plan.json                       items in apply order: id, type, layer, dependsOn,
                                           files, protect, retainOnDelete; the rail an item
                                           exists for, the users' objects its CRDs hold, the
-                                          pinned component of a chart
+                                          pinned component of a chart; a fleet's pools, and
+                                          the pool an item belongs to
     <out>/objects/<layer>/<ns>/<kind>-<name>.yaml   one object per file (_cluster: cluster-scoped)
     <out>/charts/<release>/chart.yaml     repository, chart, version, namespace, release name
     <out>/charts/<release>/values.yaml    values computed from the stack
@@ -42,6 +43,7 @@ from gpufabric.errors import GpufabricError
 from gpufabric.exitcodes import ExitCode
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
+from gpufabric.plan.poolitems import pool_of
 from gpufabric.support import yamlcodec
 from gpufabric.verify.interrupts import shielded
 
@@ -96,8 +98,12 @@ def _overlay_files(overlay: KustomizeOverlay) -> dict[str, str]:
 
 
 def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:
+    facts = plan.facts
+    # a fleet's pools, and each item's (one-pool stacks: neither, their plan.json unchanged)
+    pools = {"pools": list(facts.pool_names)} if facts.fleet else {}
     return {
         "stack": plan.stack,
+        **pools,
         "items": [
             {
                 "id": it.id,
@@ -108,6 +114,7 @@ def plan_document(plan: Plan, files: Mapping[str, list[str]]) -> dict[str, Any]:
                 "retainOnDelete": it.retain_on_delete,
                 "files": files[it.id],
                 **({"rail": it.rail} if it.rail is not None else {}),
+                **({"pool": pool} if (pool := pool_of(it, facts)) is not None else {}),
                 **({"holds": it.holds} if it.holds is not None else {}),
                 **_summary(it),
             }

@@ -66,6 +66,8 @@ class CheckRow:
     status: str
     message: str
     hint: str = ""
+    pool: str = ""
+    """The node pool of a fleet the check is of (its ``details.pool``); "" none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +98,8 @@ class NcclRun:
     network: str
     reasons: tuple[str, ...]
     points: tuple[Point, ...]
+    pool: str = ""
+    """The node pool the run tested (the document's ``pool``); "" none."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,17 @@ class SweepNode:
     rails: tuple[tuple[str, str, float | None, str], ...]
     """(rail, verdict, busbw, partner) of each rail run alone."""
     diagnosis: str
+    pool: str = ""
+    """The node's pool (its entry's ``pool``, else the sweep document's); "" none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolVerdict:
+    """One node pool of a fleet: the verdict of the results that name it."""
+
+    name: str
+    verdict: Verdict
+    summary: str
 
 
 @dataclass
@@ -207,6 +222,7 @@ def _check_row(entry: Any) -> CheckRow | None:
         status=str(status),
         message=_text(e.get("message")),
         hint=_text(e.get("hint")),
+        pool=_text(_dict(e.get("details")).get("pool")),
     )
 
 
@@ -264,6 +280,7 @@ def _nccl_run(doc: Mapping[str, Any], entry: Any, index: int) -> NcclRun:
         network=_text(_dict(r.get("transport")).get("network")),
         reasons=tuple(_text(x) for x in _list(r.get("reasons")) if _text(x)),
         points=_points(_list(r.get("rows"))),
+        pool=_text(r.get("pool")) or _text(doc.get("pool")),
     )
 
 
@@ -285,7 +302,7 @@ def nccl_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list[
     ), runs
 
 
-def _sweep_node(name: str, entry: Any) -> SweepNode:
+def _sweep_node(name: str, entry: Any, pool: str = "") -> SweepNode:
     n = _dict(entry)
     pairs = []
     for pair in _list(n.get("pairs")):
@@ -307,13 +324,15 @@ def _sweep_node(name: str, entry: Any) -> SweepNode:
         pairs=tuple(sorted(pairs)),
         rails=tuple(rails),
         diagnosis=_text(n.get("diagnosis")),
+        pool=_text(n.get("pool")) or pool,
     )
 
 
 def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list[SweepNode]]:
     """``verify nccl --sweep --json``: BAD nodes fail, nodes not localized are
     INCONCLUSIVE, a sweep over no node is INCONCLUSIVE."""
-    nodes = [_sweep_node(name, e) for name, e in sorted(_dict(doc.get("nodes")).items())]
+    pool = _text(doc.get("pool"))
+    nodes = [_sweep_node(name, e, pool) for name, e in sorted(_dict(doc.get("nodes")).items())]
     verdicts = [SWEEP_VERDICT[n.verdict] for n in nodes]
     notes = []
     if not nodes:
@@ -410,6 +429,35 @@ def pair_map(nodes: Sequence[SweepNode]) -> list[tuple[str, list[tuple[str, str]
     return [(a, [cell(a, b) for b in names]) for a in names]
 
 
+def pools(inputs: Inputs) -> list[PoolVerdict]:
+    """A fleet's pools, each with the verdict of the results that name it (checks,
+    NCCL runs, sweep nodes), in name order; none when no result names a pool."""
+    verdicts: dict[str, list[Verdict]] = {}
+    counts: dict[str, dict[str, int]] = {}
+
+    def add(pool: str, what: str, verdict: Verdict) -> None:
+        if pool:
+            verdicts.setdefault(pool, []).append(verdict)
+            tally = counts.setdefault(pool, {})
+            tally[what] = tally.get(what, 0) + 1
+
+    for section in inputs.sections:
+        for c in section.checks:
+            add(c.pool, "checks", STATUS_VERDICT[c.status])
+    for run in inputs.runs:
+        add(run.pool, "NCCL runs", run.verdict)
+    for node in inputs.sweep:
+        add(node.pool, "sweep nodes", SWEEP_VERDICT[node.verdict])
+    return [
+        PoolVerdict(
+            name=name,
+            verdict=worst(verdicts[name]),
+            summary=", ".join(f"{n} {what}" for what, n in counts[name].items()),
+        )
+        for name in sorted(verdicts)
+    ]
+
+
 def overall(inputs: Inputs) -> Verdict:
     """The worst input's verdict; PASS only when every input was given and passed."""
     return worst(s.verdict for s in inputs.sections) if inputs.sections else Verdict.INCONCLUSIVE
@@ -438,6 +486,7 @@ def render_html(inputs: Inputs) -> str:
             title=inputs.title,
             verdict=overall(inputs),
             sections=inputs.sections,
+            pools=pools(inputs),
             failures=failures(inputs),
             runs=inputs.runs,
             sweep=inputs.sweep,
@@ -645,6 +694,7 @@ __all__ = [
     "nccl_section",
     "overall",
     "pair_map",
+    "pools",
     "render_html",
     "sweep_section",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpufabric import nics
 from gpufabric.model.stackfile import is_path
-from gpufabric.outputs.jobs import first_worker_pod, inspection_kind, resume_facts
+from gpufabric.outputs.jobs import JobKind, first_worker_pod, inspection_kind, resume_facts
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts, TenantContract
@@ -147,15 +147,19 @@ def _describe(item: Item, plan: Plan) -> str:
     return f"{p.kind} `{md(ns + p.name)}`"
 
 
-def context(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> dict[str, Any]:
+def context(
+    plan: Plan, pulled: StackSources, found: FoundAs | None = None, pool: str | None = None
+) -> dict[str, Any]:
     """What the templates read: the Plan's facts and items, what the stack pulls, and how
-    the printed commands find the stack (``found``; None: by its name in the project)."""
+    the printed commands find the stack (``found``; None: by its name in the project).
+    ``pool``: the context of one pool of a fleet (the Plan narrowed to it, the commands
+    naming it with ``--pool``); None: the stack's, with ``pools`` the fleet's pools."""
     found = found or FoundAs(plan.stack)
     gpufabric, stack_arg = found.options()
     facts = plan.facts
     job_kind = inspection_kind(facts)
-    facts_first = next(iter(facts.tenants), None)
-    leaf_scopes = _leaf_scopes(facts, facts_first)
+    facts_first = _pool_tenant(facts) if pool is not None else next(iter(facts.tenants), None)
+    placing = _placing(facts, facts_first)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
     }
@@ -182,20 +186,11 @@ def context(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> d
         "components": plan.components,
         "charts": charts,
         "overlays": [it.payload for it in plan.items if isinstance(it.payload, KustomizeOverlay)],
-        "first_tenant": next(iter(facts.tenants), None),
+        "first_tenant": facts_first,
         "sources": pulled,
         "mirrored": pulled.mirrored,
         "first_netdev": facts.fabric.rails[0].netdev,
-        "job_kind": job_kind,
-        "worker_pod": first_worker_pod(job_kind, f"{facts_first}-{job_kind}")
-        if job_kind and facts_first
-        else None,
-        "leaf_scopes": leaf_scopes,
-        # the most GPU nodes one job of the first tenant may span: its quota admits no more
-        "quota_nodes": facts.tenants[facts_first].gpu_admissible // facts.nodes.gpus_per_node
-        if facts_first
-        else 0,
-        "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else "",
+        **_first_tenant_keys(facts, facts_first, job_kind),
         "quota_name": lambda t: _object_name(plan, ids.tenant_quota(t.namespace)),
         "nccl_env_name": lambda t: t.nccl_env_name,
         "quota_text": lambda t: _quota_text(facts, t),
@@ -203,12 +198,74 @@ def context(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> d
         "alert_classes": alerts.classes(facts) if facts.monitoring.enabled else [],
         "rule_name": _object_name(plan, ids.MONITORING_RULES) if facts.monitoring.enabled else "",
         "resume": resume_facts(facts),
+        **placing,
+        **_pool_keys(plan, pulled, found, pool),
     }
 
 
-def _leaf_scopes(facts: Facts, tenant: str | None) -> list[dict[str, Any]]:
-    """Where rails are routed per leaf: per leaf, the `--leaf` option a tenant's jobs take,
-    the GPU nodes under it (from scheduling.nodeTopology) and a JUnit file name."""
+def _first_tenant_keys(
+    facts: Facts, tenant: str | None, job_kind: JobKind | None
+) -> dict[str, Any]:
+    """The job the runbook's inspection and acceptance steps run through ``tenant``."""
+    return {
+        "job_kind": job_kind,
+        "worker_pod": first_worker_pod(job_kind, f"{tenant}-{job_kind}")
+        if job_kind and tenant
+        else None,
+        # the most GPU nodes one job of the tenant may span: its quota admits no more
+        "quota_nodes": facts.tenants[tenant].gpu_admissible // facts.nodes.gpus_per_node
+        if tenant
+        else 0,
+    }
+
+
+def _placing(facts: Facts, tenant: str | None) -> dict[str, Any]:
+    """What places the printed jobs: a fleet's ``--pool`` (the stack's context: its first
+    pool), the leaf scopes where rails are routed per leaf, and both as one option string."""
+    pool_arg = f" --pool {shell_word(facts.pool)}" if facts.fleet else ""
+    leaf_scopes = _leaf_scopes(facts, tenant, pool_arg)
+    return {
+        "pool_arg": pool_arg,
+        "leaf_scopes": leaf_scopes,
+        "leaf_arg": leaf_scopes[0]["arg"] if leaf_scopes else pool_arg,
+    }
+
+
+def _pool_keys(
+    plan: Plan, pulled: StackSources, found: FoundAs, pool: str | None
+) -> dict[str, Any]:
+    """What the templates read of pools: the pool a context is of, a fleet's pools (their
+    contexts) and the NicNodePolicies of the network phase."""
+    return {
+        "pool": pool,
+        "pools": _pool_contexts(plan, pulled, found) if pool is None else [],
+        "nic_policies": [
+            _object_name(plan, it.id)
+            for it in plan.items
+            if isinstance(it.payload, K8sObject) and it.payload.kind == "NicNodePolicy"
+        ],
+    }
+
+
+def _pool_tenant(facts: Facts) -> str | None:
+    """The tenant a pool's acceptance runs through: the first with a quota in the pool (the
+    first tenant when none has one: the runbook then says the test cannot start)."""
+    with_quota = (ns for ns, t in facts.tenants.items() if t.gpu_quota > 0)
+    return next(with_quota, next(iter(facts.tenants), None))
+
+
+def _pool_contexts(plan: Plan, pulled: StackSources, found: FoundAs) -> list[dict[str, Any]]:
+    """A fleet's pools, each the context of the Plan narrowed to it (empty for one pool:
+    its runbook is the stack's)."""
+    if not plan.facts.fleet:
+        return []
+    return [context(plan.for_pool(name), pulled, found, name) for name in plan.facts.pool_names]
+
+
+def _leaf_scopes(facts: Facts, tenant: str | None, pool_arg: str = "") -> list[dict[str, Any]]:
+    """Where rails are routed per leaf: per leaf, the `--leaf` option a tenant's jobs take
+    (after ``pool_arg``, a fleet's `--pool`), the GPU nodes under it (from
+    scheduling.nodeTopology) and a JUnit file name."""
     contract = facts.tenants.get(tenant) if tenant else None
     if contract is None or not contract.leaf_networks or contract.leaf_label is None:
         return []
@@ -218,9 +275,11 @@ def _leaf_scopes(facts: Facts, tenant: str | None) -> list[dict[str, Any]]:
     sizes = {leaf: facts.gang.nodes_under(label, leaf) or 2 for leaf in contract.leaf_networks}
     return [
         {
-            "arg": f" --leaf {shell_word(leaf)}",
+            "arg": f"{pool_arg} --leaf {shell_word(leaf)}",
             "nodes": sizes[leaf],
-            "junit": shell_word(f"nccl-{leaf}.xml"),
+            "junit": shell_word(
+                f"nccl-{facts.pool}-{leaf}.xml" if pool_arg else f"nccl-{leaf}.xml"
+            ),
         }
         for leaf in contract.leaf_networks
         if sizes[leaf] >= 2
@@ -257,6 +316,14 @@ def render(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> st
     env.filters["sq"] = _single_quote
     env.filters["sh"] = shell_word
     env.filters["md"] = markdown_code
+
+    def pool_part(part: str, pool: Mapping[str, Any]) -> str:
+        """One part of the runbook (a template) as one pool of a fleet reads it, its
+        headings one level down (under the pool's own)."""
+        text = env.get_template("pool.md.j2").render(part=part, **pool)
+        return _demote_headings(text)
+
+    env.globals["pool_part"] = pool_part
     text = env.get_template("runbook.md.j2").render(**context(plan, pulled, found))
     # One blank line between blocks, a single trailing newline: stable, diff-friendly output.
     lines: list[str] = []
@@ -266,6 +333,22 @@ def render(plan: Plan, pulled: StackSources, found: FoundAs | None = None) -> st
             continue
         lines.append(line)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _demote_headings(text: str) -> str:
+    """Markdown headings one level down, outside code blocks (a shell comment stays); ""
+    for a part with nothing to say."""
+    if not text.strip():
+        return ""
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,5} ", line):
+            line = "#" + line
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def _single_quote(value: str) -> str:

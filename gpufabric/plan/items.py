@@ -226,6 +226,9 @@ class Item(Struct, frozen=True, kw_only=True):
     """When it leaves the stack, stop managing it but leave it in the cluster."""
     rail: str | None = None
     """The rail this item exists for (its pool, SR-IOV policy or network), if any."""
+    pool: str | None = None
+    """The node pool of a fleet this item exists for (its NicNodePolicy, flavor, NCCL
+    settings), if any (gpufabric/plan/poolitems.py finds it for the others)."""
     holds: str | None = None
     """Users' objects whose CRDs this item installs (removing it deletes them), if any."""
 
