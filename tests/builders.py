@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO / "stacks"
 SHIPPED_STACKS = (
     "dgx-h100",
+    "fleet-mixed",
     "kind-dev",
     "lab-roce",
     "prod-ib",

@@ -58,7 +58,7 @@ def test_render_writes_the_contract_and_a_summary(
     core = sum(1 for o in objects if is_builtin(minor, o.api_version, o.kind))
     assert f"tenants        {tenants:>2} objects" in summary
     assert "chart       gpu-operator v26.7.0" in summary
-    assert "chart       network-operator 26.1.2" in summary
+    assert "chart       network-operator 26.4.1" in summary
     assert "chart       kueue 0.19.2" in summary
     assert "kustomize   overlays/multus-thick -> kube-system" in summary
     assert "kustomize   overlays/mpi-operator -> mpi-operator" in summary

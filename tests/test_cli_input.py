@@ -400,7 +400,10 @@ def test_a_stack_that_is_no_regular_file_is_said_as_such(
     ("image", "why"),
     [
         ("probe image:1", "is not an image reference"),
-        ("quay.io/x/probe:1", "is pulled from quay.io, which this air-gapped stack has no mirror"),
+        (
+            "public.ecr.aws/x/probe:1",
+            "is pulled from public.ecr.aws, which this air-gapped stack has no mirror",
+        ),
     ],
 )
 def test_every_image_flag_is_a_reference_through_the_mirrors(

@@ -181,7 +181,7 @@ def test_images_cli_text_json_and_refs(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["images", "--stack", "lab-roce"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Stack lab-roce: 3 charts, 3 manifests,")
-    assert "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.1.2" in text
+    assert "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin:network-operator-v26.4.1" in text
     assert "note: the operator pulls the tag suffixed with the nodes' OS" in text
     assert main(["images", "--stack", "lab-roce", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -485,9 +485,17 @@ def test_mirrors_reach_subchart_images_passed_by_key_or_env() -> None:
     network = plan.item("network/network-operator").payload.values  # type: ignore[union-attr]
     images = network["sriov-network-operator"]["images"]
     assert images["metricsExporterKubeRbacProxy"] == (
-        "harbor.prod-ib.example.internal/gcr/kubebuilder/kube-rbac-proxy:v0.15.0"
+        "harbor.prod-ib.example.internal/quay/brancz/kube-rbac-proxy:v0.21.2"
     )
     assert images["metricsExporter"].startswith("harbor.prod-ib.example.internal/ghcr/")
+    # a stack that pins Network Operator 26.1 gets that release's proxy, through its mirror
+    config = example_config("prod-ib")
+    config["gpufabric:versions"] = {"network-operator": "26.1.2"}
+    older = build_plan("prod-ib", model_of(config)).item("network/network-operator")
+    assert older.payload.values["sriov-network-operator"]["images"][  # type: ignore[union-attr]
+        "metricsExporterKubeRbacProxy"
+    ] == ("harbor.prod-ib.example.internal/gcr/kubebuilder/kube-rbac-proxy:v0.15.0")
+    assert "sriovDraDriver" not in older.payload.values["sriov-network-operator"]["images"]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("command", ["runbook", "images", "plan"])

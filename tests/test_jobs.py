@@ -281,13 +281,13 @@ def test_an_air_gapped_stack_refuses_an_image_it_has_no_mirror_for(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["job", "--stack", "prod-ib", "--tenant", "eval", "--kind", "mpijob"]
-    assert main([*argv, "--image", "quay.io/team/trainer:1"]) == 2
+    assert main([*argv, "--image", "public.ecr.aws/team/trainer:1"]) == 2
     captured = capsys.readouterr()
     assert (
-        "--image: 'quay.io/team/trainer:1' is pulled from quay.io, which this air-gapped "
-        "stack has no mirror for" in captured.err
+        "--image: 'public.ecr.aws/team/trainer:1' is pulled from public.ecr.aws, which this "
+        "air-gapped stack has no mirror for" in captured.err
     )
-    assert "add 'quay.io: <mirror prefix>' to sources.registries" in captured.err
+    assert "add 'public.ecr.aws: <mirror prefix>' to sources.registries" in captured.err
     assert captured.out == ""
     # a stack that is not air-gapped pulls an unmirrored registry as given
     assert (

@@ -33,7 +33,7 @@ def test_each_mirror_host_gets_a_hosts_toml_trusting_the_site_ca() -> None:
     config = example_config("prod-ib")
     config["gpufabric:sources"]["privateCA"] = True
     # A second mirror host: one of the registries the pinned releases pull from, moved.
-    config["gpufabric:sources"]["registries"]["gcr.io"] = "registry.example.internal:5443/gcr"
+    config["gpufabric:sources"]["registries"]["quay.io"] = "registry.example.internal:5443/quay"
     files = hosts_files(runbook(config))
     assert set(files) == {"harbor.prod-ib.example.internal", "registry.example.internal:5443"}
     for host, conf in files.items():

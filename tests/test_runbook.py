@@ -229,7 +229,7 @@ def test_peermem_stack_covers_the_driver_ordering_pitfall(tmp_path: Path) -> Non
     assert "nvidia-peermem CrashLoops" in text
     assert "the GPU Operator is installed only after the NicClusterPolicy is ready" in text
     assert "this stack runs it from the Network Operator" in text  # NFD moves with the order
-    assert "doca3.3.0-26.01-1.0.0.0-0" in text
+    assert "doca3.4.1-26.04-1.1.0.0-1" in text  # the DOCA driver of Network Operator 26.4.1
 
 
 def test_mirrored_runbook_pulls_from_the_mirror() -> None:

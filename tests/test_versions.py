@@ -22,7 +22,14 @@ def problems_of(config: dict[str, Any]) -> dict[str, str]:
 def test_pins_match_the_supported_releases() -> None:
     c = load_catalog().components
     assert c["gpu-operator"].version == "v26.7.0"
-    assert c["network-operator"].version == "26.1.2"
+    assert c["network-operator"].version == "26.4.1"
+    # the DOCA driver follows the Network Operator release (its hack/release.yaml Mofed tag)
+    assert c["doca-driver"].version == "doca3.4.1-26.04-1.1.0.0-1"
+    assert effective_components({"network-operator": "26.1.2"})["doca-driver"].version == (
+        "doca3.3.0-26.01-1.0.0.0-0"
+    )
+    pinned = {"network-operator": "26.1.2", "doca-driver": "doca3.3.1-26.01-1.0.0.0-0"}
+    assert effective_components(pinned)["doca-driver"].version == pinned["doca-driver"]
     assert c["multus"].version == "v4.3.0"
     assert c["kueue"].version == "0.19.2"
     assert c["volcano"].version == "1.15.1"
@@ -84,11 +91,18 @@ def test_kubernetes_version_outside_the_supported_range(lab: dict[str, Any]) -> 
 def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> None:
     from gpufabric.model.versions import undocumented_gpudirect_pair
 
-    assert undocumented_gpudirect_pair({}) is None  # the pins: GPU Operator 26.7 + NO 26.1
-    warning = undocumented_gpudirect_pair({"network-operator": "26.4.1"})  # a stack's choice
+    # the pins: GPU Operator 26.7 + Network Operator 26.4, the pair NVIDIA's AI Cluster
+    # Runtime ships and tests (testedPairs), though the GPUDirect RDMA matrix stops at 26.1
+    assert undocumented_gpudirect_pair({}) is None
+    assert undocumented_gpudirect_pair({"network-operator": "26.1.2"}) is None  # documented
+    warning = undocumented_gpudirect_pair({"network-operator": "26.7.0"})  # a stack's choice
     assert warning is not None
     assert warning.warning
     assert "not a pair NVIDIA documents for GPUDirect RDMA" in warning.message
+    # it says why the defaults are what they are
+    assert "Network Operator 26.4.1, are the pair NVIDIA AI Cluster Runtime" in warning.message
+    assert "lists no pair newer than Network Operator 26.1" in warning.message
+    assert "26.1.x reaches End of Support with Network Operator 26.7" in warning.message
     assert undocumented_gpudirect_pair({"network-operator": "26.1.0"}) is None
     assert undocumented_gpudirect_pair({"gpu-operator": "v26.3.2", "network-operator": "26.4.0"})
 
@@ -96,11 +110,11 @@ def test_undocumented_gpudirect_pair_warns_and_documented_pair_does_not() -> Non
 def test_stack_warnings_carry_the_pair_only_with_rdma(lab: dict[str, Any]) -> None:
     from gpufabric.model.stackfile import stack_warnings
 
-    assert not any(  # the default pins are a documented pair
+    assert not any(  # the default pins are a tested pair
         "GPUDirect RDMA" in p.message
         for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))
     )
-    lab["gpufabric:versions"] = {"network-operator": "26.4.1"}
+    lab["gpufabric:versions"] = {"network-operator": "26.7.0"}
     assert any(
         "GPUDirect RDMA" in p.message
         for p in stack_warnings(model_from_config(sections(lab), "t", from_file=True))

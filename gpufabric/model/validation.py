@@ -580,6 +580,44 @@ def _gpu_operator(p: Parts) -> Iterator[Problem]:
         )
 
 
+@check
+def _pool_drivers(p: Parts) -> Iterator[Problem]:
+    """A fleet's pools with a driver of their own: the GPU Operator serves them through
+    NVIDIADriver resources only (one ClusterPolicy driver serves every node alike)."""
+    g = p.gpuOperator
+    pools = pools_of(p)
+    if g is None or len(pools) < 2:
+        return
+    first = pools[0].fabric
+    for pool in pools:
+        own = pool.driver is not None and bool(pool.driver.model_fields_set)
+        gpudirect = pool.fabric.gpuDirect != first.gpuDirect
+        if not own and not gpudirect:
+            continue
+        path = f"{pool.path}.driver" if own else pool.fabric_path("gpuDirect")
+        what = (
+            "a driver of its own"
+            if own
+            else f"gpuDirect {pool.fabric.gpuDirect} (pool {pools[0].name}: {first.gpuDirect}), "
+            "another driver setup"
+        )
+        if not g.driver.enabled:
+            if own:
+                yield Problem(
+                    path,
+                    f"pool {pool.name} sets {what}, but gpuOperator.driver.enabled is false "
+                    "(the hosts bring their driver); install it on the pool's hosts and "
+                    "remove this",
+                )
+        elif not g.driver.useNvidiaDriverCRD:
+            yield Problem(
+                path,
+                f"pool {pool.name} needs {what}, which the GPU Operator installs per pool "
+                "through NVIDIADriver resources only; set gpuOperator.driver."
+                "useNvidiaDriverCRD: true",
+            )
+
+
 @pool_check
 def _quarantine_toleration(p: Parts) -> Iterator[Problem]:
     """Jobs tolerate the GPU nodes' taints, never the quarantine taint: a restarted pod would

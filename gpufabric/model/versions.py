@@ -60,6 +60,17 @@ class ChartImage(Struct, frozen=True):
     note: str | None = None
     subchart: bool = False
     """The key belongs to a subchart whose defaults the parent's values.yaml does not show."""
+    releases: str | None = None
+    """The chart releases that pull it (a version range, e.g. ">=26.4"); None: every one."""
+
+    def at(self, version: str) -> bool:
+        """The chart at ``version`` pulls it (an unparsable version: as pinned, every entry)."""
+        if self.releases is None:
+            return True
+        try:
+            return parse_version(version) in SpecifierSet(self.releases)
+        except InvalidVersion:
+            return True
 
     def enabled(self, values: Mapping[str, Any]) -> bool:
         for path, default in self.when.items():
@@ -80,6 +91,15 @@ class ChartImage(Struct, frozen=True):
         return ref
 
 
+class ShippedPair(Struct, frozen=True):
+    """A GPU Operator / Network Operator pair NVIDIA tests and ships (``testedPairs``) that
+    its GPUDirect RDMA matrix does not list: who ships it and why a stack would run it."""
+
+    versions: Mapping[str, SpecifierSet]
+    source: str
+    why: str
+
+
 class Component(Struct, frozen=True, kw_only=True):
     """One upstream release a stack may install."""
 
@@ -96,6 +116,11 @@ class Component(Struct, frozen=True, kw_only=True):
     """Chart values keys that take the stack's image pull secrets."""
     mirrors: Mirrors = NO_MIRRORS
     """The stack's mirrors; URLs and images below are given as pulled through them."""
+    follows: str | None = None
+    """Another component whose release decides this one's version (``releases``), unless
+    the stack pins this one itself (the DOCA driver belongs to a Network Operator release)."""
+    releases: Mapping[str, str] = field(default_factory=dict)
+    """Release of ``follows`` (without a leading v) -> this component's version."""
 
     def with_version(self, version: str) -> Component:
         return replace(self, version=version)
@@ -137,7 +162,7 @@ class Component(Struct, frozen=True, kw_only=True):
         switch on; a tag key set in the values replaces the pinned tag."""
         out = []
         for entry in self.chart_images:
-            if not entry.enabled(values):
+            if not entry.at(self.version) or not entry.enabled(values):
                 continue
             ref = self.expand(entry.image) or ""
             tag = get_path(values, entry.tag_key) if entry.tag_key else None
@@ -151,6 +176,8 @@ class Component(Struct, frozen=True, kw_only=True):
         when none of their registries is mirrored)."""
         values: dict[str, Any] = {}
         for entry in self.chart_images:
+            if not entry.at(self.version):
+                continue
             upstream = entry.key_value(self.expand(entry.image) or "")
             mirrored = self.mirrors.image(upstream)
             if mirrored != upstream:
@@ -183,6 +210,8 @@ class Catalog(Struct, frozen=True):
     components: Mapping[str, Component]
     rules: tuple[Rule, ...]
     gpudirect_pairs: tuple[Mapping[str, SpecifierSet], ...] = ()
+    tested_pairs: tuple[ShippedPair, ...] = ()
+    """Pairs NVIDIA tests and ships that its GPUDirect RDMA matrix does not list."""
     """GPU Operator x Network Operator ranges NVIDIA documents for GPUDirect RDMA."""
 
 
@@ -206,6 +235,7 @@ def _chart_image(entry: Mapping[str, Any]) -> ChartImage:
         tag_key=entry.get("tagKey"),
         note=entry.get("note"),
         subchart=bool(entry.get("subchart", False)),
+        releases=str(entry["releases"]) if entry.get("releases") else None,
     )
 
 
@@ -221,7 +251,12 @@ def load_catalog() -> Catalog:
             pull_secret_keys=tuple(
                 PullSecretKey(str(e["key"]), e["form"]) for e in body.get("pullSecrets") or ()
             ),
-            **{str(k): str(v) for k, v in body.items() if k not in ("images", "pullSecrets")},  # type: ignore[arg-type]
+            releases={str(k): str(v) for k, v in (body.get("releases") or {}).items()},
+            **{
+                str(k): str(v)
+                for k, v in body.items()
+                if k not in ("images", "pullSecrets", "releases")
+            },  # type: ignore[arg-type]
         )
         for name, body in raw["components"].items()
     }
@@ -238,17 +273,27 @@ def load_catalog() -> Catalog:
     pairs = tuple(
         {str(k): _spec(str(v)) for k, v in pair.items()} for pair in raw.get("gpudirectPairs") or ()
     )
+    tested = tuple(
+        ShippedPair(
+            versions={str(k): _spec(str(v)) for k, v in pair.items() if k not in ("source", "why")},
+            source=str(pair["source"]),
+            why=str(pair["why"]),
+        )
+        for pair in raw.get("testedPairs") or ()
+    )
     return Catalog(
         kubernetes=_spec(raw["kubernetes"]),
         components=components,
         rules=rules,
         gpudirect_pairs=pairs,
+        tested_pairs=tested,
     )
 
 
 def undocumented_gpudirect_pair(overrides: Mapping[str, str]) -> Problem | None:
-    """A warning when the effective GPU Operator / Network Operator pair is not one NVIDIA
-    documents for GPUDirect RDMA (None when it is, or when a version does not parse)."""
+    """A warning when the effective GPU Operator / Network Operator pair is neither one NVIDIA
+    documents for GPUDirect RDMA nor one it ships and tests (None when it is, or when a
+    version does not parse); it says why the defaults are what they are."""
     catalog = load_catalog()
     try:
         versions = {
@@ -262,12 +307,24 @@ def undocumented_gpudirect_pair(overrides: Mapping[str, str]) -> Problem | None:
             return None
     go = overrides.get("gpu-operator", catalog.components["gpu-operator"].version)
     no = overrides.get("network-operator", catalog.components["network-operator"].version)
+    for tested in catalog.tested_pairs:
+        if all(versions[name] in spec for name, spec in tested.versions.items()):
+            return None
+    why = ""
+    if catalog.tested_pairs:
+        tested = catalog.tested_pairs[0]
+        pins = catalog.components
+        why = (
+            f"; the defaults, GPU Operator {pins['gpu-operator'].version} with Network "
+            f"Operator {pins['network-operator'].version}, are the pair {tested.source} "
+            f"ships and tests, because {tested.why}"
+        )
     return Problem(
         "versions",
         f"GPU Operator {go} with Network Operator {no} is not a pair NVIDIA documents for "
-        "GPUDirect RDMA (gpudirectPairs in manifests/versions.yaml); prove GPUDirect with "
-        "`gpufabric verify nccl` before production, or pin a documented pair under "
-        "gpufabric:versions",
+        "GPUDirect RDMA, nor one it ships and tests (gpudirectPairs, testedPairs in "
+        f"manifests/versions.yaml){why}. Prove GPUDirect with `gpufabric verify nccl` before "
+        "production, or pin a documented or tested pair under gpufabric:versions",
         warning=True,
     )
 
@@ -282,6 +339,12 @@ def effective_components(
     for name, version in overrides.items():
         if name in out:
             out[name] = out[name].with_version(version)
+    for name, component in out.items():
+        if component.follows is None or name in overrides or component.follows not in out:
+            continue
+        release = out[component.follows].version.lstrip("v")
+        if release in component.releases:
+            out[name] = component.with_version(component.releases[release])
     return out
 
 

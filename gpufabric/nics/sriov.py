@@ -58,7 +58,10 @@ class SriovMode(NicMode):
 
 
 def _policy(ctx: PlanContext, rail: RailFacts, namespace: str) -> Item:
+    """The rail's VFs on the pool's nodes; in a fleet one per pool and rail (a rail two
+    pools share gets a policy for each pool's nodes, with the one resource name)."""
     facts = ctx.facts.fabric
+    pool = ctx.facts.pool if ctx.facts.fleet else None
     spec: dict[str, Any] = {
         "resourceName": rail.device_plugin_resource,
         "nodeSelector": dict(ctx.facts.nodes.selector),
@@ -74,13 +77,13 @@ def _policy(ctx: PlanContext, rail: RailFacts, namespace: str) -> Item:
         ctx.stack,
         SRIOV_API,
         "SriovNetworkNodePolicy",
-        f"{rail.name}-vfs",
+        f"{rail.name}-vfs" if pool is None else f"{pool}-{rail.name}-vfs",
         spec,
         namespace,
         {DISRUPTIVE: "creating or changing VFs drains and may reboot GPU nodes"},
     )
     return Item(
-        id=ids.sriov_policy(rail.name),
+        id=ids.sriov_policy(rail.name, pool),
         layer=Layer.NETWORK,
         payload=body,
         depends_on=(ids.NETWORK_OPERATOR,),
@@ -89,6 +92,8 @@ def _policy(ctx: PlanContext, rail: RailFacts, namespace: str) -> Item:
 
 
 def _pool_config(ctx: PlanContext, namespace: str) -> Item:
+    """Exclusive RDMA on the pool's nodes (in a fleet, one per SR-IOV pool)."""
+    fleet = ctx.facts.fleet
     pool = {
         "nodeSelector": {"matchLabels": dict(ctx.facts.nodes.selector)},
         "maxUnavailable": 1,
@@ -99,13 +104,16 @@ def _pool_config(ctx: PlanContext, namespace: str) -> Item:
         ctx.stack,
         SRIOV_API,
         "SriovNetworkPoolConfig",
-        "gpu-nodes-rdma-exclusive",
+        f"{ctx.facts.pool}-rdma-exclusive" if fleet else "gpu-nodes-rdma-exclusive",
         pool,
         namespace,
         {DISRUPTIVE: "switching the RDMA subsystem to exclusive reboots GPU nodes"},
     )
     return Item(
-        id=ids.SRIOV_POOL, layer=Layer.NETWORK, payload=body, depends_on=(ids.NETWORK_OPERATOR,)
+        id=ids.sriov_pool_config(ctx.facts.pool) if fleet else ids.SRIOV_POOL,
+        layer=Layer.NETWORK,
+        payload=body,
+        depends_on=(ids.NETWORK_OPERATOR,),
     )
 
 

@@ -428,6 +428,8 @@ class GpuOperatorFacts(Struct, frozen=True):
     mig_strategy: MigStrategy
     dcgm_exporter: bool
     dcgm_service_monitor: bool
+    driver_version: str | None = None
+    """The stack's driver version (``gpuOperator.driver.version``; a pool may pin its own)."""
 
 
 class DcgmCounter(Struct, frozen=True):

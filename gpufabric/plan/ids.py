@@ -13,6 +13,12 @@ from __future__ import annotations
 GPU_NAMESPACE = "gpu/namespace"
 GPU_OPERATOR = "gpu/gpu-operator"
 
+
+def nvidia_driver(pool: str) -> str:
+    """A fleet pool's own NVIDIA driver (its NVIDIADriver resource)."""
+    return f"gpu/nvidia-driver/{pool}"
+
+
 # -------------------------------------------------------------------------- network
 
 NETWORK_NAMESPACE = "network/namespace"
@@ -28,8 +34,19 @@ def pool(rail: str) -> str:
     return f"network/pool/{rail}"
 
 
-def sriov_policy(rail: str) -> str:
-    return f"network/sriov-policy/{rail}"
+def sriov_policy(rail: str, pool: str | None = None) -> str:
+    """A rail's SR-IOV node policy; in a fleet, one per pool that has the rail."""
+    return f"network/sriov-policy/{rail}" if pool is None else f"network/sriov-policy/{pool}/{rail}"
+
+
+def sriov_pool_config(pool: str) -> str:
+    """A fleet pool's exclusive RDMA mode (SRIOV_POOL in a one-pool stack)."""
+    return f"{SRIOV_POOL}/{pool}"
+
+
+def nic_node_policy(pool: str) -> str:
+    """A fleet pool's NicNodePolicy: its NIC driver and device plugins."""
+    return f"network/nic-node-policy/{pool}"
 
 
 def nad(rail: str, tenant: str | None = None) -> str:

@@ -13,12 +13,19 @@ and one NetworkAttachmentDefinition per rail, for every fabric x device-exposure
 Node Feature Discovery runs exactly once, from the operator the facts name
 (:mod:`gpufabric.plan.resolve`). Names, CNIs, MTUs and resources of the rails come from the
 resolved facts.
+
+A fleet (several node pools) renders every pool's rails, each rail once (pools that share
+an identical rail share its pool and networks), SR-IOV policies per pool and rail, and,
+where the pools' per-node parts differ, one NicNodePolicy per pool with its NIC driver and
+device plugins; the NicClusterPolicy then keeps only what is cluster-wide (IPAM, CNI
+plugins, Multus, ib-kubernetes). docs/decisions/nics-and-fabric.md says why.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from msgspec.structs import replace
@@ -66,16 +73,26 @@ def _image(ctx: PlanContext, name: str) -> dict[str, Any]:
     return spec
 
 
+def pool_contexts(ctx: PlanContext) -> tuple[PlanContext, ...]:
+    """The context of each pool, its facts narrowed to the pool; a one-pool stack's own."""
+    if not ctx.facts.fleet:
+        return (ctx,)
+    return tuple(replace(ctx, facts=ctx.facts.for_pool(name)) for name in ctx.facts.pool_names)
+
+
 def chart_values(ctx: PlanContext) -> dict[str, Any]:
+    sriov = any(nics.mode(c.facts.fabric.rdma).sriov_operator for c in pool_contexts(ctx))
     return {
         "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
-        "sriovNetworkOperator": {"enabled": nics.mode(ctx.facts.fabric.rdma).sriov_operator},
+        "sriovNetworkOperator": {"enabled": sriov},
         **tolerations.chart_values(ctx, COMPONENT, (), tolerations.NETWORK_OPERATOR_NFD_WORKER),
     }
 
 
 def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     """The one NicClusterPolicy: drivers, device plugins, CNI plugins, IPAM, ib-kubernetes."""
+    if ctx.facts.fleet:
+        return _fleet_policy_spec(ctx)
     facts = ctx.facts.fabric
 
     def image(name: str) -> dict[str, Any]:
@@ -96,6 +113,78 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     spec.update(nics.link(facts.type).policy_spec(ctx, image))
     if taints := tolerations.nic_policy(ctx):
         spec["tolerations"] = taints  # every operand DaemonSet runs on the GPU nodes
+    return spec
+
+
+NODE_SECTIONS = ("ofedDriver", "rdmaSharedDevicePlugin", "sriovDevicePlugin")
+"""The NicClusterPolicy sections a NicNodePolicy may carry instead (Network Operator >= 26.4);
+one section is in the NicClusterPolicy or in NicNodePolicies, never both (its webhook)."""
+
+
+def node_parts(ctx: PlanContext) -> dict[str, Any]:
+    """One pool's per-node sections: its NIC driver (operator-managed) and device plugins."""
+    facts = ctx.facts.fabric
+    parts: dict[str, Any] = {}
+    if facts.nic_driver == "operator":
+        parts["ofedDriver"] = _ofed_driver(ctx)
+    parts.update(nics.mode(facts.rdma).policy_spec(ctx, lambda name: _image(ctx, name)))
+    return parts
+
+
+def nic_node_policies(ctx: PlanContext) -> dict[str, dict[str, Any]]:
+    """Pool name -> the spec of its NicNodePolicy; empty when the NicClusterPolicy carries
+    the per-node sections (one pool, or pools whose per-node sections are all the same).
+    A pool with no per-node section (no device plugin, the hosts' NIC driver) gets none."""
+    if not ctx.facts.fleet:
+        return {}
+    parts = {c.facts.pool: (c, node_parts(c)) for c in pool_contexts(ctx)}
+    if len({json.dumps(p, sort_keys=True) for _, p in parts.values()}) == 1:
+        return {}
+    specs: dict[str, dict[str, Any]] = {}
+    for name, (pool_ctx, sections) in parts.items():
+        if not sections:
+            continue
+        spec: dict[str, Any] = {"nodeSelector": dict(pool_ctx.facts.nodes.selector), **sections}
+        if taints := tolerations.nic_node_policy(pool_ctx):
+            spec["tolerations"] = taints
+        specs[name] = spec
+    return specs
+
+
+def node_policy_ids(ctx: PlanContext, driver_only: bool = False) -> tuple[str, ...]:
+    """Ids of the fleet's NicNodePolicy items (``driver_only``: those that install the NIC
+    driver), in pool order."""
+    return tuple(
+        ids.nic_node_policy(name)
+        for name, spec in nic_node_policies(ctx).items()
+        if not driver_only or "ofedDriver" in spec
+    )
+
+
+def _fleet_policy_spec(ctx: PlanContext) -> dict[str, Any]:
+    """A fleet's NicClusterPolicy: what is cluster-wide (IPAM, CNI plugins of every pool's
+    rails, Multus, ib-kubernetes), and the per-node sections only when every pool's are the
+    same (else each pool's NicNodePolicy carries its own)."""
+    pools = pool_contexts(ctx)
+
+    def image(name: str) -> dict[str, Any]:
+        return _image(ctx, name)
+
+    spec: dict[str, Any] = {"nvIpam": {**image("nvidia-k8s-ipam"), "enableWebhook": False}}
+    secondary: dict[str, Any] = {"cniPlugins": image("plugins")}
+    if ctx.facts.fabric.multus == "network-operator":
+        secondary["multus"] = image("multus-cni")
+    for pool in pools:
+        for key, plugin_image in cni.policy_plugins(pool.facts.fabric).items():
+            secondary.setdefault(key, image(plugin_image))
+    spec["secondaryNetwork"] = secondary
+    if not nic_node_policies(ctx):
+        spec.update(node_parts(pools[0]))
+    for pool in pools:
+        for key, part in nics.link(pool.facts.fabric.type).policy_spec(pool, image).items():
+            spec.setdefault(key, part)
+    if taints := tolerations.nic_policy(ctx):
+        spec["tolerations"] = taints
     return spec
 
 
@@ -250,7 +339,9 @@ def build(ctx: PlanContext) -> list[Item]:
         )
     )
     # The link's own objects (UFM credentials) come before the policy that reads them.
-    link_items = nics.link(facts.type).items(ctx)
+    link_items = _unique(
+        i for c in pool_contexts(ctx) for i in nics.link(c.facts.fabric.type).items(c)
+    )
     items += link_items
     items.append(
         Item(
@@ -269,10 +360,65 @@ def build(ctx: PlanContext) -> list[Item]:
     )
     multus_dep = _multus(ctx, items)
     pool_ids = _pools(ctx, items, operator.namespace)
-    device_items, device_deps = nics.mode(facts.rdma).items(ctx, operator.namespace)
-    items += device_items
-    _networks(ctx, items, [multus_dep, *device_deps], pool_ids)
+    if not ctx.facts.fleet:
+        device_items, device_deps = nics.mode(facts.rdma).items(ctx, operator.namespace)
+        items += device_items
+        _networks(ctx, items, [multus_dep, *device_deps], pool_ids)
+        return items
+    items += _node_policies(ctx)
+    rail_deps = _pool_devices(ctx, items, operator.namespace)
+    _networks(ctx, items, [multus_dep], pool_ids, rail_deps)
     return items
+
+
+def _pool_devices(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, list[str]]:
+    """A fleet's device objects, each pool's (its SR-IOV policies); rail name -> the ids its
+    networks wait for: those of every pool that has the rail, a pool's NicNodePolicy in
+    place of the NicClusterPolicy where its device plugin is there."""
+    rail_deps: dict[str, list[str]] = {}
+    node_policies = set(node_policy_ids(ctx))
+    for pool in pool_contexts(ctx):
+        device_items, device_deps = nics.mode(pool.facts.fabric.rdma).items(pool, namespace)
+        items += _unique(device_items, seen={it.id for it in items})
+        own = ids.nic_node_policy(pool.facts.pool)
+        deps = [own if d == ids.NIC_POLICY and own in node_policies else d for d in device_deps]
+        for rail in pool.facts.fabric.rails:
+            rail_deps.setdefault(rail.name, []).extend(deps)
+    return rail_deps
+
+
+def _unique(items: Iterable[Item], seen: set[str] | None = None) -> list[Item]:
+    """Items whose id is not already in ``seen``, each once (pools that share a rail or a
+    link share its objects)."""
+    seen = set() if seen is None else seen
+    out = []
+    for item in items:
+        if item.id not in seen:
+            seen.add(item.id)
+            out.append(item)
+    return out
+
+
+def _node_policies(ctx: PlanContext) -> list[Item]:
+    """A fleet's NicNodePolicies, one per pool whose per-node sections differ. Each follows
+    the NicClusterPolicy: the operator's webhook refuses a section both carry, so the
+    cluster policy must have given the section up first."""
+    return [
+        Item(
+            id=ids.nic_node_policy(name),
+            layer=Layer.NETWORK,
+            payload=spec_object(
+                ctx.stack,
+                "mellanox.com/v1alpha1",
+                "NicNodePolicy",
+                name,
+                spec,
+                annotations={"pulumi.com/waitFor": STATE_READY},
+            ),
+            depends_on=(ids.NETWORK_OPERATOR, ids.NIC_POLICY),
+        )
+        for name, spec in nic_node_policies(ctx).items()
+    ]
 
 
 MULTUS_DAEMON_CONFIG: dict[str, Any] = {
@@ -321,9 +467,8 @@ def _multus(ctx: PlanContext, items: list[Item]) -> str:
 
 def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str]:
     """One pool per rail, or one per leaf block of a routed rail; network name -> item id."""
-    fabric = ctx.facts.fabric
     pools: dict[str, str] = {}
-    for rail in fabric.rails:
+    for fabric, rail in _rails(ctx):
         objects: list[tuple[str, str, PoolKind, str, dict[str, Any]]] = [
             (ids.pool(b.nad), b.nad, "IPPool", b.pool, block_pool_spec(fabric, rail, b))
             for b in rail.blocks
@@ -344,8 +489,39 @@ def _pools(ctx: PlanContext, items: list[Item], namespace: str) -> dict[str, str
     return pools
 
 
-def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[str, str]) -> None:
+def _rails(ctx: PlanContext) -> list[tuple[FabricFacts, RailFacts]]:
+    """Every rail of the stack with the fabric of the (first) pool that has it: a rail two
+    pools share is one network, rendered once."""
+    seen: set[str] = set()
+    out = []
+    for pool in pool_contexts(ctx):
+        fabric = pool.facts.fabric
+        for rail in fabric.rails:
+            if rail.name not in seen:
+                seen.add(rail.name)
+                out.append((fabric, rail))
+    return out
+
+
+def _tenant_on(ctx: PlanContext, fabric: FabricFacts, tenant: TenantContract) -> TenantContract:
+    """The tenant's contract on the pool whose fabric this is (a fleet's pools each have one)."""
+    if not ctx.facts.fleet:
+        return tenant
+    for pool in ctx.facts.pools:
+        if pool.fabric == fabric:
+            return pool.tenants.get(tenant.namespace, tenant)
+    return tenant
+
+
+def _networks(
+    ctx: PlanContext,
+    items: list[Item],
+    deps: list[str],
+    pools: dict[str, str],
+    rail_deps: Mapping[str, Sequence[str]] | None = None,
+) -> None:
     facts = ctx.facts.fabric
+    rail_deps = rail_deps or {}
     if facts.networks_namespace is not None:
         # Holds only NetworkAttachmentDefinitions: the strictest Pod Security level.
         items.append(
@@ -365,7 +541,8 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
             (ns, ids.tenant_namespace(ns), contract) for ns, contract in ctx.facts.tenants.items()
         ]
     for namespace, ns_id, tenant in targets:
-        for rail in facts.rails:
+        for fabric, rail in _rails(ctx):
+            on_pool = tenant if tenant is None else _tenant_on(ctx, fabric, tenant)
             for net in [block_rail(rail, b) for b in rail.blocks] or [rail]:
                 body = render_object(
                     "network/nad.yaml.j2",
@@ -374,15 +551,16 @@ def _networks(ctx: PlanContext, items: list[Item], deps: list[str], pools: dict[
                     stack=ctx.stack,
                     rail=rail.name,
                     resource=rail.resource,
-                    cni=cni.cni_config(facts, net, tenant),
+                    cni=cni.cni_config(fabric, net, on_pool),
                 )
                 item_id = ids.nad(net.nad, tenant.namespace if tenant is not None else None)
+                after = [ns_id, *deps, *rail_deps.get(rail.name, ()), pools[net.nad]]
                 items.append(
                     Item(
                         id=item_id,
                         layer=Layer.NETWORK,
                         payload=K8sObject(body),
-                        depends_on=tuple(dict.fromkeys([ns_id, *deps, pools[net.nad]])),
+                        depends_on=tuple(dict.fromkeys(after)),
                         rail=rail.name,
                     )
                 )

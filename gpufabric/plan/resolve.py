@@ -434,6 +434,7 @@ def gpu_operator_facts(model: StackModel) -> GpuOperatorFacts:
         mig_strategy=gpu.migStrategy,
         dcgm_exporter=gpu.dcgmExporter.enabled,
         dcgm_service_monitor=gpu.dcgmExporter.serviceMonitor,
+        driver_version=gpu.driver.version,
     )
 
 

@@ -37,7 +37,19 @@ NETWORK_OPERATOR_NFD_WORKER = (
 
 
 def stack_tolerations(ctx: PlanContext) -> list[dict[str, Any]]:
-    """The taints the GPU nodes carry, as tolerations (``gpuNodes.tolerations``)."""
+    """The taints the GPU nodes carry, as tolerations (``gpuNodes.tolerations``); in a
+    fleet, every pool's (the cluster-wide operands run on all of them), each once."""
+    if not ctx.facts.fleet:
+        return pool_tolerations(ctx)
+    out: list[dict[str, Any]] = []
+    for pool in ctx.facts.pools:
+        out += [dict(t) for t in pool.nodes.tolerations if dict(t) not in out]
+    return out
+
+
+def pool_tolerations(ctx: PlanContext) -> list[dict[str, Any]]:
+    """The taints of the nodes of the pool ``ctx`` is narrowed to (the only pool's, else
+    the first's)."""
     return [dict(t) for t in ctx.facts.nodes.tolerations]
 
 
@@ -45,6 +57,11 @@ def nic_policy(ctx: PlanContext) -> list[dict[str, Any]]:
     """The NicClusterPolicy's ``tolerations``: the stack's, less ``nvidia.com/gpu``, which
     the Network Operator adds to every operand itself."""
     return [t for t in stack_tolerations(ctx) if t != GPU_TAINT]
+
+
+def nic_node_policy(ctx: PlanContext) -> list[dict[str, Any]]:
+    """A pool's NicNodePolicy ``tolerations``: its own taints, less ``nvidia.com/gpu``."""
+    return [t for t in pool_tolerations(ctx) if t != GPU_TAINT]
 
 
 def chart_values(

@@ -95,6 +95,7 @@ FREE_FORM: dict[str, str] = {
     "NodeFacts.selector_text": "node labels as kubectl -l takes them",
     "NodeFacts.tolerations": "Kubernetes tolerations",
     "NodeFacts.driver_version": "NVIDIA driver version",
+    "GpuOperatorFacts.driver_version": "NVIDIA driver version",
     "GangPolicy.authority": (
         "module name of gpufabric.authorities: an open set by design (a third authority is "
         "one module, docs/decisions/code-structure.md), checked by authorities.get"
