@@ -29,6 +29,7 @@ from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.sources import REFERENCE_FORM, reference_problem, split_registry
+from gpufabric.model.storage import ENTRYPOINT_DIR, SSH_DIR
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
 from gpufabric.plan.failure import FailurePolicyFacts
@@ -43,8 +44,6 @@ CLEAN_POD_POLICY = "Running"
 TTL_SECONDS = 24 * 3600
 JOB_MANAGER = "gpufabric.io/job"
 CHECKPOINT_DIR_ANNOTATION = "gpufabric.io/checkpoint-dir"
-ENTRYPOINT_DIR = "/opt/gpufabric/entrypoint"
-"""Where a job's ``--entrypoint`` files are mounted (read-only) and its programs start."""
 ENTRYPOINT_MAX_BYTES = 900 * 1024
 """The files of one ``--entrypoint``, together (a ConfigMap holds at most 1 MiB)."""
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -753,7 +752,6 @@ def pulled_image(plan: Plan, image: str | None, flag: str, component_name: str) 
 
 # ------------------------------------------------- the NCCL test as a PyTorchJob (mpirun)
 
-SSH_DIR = "/root/.ssh"
 HOSTFILE = "/tmp/gpufabric-hostfile"
 SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 SSH_WAIT_TRIES = 120
