@@ -112,3 +112,34 @@ def test_every_direct_volume_source_of_the_api_is_denied(minor: str) -> None:
     (volume,) = [d for name, d in definitions.items() if name.endswith("core.v1.Volume")]
     sources = set(volume["properties"]) - {"name"}
     assert sources - RESTRICTED_VOLUMES == set(DIRECT_VOLUMES) | {"hostPath"}
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "fleet-mixed"])
+def test_tenants_neither_make_nor_delete_what_gpufabric_manages(stack: str) -> None:
+    """Issue 41: a tenant member could delete nccl-env and create one with the managed label,
+    changing the NCCL settings acceptance and re-certification read in its namespace. Now
+    every managed object of the namespace resists DELETE, a ConfigMap under an nccl-env name
+    cannot be made by the tenant, labelled or not, and the platform does all three."""
+    results = {
+        case.name: (case.allowed, messages)
+        for case, messages in verdicts(_plan(stack))
+        if case.policy == "managed"
+    }
+    nccl = "nccl-env" if stack == "prod-ib" else "nccl-env-h100"
+    prefix = "" if stack == "prod-ib" else "[h100] "
+    for name, allowed in (
+        (f"managed ConfigMap {nccl} deleted by the tenant", False),
+        (f"{nccl} made by the tenant, labelled", False),
+        (f"{nccl} made by the tenant, unlabelled", False),
+        ("nccl-env-later (a pool to come) made by the tenant", False),
+        ("own ConfigMap given the managed label", False),
+        (f"{nccl} DELETE by the platform", True),
+        (f"{nccl} CREATE by the platform", True),
+        ("own ConfigMap deleted by the tenant", True),
+    ):
+        expected, messages = results[prefix + name]
+        assert expected is allowed
+        assert bool(messages) is not allowed, (name, messages)
+    deleted = [n for n in results if " deleted by the tenant" in n and n.startswith(prefix + "managed")]  # fmt: skip
+    kinds = {n.split()[2 if prefix else 1] for n in deleted}
+    assert {"ConfigMap", "ResourceQuota"} <= kinds, kinds
