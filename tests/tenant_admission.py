@@ -332,11 +332,12 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
     same job naming another tenant's queue or priority is not."""
     ns = me.namespace
     other = _foreign(plan, ns)
-    if me.gpu_admissible < 2 * plan.facts.nodes.gpus_per_node:
-        return  # no two-node job of it is ever admitted here (a fleet pool it has no GPUs in)
+    nodes = job_nodes(plan, me)
+    if nodes == 0:
+        return  # not one node's GPUs are ever admitted (a fleet pool it has no GPUs in)
     for kind in plan.facts.operators.job_kinds:
         leaf = next(iter(me.leaf_networks), None)  # routed per leaf: a job names its leaf
-        request = JobRequest(tenant=ns, kind=kind, leaf=leaf)  # type: ignore[arg-type]
+        request = JobRequest(tenant=ns, kind=kind, leaf=leaf, nodes=nodes)  # type: ignore[arg-type]
         job = job_manifest(plan, request)
         req = Request(namespace=ns, kind=job["kind"], group=job["apiVersion"].split("/")[0])
         yield Case(f"{kind}: as gpufabric writes it", "objects", job, True, req)
@@ -350,6 +351,13 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
             yield Case(f"{kind}: its pod", "pods", pod, True, Request(namespace=ns))
         for label, stolen in _stolen_jobs(job, me, other, plan.facts.gang.authority):
             yield Case(f"{kind}: {label}", "objects", stolen, False, req)
+
+
+def job_nodes(plan: Plan, me: TenantContract) -> int:
+    """The nodes of the tenant's job case, sized to its quota: two where its queue admits
+    two nodes' GPUs (a job across nodes, as training runs), else one (dgx-h100's research:
+    8 GPUs of quota, one node), else none."""
+    return min(2, me.gpu_admissible // plan.facts.nodes.gpus_per_node, plan.facts.nodes.count)
 
 
 def _stolen_jobs(

@@ -30,10 +30,9 @@ def _plan(stack: str) -> Plan:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_catalogue_verdicts(stack: str) -> None:
-    """One tenant per stack (the policies are the same template for every tenant; the full
-    table over all tenants: python tests/tenant_admission.py)."""
-    # a fleet: every tenant, each in every pool (a tenant may have no GPUs in one)
-    results = verdicts(_plan(stack), tenants=None if stack.startswith("fleet") else 1)
+    """Every tenant of the stack (each has its own networks, queue, priority and quota in
+    the policies' variables), in a fleet each in every pool."""
+    results = verdicts(_plan(stack))
     wrong = [
         f"{case.name}: expected {'allowed' if case.allowed else 'denied'}, got {messages}"
         for case, messages in results
@@ -143,3 +142,30 @@ def test_tenants_neither_make_nor_delete_what_gpufabric_manages(stack: str) -> N
     deleted = [n for n in results if " deleted by the tenant" in n and n.startswith(prefix + "managed")]  # fmt: skip
     kinds = {n.split()[2 if prefix else 1] for n in deleted}
     assert {"ConfigMap", "ResourceQuota"} <= kinds, kinds
+
+
+def test_every_tenant_with_gpus_has_its_jobs_judged() -> None:
+    """Issue 41: dgx-h100's research tenant (8 GPUs of quota) had no job case (a 16-GPU
+    job was the only size), so its jobs were never judged; now a one-node job is."""
+    from builders import example_config
+    from tenant_admission import catalogue, job_nodes
+
+    plan = plan_of(example_config("dgx-h100"), "dgx-h100")
+    research = plan.wiring["research"]
+    assert research.gpu_admissible == plan.facts.nodes.gpus_per_node
+    assert job_nodes(plan, research) == 1
+    for stack in STACKS:
+        plan = _plan(stack)
+        cases = catalogue(plan)  # a fleet: every pool, each case named "[pool] ..."
+        views = [plan.for_pool(p) for p in plan.facts.pool_names] if plan.facts.fleet else [plan]
+        for view in views:
+            prefix = f"[{view.facts.pool}] " if view.facts.fleet else ""
+            judged = {
+                c.request.namespace
+                for c in cases
+                if c.name.startswith(prefix) and "as gpufabric writes it" in c.name
+            }
+            fits = view.facts.nodes.gpus_per_node
+            with_gpus = {ns for ns, me in view.wiring.items() if me.gpu_admissible >= fits}
+            if view.facts.operators.job_kinds:
+                assert judged == with_gpus, (stack, view.facts.pool)
