@@ -24,7 +24,7 @@ if str(HERE) not in sys.path:
 from admission import Policy, Request  # noqa: E402
 from builders import plan_of  # noqa: E402
 
-from gpufabric.outputs.jobs import JobRequest, job_manifest  # noqa: E402
+from gpufabric.outputs.jobs import JobRequest, job_manifest, job_objects  # noqa: E402
 from gpufabric.plan import ids  # noqa: E402
 from gpufabric.plan.build import Plan  # noqa: E402
 from gpufabric.plan.facts import TenantContract  # noqa: E402
@@ -40,8 +40,9 @@ FOREIGN = "intruder-ns"
 class Case:
     name: str
     policy: str
-    """pods or objects."""
-    obj: dict[str, Any]
+    """pods, objects or managed."""
+    obj: dict[str, Any] | None
+    """None: a DELETE (the API server's ``object`` is null, ``old`` is what is deleted)."""
     allowed: bool
     request: Request
     old: dict[str, Any] | None = None
@@ -49,7 +50,11 @@ class Case:
 
 def policies(plan: Plan) -> dict[str, Policy]:
     out = {}
-    for key, item_id in (("pods", ids.TENANT_POLICY), ("objects", ids.TENANT_OBJECTS_POLICY)):
+    for key, item_id in (
+        ("pods", ids.TENANT_POLICY),
+        ("objects", ids.TENANT_OBJECTS_POLICY),
+        ("managed", ids.TENANT_MANAGED_POLICY),
+    ):
         payload = plan.item(item_id).payload
         assert isinstance(payload, K8sObject)
         out[key] = Policy(dict(payload.body))
@@ -327,11 +332,12 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
     same job naming another tenant's queue or priority is not."""
     ns = me.namespace
     other = _foreign(plan, ns)
-    if me.gpu_admissible < 2 * plan.facts.nodes.gpus_per_node:
-        return  # no two-node job of it is ever admitted here (a fleet pool it has no GPUs in)
+    nodes = job_nodes(plan, me)
+    if nodes == 0:
+        return  # not one node's GPUs are ever admitted (a fleet pool it has no GPUs in)
     for kind in plan.facts.operators.job_kinds:
         leaf = next(iter(me.leaf_networks), None)  # routed per leaf: a job names its leaf
-        request = JobRequest(tenant=ns, kind=kind, leaf=leaf)  # type: ignore[arg-type]
+        request = JobRequest(tenant=ns, kind=kind, leaf=leaf, nodes=nodes)  # type: ignore[arg-type]
         job = job_manifest(plan, request)
         req = Request(namespace=ns, kind=job["kind"], group=job["apiVersion"].split("/")[0])
         yield Case(f"{kind}: as gpufabric writes it", "objects", job, True, req)
@@ -345,6 +351,13 @@ def job_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
             yield Case(f"{kind}: its pod", "pods", pod, True, Request(namespace=ns))
         for label, stolen in _stolen_jobs(job, me, other, plan.facts.gang.authority):
             yield Case(f"{kind}: {label}", "objects", stolen, False, req)
+
+
+def job_nodes(plan: Plan, me: TenantContract) -> int:
+    """The nodes of the tenant's job case, sized to its quota: two where its queue admits
+    two nodes' GPUs (a job across nodes, as training runs), else one (dgx-h100's research:
+    8 GPUs of quota, one node), else none."""
+    return min(2, me.gpu_admissible // plan.facts.nodes.gpus_per_node, plan.facts.nodes.count)
 
 
 def _stolen_jobs(
@@ -456,11 +469,78 @@ def platform_object_cases(plan: Plan, me: TenantContract) -> Iterator[Case]:
             False,
             Request(namespace=ns, kind=nad_req.kind, group=nad_req.group, groups=member),
         )
-        yield Case(f"{name} changed by the tenant's group", "objects", changed, False, cm, old)
+        yield Case(f"{name} changed by the tenant's group", "managed", changed, False, cm, old)
         yield Case("own ConfigMap changed by the tenant", "objects", own_cm, True, cm, own_cm)
+        yield Case("own ConfigMap changed by the tenant", "managed", own_cm, True, cm, own_cm)
+        yield from managed_object_cases(plan, me, old)
     yield Case("NAD created by the platform", "objects", nad, True, nad_req)
     platform = Request(namespace=ns, kind="ConfigMap", operation="UPDATE")
-    yield Case(f"{name} changed by the platform", "objects", changed, True, platform, old)
+    yield Case(f"{name} changed by the platform", "managed", changed, True, platform, old)
+    for op in ("CREATE", "DELETE"):
+        request = Request(namespace=ns, kind="ConfigMap", operation=op)
+        created = None if op == "DELETE" else old
+        yield Case(f"{name} {op} by the platform", "managed", created, True, request, old)
+
+
+def _request(obj: dict[str, Any], operation: str, groups: list[str]) -> Request:
+    group, _, _version = obj["apiVersion"].rpartition("/")
+    return Request(
+        namespace=obj["metadata"]["namespace"],
+        kind=obj["kind"],
+        group=group,
+        operation=operation,
+        groups=groups,
+    )
+
+
+def managed_object_cases(plan: Plan, me: TenantContract, nccl: dict[str, Any]) -> Iterator[Case]:
+    """What gpufabric manages in the tenant's namespace stays the platform's: the tenant's
+    group deletes none of it (every managed object of the namespace), creates nothing with
+    its label, and makes no ConfigMap under a name jobs read NCCL settings from, labelled or
+    not (a later pool's nccl-env-<pool> included); its own objects stay its own."""
+    ns = me.namespace
+    member = list(me.groups)
+    mine = [o for _, o in plan.objects() if o.namespace == ns and o.kind != "Namespace"]
+    assert any(o.name == nccl["metadata"]["name"] for o in mine), "nccl-env is in the namespace"
+    for obj in mine:
+        body = dict(obj.body)
+        req = _request(body, "DELETE", member)
+        yield Case(f"managed {obj.kind} {obj.name} deleted by the tenant", "managed", None, False, req, body)  # fmt: skip
+    label = {"app.kubernetes.io/managed-by": "gpufabric"}
+    unlabelled = copy.deepcopy(nccl)
+    unlabelled["metadata"]["labels"] = {}
+    later_pool = {**unlabelled, "metadata": {"name": "nccl-env-later", "namespace": ns}}
+    own = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine", "namespace": ns}}
+    own_labelled = {**own, "metadata": {**own["metadata"], "labels": label}}
+    create = _request(own, "CREATE", member)
+    for case, obj, allowed in (
+        (f"{nccl['metadata']['name']} made by the tenant, labelled", nccl, False),
+        (f"{nccl['metadata']['name']} made by the tenant, unlabelled", unlabelled, False),
+        ("nccl-env-later (a pool to come) made by the tenant", later_pool, False),
+        ("own ConfigMap made with the managed label", own_labelled, False),
+        ("own ConfigMap made by the tenant", own, True),
+    ):
+        yield Case(case, "managed", obj, allowed, create)
+    update = _request(own, "UPDATE", member)
+    yield Case("own ConfigMap given the managed label", "managed", own_labelled, False, update, own)
+    delete = _request(own, "DELETE", member)
+    yield Case("own ConfigMap deleted by the tenant", "managed", None, True, delete, own)
+    if plan.facts.operators.job_kinds and me.gpu_admissible >= plan.facts.nodes.gpus_per_node:
+        request = JobRequest(
+            tenant=ns,
+            kind=plan.facts.operators.job_kinds[0],  # type: ignore[arg-type]
+            nodes=1,
+            leaf=next(iter(me.leaf_networks), None),
+            entrypoint=(("train.py", "print(1)\n"),),
+        )
+        entry = job_objects(plan, request)[0]
+        yield Case(
+            f"the --entrypoint ConfigMap {entry['metadata']['name']} gpufabric job writes",
+            "managed",
+            entry,
+            True,
+            _request(entry, "CREATE", member),
+        )
 
 
 def pool_views(plan: Plan) -> list[Plan]:

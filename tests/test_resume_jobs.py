@@ -182,7 +182,11 @@ PGP = b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQ==\n-----END PGP PRIVATE KEY 
         ({".env": b"TOKEN=x"}, [], "holds no file to ship"),  # hidden files stay home
         ({"m.bin": b"\xff\xfe\x00"}, [], "is not UTF-8 text"),
         ({"a b.py": b"x"}, [], "'a b.py' cannot be a ConfigMap key"),
-        ({"big.py": b"#" * 1_000_000}, [], "a ConfigMap carries at most"),
+        ({"big.py": b"#" * 1_000_000}, [], "gpufabric ships at most 921600"),
+        # issue 41: keys count too (the API server sums keys and values against 1 MiB)
+        ({"k" * 30 + ".py": b"#" * (921600 - 10)}, [], "bytes of file names and contents"),
+        # issue 41: a key the API server refuses (over 253 characters) is never printed
+        ({"k" * 251 + ".py": b"x"}, [], "cannot be a ConfigMap key (254 characters)"),
         ({"a.py": b"x", "b.py": b"y"}, [], "--command: required with more than one"),
         ({"ddp_resume.py": b"x"}, [str(TRAIN)], "two files are named 'ddp_resume.py'"),
         ({"train.py": b"x", "id_ed25519": KEY % b"OPENSSH"}, [], "holds a private key"),
@@ -206,6 +210,27 @@ def test_bad_entrypoints_exit_2_naming_the_option(
     assert expected in err
     assert out == ""
     assert "Traceback" not in err
+
+
+def test_the_apply_paths_lower_limit_is_stated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: within the API server's 1 MiB, client-side `kubectl apply` still refuses a
+    ConfigMap whose last-applied annotation passes 256 KiB; the job says so and how to apply
+    it, and prints the objects (exit 0). A 253-character name is a key the API takes."""
+    src = _tree(tmp_path, {"k" * 250 + ".py": b"#" * 300_000})
+    code, out, err = run_job(capsys, "--kind", "pytorchjob", "--entrypoint", str(src))
+    assert code == 0, err
+    configmap, _ = yaml.safe_load_all(out)
+    assert list(configmap["data"]) == ["k" * 250 + ".py"]
+    assert "last-applied-configuration" in err
+    assert "kubectl apply --server-side" in err
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "t.py").write_text("x")
+    code, _, err = run_job(capsys, "--kind", "pytorchjob", "--entrypoint", str(small))
+    assert code == 0
+    assert "last-applied" not in err
 
 
 def test_a_link_out_of_the_directory_is_not_shipped(
@@ -277,5 +302,19 @@ def test_a_huge_file_is_refused_without_reading_it_whole(
         mp.setattr(Path, "open", counting)
         code, out, err = run_job(capsys, "--kind", "pytorchjob", "--entrypoint", str(src))
     assert (code, out) == (2, "")
-    assert "a ConfigMap carries at most" in err or "is not UTF-8 text" in err
+    assert "gpufabric ships at most" in err or "is not UTF-8 text" in err
     assert opened
+
+
+def test_an_entrypoint_configmap_never_takes_an_nccl_env_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: ConfigMaps named nccl-env or nccl-env-... are the platform's (the tenant
+    managed policy denies them to a tenant), so a job's <name>-entrypoint never is one."""
+    src = _tree(tmp_path, {"t.py": b"x"})
+    args = ["--kind", "pytorchjob", "--entrypoint", str(src), "--name", "nccl-env-probe"]
+    code, out, err = run_job(capsys, *args)
+    assert code == 2
+    assert "--name" in err
+    assert "platform's" in err
+    assert out == ""

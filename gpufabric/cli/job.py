@@ -15,6 +15,7 @@ from gpufabric.model.stackfile import Stack
 from gpufabric.outputs.jobs import (
     JOB_KINDS,
     JobRequest,
+    apply_notes,
     job_objects,
     plan_for_pool,
     read_entrypoint,
@@ -123,5 +124,7 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
             for reason in sorted(report.unchecked_reasons):
                 print(f"  - not checked: {reason}", file=sys.stderr)
             return ExitCode.INVALID_OBJECTS
+    for note in apply_notes(objects):
+        print(f"gpufabric: note: {note}", file=sys.stderr)
     print("---\n".join(to_yaml(o) for o in objects), end="")
     return ExitCode.OK

@@ -10,7 +10,9 @@ a tenant may list its own (``tenants[].claims``). Rules that relate fields live 
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -34,6 +36,28 @@ DEFAULT_MOUNT_PATHS = {CHECKPOINTS: "/checkpoints", DATASETS: "/data"}
 """Where a claim of these names is mounted when the stack gives no ``mountPath``."""
 RESERVED_MOUNT_PATHS = ("/dev", "/proc", "/sys", "/etc", "/usr", "/bin", "/lib", "/var/run")
 """Paths a claim must not cover: the container's own system (and /dev/shm, NCCL's)."""
+ENTRYPOINT_DIR = "/opt/gpufabric/entrypoint"
+"""Where a job's ``--entrypoint`` files are mounted (read-only) and its programs start."""
+SSH_DIR = "/root/.ssh"
+"""Where the NCCL test's pods mount their SSH keys (mpirun starts the ranks over SSH)."""
+JOB_MOUNT_PATHS = {
+    "/dev/shm": "the job's shared memory",
+    ENTRYPOINT_DIR: "the --entrypoint files",
+    SSH_DIR: "the NCCL test's SSH keys",
+}
+"""What gpufabric itself mounts in a job's GPU container: a claim at, above or below one of
+them would put two mounts at one path, or a mount point inside a tenant's share."""
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """One normalised path is the other or lies under it."""
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _normal(value: str) -> str:
+    """The path with '.' and '..' resolved as the kernel resolves them (never above /)."""
+    normal = posixpath.normpath(value)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
 
 
 def size_bytes(size: str) -> int:
@@ -79,6 +103,24 @@ def _server(value: str) -> str:
     return host
 
 
+def _normalised(kind: str) -> Callable[[str], str]:
+    """A check that a path has no '.' or '..' component: the path a server or a container
+    resolves is the path every rule judges."""
+
+    def check(value: str) -> str:
+        normal = _normal(value)
+        if normal != value:
+            raise PydanticCustomError(
+                kind,
+                "{value} is not a plain path: '.' and '..' resolve it to {normal}; "
+                "expected the path without them (write {normal})",
+                {"value": show_value(value), "normal": normal},
+            )
+        return value
+
+    return check
+
+
 ExportPath = Annotated[
     str,
     AfterValidator(
@@ -90,18 +132,42 @@ ExportPath = Annotated[
             "(e.g. /export/training)",
         )
     ),
+    AfterValidator(_normalised("nfs_share")),
 ]
 
 
 def _mount_path(value: str) -> str:
-    if value == "/" or any(value == p or value.startswith(p + "/") for p in RESERVED_MOUNT_PATHS):
+    normal = _normal(value)
+    resolves = "" if normal == value else f" (it resolves to {normal})"
+    if normal == "/" or any(
+        normal == p or normal.startswith(p + "/") for p in RESERVED_MOUNT_PATHS
+    ):
         raise PydanticCustomError(
             "mount_path",
-            "{value} would hide the container's own files; expected a path of its own, "
-            "e.g. /checkpoints or /data (not under {reserved})",
-            {"value": show_value(value), "reserved": ", ".join(RESERVED_MOUNT_PATHS)},
+            "{value}{resolves} would hide the container's own files; expected a path of its "
+            "own, e.g. /checkpoints or /data (not under {reserved})",
+            {
+                "value": show_value(value),
+                "resolves": resolves,
+                "reserved": ", ".join(RESERVED_MOUNT_PATHS),
+            },
         )
-    return value
+    for path, what in JOB_MOUNT_PATHS.items():
+        if _overlaps(normal, path):
+            raise PydanticCustomError(
+                "mount_path",
+                "{value}{resolves} collides with {path}, where gpufabric mounts {what} in "
+                "every job's GPU container; expected a path neither at, above nor under "
+                "{mounts}",
+                {
+                    "value": show_value(value),
+                    "resolves": resolves,
+                    "path": path,
+                    "what": what,
+                    "mounts": ", ".join(JOB_MOUNT_PATHS),
+                },
+            )
+    return _normalised("mount_path")(value)
 
 
 MountPath = Annotated[

@@ -50,6 +50,7 @@ def storage_problems(
             yield Problem(path, "claims need a storage section (storage.backends) to come from")
         return
     yield from _backends(storage, tenants)
+    yield from _shares_apart(storage)
     for path, claims in claim_lists(storage, tenants):
         yield from _claims(path, claims, storage)
 
@@ -74,6 +75,47 @@ def _backends(storage: Storage, tenants: Sequence[Tenant]) -> Iterator[Problem]:
             yield Problem(path, f"set exactly one of {', '.join(KINDS.names())}")
             continue
         yield from kind.problems(backend, path, backend.name in checkpoint_backends)
+
+
+def _shares_apart(storage: Storage) -> Iterator[Problem]:
+    """Backends on one server whose shares coincide or nest. Each claim is the directory
+    ``<share>/<namespace>/<claim>``, and a tenant names its claims (its role creates them):
+    with ``/export/training`` and ``/export/training/research`` on one server, tenant
+    ``research`` claiming ``llm-pretrain`` on the outer share gets the directory holding
+    every claim of tenant ``llm-pretrain`` on the inner one. Shares apart, no claim's
+    directory holds another's."""
+    seen: list[tuple[int, str, str]] = []
+    for i, backend in enumerate(storage.backends):
+        kind = backend_kind(backend)
+        if kind is None:
+            continue
+        where = kind.facts(backend, "")
+        if where.server is None or where.share is None:
+            continue
+        for j, server, share in seen:
+            if server != _host(where.server) or not shares_overlap(share, where.share):
+                continue
+            how = "is" if share == where.share else "nests with"
+            yield Problem(
+                f"storage.backends[{i}].{kind.key}.share",
+                f"{where.share} on {server} {how} backends[{j}]'s share {share}: a tenant's "
+                "claim on one would be a directory holding other tenants' claims on the "
+                "other; give each backend on one server a share neither inside nor above "
+                "another's (e.g. /export/a and /export/b)",
+            )
+        seen.append((i, _host(where.server), where.share))
+
+
+def _host(server: str) -> str:
+    """A server as DNS compares it (case-insensitive, trailing dot or not); an address is
+    canonical already."""
+    return server.lower().rstrip(".")
+
+
+def shares_overlap(a: str, b: str) -> bool:
+    """Two plain export paths are one, or one lies under the other."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 def _claims(path: str, claims: Sequence[ClaimSpec], storage: Storage) -> Iterator[Problem]:

@@ -16,6 +16,7 @@ ConfigMap of the job, mounted read-only as every GPU pod's working directory.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -29,8 +30,9 @@ from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.sources import REFERENCE_FORM, reference_problem, split_registry
+from gpufabric.model.storage import ENTRYPOINT_DIR, SSH_DIR
 from gpufabric.plan.build import Plan
-from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, Facts, TenantContract, TenantStorage
+from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, NCCL_ENV, Facts, TenantContract, TenantStorage
 from gpufabric.plan.failure import FailurePolicyFacts
 from gpufabric.plan.resolve import on_one_leaf
 
@@ -43,10 +45,19 @@ CLEAN_POD_POLICY = "Running"
 TTL_SECONDS = 24 * 3600
 JOB_MANAGER = "gpufabric.io/job"
 CHECKPOINT_DIR_ANNOTATION = "gpufabric.io/checkpoint-dir"
-ENTRYPOINT_DIR = "/opt/gpufabric/entrypoint"
-"""Where a job's ``--entrypoint`` files are mounted (read-only) and its programs start."""
 ENTRYPOINT_MAX_BYTES = 900 * 1024
-"""The files of one ``--entrypoint``, together (a ConfigMap holds at most 1 MiB)."""
+"""The files of one ``--entrypoint``, names and contents together: the API server refuses a
+ConfigMap whose keys and values add up to more than 1 MiB (``CONFIGMAP_MAX_BYTES``)."""
+CONFIGMAP_MAX_BYTES = 1024 * 1024
+"""What the API server lets a ConfigMap's keys and values add up to (core validation's
+MaxSecretSize, which ConfigMaps share)."""
+CONFIGMAP_KEY_MAX = 253
+"""The longest ConfigMap key the API server takes (IsConfigMapKey: a DNS subdomain's length)."""
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+"""What the API server lets an object's annotations (keys and values) add up to. Client-side
+``kubectl apply`` writes the whole object into one of them,
+``kubectl.kubernetes.io/last-applied-configuration``: that is the apply path's lower limit."""
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NOT_INSTALLED = {
     "mpijob": "training.mpiOperator is false",
@@ -142,6 +153,13 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
             "--name",
             f"{name!r} is not a valid job name; expected lowercase letters, "
             "digits and '-', at most 50 characters (pods append their own suffixes)",
+        )
+    if req.entrypoint and (name == NCCL_ENV or name.startswith(NCCL_ENV + "-")):
+        raise _fail(
+            "--name",
+            f"{name!r}: its --entrypoint ConfigMap would be {name}-entrypoint, and ConfigMaps "
+            f"named {NCCL_ENV} or {NCCL_ENV}-... are the platform's in a tenant namespace; "
+            "expected another name",
         )
     runtimes = facts.operators.trainer_runtimes
     if req.kind == "trainjob" and (req.runtime or runtimes):
@@ -753,7 +771,6 @@ def pulled_image(plan: Plan, image: str | None, flag: str, component_name: str) 
 
 # ------------------------------------------------- the NCCL test as a PyTorchJob (mpirun)
 
-SSH_DIR = "/root/.ssh"
 HOSTFILE = "/tmp/gpufabric-hostfile"
 SSH_OPTIONS = "-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 SSH_WAIT_TRIES = 120
@@ -888,14 +905,39 @@ def read_entrypoint(paths: Iterable[Path]) -> tuple[tuple[str, str], ...]:
             raise _fail("--entrypoint", f"{str(path)!r} is not a file or a directory")
         for p in found:
             _add_file(files, p)
-    total = sum(len(t.encode()) for t in files.values())
+    total = sum(len(n.encode()) + len(t.encode()) for n, t in files.items())
     if total > ENTRYPOINT_MAX_BYTES:
         raise _fail(
             "--entrypoint",
-            f"{total} bytes of files; a ConfigMap carries at most {ENTRYPOINT_MAX_BYTES}: "
-            "build larger programs into the image (--image)",
+            f"{total} bytes of file names and contents; gpufabric ships at most "
+            f"{ENTRYPOINT_MAX_BYTES} (the API server refuses a ConfigMap whose keys and values "
+            f"pass {CONFIGMAP_MAX_BYTES}): build larger programs into the image (--image)",
         )
     return tuple(files.items())
+
+
+def last_applied_bytes(obj: Mapping[str, Any]) -> int:
+    """The size of the annotation client-side ``kubectl apply`` adds: the object as compact
+    JSON, with Go's escaping of <, > and & (six bytes each) and its key."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    escaped = sum(text.count(c) for c in "<>&")
+    return len(LAST_APPLIED) + len(text.encode()) + 5 * escaped
+
+
+def apply_notes(objects: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What to say about objects client-side ``kubectl apply`` would refuse: an entrypoint
+    ConfigMap within the API server's 1 MiB whose last-applied annotation passes 256 KiB."""
+    notes = []
+    for obj in objects:
+        size = last_applied_bytes(obj)
+        if obj.get("kind") == "ConfigMap" and size > ANNOTATIONS_MAX_BYTES:
+            notes.append(
+                f"ConfigMap {obj['metadata']['name']}: client-side `kubectl apply` would store "
+                f"it as its {LAST_APPLIED} annotation, about {size} bytes, over the "
+                f"{ANNOTATIONS_MAX_BYTES} bytes the API server allows an object's annotations; "
+                "apply it with `kubectl apply --server-side -f -` or `kubectl create -f -`"
+            )
+    return notes
 
 
 def _shipped(p: Path) -> bool:
@@ -903,10 +945,13 @@ def _shipped(p: Path) -> bool:
 
 
 def _add_file(files: dict[str, str], p: Path) -> None:
-    if not _KEY.match(p.name) or p.name.startswith(".."):
+    if not _KEY.match(p.name) or p.name.startswith("..") or len(p.name) > CONFIGMAP_KEY_MAX:
+        shown = p.name if len(p.name) <= 60 else p.name[:60] + "..."
         raise _fail(
             "--entrypoint",
-            f"{p.name!r} cannot be a ConfigMap key; expected letters, digits, '-', '_' and '.'",
+            f"{shown!r} cannot be a ConfigMap key ({len(p.name)} characters); expected "
+            f"letters, digits, '-', '_' and '.', not starting with '..', at most "
+            f"{CONFIGMAP_KEY_MAX} characters",
         )
     if p.name in files:
         raise _fail("--entrypoint", f"two files are named {p.name!r}; names must differ")

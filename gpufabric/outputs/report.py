@@ -155,11 +155,39 @@ def page_title(title: str | None) -> str:
     return text or Inputs.title
 
 
-def _number(value: Any) -> float | None:
-    """A finite number (JSON's NaN and Infinity, booleans and strings are not)."""
+class Malformed(ValueError):
+    """A field of an input holding what no gpufabric command writes there (a list where a
+    status belongs, an integer beyond any float): the input is refused, naming the field."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field = field
+        self.why = why
+
+
+def _number(value: Any, field: str = "a number") -> float | None:
+    """A finite number (JSON's NaN and Infinity, booleans and strings are not); Malformed for
+    an integer no float holds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:
+        raise Malformed(field, f"an integer of {len(str(abs(value)))} digits") from None
+    return number if math.isfinite(number) else None
+
+
+def _word(value: Any, field: str) -> Any:
+    """A verdict or status as written: absent or a string; Malformed for any other type."""
+    if value is not None and not isinstance(value, str):
+        raise Malformed(field, f"a JSON {_json_type(value)} where a status belongs")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "list", bool: "boolean", int: "number", float: "number"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _list(value: Any) -> list[Any]:
@@ -170,9 +198,9 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _stated(doc: Mapping[str, Any]) -> Verdict:
+def _stated(doc: Mapping[str, Any], field: str = "verdict") -> Verdict:
     """The verdict a document states; one it does not state (or garbles) is not a PASS."""
-    word = doc.get("verdict")
+    word = _word(doc.get("verdict"), field)
     return Verdict(word) if word in tuple(Verdict) else Verdict.INCONCLUSIVE
 
 
@@ -211,9 +239,9 @@ def read_document(
     return doc, hashlib.sha256(data).hexdigest()
 
 
-def _check_row(entry: Any) -> CheckRow | None:
+def _check_row(entry: Any, index: int) -> CheckRow | None:
     e = _dict(entry)
-    status = e.get("status")
+    status = _word(e.get("status"), f"checks[{index}].status")
     if status not in STATUS_VERDICT or not _text(e.get("check")):
         return None
     return CheckRow(
@@ -229,7 +257,7 @@ def _check_row(entry: Any) -> CheckRow | None:
 def checks_section(source: Source, doc: Mapping[str, Any]) -> Section:
     """``verify nodes|cluster|pods --json``: the worst of what it states and what its
     checks say; an unreadable entry or no check at all is INCONCLUSIVE."""
-    rows = [_check_row(e) for e in _list(doc.get("checks"))]
+    rows = [_check_row(e, i) for i, e in enumerate(_list(doc.get("checks")))]
     checks = tuple(r for r in rows if r is not None)
     notes = []
     if len(checks) < len(rows):
@@ -252,13 +280,16 @@ def checks_section(source: Source, doc: Mapping[str, Any]) -> Section:
     )
 
 
-def _points(rows: Iterable[Any]) -> tuple[Point, ...]:
+def _points(rows: Iterable[Any], where: str) -> tuple[Point, ...]:
     points = []
-    for row in rows:
+    for i, row in enumerate(rows):
         r = _dict(row)
         size = r.get("size")
+        _number(size, f"{where}.rows[{i}].size")
         values = [
-            v for v in (_number(r.get("busbw_oop")), _number(r.get("busbw_ip"))) if v is not None
+            v
+            for key in ("busbw_oop", "busbw_ip")
+            if (v := _number(r.get(key), f"{where}.rows[{i}].{key}")) is not None
         ]
         if isinstance(size, int) and not isinstance(size, bool) and size > 0 and values:
             points.append(Point(size, max(values)))
@@ -267,19 +298,21 @@ def _points(rows: Iterable[Any]) -> tuple[Point, ...]:
 
 def _nccl_run(doc: Mapping[str, Any], entry: Any, index: int) -> NcclRun:
     r = _dict(entry)
-    threshold = _number(r.get("threshold_gbps"))
+    where = f"runs[{index}]"
+    stated = _number(doc.get("threshold_gbps"), "threshold_gbps")
+    threshold = _number(r.get("threshold_gbps"), f"{where}.threshold_gbps")
     if threshold is None:
-        threshold = _number(doc.get("threshold_gbps"))
+        threshold = stated
     return NcclRun(
         label=_text(r.get("file")) or _text(r.get("test")) or f"run {index + 1}",
-        verdict=_stated(r),
+        verdict=_stated(r, f"{where}.verdict"),
         test=_text(r.get("test")),
-        busbw_max=_number(r.get("busbw_max_gbps")),
+        busbw_max=_number(r.get("busbw_max_gbps"), f"{where}.busbw_max_gbps"),
         threshold=threshold,
         threshold_source=_text(r.get("threshold_source")) or _text(doc.get("threshold_source")),
         network=_text(_dict(r.get("transport")).get("network")),
         reasons=tuple(_text(x) for x in _list(r.get("reasons")) if _text(x)),
-        points=_points(_list(r.get("rows"))),
+        points=_points(_list(r.get("rows")), where),
         pool=_text(r.get("pool")) or _text(doc.get("pool")),
     )
 
@@ -304,6 +337,7 @@ def nccl_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list[
 
 def _sweep_node(name: str, entry: Any, pool: str = "") -> SweepNode:
     n = _dict(entry)
+    where = f"nodes[{name!r}]"
     pairs = []
     for pair in _list(n.get("pairs")):
         p = _list(pair)
@@ -312,14 +346,15 @@ def _sweep_node(name: str, entry: Any, pool: str = "") -> SweepNode:
     rails = []
     for rail, res in sorted(_dict(n.get("rails")).items()):
         r = _dict(res)
-        rails.append(
-            (rail, _text(r.get("verdict")), _number(r.get("busbw")), _text(r.get("partner")))
-        )
-    verdict = _text(n.get("verdict"))
+        at = f"{where}.rails[{rail!r}]"
+        _word(r.get("verdict"), f"{at}.verdict")
+        busbw = _number(r.get("busbw"), f"{at}.busbw")
+        rails.append((_text(rail), _text(r.get("verdict")), busbw, _text(r.get("partner"))))
+    verdict = _text(_word(n.get("verdict"), f"{where}.verdict"))
     return SweepNode(
-        name=name,
+        name=_text(name),
         verdict=verdict if verdict in SWEEP_VERDICT else "UNKNOWN",
-        busbw=_number(n.get("busbw")),
+        busbw=_number(n.get("busbw"), f"{where}.busbw"),
         network=_text(n.get("network")),
         pairs=tuple(sorted(pairs)),
         rails=tuple(rails),
@@ -342,11 +377,11 @@ def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list
         verdicts.append(Verdict.FAIL)
         notes.append(_text(_dict(fault).get("words")) or "a path fault")
     bad = [n.name for n in nodes if n.verdict == "BAD"]
-    rounds = _number(doc.get("rounds"))
+    rounds = _number(doc.get("rounds"), "rounds")
     summary = f"{len(nodes)} nodes" + (f" in {rounds:g} rounds" if rounds is not None else "")
     if bad:
         summary += f"; drain {', '.join(bad)}"
-    rail_threshold = _number(doc.get("railThreshold"))
+    rail_threshold = _number(doc.get("railThreshold"), "railThreshold")
     if rail_threshold is not None and any(n.rails for n in nodes):
         summary += f"; rails alone judged against {rail_threshold:g} GB/s"
     return Section(
@@ -356,7 +391,9 @@ def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list
 
 def sweep_skipped(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     return sorted(
-        (_text(n), why) for why, names in _dict(doc.get("skipped")).items() for n in _list(names)
+        (_text(n), _text(why))
+        for why, names in _dict(doc.get("skipped")).items()
+        for n in _list(names)
     )
 
 
@@ -668,6 +705,14 @@ def _add(inputs: Inputs, source: Source, path: Path) -> str | None:
     )
     doc, digest = read_document(source, path, required, kind)
     source = replace(source, sha256=digest)
+    try:
+        return _read_section(inputs, source, path, doc)
+    except Malformed as err:
+        why = f"{path}: {_text(err.field)}: {err.why}; expected the JSON that `{source.command}` writes"
+        raise StackError("gpufabric report", [Problem(source.option, why)]) from None
+
+
+def _read_section(inputs: Inputs, source: Source, path: Path, doc: dict[str, Any]) -> str | None:
     stack = None
     if source.option == "--nccl":
         section, runs = nccl_section(source, doc)

@@ -133,6 +133,8 @@ TENANT_POLICY = "tenants/pod-security-policy"
 TENANT_BINDING = "tenants/pod-security-binding"
 TENANT_OBJECTS_POLICY = "tenants/objects-policy"
 TENANT_OBJECTS_BINDING = "tenants/objects-binding"
+TENANT_MANAGED_POLICY = "tenants/managed-policy"
+TENANT_MANAGED_BINDING = "tenants/managed-binding"
 TENANT_ROLE = "tenants/role"
 
 

@@ -24,7 +24,7 @@ from msgspec.structs import replace
 
 from gpufabric.plan import ids
 from gpufabric.plan.context import LayerContext
-from gpufabric.plan.facts import GPU_RESOURCE, Facts, TenantContract
+from gpufabric.plan.facts import GPU_RESOURCE, NCCL_ENV, Facts, TenantContract
 from gpufabric.plan.items import Item, K8sObject, Layer, object_item
 from gpufabric.support.templates import render_object
 
@@ -79,6 +79,8 @@ INTERFACE = "[A-Za-z0-9_.-]{1,15}"
 """An interface name a pod may request for an attachment (Linux: at most 15 characters)."""
 TENANT_ROLE = "gpufabric-tenant"
 """The ClusterRole bound, in each tenant namespace, to the tenant's groups."""
+MANAGED_LABEL = ("app.kubernetes.io/managed-by", "gpufabric")
+"""The label on every object gpufabric writes: in a tenant namespace, the platform's alone."""
 
 
 def _alternatives(names: Sequence[str]) -> str:
@@ -176,20 +178,9 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
         namespaces=namespaces,
     )
     return [
-        Item(id=ids.TENANT_POLICY, layer=Layer.TENANTS, payload=K8sObject(policy)),
-        Item(
-            id=ids.TENANT_BINDING,
-            layer=Layer.TENANTS,
-            payload=K8sObject(binding),
-            depends_on=(ids.TENANT_POLICY,),
-        ),
-        Item(id=ids.TENANT_OBJECTS_POLICY, layer=Layer.TENANTS, payload=K8sObject(objects)),
-        Item(
-            id=ids.TENANT_OBJECTS_BINDING,
-            layer=Layer.TENANTS,
-            payload=K8sObject(objects_binding),
-            depends_on=(ids.TENANT_OBJECTS_POLICY,),
-        ),
+        *_pod_policy_items(policy, binding),
+        *_object_policy_items(objects, objects_binding),
+        *_managed_policy_items(ctx, namespaces),
         object_item(
             ids.TENANT_ROLE,
             Layer.TENANTS,
@@ -198,6 +189,59 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
             name=TENANT_ROLE,
             job_resources=_job_resources(ctx.facts.operators.job_kinds),
             authority_rules=ctx.authority.tenant_rbac_rules(),
+        ),
+    ]
+
+
+def _pod_policy_items(policy: dict[str, Any], binding: dict[str, Any]) -> list[Item]:
+    return [
+        Item(id=ids.TENANT_POLICY, layer=Layer.TENANTS, payload=K8sObject(policy)),
+        Item(
+            id=ids.TENANT_BINDING,
+            layer=Layer.TENANTS,
+            payload=K8sObject(binding),
+            depends_on=(ids.TENANT_POLICY,),
+        ),
+    ]
+
+
+def _object_policy_items(objects: dict[str, Any], binding: dict[str, Any]) -> list[Item]:
+    return [
+        Item(id=ids.TENANT_OBJECTS_POLICY, layer=Layer.TENANTS, payload=K8sObject(objects)),
+        Item(
+            id=ids.TENANT_OBJECTS_BINDING,
+            layer=Layer.TENANTS,
+            payload=K8sObject(binding),
+            depends_on=(ids.TENANT_OBJECTS_POLICY,),
+        ),
+    ]
+
+
+def _managed_policy_items(ctx: LayerContext, namespaces: list[str]) -> list[Item]:
+    """The policy that keeps what gpufabric manages in tenant namespaces the platform's
+    (CREATE, UPDATE and DELETE), and its binding."""
+    label, manager = MANAGED_LABEL
+    policy = render_object(
+        "tenants/managed-policy.yaml.j2",
+        stack=ctx.stack,
+        groups={ns: list(c.groups) for ns, c in sorted(ctx.facts.tenants.items())},
+        label=label,
+        manager=manager,
+        nccl_env=NCCL_ENV,
+    )
+    binding = render_object(
+        "tenants/pod-security-binding.yaml.j2",
+        stack=ctx.stack,
+        policy=policy["metadata"]["name"],
+        namespaces=namespaces,
+    )
+    return [
+        Item(id=ids.TENANT_MANAGED_POLICY, layer=Layer.TENANTS, payload=K8sObject(policy)),
+        Item(
+            id=ids.TENANT_MANAGED_BINDING,
+            layer=Layer.TENANTS,
+            payload=K8sObject(binding),
+            depends_on=(ids.TENANT_MANAGED_POLICY,),
         ),
     ]
 
@@ -252,7 +296,11 @@ def build(ctx: LayerContext) -> list[Item]:
                         **common,
                     )
                 ),
-                depends_on=(ids.TENANT_BINDING, ids.TENANT_OBJECTS_BINDING),
+                depends_on=(
+                    ids.TENANT_BINDING,
+                    ids.TENANT_OBJECTS_BINDING,
+                    ids.TENANT_MANAGED_BINDING,
+                ),
                 protect=True,
                 retain_on_delete=True,
             )

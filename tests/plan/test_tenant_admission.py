@@ -30,10 +30,9 @@ def _plan(stack: str) -> Plan:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_catalogue_verdicts(stack: str) -> None:
-    """One tenant per stack (the policies are the same template for every tenant; the full
-    table over all tenants: python tests/tenant_admission.py)."""
-    # a fleet: every tenant, each in every pool (a tenant may have no GPUs in one)
-    results = verdicts(_plan(stack), tenants=None if stack.startswith("fleet") else 1)
+    """Every tenant of the stack (each has its own networks, queue, priority and quota in
+    the policies' variables), in a fleet each in every pool."""
+    results = verdicts(_plan(stack))
     wrong = [
         f"{case.name}: expected {'allowed' if case.allowed else 'denied'}, got {messages}"
         for case, messages in results
@@ -112,3 +111,61 @@ def test_every_direct_volume_source_of_the_api_is_denied(minor: str) -> None:
     (volume,) = [d for name, d in definitions.items() if name.endswith("core.v1.Volume")]
     sources = set(volume["properties"]) - {"name"}
     assert sources - RESTRICTED_VOLUMES == set(DIRECT_VOLUMES) | {"hostPath"}
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "fleet-mixed"])
+def test_tenants_neither_make_nor_delete_what_gpufabric_manages(stack: str) -> None:
+    """Issue 41: a tenant member could delete nccl-env and create one with the managed label,
+    changing the NCCL settings acceptance and re-certification read in its namespace. Now
+    every managed object of the namespace resists DELETE, a ConfigMap under an nccl-env name
+    cannot be made by the tenant, labelled or not, and the platform does all three."""
+    results = {
+        case.name: (case.allowed, messages)
+        for case, messages in verdicts(_plan(stack))
+        if case.policy == "managed"
+    }
+    nccl = "nccl-env" if stack == "prod-ib" else "nccl-env-h100"
+    prefix = "" if stack == "prod-ib" else "[h100] "
+    for name, allowed in (
+        (f"managed ConfigMap {nccl} deleted by the tenant", False),
+        (f"{nccl} made by the tenant, labelled", False),
+        (f"{nccl} made by the tenant, unlabelled", False),
+        ("nccl-env-later (a pool to come) made by the tenant", False),
+        ("own ConfigMap given the managed label", False),
+        (f"{nccl} DELETE by the platform", True),
+        (f"{nccl} CREATE by the platform", True),
+        ("own ConfigMap deleted by the tenant", True),
+    ):
+        expected, messages = results[prefix + name]
+        assert expected is allowed
+        assert bool(messages) is not allowed, (name, messages)
+    deleted = [n for n in results if " deleted by the tenant" in n and n.startswith(prefix + "managed")]  # fmt: skip
+    kinds = {n.split()[2 if prefix else 1] for n in deleted}
+    assert {"ConfigMap", "ResourceQuota"} <= kinds, kinds
+
+
+def test_every_tenant_with_gpus_has_its_jobs_judged() -> None:
+    """Issue 41: dgx-h100's research tenant (8 GPUs of quota) had no job case (a 16-GPU
+    job was the only size), so its jobs were never judged; now a one-node job is."""
+    from builders import example_config
+    from tenant_admission import catalogue, job_nodes
+
+    plan = plan_of(example_config("dgx-h100"), "dgx-h100")
+    research = plan.wiring["research"]
+    assert research.gpu_admissible == plan.facts.nodes.gpus_per_node
+    assert job_nodes(plan, research) == 1
+    for stack in STACKS:
+        plan = _plan(stack)
+        cases = catalogue(plan)  # a fleet: every pool, each case named "[pool] ..."
+        views = [plan.for_pool(p) for p in plan.facts.pool_names] if plan.facts.fleet else [plan]
+        for view in views:
+            prefix = f"[{view.facts.pool}] " if view.facts.fleet else ""
+            judged = {
+                c.request.namespace
+                for c in cases
+                if c.name.startswith(prefix) and "as gpufabric writes it" in c.name
+            }
+            fits = view.facts.nodes.gpus_per_node
+            with_gpus = {ns for ns, me in view.wiring.items() if me.gpu_admissible >= fits}
+            if view.facts.operators.job_kinds:
+                assert judged == with_gpus, (stack, view.facts.pool)

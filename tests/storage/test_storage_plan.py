@@ -192,6 +192,44 @@ def test_facts_for_verify_storage(lab: dict[str, Any]) -> None:
             "hide the container",
         ),
         (
+            # normalised before the reserved-path rule: it is /etc
+            lambda s: s["claims"].append(
+                {"name": "etc", "size": "1Ti", "mountPath": "/scratch/../etc"}
+            ),
+            "storage.claims[2].mountPath",
+            "(it resolves to /etc) would hide the container",
+        ),
+        (
+            lambda s: s["claims"].append({"name": "x", "size": "1Ti", "mountPath": "/scratch/./x"}),
+            "storage.claims[2].mountPath",
+            "write /scratch/x",
+        ),
+        (
+            # gpufabric mounts --entrypoint's files there: one mountPath twice in a pod
+            lambda s: s["claims"].append(
+                {"name": "code", "size": "1Ti", "mountPath": "/opt/gpufabric/entrypoint"}
+            ),
+            "storage.claims[2].mountPath",
+            "collides with /opt/gpufabric/entrypoint",
+        ),
+        (
+            lambda s: s["claims"].append({"name": "opt", "size": "1Ti", "mountPath": "/opt"}),
+            "storage.claims[2].mountPath",
+            "collides with /opt/gpufabric/entrypoint",
+        ),
+        (
+            lambda s: s["claims"].append(
+                {"name": "keys", "size": "1Ti", "mountPath": "/root/.ssh/more"}
+            ),
+            "storage.claims[2].mountPath",
+            "collides with /root/.ssh",
+        ),
+        (
+            lambda s: s["backends"][0]["nfs"].update(share="/export/x/../training"),
+            "storage.backends[0].nfs.share",
+            "resolve it to /export/training",
+        ),
+        (
             lambda s: s["claims"][0].update(readOnly=True),
             "storage.claims[0].readOnly",
             "could not write",
@@ -215,6 +253,42 @@ def test_bad_storage_is_named_by_path(
     ]
     assert found, problems_of(config)
     assert any(words in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "server", "refused"),
+    [
+        ("/export/training", "/export/training/research", "10.40.0.10", True),
+        ("/export/training/research", "/export/training", "10.40.0.10", True),
+        ("/export/training", "/export/training", "10.40.0.10", True),
+        ("/", "/export/training", "10.40.0.10", True),
+        # the same server, written another way
+        ("/export/training", "/export/training/research", "fd00:0:0::10", True),
+        ("/export/training", "/export/training-research", "10.40.0.10", False),
+        ("/export/training", "/export/training/research", "10.40.0.11", False),
+    ],
+)
+def test_nfs_shares_on_one_server_never_nest(
+    lab: dict[str, Any], outer: str, inner: str, server: str, refused: bool
+) -> None:
+    """Issue 41: with /export/training and /export/training/research on one server, tenant
+    research's claim llm-pretrain on the outer backend is the directory holding all of
+    tenant llm-pretrain's claims on the inner one (each claim is
+    <share>/<namespace>/<claim>, and a tenant names the claims it creates)."""
+    first = "fd00::10" if ":" in server else "10.40.0.10"
+    config = with_storage(lab, share=outer, server=first)
+    config["gpufabric:storage"]["backends"].append(
+        {"name": "inner", "nfs": {"server": server, "share": inner}}
+    )
+    for claim in config["gpufabric:storage"]["claims"]:
+        claim["backend"] = "fs"
+    if not refused:
+        plan_of(config)
+        return
+    found = [p for p in problems_of(config) if "backends[1].nfs.share" in p]
+    assert len(found) == 1, problems_of(config)
+    assert f"backends[0]'s share {outer}" in found[0]
+    assert "neither inside nor above" in found[0]
 
 
 def test_tenant_claims_without_storage_are_refused(lab: dict[str, Any]) -> None:

@@ -531,3 +531,72 @@ def test_control_characters_never_reach_the_page(tmp_path: Path, well: dict[str,
     assert "<title>lab[31m acceptance" in html
     assert "bad[2Jnode" in html
     assert report.page_title("\x1b\x00 ") == "GPU cluster acceptance"
+
+
+@pytest.mark.parametrize(
+    ("option", "change", "field"),
+    [
+        ("nodes", lambda d: d["checks"][0].update(status=["PASS"]), "checks[0].status"),
+        ("nodes", lambda d: d.update(verdict={"PASS": 1}), "verdict"),
+        ("nccl", lambda d: d["runs"][0].update(busbw_max_gbps=10**400), "runs[0].busbw_max_gbps"),
+        ("nccl", lambda d: d.update(threshold_gbps=-(10**309)), "threshold_gbps"),
+        (
+            "nccl",
+            lambda d: d["runs"][0]["rows"][0].update(busbw_ip=10**500),
+            "runs[0].rows[0].busbw_ip",
+        ),
+        ("sweep", lambda d: d.update(rounds=10**400), "rounds"),
+        (
+            "sweep",
+            lambda d: next(iter(d["nodes"].values())).update(verdict=["BAD"]),
+            "].verdict",
+        ),
+    ],
+)
+def test_a_huge_integer_or_a_list_for_a_status_exits_2_naming_the_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    well: dict[str, Path],
+    option: str,
+    change: Any,
+    field: str,
+) -> None:
+    """Issue 41: an integer beyond any float crashed the report with a traceback
+    (OverflowError), and a list where a status belongs did too (unhashable)."""
+    doc = json.loads(well[option].read_text())
+    change(doc)
+    path = tmp_path / f"{option}.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "report.html"
+    assert main(["report", f"--{option}", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--{option}: {path}: " in err
+    assert field in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_control_characters_leave_node_rail_and_reason_names(
+    tmp_path: Path, well: dict[str, Path]
+) -> None:
+    """Issue 41: node and rail names (JSON keys) and the sweep's skip reasons kept their
+    control characters, which the README says the report removes."""
+    doc = json.loads(well["sweep"].read_text())
+    name, node = next(iter(doc["nodes"].items()))
+    node["rails"] = {"rail\x1b[2J0": {"verdict": "GOOD", "busbw": 40.0, "partner": "x"}}
+    doc["nodes"] = {name + "\x1b]0;pwn\x07": node, **doc["nodes"]}
+    doc["skipped"] = {"cordoned\x1b[31m": ["gpu\x07-9"]}
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    files = {**well, "sweep": path}
+    html = page(tmp_path, args_for(files), report_code(tmp_path, files))
+    assert not report.CONTROL.search(html)
+    inputs = report.load({f"--{k}": [v] for k, v in files.items()})
+    texts = [n.name for n in inputs.sweep] + [r[0] for n in inputs.sweep for r in n.rails]
+    texts += [t for pair in inputs.skipped for t in pair]
+    assert not any(report.CONTROL.search(t) for t in texts), texts
+
+
+def report_code(tmp_path: Path, files: dict[str, Path]) -> int:
+    out = tmp_path / "probe.html"
+    return main(["report", *args_for(files), "--out", str(out)])
