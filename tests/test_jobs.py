@@ -61,6 +61,8 @@ def config_for(name: str, gang: str) -> dict[str, Any]:
 def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) -> None:
     config = config_for(name, gang)
     plan, model = setup(config)
+    if plan.facts.fleet:  # a fleet's job runs in one pool: the last, on its own rails
+        plan = plan.for_pool(plan.facts.pool_names[-1])
     # the last tenant whose queue admits a two-node job (dgx-h100's last has one node's GPUs)
     tenant = next(
         t["namespace"]
@@ -73,7 +75,7 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
     job = job_manifest(plan, request)
     if leaf is not None:
         wiring = on_one_leaf(wiring, leaf)
-    gpus = model.gpuNodes.gpusPerNode
+    gpus = plan.facts.nodes.gpus_per_node
     meta = job["metadata"]
     assert meta["namespace"] == tenant
     if gang == "kueue":
@@ -98,7 +100,7 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         (shm,) = [v for v in spec["volumes"] if v["name"] == "dshm"]
         assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{8 * gpus}Gi"}
         if kind != "trainjob":
-            assert container["envFrom"] == [{"configMapRef": {"name": "nccl-env"}}]
+            assert container["envFrom"] == [{"configMapRef": {"name": wiring.nccl_env_name}}]
             assert container["resources"]["limits"] == {
                 "nvidia.com/gpu": gpus,
                 **wiring.rdma_resources,
@@ -128,7 +130,7 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         }
         from_config = [e for e in trainer["env"] if "valueFrom" in e]
         assert {e["name"] for e in from_config} == set(wiring.nccl_env)
-        assert all(e["valueFrom"]["configMapKeyRef"]["name"] == "nccl-env" for e in from_config)
+        assert all(e["valueFrom"]["configMapKeyRef"]["name"] == wiring.nccl_env_name for e in from_config)
         own = {e["name"]: e["value"] for e in trainer["env"] if "valueFrom" not in e}
         assert own == _checkpoint_env(plan, tenant, f"trainjob/{job['metadata']['name']}")
         if gang == "volcano":

@@ -287,7 +287,7 @@ def test_a_typo_in_an_ipam_key_is_the_only_problem_reported() -> None:
     lines = problem_lines(config)
     assert lines == [
         "fabric.ipam.pooltype: unknown key 'pooltype'; did you mean 'poolType'? "
-        "(accepted keys: perNodeBlockSize, perNodePrefix, poolType, type)"
+        "(accepted keys: perNodeBlockSize, perNodePrefix, poolType, routing, type)"
     ]
 
 

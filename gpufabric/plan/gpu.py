@@ -19,7 +19,7 @@ from msgspec.structs import replace
 
 from gpufabric.model.sources import split_tag
 from gpufabric.model.versions import Component
-from gpufabric.plan import ids, network, tolerations
+from gpufabric.plan import ids, nicpolicy, tolerations
 from gpufabric.plan.facts import PlanContext
 from gpufabric.plan.items import (
     STATE_READY,
@@ -190,7 +190,7 @@ def build(ctx: PlanContext) -> list[Item]:
     if ctx.facts.operators.gpu_waits_for_nic_driver:
         deps += (ids.NIC_POLICY,)
         # In a fleet the NIC drivers may come from the pools' NicNodePolicies.
-        deps += network.node_policy_ids(ctx, driver_only=True)
+        deps += nicpolicy.node_policy_ids(ctx, driver_only=True)
     items = [
         system_namespace(
             ctx.stack, ids.GPU_NAMESPACE, Layer.GPU, component.namespace, "privileged"

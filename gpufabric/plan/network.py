@@ -31,9 +31,8 @@ from typing import Any
 from msgspec.structs import replace
 
 from gpufabric import nics
-from gpufabric.model.versions import NIC_POLICY_IMAGE_REPOSITORY
 from gpufabric.nics import cni
-from gpufabric.plan import ids, tolerations
+from gpufabric.plan import ids, nicpolicy, tolerations
 from gpufabric.plan.facts import (
     BlockFacts,
     FabricFacts,
@@ -60,28 +59,8 @@ COMPONENT = "network-operator"
 IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
 
 
-def _image(ctx: PlanContext, name: str) -> dict[str, Any]:
-    component = ctx.components[COMPONENT]
-    version = component.version.lstrip("v")
-    spec: dict[str, Any] = {
-        "image": name,
-        "repository": component.mirrors.image(NIC_POLICY_IMAGE_REPOSITORY),
-        "version": f"network-operator-v{version}",
-    }
-    if component.mirrors.pull_secrets:
-        spec["imagePullSecrets"] = list(component.mirrors.pull_secrets)
-    return spec
-
-
-def pool_contexts(ctx: PlanContext) -> tuple[PlanContext, ...]:
-    """The context of each pool, its facts narrowed to the pool; a one-pool stack's own."""
-    if not ctx.facts.fleet:
-        return (ctx,)
-    return tuple(replace(ctx, facts=ctx.facts.for_pool(name)) for name in ctx.facts.pool_names)
-
-
 def chart_values(ctx: PlanContext) -> dict[str, Any]:
-    sriov = any(nics.mode(c.facts.fabric.rdma).sriov_operator for c in pool_contexts(ctx))
+    sriov = any(nics.mode(c.facts.fabric.rdma).sriov_operator for c in nicpolicy.pool_contexts(ctx))
     return {
         "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
         "sriovNetworkOperator": {"enabled": sriov},
@@ -96,7 +75,7 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     facts = ctx.facts.fabric
 
     def image(name: str) -> dict[str, Any]:
-        return _image(ctx, name)
+        return nicpolicy.image(ctx, name)
 
     spec: dict[str, Any] = {
         "nvIpam": {**image("nvidia-k8s-ipam"), "enableWebhook": False},
@@ -108,7 +87,7 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
         secondary[key] = image(plugin_image)
     spec["secondaryNetwork"] = secondary
     if facts.nic_driver == "operator":
-        spec["ofedDriver"] = _ofed_driver(ctx)
+        spec["ofedDriver"] = nicpolicy.ofed_driver(ctx)
     spec.update(nics.mode(facts.rdma).policy_spec(ctx, image))
     spec.update(nics.link(facts.type).policy_spec(ctx, image))
     if taints := tolerations.nic_policy(ctx):
@@ -116,59 +95,14 @@ def policy_spec(ctx: PlanContext) -> dict[str, Any]:
     return spec
 
 
-NODE_SECTIONS = ("ofedDriver", "rdmaSharedDevicePlugin", "sriovDevicePlugin")
-"""The NicClusterPolicy sections a NicNodePolicy may carry instead (Network Operator >= 26.4);
-one section is in the NicClusterPolicy or in NicNodePolicies, never both (its webhook)."""
-
-
-def node_parts(ctx: PlanContext) -> dict[str, Any]:
-    """One pool's per-node sections: its NIC driver (operator-managed) and device plugins."""
-    facts = ctx.facts.fabric
-    parts: dict[str, Any] = {}
-    if facts.nic_driver == "operator":
-        parts["ofedDriver"] = _ofed_driver(ctx)
-    parts.update(nics.mode(facts.rdma).policy_spec(ctx, lambda name: _image(ctx, name)))
-    return parts
-
-
-def nic_node_policies(ctx: PlanContext) -> dict[str, dict[str, Any]]:
-    """Pool name -> the spec of its NicNodePolicy; empty when the NicClusterPolicy carries
-    the per-node sections (one pool, or pools whose per-node sections are all the same).
-    A pool with no per-node section (no device plugin, the hosts' NIC driver) gets none."""
-    if not ctx.facts.fleet:
-        return {}
-    parts = {c.facts.pool: (c, node_parts(c)) for c in pool_contexts(ctx)}
-    if len({json.dumps(p, sort_keys=True) for _, p in parts.values()}) == 1:
-        return {}
-    specs: dict[str, dict[str, Any]] = {}
-    for name, (pool_ctx, sections) in parts.items():
-        if not sections:
-            continue
-        spec: dict[str, Any] = {"nodeSelector": dict(pool_ctx.facts.nodes.selector), **sections}
-        if taints := tolerations.nic_node_policy(pool_ctx):
-            spec["tolerations"] = taints
-        specs[name] = spec
-    return specs
-
-
-def node_policy_ids(ctx: PlanContext, driver_only: bool = False) -> tuple[str, ...]:
-    """Ids of the fleet's NicNodePolicy items (``driver_only``: those that install the NIC
-    driver), in pool order."""
-    return tuple(
-        ids.nic_node_policy(name)
-        for name, spec in nic_node_policies(ctx).items()
-        if not driver_only or "ofedDriver" in spec
-    )
-
-
 def _fleet_policy_spec(ctx: PlanContext) -> dict[str, Any]:
     """A fleet's NicClusterPolicy: what is cluster-wide (IPAM, CNI plugins of every pool's
     rails, Multus, ib-kubernetes), and the per-node sections only when every pool's are the
     same (else each pool's NicNodePolicy carries its own)."""
-    pools = pool_contexts(ctx)
+    pools = nicpolicy.pool_contexts(ctx)
 
     def image(name: str) -> dict[str, Any]:
-        return _image(ctx, name)
+        return nicpolicy.image(ctx, name)
 
     spec: dict[str, Any] = {"nvIpam": {**image("nvidia-k8s-ipam"), "enableWebhook": False}}
     secondary: dict[str, Any] = {"cniPlugins": image("plugins")}
@@ -178,39 +112,14 @@ def _fleet_policy_spec(ctx: PlanContext) -> dict[str, Any]:
         for key, plugin_image in cni.policy_plugins(pool.facts.fabric).items():
             secondary.setdefault(key, image(plugin_image))
     spec["secondaryNetwork"] = secondary
-    if not nic_node_policies(ctx):
-        spec.update(node_parts(pools[0]))
+    if not nicpolicy.nic_node_policies(ctx):
+        spec.update(nicpolicy.node_parts(pools[0]))
     for pool in pools:
         for key, part in nics.link(pool.facts.fabric.type).policy_spec(pool, image).items():
             spec.setdefault(key, part)
     if taints := tolerations.nic_policy(ctx):
         spec["tolerations"] = taints
     return spec
-
-
-def _ofed_driver(ctx: PlanContext) -> dict[str, Any]:
-    doca = ctx.components["doca-driver"]
-    repository, _, image = (doca.image_ref or "").rpartition("/")
-    secrets = (
-        {"imagePullSecrets": list(doca.mirrors.pull_secrets)} if doca.mirrors.pull_secrets else {}
-    )
-    return {
-        "image": image,
-        "repository": repository,
-        "version": doca.version,
-        **secrets,
-        # Driver upgrades reload mlx5 on every node: one node at a time, drained first.
-        "upgradePolicy": {
-            "autoUpgrade": True,
-            "maxParallelUpgrades": 1,
-            "drain": {
-                "enable": True,
-                "force": True,
-                "deleteEmptyDir": True,
-                "timeoutSeconds": 300,
-            },
-        },
-    }
 
 
 # ------------------------------------------------------------------------------ pools
@@ -340,7 +249,7 @@ def build(ctx: PlanContext) -> list[Item]:
     )
     # The link's own objects (UFM credentials) come before the policy that reads them.
     link_items = _unique(
-        i for c in pool_contexts(ctx) for i in nics.link(c.facts.fabric.type).items(c)
+        i for c in nicpolicy.pool_contexts(ctx) for i in nics.link(c.facts.fabric.type).items(c)
     )
     items += link_items
     items.append(
@@ -376,8 +285,8 @@ def _pool_devices(ctx: PlanContext, items: list[Item], namespace: str) -> dict[s
     networks wait for: those of every pool that has the rail, a pool's NicNodePolicy in
     place of the NicClusterPolicy where its device plugin is there."""
     rail_deps: dict[str, list[str]] = {}
-    node_policies = set(node_policy_ids(ctx))
-    for pool in pool_contexts(ctx):
+    node_policies = set(nicpolicy.node_policy_ids(ctx))
+    for pool in nicpolicy.pool_contexts(ctx):
         device_items, device_deps = nics.mode(pool.facts.fabric.rdma).items(pool, namespace)
         items += _unique(device_items, seen={it.id for it in items})
         own = ids.nic_node_policy(pool.facts.pool)
@@ -417,7 +326,7 @@ def _node_policies(ctx: PlanContext) -> list[Item]:
             ),
             depends_on=(ids.NETWORK_OPERATOR, ids.NIC_POLICY),
         )
-        for name, spec in nic_node_policies(ctx).items()
+        for name, spec in nicpolicy.nic_node_policies(ctx).items()
     ]
 
 
@@ -494,7 +403,7 @@ def _rails(ctx: PlanContext) -> list[tuple[FabricFacts, RailFacts]]:
     pools share is one network, rendered once."""
     seen: set[str] = set()
     out = []
-    for pool in pool_contexts(ctx):
+    for pool in nicpolicy.pool_contexts(ctx):
         fabric = pool.facts.fabric
         for rail in fabric.rails:
             if rail.name not in seen:

@@ -65,37 +65,56 @@ def nads(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
+def _rail_owner(plan: Plan) -> dict[str, int]:
+    """Network name -> the MTU of the pool whose rail it is (every pool of a fleet)."""
+    out: dict[str, int] = {}
+    for pool in plan.facts.pools:
+        for rail in pool.fabric.rails:
+            for network in rail.networks:
+                out[network] = pool.fabric.mtu
+    return out
+
+
 def assert_outputs_agree(name: str, config: dict[str, Any]) -> None:
     model = model_of(config)
-    plan = plan_of(config, name)
+    whole = plan_of(config, name)
+    text = render(whole, collect(name, model))
+    mtu_of = _rail_owner(whole)
+    # Every network is a rail of some pool, named as the facts name it.
+    assert {json.loads(n["spec"]["config"])["name"] for n in nads(whole)} == set(mtu_of)
+    # The MTU each NAD applies is the one of the pool whose rail it is.
+    for nad in nads(whole):
+        cni = json.loads(nad["spec"]["config"])
+        if "mtu" in cni:
+            assert cni["mtu"] == mtu_of[cni["name"]]
+    # No unresolved value reaches the runbook.
+    assert "None" not in text
+    for pool in whole.facts.pool_names:
+        _assert_pool_agrees(whole.for_pool(pool), text)
+
+
+def _assert_pool_agrees(plan: Plan, text: str) -> None:
+    """One pool's outputs (a one-pool stack's are the stack's) agree with its facts."""
     facts = plan.facts
-    text = render(plan, collect(name, model))
     exp = from_facts(facts)
 
     # The MTU every output states is the one the NADs and VF policies apply.
     assert exp.mtu == facts.fabric.mtu
     assert isinstance(exp.mtu, int)
     assert f"MTU {facts.fabric.mtu}" in text
-    for nad in nads(plan):
-        cni = json.loads(nad["spec"]["config"])
-        if "mtu" in cni:
-            assert cni["mtu"] == facts.fabric.mtu
+    selector = dict(facts.nodes.selector)
     for _, obj in plan.objects():
-        if obj.kind == "SriovNetworkNodePolicy":
+        node_selector = obj.body.get("spec", {}).get("nodeSelector") if obj.body else None
+        if obj.kind == "SriovNetworkNodePolicy" and (not facts.fleet or node_selector == selector):
             assert obj.body["spec"]["mtu"] == facts.fabric.mtu
-    # No unresolved value reaches the runbook.
-    assert "None" not in text
     # Rails: what verify expects is what the network objects are named after.
     assert [r.name for r in exp.rails] == [r.name for r in facts.fabric.rails]
-    assert {json.loads(n["spec"]["config"])["name"] for n in nads(plan)} == {
-        name for r in facts.fabric.rails for name in r.networks
-    }
     # The acceptance threshold the runbook states is the analyzer's.
     assert f"{facts.acceptance.threshold_gbps:g} GB/s" in text
-    # Each tenant's nccl-env and its jobs carry the contract.
+    # Each tenant's nccl-env of this pool and its jobs carry the contract.
     for _, obj in plan.objects():
-        if obj.kind == "ConfigMap" and obj.name == "nccl-env":
-            contract = facts.tenants[str(obj.namespace)]
+        contract = facts.tenants.get(str(obj.namespace))
+        if obj.kind == "ConfigMap" and contract and obj.name == contract.nccl_env_name:
             assert obj.body["data"] == dict(contract.nccl_env)
             annotations = obj.body["metadata"]["annotations"]
             assert annotations["gpufabric.io/networks"] == contract.networks
