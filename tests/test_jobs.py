@@ -60,7 +60,7 @@ def config_for(name: str, gang: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("name", "gang", "kind"), CASES)
 def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) -> None:
     config = config_for(name, gang)
-    plan, model = setup(config)
+    plan, _ = setup(config)
     if plan.facts.fleet:  # a fleet's job runs in one pool: the last, on its own rails
         plan = plan.for_pool(plan.facts.pool_names[-1])
     # the last tenant whose queue admits a two-node job (dgx-h100's last has one node's GPUs)
@@ -130,7 +130,9 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         }
         from_config = [e for e in trainer["env"] if "valueFrom" in e]
         assert {e["name"] for e in from_config} == set(wiring.nccl_env)
-        assert all(e["valueFrom"]["configMapKeyRef"]["name"] == wiring.nccl_env_name for e in from_config)
+        assert all(
+            e["valueFrom"]["configMapKeyRef"]["name"] == wiring.nccl_env_name for e in from_config
+        )
         own = {e["name"]: e["value"] for e in trainer["env"] if "valueFrom" not in e}
         assert own == _checkpoint_env(plan, tenant, f"trainjob/{job['metadata']['name']}")
         if gang == "volcano":
