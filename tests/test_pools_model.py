@@ -203,3 +203,61 @@ def test_a_fleet_counts_every_pool_for_node_topology(fleet: dict[str, Any]) -> N
         f"n{i}": {"topology.gpufabric.io/leaf": "l1"} for i in range(24)
     }
     assert len(model_of(fleet2).scheduling.nodeTopology) == 24
+
+
+def test_borrowing_per_pool(fleet: dict[str, Any]) -> None:
+    """research may borrow H100s only: a map holds the limit per pool."""
+    tenants = fleet["gpufabric:tenants"]
+    tenants[0]["gpuBorrowingLimit"] = {"h100": 16}
+    facts = plan_of(fleet).facts
+    assert facts.for_pool("h100").tenants["llm-pretrain"].gpu_borrowing_limit == 16
+    assert facts.for_pool("l40s").tenants["llm-pretrain"].gpu_borrowing_limit == 0
+    tenants[0]["gpuBorrowingLimit"] = 8  # a number holds in every pool
+    facts = plan_of(fleet).facts
+    assert facts.for_pool("l40s").tenants["llm-pretrain"].gpu_borrowing_limit == 8
+    tenants[0]["gpuBorrowingLimit"] = {"h100": 16, "a1": 3}
+    assert "'a1' is not a pool" in problems_of(fleet)["tenants[0].gpuBorrowingLimit.a1"]
+
+
+def test_a_bad_pool_key_in_a_quota_is_one_problem(fleet: dict[str, Any]) -> None:
+    fleet["gpufabric:tenants"][0]["gpuQuota"] = {"H100": 64}
+    lines = problem_lines(fleet)
+    assert len(lines) == 1
+    assert lines[0].startswith("tenants[0].gpuQuota.H100: 'H100' is not a pool name")
+
+
+def test_a_quota_map_in_a_one_pool_stack_is_refused() -> None:
+    config = example_config("lab-roce")
+    config["gpufabric:tenants"][0]["gpuQuota"] = {"default": 8}
+    assert "gpuNodes is one pool" in problems_of(config)["tenants[0].gpuQuota"]
+
+
+def test_cluster_wide_fabric_keys_stay_under_fabric(fleet: dict[str, Any]) -> None:
+    _pool(fleet, 1)["fabric"]["multus"] = "thick"
+    (line,) = problem_lines(fleet)  # and no follow-on problem of the tenants' quota maps
+    assert line.startswith("gpuNodes[1].fabric: multus: one for the whole cluster")
+
+
+def test_a_pool_problem_message_names_the_pool_key(fleet: dict[str, Any]) -> None:
+    _pool(fleet, 1)["fabric"]["sriov"] = {"numVfs": 8}
+    message = problems_of(fleet)["gpuNodes[1].fabric.sriov"]
+    assert "but gpuNodes[1].fabric.rdma is shared" in message
+
+
+def test_duplicate_pool_names_give_no_follow_on_quota_problems(fleet: dict[str, Any]) -> None:
+    _pool(fleet, 1)["name"] = "h100"
+    lines = problem_lines(fleet)
+    assert [line.split(":")[0] for line in lines] == ["gpuNodes[1].name"]
+
+
+def test_gpus_outside_every_quota_are_a_warning_under_kueue(fleet: dict[str, Any]) -> None:
+    from gpufabric.model.stackfile import stack_warnings
+
+    fleet["gpufabric:tenants"][0]["gpuQuota"] = {"h100": 64}
+    warnings = [str(w) for w in stack_warnings(model_of(fleet))]
+    assert any(
+        "pool h100 has 128 GPUs and only 96" in w and "32 of its GPUs" in w for w in warnings
+    )
+    fleet["gpufabric:scheduling"]["gang"] = "volcano"  # a Volcano queue grows into idle GPUs
+    warnings = [str(w) for w in stack_warnings(model_of(fleet))]
+    assert not any("pool h100 has 128 GPUs" in w for w in warnings)

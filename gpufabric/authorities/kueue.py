@@ -109,6 +109,7 @@ class Kueue(Authority):
     runbook_fragment: ClassVar[str] = "authority-kueue.md.j2"
     requeues_gangs: ClassVar[bool] = True
     quota_per_pool: ClassVar[bool] = True
+    admits_only_quota: ClassVar[bool] = True
     readiness: ClassVar[dict[str, tuple[str, str]]] = {
         "ClusterQueue": ("condition", "Active"),
         "LocalQueue": ("condition", "Active"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from gpufabric.cli.files import crd_dir_ok
 from gpufabric.cli.options import directory_arg
@@ -23,17 +22,7 @@ from gpufabric.outputs.jobs import (
 from gpufabric.outputs.render import to_yaml
 
 
-class _Formatter(argparse.HelpFormatter):
-    """The usage line as it was before --pool (the option list of --help shows --pool):
-    a one-pool stack's outputs, usage errors included, stay byte for byte as they were."""
-
-    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: Any = None) -> None:
-        actions = [a for a in actions if a.dest != "pool"]
-        super().add_usage(usage, actions, groups, prefix)
-
-
 def arguments(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = _Formatter
     p.add_argument("--tenant", required=True, help="tenant namespace the job runs in")
     p.add_argument("--kind", required=True, choices=JOB_KINDS, help="job kind")
     p.add_argument("--nodes", type=int, default=2, help="GPU nodes (pods) the job spans (2)")

@@ -91,16 +91,24 @@ def cmd_plan(stack: Stack, _args: argparse.Namespace) -> int:
         flags = " [protect]" if it.protect else ""
         after = f"  after: {', '.join(it.depends_on)}" if it.depends_on else ""
         print(f"{i + 1:4d}  {it.layer.value:<10}  {it.id:<{width}}  {_what(plan, i)}{flags}{after}")
-    _print_pod_contract(plan)
+    if not plan.facts.fleet:
+        _print_pod_contract(plan)
+    for pool in plan.facts.pool_names if plan.facts.fleet else ():
+        _print_pod_contract(plan.for_pool(pool), f"pool {pool}: ")
     return ExitCode.OK
 
 
-def _print_pod_contract(plan: Plan) -> None:
-    """What a training pod in each tenant namespace gets from the fabric."""
+def _print_pod_contract(plan: Plan, heading: str = "") -> None:
+    """What a training pod in each tenant namespace gets from the fabric (a fleet: on the
+    pool ``plan`` is narrowed to, from its own nccl-env-<pool>)."""
     if not plan.wiring:
         return
+    first = next(iter(plan.wiring.values()))
     print()
-    print("pod contract (pod annotation k8s.v1.cni.cncf.io/networks, resources, nccl-env):")
+    print(
+        f"{heading}pod contract (pod annotation k8s.v1.cni.cncf.io/networks, resources, "
+        f"{first.nccl_env_name}):"
+    )
     groups: dict[tuple[str, ...], list[str]] = {}
     mounts: dict[str, list[str]] = {}
     for namespace, w in plan.wiring.items():

@@ -23,6 +23,7 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -765,20 +766,35 @@ def default_tenant_group(namespace: str) -> str:
     return f"gpufabric:tenant:{namespace}"
 
 
+ONE_POOL_TAG = "one pool"
+POOLS_TAG = "pools"
+"""Tags of the unions that are one pool's value or a fleet's per-pool ones."""
+
+
+def _per_pool_or_one(value: Any) -> str:
+    return POOLS_TAG if isinstance(value, dict) else ONE_POOL_TAG
+
+
+GpuCount = Annotated[int, Field(ge=0, le=MAX_GPUS)]
+GpusPerPool = Annotated[
+    Annotated[GpuCount, Tag(ONE_POOL_TAG)] | Annotated[dict[PoolName, GpuCount], Tag(POOLS_TAG)],
+    Discriminator(_per_pool_or_one),
+]
+"""GPUs: a number, or a map of pool name -> GPUs (a fleet's per-pool figures)."""
+
+
 class Tenant(Model):
     """A team: its namespace, its share of the GPUs and its priority."""
 
     namespace: DnsLabel
-    gpuQuota: (
-        Annotated[int, Field(ge=0, le=MAX_GPUS)]
-        | dict[PoolName, Annotated[int, Field(ge=0, le=MAX_GPUS)]]
-    )
+    gpuQuota: GpusPerPool
     """GPUs the tenant is guaranteed: a number (a one-pool stack), or per pool of a fleet
     (pool name -> GPUs; a pool left out gives the tenant none of its GPUs)."""
     cpuQuota: Quantity | None = None
     memoryQuota: Quantity | None = None
-    gpuBorrowingLimit: int = Field(default=0, ge=0, le=MAX_GPUS)
-    """GPUs beyond gpuQuota the tenant may borrow while other tenants' quota is idle."""
+    gpuBorrowingLimit: GpusPerPool = 0
+    """GPUs beyond gpuQuota the tenant may borrow while other tenants' quota is idle: a
+    number (in every pool), or per pool of a fleet (a pool left out: none there)."""
     priority: int = Field(default=0, ge=0, le=1_000_000)
     """Priority of the tenant's jobs (a WorkloadPriorityClass under Kueue, a PriorityClass
     and the queue's priority under Volcano); higher reclaims borrowed GPUs from lower."""
@@ -804,6 +820,11 @@ class Tenant(Model):
         if isinstance(quota, dict):
             return quota.get(pool, 0)
         return quota if only_pool else 0
+
+    def borrowing_in(self, pool: str) -> int:
+        """GPUs the tenant may borrow in one pool (a number holds in every pool)."""
+        limit = self.gpuBorrowingLimit
+        return limit.get(pool, 0) if isinstance(limit, dict) else limit
 
     @field_validator("groups")
     @classmethod
@@ -940,6 +961,10 @@ _NOT_INHERITED: dict[str, tuple[str, ...]] = {
 inherited from the stack's fabric (another link's, another mode's)."""
 
 
+CLUSTER_WIDE_FABRIC = ("multus", "networkNamespace", "nadScope")
+"""Fabric keys that exist once per cluster: never set per pool."""
+
+
 class PoolFabric(Model):
     """A pool's own NIC layout: each key set here replaces the stack's ``fabric`` key of the
     same name for the pool's nodes; keys left out are the stack's. Settings of another link
@@ -959,6 +984,20 @@ class PoolFabric(Model):
     roce: Roce | None = None
     sriov: Sriov | None = None
     ncclEnv: dict[str, NcclValue] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cluster_wide(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            shared = [key for key in CLUSTER_WIDE_FABRIC if key in value]
+            if shared:
+                raise PydanticCustomError(
+                    "cluster_wide",
+                    "{keys}: one for the whole cluster, never a pool's; set it under "
+                    "gpufabric:fabric",
+                    {"keys": ", ".join(shared)},
+                )
+        return value
 
     def _update(self, fabric: Fabric) -> dict[str, Any]:
         update = {key: getattr(self, key) for key in self.model_fields_set}
@@ -1025,8 +1064,6 @@ def _pools_or_one(value: Any) -> str:
     return POOLS_TAG if isinstance(value, list) else ONE_POOL_TAG
 
 
-ONE_POOL_TAG = "one pool"
-POOLS_TAG = "pools"
 GpuNodesSection = Annotated[
     Annotated[GpuNodes, Tag(ONE_POOL_TAG)] | Annotated[list[GpuPool], Tag(POOLS_TAG)],
     Discriminator(_pools_or_one),

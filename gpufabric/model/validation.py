@@ -113,7 +113,19 @@ def _per_pool(fn: Check, parts: Parts) -> Iterator[Problem]:
     for pool in pools_of(parts):
         view = replace(parts, gpuNodes=pool.nodes, fabric=pool.fabric)
         for problem in fn(view):
-            yield replace(problem, path=_pool_path(pool, problem.path))
+            yield replace(
+                problem,
+                path=_pool_path(pool, problem.path),
+                message=_pool_message(pool, problem.message),
+            )
+
+
+_FABRIC_KEY = re.compile(r"(?<![\w.\]])fabric\.([A-Za-z]+)")
+
+
+def _pool_message(pool: NodePool, message: str) -> str:
+    """A pool check's message naming ``fabric.<key>``: the pool's own key by its path."""
+    return _FABRIC_KEY.sub(lambda m: pool.fabric_path(m.group(1)), message)
 
 
 def _pool_path(pool: NodePool, path: str) -> str:
@@ -486,49 +498,76 @@ def _fleet_rails(pools: Sequence[NodePool]) -> Iterator[Problem]:
 
 
 def _pool_quotas(p: Parts) -> Iterator[Problem]:
-    """Tenant quotas of a fleet: per pool, naming real pools, holding in each pool."""
+    """Tenant quotas of a fleet: per pool, naming real pools, holding in each pool, and
+    covering each pool's GPUs (what no tenant's quota holds, Kueue never admits)."""
     if p.tenants is None or not isinstance(p.gpuNodes, list):
         return
+    names = [pool.name for pool in p.gpuNodes]
+    if len(set(names)) != len(names):
+        return  # pools named twice: reported by _pools; their figures would mislead
     pools = {pool.name: pool for pool in p.gpuNodes}
-    one = len(pools) == 1
     used: dict[str, list[tuple[str, int]]] = {name: [] for name in pools}
     for i, tenant in enumerate(p.tenants):
+        yield from _map_keys(f"tenants[{i}].gpuBorrowingLimit", tenant.gpuBorrowingLimit, pools)
         quota = tenant.gpuQuota
         if not isinstance(quota, dict):
-            if one:
-                used[next(iter(pools))].append((tenant.namespace, quota))
+            if len(pools) == 1:
+                used[names[0]].append((tenant.namespace, quota))
             elif quota:
                 yield Problem(
                     f"tenants[{i}].gpuQuota",
                     f"{quota} names no pool, and the stack has {len(pools)} "
                     f"({', '.join(pools)}); give the GPUs per pool, e.g. "
-                    f"{{{next(iter(pools))}: {quota}}}",
+                    f"{{{names[0]}: {quota}}}",
                 )
             continue
+        yield from _map_keys(f"tenants[{i}].gpuQuota", quota, pools)
         for name, gpus in quota.items():
-            if name not in pools:
-                yield Problem(
-                    f"tenants[{i}].gpuQuota.{name}",
-                    f"{name!r} is not a pool{suggest(name, list(pools))}; accepted: "
-                    + ", ".join(pools),
-                )
-                continue
-            used[name].append((tenant.namespace, gpus))
-    if not one and p.tenants and p.scheduling is not None:
+            if name in pools:
+                used[name].append((tenant.namespace, gpus))
+    if len(pools) > 1 and p.tenants and p.scheduling is not None:
         yield from _pool_quotas_held(p.scheduling.gang, p.tenants)
+    idle = p.scheduling is not None and registry.get(p.scheduling.gang).admits_only_quota
     for name, shares in used.items():
-        pool = pools[name]
-        have = pool.count * pool.gpusPerNode
-        total = sum(g for _, g in shares)
-        if total > have:
-            listed = " + ".join(f"{g} ({ns})" for ns, g in shares)
+        yield from _pool_share(pools[name], shares, idle and bool(p.tenants))
+
+
+def _map_keys(path: str, value: object, pools: dict[str, GpuPool]) -> Iterator[Problem]:
+    if not isinstance(value, dict):
+        return
+    for name in value:
+        if name not in pools:
             yield Problem(
-                "tenants",
-                f"gpuQuota in pool {name} totals {total} GPUs ({listed}) but the pool has "
-                f"{have} ({pool.count} nodes x {pool.gpusPerNode} GPUs): the quotas cannot "
-                "all be honoured; lower them, or let a tenant borrow idle GPUs "
-                "(gpuBorrowingLimit) instead",
+                f"{path}.{name}",
+                f"{name!r} is not a pool{suggest(name, list(pools))}; accepted: "
+                + ", ".join(pools),
             )
+
+
+def _pool_share(pool: GpuPool, shares: list[tuple[str, int]], idle: bool) -> Iterator[Problem]:
+    """One pool's quotas: they fit its GPUs, and (a warning, where GPUs outside every quota
+    stay ``idle``) they cover them."""
+    have = pool.count * pool.gpusPerNode
+    total = sum(g for _, g in shares)
+    listed = " + ".join(f"{g} ({ns})" for ns, g in shares)
+    if total > have:
+        yield Problem(
+            "tenants",
+            f"gpuQuota in pool {pool.name} totals {total} GPUs ({listed}) but the pool has "
+            f"{have} ({pool.count} nodes x {pool.gpusPerNode} GPUs): the quotas cannot "
+            "all be honoured; lower them, or let a tenant borrow idle GPUs "
+            "(gpuBorrowingLimit) instead",
+        )
+    elif total < have and idle:
+        held = f"only {total} ({listed}) are" if shares else "none is"
+        yield Problem(
+            "tenants",
+            f"pool {pool.name} has {have} GPUs and {held} in a tenant's gpuQuota: queues admit "
+            f"only what some quota holds (a tenant borrows others' idle quota, never GPUs "
+            f"outside every quota), so {have - total} of its GPUs are never used; give them "
+            f"to tenants (tenants[].gpuQuota.{pool.name})",
+            warning=True,
+        )
 
 
 def _pool_quotas_held(gang: str, tenants: Sequence[Tenant]) -> Iterator[Problem]:
@@ -839,19 +878,31 @@ def _tenants(p: Parts) -> Iterator[Problem]:
                 f"tenants[{i}].namespace",
                 f"{ns!r} is a system namespace; give the tenant a namespace of its own",
             )
-        if isinstance(p.gpuNodes, list):
-            continue  # a fleet's quotas are per pool (_pool_quotas)
+        if not isinstance(p.gpuNodes, GpuNodes):
+            continue  # a fleet's quotas are per pool (_pool_quotas); or gpuNodes is broken
+        mapped = [
+            k for k in ("gpuQuota", "gpuBorrowingLimit") if isinstance(getattr(tenant, k), dict)
+        ]
+        for key in mapped:
+            yield Problem(
+                f"tenants[{i}].{key}",
+                f"{_show_map(getattr(tenant, key))} gives GPUs per pool, but gpuNodes is one pool "
+                "(a mapping); give a number, or make gpuNodes a list of named pools",
+            )
+        if mapped:
+            continue
         quota = tenant.gpu_quota_total
+        borrow = tenant.borrowing_in("")
         if gpus is not None and quota > gpus:
             yield Problem(
                 f"tenants[{i}].gpuQuota",
                 f"{quota} is more than the cluster has ({_shape(p)} = {gpus})",
             )
-        elif gpus is not None and quota + tenant.gpuBorrowingLimit > gpus:
+        elif gpus is not None and quota + borrow > gpus:
             yield Problem(
                 f"tenants[{i}].gpuBorrowingLimit",
-                f"{tenant.gpuBorrowingLimit} lets the tenant reach "
-                f"{quota + tenant.gpuBorrowingLimit} GPUs, more than the cluster's "
+                f"{borrow} lets the tenant reach "
+                f"{quota + borrow} GPUs, more than the cluster's "
                 f"{gpus}; the excess can never be used",
                 warning=True,
             )
@@ -875,6 +926,10 @@ def _own_queues(p: Parts) -> Iterator[Problem]:
                 f"{authority.title} creates itself ({', '.join(sorted(authority.own_queues))}); "
                 "give the tenant another namespace",
             )
+
+
+def _show_map(value: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
 
 
 def _shape(p: Parts) -> str:

@@ -147,7 +147,7 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
             "--nodes",
             f"{req.nodes} is not between 1 and {whose} {facts.nodes.count} GPU nodes",
         )
-    name = req.name or default_name(req)
+    name = req.name or default_name(req, facts)
     if len(name) > 50 or not _NAME.match(name):
         raise _fail(
             "--name",
@@ -299,8 +299,15 @@ def first_worker_pod(kind: JobKind, name: str) -> str | None:
     return f"{name}-worker-0" if kind in ("mpijob", "pytorchjob") else None
 
 
-def default_name(req: JobRequest) -> str:
-    return f"{req.tenant}-{req.kind}"[:50].rstrip("-")
+def default_name(req: JobRequest, facts: Facts) -> str:
+    return default_job_name(req.tenant, req.kind, facts)
+
+
+def default_job_name(tenant: str, kind: str, facts: Facts) -> str:
+    """``<tenant>-<kind>``; on a fleet ``<tenant>-<pool>-<kind>``, so one tenant's jobs on two
+    pools do not overwrite each other."""
+    pool = f"{facts.pool}-" if facts.fleet else ""
+    return f"{tenant}-{pool}{kind}"[:50].rstrip("-")
 
 
 # ------------------------------------------------------------------------- pod wiring
@@ -686,7 +693,7 @@ def job_objects(plan: Plan, req: JobRequest) -> list[dict[str, Any]]:
 
 
 def _named_wiring(plan: Plan, req: JobRequest) -> Wiring:
-    name = req.name or default_name(req)
+    name = req.name or default_name(req, plan.facts)
     return replace(
         wiring_for(plan, req),
         storage=plan.facts.storage_of(req.tenant),

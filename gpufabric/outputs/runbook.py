@@ -17,7 +17,13 @@ from typing import Any
 
 from gpufabric import nics
 from gpufabric.model.stackfile import is_path
-from gpufabric.outputs.jobs import JobKind, first_worker_pod, inspection_kind, resume_facts
+from gpufabric.outputs.jobs import (
+    JobKind,
+    default_job_name,
+    first_worker_pod,
+    inspection_kind,
+    resume_facts,
+)
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import Facts, TenantContract
@@ -209,7 +215,7 @@ def _first_tenant_keys(
     """The job the runbook's inspection and acceptance steps run through ``tenant``."""
     return {
         "job_kind": job_kind,
-        "worker_pod": first_worker_pod(job_kind, f"{tenant}-{job_kind}")
+        "worker_pod": first_worker_pod(job_kind, default_job_name(tenant, job_kind, facts))
         if job_kind and tenant
         else None,
         # the most GPU nodes one job of the tenant may span: its quota admits no more

@@ -63,6 +63,11 @@ class Authority(ABC):
     evicted and requeued, a bounded number of times (``scheduling.requeuing``); False: a gang
     waits in its queue and is never requeued."""
 
+    admits_only_quota: ClassVar[bool] = False
+    """True: GPUs that no tenant's quota holds are never admitted (Kueue: a ClusterQueue
+    borrows only the unused nominal quota of its cohort); False: a queue may grow into idle
+    GPUs up to its capability (Volcano)."""
+
     quota_per_pool: ClassVar[bool] = False
     """True: a tenant's queue holds its ``gpuQuota`` in each node pool of a fleet apart (Kueue:
     a flavor per pool); False: one amount per resource over every pool (the split a

@@ -390,7 +390,7 @@ def tenant_contracts(
     quota = {t.namespace: t.quota_in(pool, only) for t in model.tenants}
     pooled = sum(quota.values())
     admissible = {
-        t.namespace: authority.admissible_gpus(quota[t.namespace], t.gpuBorrowingLimit, pooled)
+        t.namespace: authority.admissible_gpus(quota[t.namespace], t.borrowing_in(pool), pooled)
         for t in model.tenants
     }
     return {
@@ -405,8 +405,8 @@ def tenant_contracts(
             queue=authority.queue_name(t.namespace),
             priority_class=authority.priority_class(t.namespace),
             gpu_quota=quota[t.namespace],
-            gpu_limit=quota[t.namespace] + t.gpuBorrowingLimit,
-            gpu_borrowing_limit=t.gpuBorrowingLimit,
+            gpu_limit=quota[t.namespace] + t.borrowing_in(pool),
+            gpu_borrowing_limit=t.borrowing_in(pool),
             gpu_admissible=admissible[t.namespace][0],
             gpu_admissible_why=admissible[t.namespace][1],
             cpu_quota=t.cpuQuota,
