@@ -62,3 +62,20 @@ def test_a_scalar_or_a_type_change_is_one_line() -> None:
     assert change_lines(FieldChange("spec.x", 1, 2)) == ["`spec.x`: 1 → 2"]
     assert change_lines(FieldChange("spec.x", None, [1])) == ["`spec.x`: ∅ → [1]"]
     assert change_lines(FieldChange("spec.x", [], [1])) == ["`spec.x`: [] → [1]"]
+
+
+def test_a_long_text_change_shows_where_it_changed() -> None:
+    """A chart's embedded config or a CEL expression: the changed line or stretch is shown,
+    not two equal cut-off starts (a new user saw `kind: Configura... → kind: Configura...`)."""
+    from gpufabric.outputs.diff import FieldChange, change_lines
+
+    config = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nresources:\n  - rdma/ib0\n"
+    )
+    (line,) = change_lines(FieldChange("values.config", config, config + "  - rdma/a100r0\n"))
+    assert line == "`values.config` line 5: ∅ →   - rdma/a100r0"
+    old = "^( *gpufabric-networks/(ib0|ib1|ib2|ib3|ib4|ib5|ib6|ib7|roce0|roce1) *)$"
+    new = old.replace("roce1)", "roce1|a100r0)")
+    (line,) = change_lines(FieldChange("spec.expression", old, new))
+    assert "a100r0" in line
+    assert line.startswith("`spec.expression` at 67: ...")

@@ -18,6 +18,7 @@ Items are matched by Plan id and listed in apply order. Each change is classifie
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import re
@@ -753,6 +754,8 @@ def change_lines(f: FieldChange) -> list[str]:
     """A field's change as Markdown list lines: old → new, or, where both sides are lists or
     mappings (a ClusterQueue's resourceGroups), each element that changed, so a quota going
     from 256 to 192 is visible rather than cut off inside a long JSON list."""
+    if isinstance(f.old, str) and isinstance(f.new, str) and _long(f.old, f.new):
+        return _text_lines(f.path, f.old, f.new)
     if not (isinstance(f.old, list | dict) and isinstance(f.new, list | dict) and f.old and f.new):
         return [f"`{f.path}`: {_short(f.old)} → {_short(f.new)}"]
     a, b = dict(_leaves(f.old)), dict(_leaves(f.new))
@@ -763,6 +766,37 @@ def change_lines(f: FieldChange) -> list[str]:
     if len(changed) > MAX_INNER_LINES:
         lines.append(f"... {len(changed) - MAX_INNER_LINES} more changes in `{f.path}`")
     return lines or [f"`{f.path}`: {_short(f.old)} → {_short(f.new)}"]
+
+
+def _long(old: str, new: str) -> bool:
+    """Text a change line would cut off: over 60 characters, or several lines."""
+    return max(len(old), len(new)) > 60 or "\n" in old or "\n" in new
+
+
+def _text_lines(path: str, old: str, new: str) -> list[str]:
+    """A long text's change where it is: each changed line of multi-line text (a chart's
+    embedded config), or the stretch of one long line around its first difference (a CEL
+    expression), so the change is visible rather than cut off after a common start."""
+    a, b = old.splitlines(), new.splitlines()
+    if len(a) > 1 or len(b) > 1:
+        lines = []
+        matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            was = " ⏎ ".join(a[i1:i2])
+            now = " ⏎ ".join(b[j1:j2])
+            lines.append(f"`{path}` line {j1 + 1}: {_short(was or None)} → {_short(now or None)}")
+        shown = lines[:MAX_INNER_LINES]
+        if len(lines) > MAX_INNER_LINES:
+            shown.append(f"... {len(lines) - MAX_INNER_LINES} more changes in `{path}`")
+        return shown
+    start = next((i for i, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), None)
+    if start is None:
+        start = min(len(old), len(new))
+    at = max(start - 20, 0)
+    lead = "..." if at else ""
+    return [f"`{path}` at {start}: {lead}{_short(old[at:])} → {lead}{_short(new[at:])}"]
 
 
 def _short(value: Any) -> str:
