@@ -85,6 +85,16 @@ class Node:
     """The P_Key table of every InfiniBand port, in index order (the rest reads 0x0000)."""
     port_pkeys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """hca -> its own P_Key table, where one port differs."""
+    nvsmi: str | None = None
+    """An NVL72 tray: what its ``nvidia-smi -q`` prints (tests/nvsmi.py), put on the tree's
+    usr/bin as a fake nvidia-smi; None: no such tool and none of the IMEX files below."""
+    imex_registered: bool = True
+    """/proc/devices lists nvidia-caps-imex-channels (the driver supports IMEX channels)."""
+    imex_channels: int = 0
+    """/dev/nvidia-caps-imex-channels/channelN devices the DRA driver has made."""
+    imex_unit: str = "masked"
+    """The host's nvidia-imex.service: masked (a link to /dev/null in /etc), masked-empty
+    (an empty file there), enabled, disabled (installed only) or absent."""
 
 
 def _write(path: Path, text: str | bytes) -> None:
@@ -226,7 +236,41 @@ def build(root: Path, node: Node) -> Path:
         _write(root / f"dev/infiniband/uverbs{i}", "")
     _write(root / "dev/infiniband/rdma_cm", "")
     _processes(root, node)
+    if node.nvsmi is not None:
+        _nvl72(root, node)
     return root
+
+
+IMEX_UNIT_TEXT = "[Unit]\nDescription=NVIDIA IMEX service\n\n[Service]\nType=forking\nExecStart=/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg\n\n[Install]\nWantedBy=multi-user.target\n"
+"""The unit as the nvidia-imex package installs it (only [Install] matters here)."""
+
+
+def _nvl72(root: Path, node: Node) -> None:
+    import nvsmi
+
+    script = root / "usr/bin/nvidia-smi"
+    _write(script, nvsmi.script(node.nvsmi or ""))
+    script.chmod(0o755)
+    devices = "Character devices:\n  1 mem\n195 nvidia-frontend\n"
+    if node.imex_registered:
+        devices += "234 nvidia-caps-imex-channels\n"
+    _write(root / "proc/devices", devices + "\nBlock devices:\n  8 sd\n")
+    for i in range(node.imex_channels):
+        _write(root / f"dev/nvidia-caps-imex-channels/channel{i}", "")
+    etc = root / "etc/systemd/system"
+    if node.imex_unit != "absent":
+        _write(root / "usr/lib/systemd/system/nvidia-imex.service", IMEX_UNIT_TEXT)
+    if node.imex_unit == "masked":
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "nvidia-imex.service").symlink_to("/dev/null")
+    elif node.imex_unit == "masked-empty":
+        _write(etc / "nvidia-imex.service", "")
+    elif node.imex_unit == "enabled":
+        wants = etc / "multi-user.target.wants"
+        wants.mkdir(parents=True, exist_ok=True)
+        (wants / "nvidia-imex.service").symlink_to("/usr/lib/systemd/system/nvidia-imex.service")
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "multi-user.target.wants").mkdir(exist_ok=True)
 
 
 RUNTIME_SOCKETS = {

@@ -52,7 +52,48 @@ def unsure(reason: str) -> list[Finding]:
 
 
 Case = tuple[nr.Rule, Callable[[Run], Any], NcclExpectation, list[Finding]]
+NVL = dataclasses.replace(EXP, nvlink=nr.nvlink_domain("GB200"))
+"""A run inside one GB200 NVLink domain."""
 FIRES: dict[str, Case] = {
+    "nccl too old for mnnvl": (
+        nr.rule_nccl_version,
+        lambda r: r.nccl_versions.update({(2, 24, 3), (2, 27, 7)}),
+        NVL,
+        fail("NCCL 2.24.3 is older than 2.25.2, the first release multi-node NVLink works with"),
+    ),
+    "mnnvl off inside a domain": (
+        nr.rule_mnnvl_unproven,
+        lambda r: setattr(r, "mnnvl_off", True),
+        NVL,
+        fail(
+            "NCCL runs without multi-node NVLink (its comm line says MNNVL 0): the trays talk "
+            "over the network inside one NVLink domain"
+        ),
+    ),
+    "two cliques inside a domain": (
+        nr.rule_one_clique,
+        lambda r: r.cliques.update({"2": 8, "3": 8}),
+        NVL,
+        fail("the run spans 2 NVLink cliques (2 (8 ranks), 3 (8 ranks)), not one domain"),
+    ),
+    "net inside a domain": (
+        nr.rule_net_inside_domain,
+        lambda r: None,
+        NVL,
+        fail(
+            "2 channels over NET (IB) inside one NVLink domain: NCCL fell back to the network "
+            "between trays of one rack"
+        ),
+    ),
+    "below the domain bar": (
+        nr.rule_domain_bar,
+        lambda r: r.rows.append(Row(size=8 * GIB, busbw_oop=700.0, busbw_ip=None, wrong=0)),
+        NVL,
+        fail(
+            "best bus bandwidth at >= 8 GiB is 700 GB/s, below the NVLink domain bar 750 GB/s "
+            f"({nr.NVLINK_BARS['GB200'][1]})"
+        ),
+    ),
     "test failed": (
         nr.rule_test_failed,
         lambda r: r.fatal.extend(["x.cu:1 Test NCCL failure", "second"]),

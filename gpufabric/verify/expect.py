@@ -43,6 +43,10 @@ class Expectation:
     pkeys: tuple[str, ...] | None = None
     """InfiniBand partitions every rail port must be a full member of, as the port's pkey
     table shows them (0x8010); None: the networks carry no partition key (not checked)."""
+    nvlink: str | None = None
+    """The multi-node NVLink system of the pool (``GB200``, ``GB300``): the fabric state,
+    IMEX channel and host IMEX service checks run; None (every other pool): they do not,
+    and the expectation's JSON carries no such key."""
 
     @property
     def link_layer(self) -> str:
@@ -50,7 +54,10 @@ class Expectation:
         return nics.link(self.fabric).sysfs_link_layer
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+        data = asdict(self)
+        if data["nvlink"] is None:
+            del data["nvlink"]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Expectation:

@@ -55,6 +55,21 @@ _NNODES = re.compile(
     r"NCCL INFO comm \S+ rank [0-9]+ nRanks (?P<nranks>[0-9]+) nNodes (?P<nnodes>[0-9]+)"
     r"(?: localRanks [0-9]+ localRank [0-9]+ MNNVL (?P<mnnvl>[0-9]+))?"
 )
+_VERSION = re.compile(r"NCCL version (?P<v>[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4})[+a-z]")
+"""init.cc showVersion (2.25-2.30): "NCCL version %d.%d.%d<suffix>+cuda%d.%d", an INFO line
+under NCCL_DEBUG=INFO, the bare VERSION line under NCCL_DEBUG=VERSION or WARN."""
+_CLIQUE = re.compile(
+    r"NCCL INFO MNNVL (?P<on>[0-9]+) cliqueId (?P<id>[0-9a-f]+) cliqueSize (?P<size>[0-9]+) "
+    r"cliqueRank [0-9]+(?: nvlDomainSize [0-9]+)?"
+)
+"""mnnvl.cc: "MNNVL %d cliqueId %x cliqueSize %d cliqueRank %d" (2.25-2.29), with
+" nvlDomainSize %d" from 2.30."""
+_NVLS = re.compile(
+    r"NCCL INFO NVLS multicast support is (?P<not>not )?available on dev [0-9]+"
+    r"(?: \(NVLS_NCHANNELS [0-9]+\))?"
+)
+"""transport/nvls.cc: "... is %savailable on dev %d" (2.25, 2.26, 2.30), with
+" (NVLS_NCHANNELS %d)" in 2.27-2.29."""
 _DEVICE = re.compile(
     r"^#\s+Rank\s+[0-9]+\s+Group\s+[0-9]+\s+Pid\s+(?P<pid>[0-9]+)\s+on\s+(?P<host>\S+)"
 )
@@ -93,6 +108,14 @@ class Diagnosis:
 
 
 DIAGNOSES = (
+    Diagnosis(
+        re.compile(r"MNNVL \(cliqueSize [0-9]+\) is available but not working"),
+        "multi-node NVLink is there but FABRIC memory handles fail (mnnvl.cc): the pod has no "
+        "IMEX channel (no ComputeDomain channel claim) or the ComputeDomain's IMEX daemons "
+        "are not connected",
+        "ls /dev/nvidia-caps-imex-channels in the pod; kubectl get computedomains and the "
+        "IMEX daemon pods of the job's ComputeDomain (nvidia-imex-ctl -N in one of them)",
+    ),
     Diagnosis(
         re.compile(r"Got completion"),
         "RDMA work completion error: on RoCE usually the wrong GID index or traffic class "
@@ -303,6 +326,9 @@ def _scan(line: str, run: Run) -> None:
         run.hosts.add(m["host"])
         if (pid := count_value(m["pid"], "an NCCL line's pid", run)) is not None:
             run.debug_pids.add((m["host"], pid))
+    if "NCCL version " in line and (m := _VERSION.search(line)):
+        major, minor, patch = (int(x) for x in m["v"].split("."))
+        run.nccl_versions.add((major, minor, patch))
     if "NCCL WARN" in line:
         run.warnings.append(_warning(line))
     elif _FATAL.search(line):
@@ -350,6 +376,20 @@ def _on_no_ib_device(m: re.Match[str], run: Run) -> None:
 def _on_channel(m: re.Match[str], run: Run) -> None:
     if m["via"].startswith("NET/"):
         run.inter_node.append(m["via"])
+    elif m["via"].startswith("P2P/MNNVL"):  # p2p.cc: "via P2P/%s%s%s", MNNVL or CUMEM
+        run.mnnvl_channels += 1
+
+
+def _on_clique(m: re.Match[str], run: Run) -> None:
+    size = count_value(m["size"], "NCCL's cliqueSize", run)
+    if size is not None and m["on"] != "0":
+        run.mnnvl = True
+        run.cliques[m["id"]] = max(run.cliques.get(m["id"], 0), size)
+
+
+def _on_nvls(m: re.Match[str], run: Run) -> None:
+    available = m["not"] is None
+    run.nvls = available if run.nvls is None else run.nvls and available
 
 
 def _on_gdr_disabled(m: re.Match[str], run: Run) -> None:
@@ -369,6 +409,7 @@ def _on_nnodes(m: re.Match[str], run: Run) -> None:
     run.nnodes = max(run.nnodes or 0, nnodes)
     run.nranks = max(run.nranks or 0, nranks)
     run.mnnvl |= m["mnnvl"] not in (None, "0")
+    run.mnnvl_off |= m["mnnvl"] == "0"
 
 
 def _on_init(m: re.Match[str], run: Run) -> None:
@@ -386,6 +427,8 @@ _INFO: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], Run], None]], ...] 
     (_CHANNELS, _on_channel_counts),
     (_NNODES, _on_nnodes),
     (_INIT, _on_init),
+    (_CLIQUE, _on_clique),
+    (_NVLS, _on_nvls),
 )
 """The INFO lines the verdict reads, in order, each with what it records of the run: the
 first pattern a line matches is the only one read."""

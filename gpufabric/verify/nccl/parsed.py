@@ -70,6 +70,16 @@ class Run:
     nranks: int | None = None
     nnodes: int | None = None
     mnnvl: bool = False
+    mnnvl_off: bool = False
+    """A rank's ``comm ... MNNVL 0`` line: NCCL said it runs without multi-node NVLink."""
+    nccl_versions: set[tuple[int, int, int]] = field(default_factory=set)
+    """Every ``NCCL version X.Y.Z`` the ranks printed."""
+    cliques: dict[str, int] = field(default_factory=dict)
+    """MNNVL clique id -> its size, from each rank's ``MNNVL 1 cliqueId .. cliqueSize ..``."""
+    mnnvl_channels: int = 0
+    """Channels NCCL set up ``via P2P/MNNVL`` (over NVLink between trays)."""
+    nvls: bool | None = None
+    """``NVLS multicast support is [not ]available``: None when no rank said."""
     hosts: set[str] = field(default_factory=set)
     """Hosts of the ranks (``# Rank N ... on HOST`` lines, -J devices)."""
     warnings: list[dict[str, str]] = field(default_factory=list)
@@ -179,6 +189,12 @@ def merge_info(into: Run, other: Run) -> None:
     into.fatal += other.fatal
     into.killed += other.killed
     into.mnnvl |= other.mnnvl
+    into.mnnvl_off |= other.mnnvl_off
+    into.nccl_versions |= other.nccl_versions
+    into.cliques.update(other.cliques)
+    into.mnnvl_channels += other.mnnvl_channels
+    if other.nvls is not None:
+        into.nvls = other.nvls if into.nvls is None else into.nvls and other.nvls
     into.in_network |= other.in_network
     into.pids |= other.pids
     into.debug_pids |= other.debug_pids

@@ -23,6 +23,55 @@ _GDR_VIA = re.compile(r"/GDRDMA(?:\(PCI\))?(?:/Shared)?$")
 """net.cc: NET/<net>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared] (NCCL 2.26+ adds (PCI))."""
 
 
+MNNVL_MIN_NCCL = (2, 25, 2)
+"""The NCCL release multi-node NVLink through ComputeDomains needs (issue 38; the IMEX
+channel and FABRIC handle path of mnnvl.cc)."""
+NVLINK_BARS: dict[str, tuple[float, str]] = {
+    "GB200": (
+        750.0,
+        "GB200 NVL72 default: about 90% of 834.57 GB/s, all_reduce over 72 GPUs at 8 GiB "
+        "(coreweave/nccl-tests pull request #43, NCCL 2.26.2)",
+    ),
+    "GB300": (
+        800.0,
+        "GB300 NVL72 default: about 90% of 889.35 GB/s (NVCRE; AICR's validator measured "
+        "895.08 GB/s on the same rack, NVIDIA/aicr#2701)",
+    ),
+}
+"""Each NVL72 system's default all_reduce bus-bandwidth bar inside one NVLink domain."""
+NVLINK_BAR_BYTES = 8 * GIB
+"""The bar is judged on the rows at this size and above (the published figures' size)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvlinkDomain:
+    """What a run on a multi-node NVLink pool must show."""
+
+    system: str
+    scope: str = "domain"
+    """``domain``: every rank in one NVLink domain (the bar below, NVLink transport proven,
+    no NET channel); ``across``: ranks in several domains (the InfiniBand bar as for any
+    pool, with the NCCL version checked)."""
+    threshold_gbps: float
+    threshold_source: str
+
+
+def nvlink_domain(
+    system: str, scope: str = "domain", min_busbw: float | None = None
+) -> NvlinkDomain:
+    """The domain expectation of ``system`` (a key of :data:`NVLINK_BARS`); ``min_busbw``
+    replaces the system's default bar."""
+    default, source = NVLINK_BARS[system]
+    if min_busbw is not None:
+        return NvlinkDomain(
+            system=system,
+            scope=scope,
+            threshold_gbps=min_busbw,
+            threshold_source="--nvlink-min-busbw",
+        )
+    return NvlinkDomain(system=system, scope=scope, threshold_gbps=default, threshold_source=source)
+
+
 @dataclass(frozen=True, kw_only=True)
 class NcclExpectation:
     """What the stack expects of a run."""
@@ -36,6 +85,8 @@ class NcclExpectation:
     line_rate_gbytes: float | None = None
     """The node's NIC line rate (rails x link rate) in GB/s: inter-node bus bandwidth above
     it by more than measurement noise is not a measurement over the NICs."""
+    nvlink: NvlinkDomain | None = None
+    """A multi-node NVLink pool's run (None for every other pool: no rule below reads it)."""
 
 
 def expectation(
@@ -275,9 +326,14 @@ def rule_socket_fallback(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     return _fail("socket fallback: NCCL used TCP (NET/Socket) between nodes, not RDMA")
 
 
+def _in_domain(exp: NcclExpectation) -> bool:
+    return exp.nvlink is not None and exp.nvlink.scope == "domain"
+
+
 def _rdma_between_nodes(ev: Evidence, exp: NcclExpectation) -> bool:
-    """RDMA is expected between the run's nodes and NCCL did not fall back to sockets."""
-    return exp.rdma and ev.multi and not ev.socket
+    """RDMA is expected between the run's nodes and NCCL did not fall back to sockets
+    (inside one NVLink domain the nodes talk over NVLink, not the NICs)."""
+    return exp.rdma and ev.multi and not ev.socket and not _in_domain(exp)
 
 
 def rule_transport_unproven(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
@@ -344,7 +400,7 @@ def rule_above_line_rate(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Inter-node bandwidth above the test kind's ceiling (beyond noise) did not cross the
     NICs; multi-node NVLink (MNNVL) is exempt."""
     best, limit = ev.best, ev.bound.ceiling_gbps
-    if not ev.multi or best is None or limit is None or ev.run.mnnvl:
+    if not ev.multi or best is None or limit is None or ev.run.mnnvl or _in_domain(exp):
         return []
     if best <= limit * LINE_RATE_NOISE:
         return []
@@ -365,7 +421,7 @@ def rule_above_line_rate(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
 
 
 def rule_no_threshold(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
-    if ev.bound.threshold_gbps is not None:
+    if ev.bound.threshold_gbps is not None or _in_domain(exp):
         return []
     return _unsure(ev.bound.no_threshold or "no threshold: pass --stack (line rate) or --min-busbw")
 
@@ -374,6 +430,8 @@ def rule_below_threshold(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Judged on >= 2 nodes only: one node (one rank prints busbw 0) is INCONCLUSIVE."""
     threshold = ev.bound.threshold_gbps
     if threshold is None or ev.best is None or ev.best >= threshold or not ev.multi:
+        return []
+    if _in_domain(exp):
         return []
     return _fail(
         f"best bus bandwidth at >= 1 GiB is {ev.best:g} GB/s, below the threshold "
@@ -385,6 +443,92 @@ def rule_no_ib_device(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     if not (exp.rdma and ev.multi and ev.run.no_ib_device):
         return []
     return _fail("a rank found no RDMA device ('NET/IB : No device found.')")
+
+
+def _version(v: tuple[int, int, int]) -> str:
+    return ".".join(str(n) for n in v)
+
+
+def rule_nccl_version(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
+    """Multi-node NVLink needs NCCL 2.25.2 or later: read from the ranks' own lines."""
+    if exp.nvlink is None:
+        return []
+    versions = ev.run.nccl_versions
+    if not versions:
+        return _unsure(
+            "NCCL version not in the log (MNNVL needs 2.25.2 or later): rerun with NCCL_DEBUG=INFO"
+        )
+    old = sorted(v for v in versions if v < MNNVL_MIN_NCCL)
+    if not old:
+        return []
+    return _fail(
+        f"NCCL {', '.join(_version(v) for v in old)} is older than "
+        f"{_version(MNNVL_MIN_NCCL)}, the first release multi-node NVLink works with"
+    )
+
+
+def rule_mnnvl_unproven(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
+    """Inside one domain NCCL must say it runs multi-node NVLink (mnnvl.cc's clique line, or
+    MNNVL 1 on its comm line); MNNVL 0 is a failure, silence is not proof."""
+    if not _in_domain(exp) or not ev.multi:
+        return []
+    if ev.run.mnnvl:
+        return []
+    if ev.run.mnnvl_off:
+        return _fail(
+            "NCCL runs without multi-node NVLink (its comm line says MNNVL 0): the trays talk "
+            "over the network inside one NVLink domain"
+        )
+    return _unsure(
+        "multi-node NVLink not proven: no 'MNNVL 1 cliqueId' or 'comm ... MNNVL' line "
+        "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT prints them)"
+    )
+
+
+def rule_one_clique(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
+    """Inside one domain every rank is in one clique as large as the run."""
+    cliques, nranks = ev.run.cliques, ev.run.nranks
+    if not _in_domain(exp) or not cliques:
+        return []
+    if len(cliques) > 1:
+        shown = ", ".join(f"{k} ({v} ranks)" for k, v in sorted(cliques.items()))
+        return _fail(f"the run spans {len(cliques)} NVLink cliques ({shown}), not one domain")
+    ((clique, size),) = cliques.items()
+    if nranks is not None and size < nranks:
+        return _fail(
+            f"clique {clique} holds {size} of the run's {nranks} ranks: the rest are outside "
+            "its NVLink domain"
+        )
+    return []
+
+
+def rule_net_inside_domain(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
+    if not _in_domain(exp) or not ev.run.inter_node:
+        return []
+    kinds = ", ".join(sorted({v.split("/")[1] if "/" in v else v for v in ev.run.inter_node}))
+    return _fail(
+        f"{len(ev.run.inter_node)} channels over NET ({kinds}) inside one NVLink domain: "
+        "NCCL fell back to the network between trays of one rack"
+    )
+
+
+def rule_domain_bar(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
+    """Inside one domain: the best bus bandwidth at >= 8 GiB against the system's bar."""
+    if not _in_domain(exp) or exp.nvlink is None or not ev.run.rows or not ev.multi:
+        return []
+    bar = exp.nvlink
+    large = [r.best for r in ev.run.rows if r.size >= NVLINK_BAR_BYTES and r.best is not None]
+    if not large:
+        return _unsure(
+            f"no results at >= 8 GiB, the size the {bar.system} bar is stated at (run with -e 8G)"
+        )
+    best = max(large)
+    if best >= bar.threshold_gbps:
+        return []
+    return _fail(
+        f"best bus bandwidth at >= 8 GiB is {best:g} GB/s, below the NVLink domain bar "
+        f"{bar.threshold_gbps:g} GB/s ({bar.threshold_source})"
+    )
 
 
 RULES: tuple[Rule, ...] = (
@@ -409,6 +553,11 @@ RULES: tuple[Rule, ...] = (
     rule_above_line_rate,
     rule_no_threshold,
     rule_below_threshold,
+    rule_nccl_version,
+    rule_mnnvl_unproven,
+    rule_one_clique,
+    rule_net_inside_domain,
+    rule_domain_bar,
 )
 """The verdict's rules, in the order their reasons are listed (failures before doubts)."""
 

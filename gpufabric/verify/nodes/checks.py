@@ -21,6 +21,7 @@ import yaml
 
 from gpufabric import nics
 from gpufabric.verify.expect import Expectation
+from gpufabric.verify.nodes import fabric
 from gpufabric.verify.nodes.probe import Probe, ProbeCheck
 from gpufabric.verify.nodes.probe import run_checks as probe_run_checks
 from gpufabric.verify.nodes.rails import RAIL_CHECK_NEEDS, RAIL_CHECKS
@@ -602,6 +603,12 @@ def node_checks(exp: Expectation) -> list[ProbeCheck]:
         checks.append(ProbeCheck("pcie.acs", check_acs))
     checks.append(ProbeCheck("pcie.iommu", check_iommu))
     checks.append(ProbeCheck("limits.memlock", check_memlock))
+    if exp.nvlink is not None:
+        checks += [
+            ProbeCheck("nvlink.fabric", fabric.check_fabric),
+            ProbeCheck("imex.channels", fabric.check_imex_channels),
+            ProbeCheck("imex.host-service", fabric.check_imex_service),
+        ]
     return checks
 
 

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from gpufabric.verify.expect import Expectation, RailExpectation
 from gpufabric.verify.nodes import checks as nodes
+from gpufabric.verify.nodes import fabric as node_fabric
 from gpufabric.verify.nodes import rails as node_rails
 from gpufabric.verify.nodes import sysfs as node_sysfs
 from gpufabric.verify.results import Check, error
@@ -323,7 +324,31 @@ def _prefetch_body(exp: Expectation, root: str) -> list[str]:
     body.append(f"procs {_q(command % _q('kubelet'))} kubelet")
     for names in (nodes.RUNTIMES, *((r,) for r in nodes.RUNTIMES)):
         body.append(f"procs {_q(command % _q('|'.join(names)))} runtime")
+    if exp.nvlink is not None:
+        body += _nvlink_lines()
     return body
+
+
+def _nvlink_lines() -> list[str]:
+    """What the multi-node NVLink checks read: nvidia-smi's print, the IMEX channel
+    devices, and the host's IMEX unit files with the ``*.wants`` directories naming it."""
+    unit = node_fabric.IMEX_UNIT
+    lines = [
+        f"x {_q(node_fabric.NVSMI_COMMAND)}",
+        f"l {_q(node_fabric.IMEX_CHANNELS_DIR)}",
+        "f /proc/devices",
+    ]
+    lines += [f"f {_q(f'{d}/{unit}')}" for d in node_fabric.UNIT_DIRS]
+    for base in node_fabric.UNIT_DIRS[:2]:
+        lines += [
+            f"l {_q(base)}",
+            "while IFS= read -r w; do case $w in *.wants) l "
+            + _q(base)
+            + '"/$w" ;; esac; done <<EOF',
+            "$O",
+            "EOF",
+        ]
+    return lines
 
 
 def gather_script(exp: Expectation, root: str = "/", boundary: str | None = None) -> Script:
