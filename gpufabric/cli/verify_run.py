@@ -347,6 +347,9 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
     pools = sweep_pools(plan, args.pool)
     if len(pools) == 1:
         return _sweep_one(pools[0], args)
+    # Every pool's refusal before the first API call, and before a dry run prints anything.
+    for one in pools:
+        _in_pool(one.facts.pool, _others(pools, one), functools.partial(session.check, one, args))
     if args.dry_run:
         for one in pools:
             report_progress(f"pool {one.facts.pool}:")
@@ -355,8 +358,6 @@ def cmd_sweep(plan: Plan, args: argparse.Namespace) -> int:
             )
             sys.stdout.write("---\n" if one is not pools[-1] else "")
         return ExitCode.OK
-    for one in pools:  # every pool's refusal before the first API call
-        _in_pool(one.facts.pool, _others(pools, one), functools.partial(session.check, one, args))
     kube = _kube(plan, args, sweep_=True)
     swept: dict[str, session.Swept | None] = {}
     for one in pools:

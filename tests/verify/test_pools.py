@@ -352,6 +352,21 @@ def test_a_tenant_without_gpus_in_a_pool_is_refused_before_any_api_call(
     assert "--pool big sweeps a pool without it" in err
 
 
+def test_a_fleet_dry_run_refuses_before_it_prints_any_pool(
+    write_stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run refuses what the real run refuses, and prints nothing then (a new user got
+    the first pool's jobs on stdout, then exit 2 for the second)."""
+    cfg = two_pools()
+    cfg["gpufabric:tenants"][0]["gpuQuota"] = {"big": 32}
+    stack = write_stack(cfg, "pools")
+    argv = ["verify", "nccl", "--stack", str(stack), "--tenant", NS, "--sweep", "--dry-run"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "pool small:" in err
+
+
 # ------------------------------------------------------ verify nodes: each pool's layout
 
 
