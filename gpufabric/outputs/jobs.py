@@ -931,6 +931,20 @@ def last_applied_bytes(obj: Mapping[str, Any]) -> int:
     return len(LAST_APPLIED) + len(text.encode()) + 5 * escaped
 
 
+def borrowing_notes(facts: Facts, tenant: str) -> list[str]:
+    """What to say about a job its tenant runs only on borrowed GPUs: no quota in the pool
+    (a fleet) or the stack, only a borrowing limit, so it waits while others' quota is busy."""
+    contract = facts.tenants.get(tenant)
+    if contract is None or contract.gpu_quota or not contract.gpu_borrowing_limit:
+        return []
+    where = f"in pool {facts.pool}" if facts.fleet else "in the stack"
+    return [
+        f"{tenant} has no gpuQuota {where}, only a gpuBorrowingLimit of "
+        f"{contract.gpu_borrowing_limit}: the job runs only while other tenants' quota there is "
+        "idle, and waits in its queue otherwise"
+    ]
+
+
 def apply_notes(objects: Iterable[Mapping[str, Any]]) -> list[str]:
     """What to say about objects client-side ``kubectl apply`` would refuse: an entrypoint
     ConfigMap within the API server's 1 MiB whose last-applied annotation passes 256 KiB."""

@@ -621,3 +621,20 @@ def test_via_cluster_judges_each_node_by_the_pool_its_labels_select(
     targets = {c["target"] for c in doc["checks"]}
     assert "l40s-a" not in targets
     assert {"h100-a", "a100-x"} <= targets
+
+
+def test_a_job_on_borrowed_gpus_only_says_so(
+    write_stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tenant with no quota in a pool, only a borrowing limit there: the job is printed,
+    with a note on stderr that it runs only while others' quota is idle."""
+    cfg = example_config("fleet-mixed")
+    cfg["gpufabric:tenants"][0]["gpuBorrowingLimit"] = {"l40s": 8}
+    stack = write_stack(cfg, "borrow")
+    base = ["job", "--stack", str(stack), "--kind", "mpijob", "--nodes", "2"]
+    assert main([*base, "--tenant", "llm-pretrain", "--pool", "l40s"]) == 0
+    out, err = capsys.readouterr()
+    assert "kind: MPIJob" in out
+    assert "llm-pretrain has no gpuQuota in pool l40s, only a gpuBorrowingLimit of 8" in err
+    assert main([*base, "--tenant", "inference-eval", "--pool", "l40s"]) == 0
+    assert "gpuBorrowingLimit" not in capsys.readouterr().err
