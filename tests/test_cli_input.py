@@ -451,3 +451,17 @@ def test_an_output_that_is_a_pipe_is_refused_without_waiting(
     )
     assert done.returncode == 2
     assert "is not a regular file (a device, pipe or terminal); name a file" in done.stderr
+
+
+def test_stacks_dir_misplaced_or_missing_says_how(capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user put --stacks-dir after the command, named a directory that is not there,
+    and named a stack kept elsewhere by its name alone: each message says what to type."""
+    from gpufabric.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["validate", "--stack", "x", "--stacks-dir", "/tmp"])
+    assert "before the command: gpufabric --stacks-dir DIR COMMAND" in capsys.readouterr().err
+    assert main(["--stacks-dir", "/nonexistent-gpufabric", "stacks"]) == 2
+    assert "(no such directory)" in capsys.readouterr().err
+    assert main(["validate", "--stack", "mycluster"]) == 2
+    assert "give its path (--stack DIR/Pulumi.<name>.yaml)" in capsys.readouterr().err

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gpufabric import __version__
 from gpufabric.cli import (
@@ -69,8 +69,20 @@ class Command:
     subparsers (given the help): ``verify``."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an option of its own typed after the command is named so."""
+
+    def error(self, message: str) -> NoReturn:
+        if "unrecognized arguments" in message and "--stacks-dir" in message:
+            message += (
+                " (--stacks-dir belongs to gpufabric itself, before the command: "
+                "gpufabric --stacks-dir DIR COMMAND ...)"
+            )
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="gpufabric",
         description="GPU Operator, RDMA networking, training operators and gang scheduling "
         "for a GPU training cluster, one Pulumi stack per environment.",

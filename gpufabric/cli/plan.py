@@ -7,6 +7,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from gpufabric import nics
 from gpufabric.exitcodes import ExitCode
@@ -50,7 +51,8 @@ def cmd_stacks(args: argparse.Namespace, _stack: Stack | None = None) -> int:
     directory = args.stacks_dir or stacks_dir()
     names = list_stacks(directory)
     if not names:
-        print(f"no stacks in {directory}", file=sys.stderr)
+        why = "" if Path(directory).is_dir() else " (no such directory)"
+        print(f"gpufabric stacks: no stacks in {directory}{why}", file=sys.stderr)
         return ExitCode.BAD_INPUT
     status = ExitCode.OK
     width = max(len(n) for n in names)

@@ -131,7 +131,15 @@ def load_stack(stack: str, directory: Path | None = None) -> Stack:
     if not path.is_file():
         known = list_stacks(directory) if directory or "/" not in stack else []
         hint = f" (known stacks: {', '.join(known)})" if known else ""
-        raise StackError(source, [Problem("", f"no such stack file{suggest(name, known)}{hint}")])
+        where = (
+            "; a stack kept elsewhere: give its path (--stack DIR/Pulumi.<name>.yaml) or the "
+            "directory before the command (gpufabric --stacks-dir DIR ...)"
+            if "/" not in stack
+            else ""
+        )
+        raise StackError(
+            source, [Problem("", f"no such stack file{suggest(name, known)}{hint}{where}")]
+        )
     try:
         text = stackyaml.decode(stackyaml.read_bytes(path))
     except stackyaml.StackFileError as err:
