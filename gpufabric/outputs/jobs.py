@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
-from gpufabric.model.problems import Problem, StackError
+from gpufabric.model.problems import Problem, StackError, suggest
 from gpufabric.model.sources import REFERENCE_FORM, reference_problem, split_registry
 from gpufabric.model.storage import ENTRYPOINT_DIR, SSH_DIR
 from gpufabric.plan.build import Plan
@@ -117,8 +117,8 @@ def plan_for_pool(plan: Plan, pool: str | None, command: str = "gpufabric job") 
             [
                 Problem(
                     "--pool",
-                    f"{pool[:60]!r} is not a node pool of this stack (gpuNodes[].name); "
-                    f"accepted: {', '.join(pools)}",
+                    f"{pool[:60]!r} is not a node pool of this stack (gpuNodes[].name)"
+                    f"{suggest(pool[:60], pools)}; accepted: {', '.join(pools)}",
                 )
             ],
         )

@@ -102,7 +102,7 @@ def test_an_mpijob_exports_the_pools_nccl_variables(capsys: pytest.CaptureFixtur
         ),
         (
             ["--pool", "a100"],
-            "--pool: 'a100' is not a node pool of this stack (gpuNodes[].name); accepted: h100, l40s",
+            "--pool: 'a100' is not a node pool of this stack (gpuNodes[].name); did you mean 'h100'?; accepted: h100, l40s",
         ),
         (
             ["--pool", "l40s", "--nodes", "9"],
