@@ -43,10 +43,12 @@ def cmd_diff(stack: Stack, args: argparse.Namespace) -> int:
     head = semantic_diff.side_from_files(render_files(stack.plan))
     diffs = semantic_diff.diff(base, head)
     pools = semantic_diff.pools_changed(base, head)
+    partitions = semantic_diff.partitions_added(base, head)
     if args.format == "json":
-        sys.stdout.write(semantic_diff.to_json(stack.name, args.base, diffs, pools))
+        sys.stdout.write(semantic_diff.to_json(stack.name, args.base, diffs, pools, partitions))
     else:
-        sys.stdout.write(semantic_diff.to_markdown(stack.name, args.base, diffs, pools))
+        out = semantic_diff.to_markdown(stack.name, args.base, diffs, pools, partitions)
+        sys.stdout.write(out)
     if args.fail_on_disruptive and any(d.klass == "disruptive" for d in diffs):
         return ExitCode.FAIL
     return ExitCode.OK

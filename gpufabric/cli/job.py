@@ -16,6 +16,7 @@ from gpufabric.outputs.jobs import (
     JobRequest,
     apply_notes,
     borrowing_notes,
+    checkpoint_notes,
     job_objects,
     plan_for_pool,
     read_entrypoint,
@@ -114,7 +115,12 @@ def cmd_job(stack: Stack, args: argparse.Namespace) -> int:
             for reason in sorted(report.unchecked_reasons):
                 print(f"  - not checked: {reason}", file=sys.stderr)
             return ExitCode.INVALID_OBJECTS
-    for note in [*apply_notes(objects), *borrowing_notes(plan.facts, args.tenant)]:
+    notes = [
+        *checkpoint_notes(plan, request),
+        *apply_notes(objects),
+        *borrowing_notes(plan.facts, args.tenant),
+    ]
+    for note in notes:
         print(f"gpufabric: note: {note}", file=sys.stderr)
     print("---\n".join(to_yaml(o) for o in objects), end="")
     return ExitCode.OK

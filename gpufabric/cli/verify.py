@@ -364,6 +364,11 @@ def _storage_parser(vsub: Any) -> None:
         help=f"MiB each node writes and reads per writable claim (default {STORAGE_MIB})",
     )
     p.add_argument("--image", help="image with sh, cat and dd (default: the pinned probe image)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the pods each tenant's run creates (on two placeholder nodes), and exit",
+    )
     p.add_argument("--poll", type=float, default=2.0, help=argparse.SUPPRESS)
     kube_args(p)
     _outputs(p)

@@ -519,6 +519,8 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     its pool."""
     targets = _storage_targets(plan, args.tenant)
     image = pulled_image(plan, args.image, "--image", "probe-image")
+    if args.dry_run:
+        return _storage_dry_run(plan, args, targets, image)
     kube = _kube(plan, args)
     kube.set_timeout(None)  # --timeout bounds each pod, not the command
     runner = storage_run.Runner(
@@ -550,6 +552,32 @@ def cmd_storage(plan: Plan, args: argparse.Namespace) -> int:
     return _report(args, f"storage ({plan.stack}, threshold {words[0]})", checks)
 
 
+def _storage_dry_run(
+    plan: Plan, args: argparse.Namespace, targets: list[storage.StorageTarget], image: str
+) -> int:
+    """``verify storage --dry-run``: each tenant's pods (in a fleet, each pool's, with its
+    tolerations), for review; the cluster is not asked."""
+    from gpufabric.outputs.render import to_yaml
+
+    pools = [plan.for_pool(n) for n in plan.facts.pool_names] if plan.facts.fleet else [plan]
+    docs: list[str] = []
+    for pool_plan in pools:
+        judge = storage.StorageJudge(None, "--dry-run", args.size_mib)
+        opts = storage_run.Options(
+            image, judge, tuple(pool_plan.facts.nodes.tolerations), plan.facts.pull_secrets
+        )
+        for target in targets:
+            docs += [to_yaml(p) for p in storage_run.dry_run_pods(target, opts, args.timeout)]
+    sys.stdout.write("---\n".join(docs))
+    pods = len(docs)
+    report_progress(
+        f"printed {pods} pod{'s' if pods != 1 else ''}, nothing created: a run writes from a "
+        "pod of each tenant on every Ready GPU node (or --sample N), then each node reads back "
+        "what the previous one wrote"
+    )
+    return ExitCode.OK
+
+
 def _storage_pool(
     plan: Plan,
     args: argparse.Namespace,
@@ -565,7 +593,9 @@ def _storage_pool(
     judge = storage.StorageJudge(
         mbps, "--min-throughput" if args.min_throughput else source, args.size_mib
     )
-    opts = storage_run.Options(image, judge, tuple(plan.facts.nodes.tolerations))
+    opts = storage_run.Options(
+        image, judge, tuple(plan.facts.nodes.tolerations), plan.facts.pull_secrets
+    )
     with kube.limit(args.timeout):
         names, skipped, _labels = session.sweep_nodes(kube, plan)
     if not names:

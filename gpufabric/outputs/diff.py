@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 
@@ -702,6 +702,57 @@ def pools_changed(base: Side, head: Side) -> tuple[list[str], list[str]]:
     return [p for p in after if p not in before], [p for p in before if p not in after]
 
 
+class NewPartition(NamedTuple):
+    """An InfiniBand partition key the head's networks carry and the base's do not: the
+    subnet manager must define it, with the GPU nodes' rail ports as full members, before
+    the change is applied (pods attached to it get no connectivity until then)."""
+
+    pkey: str
+    namespaces: tuple[str, ...]
+    """Namespaces of the networks that carry it (the tenants whose pods join it)."""
+
+
+def _pkeys(side: Side) -> dict[str, set[str]]:
+    """Each partition key the side's objects carry (a NAD's ``config.pkey``), with the
+    namespaces of the objects that carry it."""
+    out: dict[str, set[str]] = {}
+    for doc in side.docs.values():
+        for path, value in _flatten(doc):
+            if path.rsplit(".", 1)[-1] == "pkey" and isinstance(value, str) and value:
+                namespace = (doc.get("object") or {}).get("metadata", {}).get("namespace")
+                out.setdefault(value.lower(), set()).update([namespace] if namespace else [])
+    return out
+
+
+def partitions_added(base: Side, head: Side) -> list[NewPartition]:
+    """Partition keys new in the head (a tenant's new or changed ``pkey``, the fabric's),
+    sorted; none for a stack new in this change (its runbook's prerequisites say them)."""
+    if not base.items:
+        return []
+    before, after = _pkeys(base), _pkeys(head)
+    return [
+        NewPartition(pkey, tuple(sorted(after[pkey])))
+        for pkey in sorted(after)
+        if pkey not in before
+    ]
+
+
+def _partition_lines(partitions: list[NewPartition]) -> list[str]:
+    """The subnet manager's step, before apply: each new partition and who joins it."""
+    if not partitions:
+        return []
+    lines = ["#### Before apply: the subnet manager"]
+    for p in partitions:
+        who = ", ".join(f"`{n}`" for n in p.namespaces) or "the stack's networks"
+        lines.append(
+            f"- **partition {p.pkey} is new** (the networks of {who}): define it in the subnet "
+            "manager (OpenSM `partitions.conf` or UFM) with every GPU node's rail ports as "
+            "full members before `pulumi up`; pods attached to it get no connectivity until "
+            "then"
+        )
+    return [*lines, ""]
+
+
 # ------------------------------------------------------------------------------- output
 
 
@@ -822,13 +873,22 @@ def _pool_lines(diffs: list[ItemDiff], pools: PoolChanges) -> list[str]:
 
 
 def to_markdown(
-    stack: str, base_label: str, diffs: list[ItemDiff], pools: PoolChanges = ([], [])
+    stack: str,
+    base_label: str,
+    diffs: list[ItemDiff],
+    pools: PoolChanges = ([], []),
+    partitions: list[NewPartition] | None = None,
 ) -> str:
     lines = [
         f"### gpufabric diff: `{stack}` against `{base_label}`",
         "",
-        summary_line(stack, diffs),
+        summary_line(stack, diffs)
+        + "".join(
+            f"; **before apply: partition {p.pkey} in the subnet manager**"
+            for p in partitions or []
+        ),
         "",
+        *_partition_lines(partitions or []),
         *_pool_lines(diffs, pools),
     ]
     disruptive = [d for d in diffs if d.klass == "disruptive"]
@@ -857,12 +917,17 @@ def to_markdown(
 
 
 def to_json(
-    stack: str, base_label: str, diffs: list[ItemDiff], pools: PoolChanges = ([], [])
+    stack: str,
+    base_label: str,
+    diffs: list[ItemDiff],
+    pools: PoolChanges = ([], []),
+    partitions: list[NewPartition] | None = None,
 ) -> str:
     doc = {
         "stack": stack,
         "base": base_label,
         "summary": summary(diffs),
+        **({"partitionsAdded": [p._asdict() for p in partitions]} if partitions else {}),
         **({"poolsAdded": pools[0]} if pools[0] else {}),
         **({"poolsRemoved": pools[1]} if pools[1] else {}),
         "items": [d.as_dict() for d in diffs],

@@ -30,7 +30,7 @@ from gpufabric.authorities.base import GPU_RESOURCE, Authority
 from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError, suggest
 from gpufabric.model.sources import REFERENCE_FORM, reference_problem, split_registry
-from gpufabric.model.storage import ENTRYPOINT_DIR, SSH_DIR
+from gpufabric.model.storage import CHECKPOINTS, ENTRYPOINT_DIR, SSH_DIR
 from gpufabric.plan.build import Plan
 from gpufabric.plan.facts import CHECKPOINT_DIR_ENV, NCCL_ENV, Facts, TenantContract, TenantStorage
 from gpufabric.plan.failure import FailurePolicyFacts
@@ -431,8 +431,15 @@ class Wiring:
         )
         return c
 
+    def pull_secrets(self) -> dict[str, Any]:
+        """``imagePullSecrets`` of the stack's authenticated mirror (``sources.pullSecrets``),
+        which the runbook creates in every tenant namespace; empty without one."""
+        names = self.facts.pull_secrets
+        return {"imagePullSecrets": [{"name": n} for n in names]} if names else {}
+
     def gpu_pod(self, container: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [container], **self.placement()}
+        spec.update(self.pull_secrets())
         spec["volumes"] = [self.shm_volume(), *self.claim_volumes(), *self.entrypoint_volumes()]
         if self.authority.pod_scheduler_name is not None:
             spec["schedulerName"] = self.authority.pod_scheduler_name
@@ -521,7 +528,7 @@ def mpijob(w: Wiring, name: str, nodes: int, image: str, program: list[str]) -> 
         command[1:1] = ["-wdir", ENTRYPOINT_DIR]
     launcher = {"name": "launcher", "image": image, "command": command, "envFrom": w.env_from()}
     worker = w.gpu_container("worker", image, ["/usr/sbin/sshd", "-De"])
-    launcher_pod: dict[str, Any] = {"spec": {"containers": [launcher]}}
+    launcher_pod: dict[str, Any] = {"spec": {"containers": [launcher], **w.pull_secrets()}}
     hint = w.authority.pod_annotations(w.facts.gang)
     if hint:
         launcher_pod["metadata"] = {"annotations": hint}
@@ -943,6 +950,41 @@ def borrowing_notes(facts: Facts, tenant: str) -> list[str]:
         f"{contract.gpu_borrowing_limit}: the job runs only while other tenants' quota there is "
         "idle, and waits in its queue otherwise"
     ]
+
+
+def checkpoint_notes(plan: Plan, req: JobRequest) -> list[str]:
+    """What to say of a job whose tenant has no checkpoints claim: nothing it writes
+    outlives its pods, and ``GPUFABRIC_CHECKPOINT_DIR`` is not set; when the entrypoint
+    reads that variable (the resume example), what to add to the stack."""
+    storage = plan.facts.storage_of(req.tenant)
+    if storage is not None and storage.checkpoint_claim is not None:
+        return []
+    where = (
+        f"the stack has no storage section, so tenant {req.tenant!r} has no checkpoints claim"
+        if not plan.facts.storage_backends
+        else f"tenant {req.tenant!r} has no '{CHECKPOINTS}' claim (its tenants[].claims "
+        "or storage.claims)"
+    )
+    notes = [
+        f"{where}: this job's checkpoints will not persist (nothing it writes outlives its "
+        f"pods, and {CHECKPOINT_DIR_ENV} is not set)"
+    ]
+    readers = [name for name, text in req.entrypoint if CHECKPOINT_DIR_ENV in text]
+    if readers:
+        add = (
+            "a storage section with a backend and the claim, e.g. gpufabric:storage: "
+            "{backends: [{name: shared, nfs: {server: <server>, share: <export>}}], "
+            f"claims: [{{name: {CHECKPOINTS}, size: 10Ti}}]}}"
+            if not plan.facts.storage_backends
+            else f"{{name: {CHECKPOINTS}, size: <size>}} to the tenant's claims "
+            "(tenants[].claims, or storage.claims when it lists none)"
+        )
+        notes.append(
+            f"--entrypoint {', '.join(readers)} reads {CHECKPOINT_DIR_ENV}: every worker "
+            f"would exit at start, and the job would restart until its limit; add {add} "
+            "(docs/user/storage.md), run pulumi up, then print the job again"
+        )
+    return notes
 
 
 def apply_notes(objects: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -164,7 +164,7 @@ def context(
     gpufabric, stack_arg = found.options()
     facts = plan.facts
     job_kind = inspection_kind(facts)
-    facts_first = _pool_tenant(facts) if pool is not None else next(iter(facts.tenants), None)
+    facts_first = platform_tenant(facts, pool is not None)
     placing = _placing(facts, facts_first)
     charts = {
         it.payload.release: it.payload for it in plan.items if isinstance(it.payload, HelmChart)
@@ -251,6 +251,22 @@ def _pool_keys(
             if isinstance(it.payload, K8sObject) and it.payload.kind == "NicNodePolicy"
         ],
     }
+
+
+def platform_tenant(facts: Facts, pool: bool = False) -> str | None:
+    """The tenant the runbook's acceptance, sweep, health and example jobs run through: the
+    platform tenant the stack names for re-certification (``monitoring.health.inCluster.
+    tenant``; in a pool's context, when it has a quota there), else the first tenant (in a
+    pool's context, the first with a quota there)."""
+    in_cluster = facts.monitoring.health.in_cluster
+    named = in_cluster.tenant if in_cluster is not None else None
+    if (
+        named is not None
+        and named in facts.tenants
+        and (not pool or facts.tenants[named].gpu_quota > 0)
+    ):
+        return named
+    return _pool_tenant(facts) if pool else next(iter(facts.tenants), None)
 
 
 def _pool_tenant(facts: Facts) -> str | None:

@@ -569,6 +569,11 @@ class BackendFacts(Struct, frozen=True):
     """That chart's values."""
     runbook: str | None = None
     """Its runbook fragment (manifests/runbooks/), if it has server prerequisites."""
+    driver_controller: str | None = None
+    """The driver chart's values key of a controller that mounts the share itself, with the
+    class's options (csi-driver-nfs's ``controller``: it creates each claim's directory):
+    gpufabric places it on the GPU nodes, which the share is exported to and which reach the
+    server over the stack's transport. None: no such controller."""
     server: str | None = None
     share: str | None = None
     nfs_version: NfsVersion | None = None
@@ -687,6 +692,10 @@ class Facts(Struct, frozen=True):
     """Per tenant with claims, sorted by namespace: a tuple of :class:`TenantStorage`
     (``storage_of(namespace)`` finds one). Empty when the stack has no ``storage`` section;
     tenants without claims are absent."""
+    pull_secrets: tuple[str, ...] = ()
+    """The image pull Secrets (``sources.pullSecrets``) every pod pulling from the mirrors
+    names: the system namespaces', the tenants' jobs, acceptance, sweep and re-certification
+    pods, the storage check's pods, the health runner's."""
 
     pools: tuple[PoolFacts, ...] = ()
     """Every node pool, in the stack's order. ``nodes``, ``fabric``, ``nccl_env``,

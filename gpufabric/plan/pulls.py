@@ -25,7 +25,7 @@ from gpufabric.model.config import Sources, StackModel
 from gpufabric.model.problems import Problem
 from gpufabric.model.sources import Mirrors, full_name, remote_base, split_registry
 from gpufabric.model.versions import load_catalog
-from gpufabric.plan.build import build_plan
+from gpufabric.plan.build import Plan, build_plan
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay
 
 TOOL_IMAGES = {
@@ -39,6 +39,14 @@ class Image(Struct):
     pulled: str
     used_by: list[str] = field(default_factory=list)
     note: str | None = None
+    on_mirror: bool = False
+    """The stack names it on a mirror host already (the site's own image, e.g.
+    ``monitoring.health.inCluster.image``): it needs no mirror of its registry."""
+
+    @property
+    def on_mirror_host(self) -> bool:
+        """Pulled from a mirror host: through a mirror, or named there already."""
+        return self.pulled != self.upstream or self.on_mirror
 
     @property
     def registry(self) -> str:
@@ -86,7 +94,14 @@ class StackSources(Struct, frozen=True):
     pull_secrets: tuple[str, ...] = ()
     """Names of the image pull Secrets (``sources.pullSecrets``) the charts and overlays use."""
     system_namespaces: tuple[str, ...] = ()
-    """Namespaces of the charts and overlays: where each pull Secret must exist, sorted."""
+    """Namespaces of the charts and overlays, sorted."""
+    first_secret_only: tuple[str, ...] = ()
+    """Charts whose values take one pull Secret (the first of ``pull_secrets``), sorted."""
+    pull_namespaces: tuple[str, ...] = ()
+    """Every namespace whose pods pull from the mirrors, sorted: where each pull Secret must
+    exist. The system namespaces, those of gpufabric's own pods (the health runner's), and
+    every tenant's (its jobs, the acceptance test, the sweep, re-certification and the
+    storage check run there)."""
 
 
 def _object_images(body: Any) -> Iterator[str]:
@@ -116,7 +131,9 @@ def collect(stack: str, model: StackModel) -> StackSources:
 
     def add(ref: str, used_by: str, note: str | None = None) -> None:
         ref = full_name(ref)
-        entry = images.setdefault(ref, Image(ref, mirrors.image(ref), note=note))
+        entry = images.setdefault(
+            ref, Image(ref, mirrors.image(ref), note=note, on_mirror=mirrors.serves(ref))
+        )
         if used_by not in entry.used_by:
             entry.used_by.append(used_by)
 
@@ -156,13 +173,46 @@ def collect(stack: str, model: StackModel) -> StackSources:
         mirrored=mirrors.active,
         air_gapped=model.sources.airGapped,
         version_overrides=tuple(overridden),
-        mirror_hosts=tuple(
-            sorted({split_registry(i.pulled)[0] for i in images.values() if i.pulled != i.upstream})
-        ),
+        mirror_hosts=_mirror_hosts(images.values()),
         private_ca=model.sources.privateCA,
         pull_secrets=mirrors.pull_secrets,
         system_namespaces=_system_namespaces(plan.items),
+        first_secret_only=_first_secret_only(plan),
+        pull_namespaces=_pull_namespaces(plan),
     )
+
+
+def _mirror_hosts(images: Iterable[Image]) -> tuple[str, ...]:
+    """The registry hosts images are pulled from as mirrors, sorted."""
+    return tuple(sorted({split_registry(i.pulled)[0] for i in images if i.on_mirror_host}))
+
+
+def _first_secret_only(plan: Plan) -> tuple[str, ...]:
+    """The charts whose values take one pull Secret only, sorted."""
+    names = {
+        c.chart or c.name
+        for it in plan.items
+        if isinstance(it.payload, HelmChart)
+        for c in [plan.components[it.payload.release]]
+        if any(k.form == "name" for k in c.pull_secret_keys)
+    }
+    return tuple(sorted(names))
+
+
+def _pull_namespaces(plan: Plan) -> tuple[str, ...]:
+    """Every namespace whose pods pull images: the charts' and overlays', those of the
+    stack's own objects that carry images, and every tenant's (the jobs and checks that run
+    there), sorted."""
+    namespaces = set(_system_namespaces(plan.items)) | set(plan.facts.tenants)
+    for item in plan.items:
+        payload = item.payload
+        if (
+            isinstance(payload, K8sObject)
+            and payload.namespace
+            and next(_object_images(payload.body), None) is not None
+        ):
+            namespaces.add(payload.namespace)
+    return tuple(sorted(namespaces))
 
 
 def _manifest(component: str, url: str | None, mirrors: Mirrors) -> Manifest:
@@ -195,7 +245,7 @@ def air_gap_problems(pulled: StackSources) -> list[Problem]:
     problems = []
     by_registry: dict[str, list[str]] = {}
     for image in pulled.images:
-        if image.pulled == image.upstream:
+        if image.pulled == image.upstream and not image.on_mirror:
             by_registry.setdefault(image.registry, []).append(image.upstream)
     for registry, refs in sorted(by_registry.items()):
         problems.append(

@@ -548,6 +548,7 @@ def resolve(stack: str, model: StackModel, authority: Authority) -> Facts:
         failure=failure_policy(model, authority),
         storage_backends=storage_backends,
         storage=storage,
+        pull_secrets=model.sources.mirrors().pull_secrets,
     )
 
 

@@ -7,9 +7,11 @@ tenant's claims and storage quota.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpufabric.model.config import StackModel
 from gpufabric.model.storage import CHECKPOINTS, ClaimSpec, Storage, show_size, size_bytes
-from gpufabric.plan import ids
+from gpufabric.plan import ids, tolerations
 from gpufabric.plan.context import LayerContext
 from gpufabric.plan.facts import BackendFacts, ClaimFacts, TenantStorage
 from gpufabric.plan.items import Item, Layer, PlanError, helm_chart, object_item, system_namespace
@@ -84,9 +86,34 @@ def _driver_items(ctx: LayerContext) -> tuple[list[Item], dict[str, str]]:
         items.append(
             system_namespace(ctx.stack, ns_id, Layer.STORAGE, component.namespace, "privileged")
         )
-        chart = helm_chart(component, backend.driver_values)
+        values = dict(backend.driver_values)
+        if backend.driver_controller is not None:
+            values[backend.driver_controller] = {
+                **values.get(backend.driver_controller, {}),
+                **gpu_node_placement(ctx),
+            }
+        chart = helm_chart(component, values)
         items.append(Item(id=chart_id, layer=Layer.STORAGE, payload=chart, depends_on=(ns_id,)))
     return items, chart_of
+
+
+def gpu_node_placement(ctx: LayerContext) -> dict[str, Any]:
+    """A pod's ``affinity`` and ``tolerations`` that put it on a GPU node of any pool: one
+    required node-selector term per pool (terms are ORed), each pool's taints tolerated.
+    Every pool's nodes mount the tenants' claims, so each reaches the storage server over the
+    stack's transport (the runbook's prerequisites); a pool without a selector (every node
+    is a GPU node) leaves the placement to the scheduler."""
+    selectors = [pool.nodes.selector for pool in ctx.facts.pools] or [ctx.facts.nodes.selector]
+    out: dict[str, Any] = {"tolerations": tolerations.stack_tolerations(ctx)}
+    if all(selectors):
+        unique = dict.fromkeys(tuple(sorted(sel.items())) for sel in selectors)
+        terms = [
+            {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in sel]}
+            for sel in unique
+        ]
+        required = {"nodeSelectorTerms": terms}
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}  # fmt: skip
+    return out
 
 
 def build(ctx: LayerContext) -> list[Item]:

@@ -23,6 +23,10 @@ PROVISIONER = "nfs.csi.k8s.io"
 COMPONENT = "csi-driver-nfs"
 RDMA_PORT = 20049
 DEFAULT_NCONNECT = 8
+CONTROLLER = "csi-nfs-controller"
+"""The chart's controller Deployment (and its pods' ``app`` label)."""
+CONTROLLER_VALUES = "controller"
+"""The chart's values key of that Deployment (its ``affinity`` and ``tolerations``)."""
 OWNED_OPTIONS = ("proto", "port", "nfsvers", "vers", "nconnect", "rdma", "tcp", "udp")
 """Mount options the transport and version set: the stack's own options may not."""
 
@@ -110,6 +114,11 @@ class NfsKind:
             driver=COMPONENT,
             driver_values=driver_values(),
             runbook=f"storage-nfs-{nfs.transport}.md.j2",
+            # The controller mounts the share with the class's options (proto=rdma,port=20049
+            # over RDMA) to create each claim's directory (pkg/nfs/controllerserver.go,
+            # CreateVolume -> internalMount): placed by the chart's default on any Linux node,
+            # a node without rpcrdma or outside the export leaves every new claim Pending.
+            driver_controller=CONTROLLER_VALUES,
             server=nfs.server,
             share=nfs.share,
             nfs_version=nfs.nfsVersion,

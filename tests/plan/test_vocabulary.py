@@ -26,6 +26,8 @@ FREE_FORM: dict[str, str] = {
     "AcceptanceResults.ksm_config_key": "ConfigMap key",
     "AcceptanceResults.busbw_metric": "Prometheus metric name",
     "BackendFacts.name": "storage backend name from the stack",
+    "BackendFacts.driver_controller": "the driver chart's values key of its controller",
+    "Facts.pull_secrets": "Secret names from the stack",
     "BackendFacts.title": "display text",
     "BackendFacts.storage_class": "StorageClass name",
     "BackendFacts.provisioner": "CSI driver name (an open set: the site's own drivers)",

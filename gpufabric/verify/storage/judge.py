@@ -188,6 +188,7 @@ def pod(
     env: Mapping[str, str],
     tolerations: Sequence[Mapping[str, Any]] = (),
     deadline_s: int = 600,
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One pod of a round, on ``node``, mounting every claim of the tenant as its jobs do."""
     volumes = [
@@ -230,8 +231,8 @@ def pod(
         ],
         "volumes": volumes,
     }
-    if tolerations:
-        spec["tolerations"] = [dict(t) for t in tolerations]
+    spec |= {"tolerations": [dict(t) for t in tolerations]} if tolerations else {}
+    spec |= {"imagePullSecrets": [{"name": n} for n in pull_secrets]} if pull_secrets else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -188,6 +188,8 @@ class Options:
     image: str
     judge: StorageJudge
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    pull_secrets: tuple[str, ...] = ()
+    """``sources.pullSecrets``: the pods pull the image from an authenticated mirror."""
 
 
 def _write_pods(
@@ -207,6 +209,7 @@ def _write_pods(
                 {"GF_RUN": run, "GF_TOKEN": tokens[n], "GF_NODE": node_key(n)},
                 opts.tolerations,
                 deadline_s,
+                opts.pull_secrets,
             ),
         )
         for n in nodes
@@ -229,10 +232,31 @@ def _read_pods(
                 {"GF_RUN": run, "GF_PARTNER": node_key(writer)},
                 opts.tolerations,
                 deadline_s,
+                opts.pull_secrets,
             ),
         )
         for writer, reader in sorted(partners.items())
     ]
+
+
+DRY_RUN_NODES = ("<node-a>", "<node-b>")
+"""The nodes a dry run shows its pods on (a real run: every Ready GPU node, or --sample)."""
+DRY_RUN_ID = "dryrun"
+DRY_RUN_TOKEN = "<token>"
+
+
+def dry_run_pods(target: StorageTarget, opts: Options, timeout: float) -> list[dict[str, Any]]:
+    """The pods one tenant's run creates, for review: its write round on two placeholder
+    nodes, then (with a writable claim) its read-back round; run id and tokens are
+    placeholders (a real run draws them at random)."""
+    nodes = DRY_RUN_NODES
+    tokens = dict.fromkeys(nodes, DRY_RUN_TOKEN)
+    partners = ring(nodes) if target.writable else {}
+    deadline_s = max(1, math.ceil(timeout))
+    pods = _write_pods(target, nodes, DRY_RUN_ID, tokens, opts, deadline_s, bool(partners))
+    if partners:
+        pods += _read_pods(target, partners, DRY_RUN_ID, opts, deadline_s)
+    return [body for _, body in pods]
 
 
 def verify_tenant(

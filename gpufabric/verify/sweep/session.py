@@ -80,8 +80,11 @@ def sweep_group(plan: Plan, args: argparse.Namespace) -> int:
 
 
 def dry_run(plan: Plan, args: argparse.Namespace) -> int:
-    """The jobs a sweep submits, for review; the cluster is not asked."""
+    """The jobs a sweep submits, for review; the cluster is not asked. A sweep the real run
+    refuses (:func:`check`) is refused here too."""
     from gpufabric.outputs.render import to_yaml
+
+    check(plan, args)
 
     rails = [r.name for r in plan.facts.fabric.rails]
     size = sweep_group(plan, args)
