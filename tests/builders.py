@@ -21,6 +21,7 @@ STACKS_DIR = REPO / "stacks"
 SHIPPED_STACKS = (
     "dgx-h100",
     "fleet-mixed",
+    "gb200-nvl72",
     "kind-dev",
     "lab-roce",
     "prod-ib",

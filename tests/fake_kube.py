@@ -40,6 +40,11 @@ BUILTIN = (
     ("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",)),
     ("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",)),
     ("batch", "v1", "Job", "jobs", True, ()),
+    # Dynamic resource allocation (Kubernetes 1.34): NVL72 runbooks read these.
+    ("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False, ()),
+    ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, ()),
+    ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, ()),
+    ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, ()),
     ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
     ("rbac.authorization.k8s.io", "v1", "Role", "roles", True, ()),
     ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, ()),

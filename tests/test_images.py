@@ -48,6 +48,7 @@ EVERYTHING = {
     "charts": {
         "https://helm.ngc.nvidia.com/nvidia": f"oci://{MIRROR}/charts/nvidia",
         "oci://registry.k8s.io/kueue/charts": f"oci://{MIRROR}/charts/kueue",
+        "oci://registry.k8s.io/dra-driver-nvidia/charts": f"oci://{MIRROR}/charts/dra",
         "oci://ghcr.io/kubeflow/charts": f"https://{MIRROR}/helm/kubeflow",
         "https://volcano-sh.github.io/helm-charts": f"oci://{MIRROR}/charts/volcano",
         "https://prometheus-community.github.io/helm-charts": f"oci://{MIRROR}/charts/prom",

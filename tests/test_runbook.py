@@ -49,6 +49,8 @@ TOOLS = {
     "systemctl": "systemd",
     "uname": "coreutils",
     "cat": "coreutils",
+    "sort": "coreutils",
+    "uniq": "coreutils",
     "echo": "shell",
     "grep": "grep",
     "zgrep": "gzip (grep in compressed files)",

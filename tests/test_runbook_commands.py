@@ -246,6 +246,9 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
         allocatable = {"nvidia.com/gpu": str(pool.nodes.gpus_per_node)}
         allocatable |= {r: str(n) for r, n in pool.fabric.rdma_resources.items()}
         labels = {**pool.nodes.selector, "kubernetes.io/hostname": node}
+        if pool.nodes.nvlink is not None:  # GFD's label: the tray's rack
+            rack = int(node.rsplit("-", 1)[1]) // pool.nodes.nvlink.trays_per_domain
+            labels[pool.nodes.nvlink.clique_label] = f"5d2b7e1c-0a4f-4b8e-9c1d-{rack:012d}.32766"
         objs.append(
             {
                 "apiVersion": "v1",
@@ -287,6 +290,7 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
             }
         )
     objs += _monitoring(plan)
+    objs += _compute_domains(plan)
     for claim in (c for t in facts.storage for c in t.claims):
         for obj in objs:
             meta = obj.get("metadata", {})
@@ -318,6 +322,42 @@ def healthy_cluster(plan: Plan) -> list[dict[str, Any]]:
             }
         )
     return objs
+
+
+def _compute_domains(plan: Plan) -> list[dict[str, Any]]:
+    """On a stack with NVL72 pools: the DRA driver's pods, and the acceptance run's
+    ComputeDomain (kept with --keep) Ready with a Ready IMEX daemon per tray."""
+    if not plan.facts.nvl72_pools:
+        return []
+    ns = plan.components["dra-driver-nvidia-gpu"].namespace
+    tenant = next(iter(plan.facts.tenants), "default")
+    nodes = [n for p, n in _gpu_nodes(plan) if p.nodes.nvlink is not None][:2]
+    return [
+        _ready_deployment("dra-driver-nvidia-gpu-controller", ns),
+        _ready_daemonset("dra-driver-nvidia-gpu-kubelet-plugin", ns, len(nodes)),
+        {
+            "apiVersion": "resource.nvidia.com/v1beta1",
+            "kind": "ComputeDomain",
+            "metadata": {"name": "gpufabric-nccl-imex", "namespace": tenant},
+            "spec": {
+                "numNodes": len(nodes),
+                "channel": {"resourceClaimTemplate": {"name": "gpufabric-nccl-imex-channel"}},
+            },
+            "status": {
+                "status": "Ready",
+                "nodes": [
+                    {
+                        "name": n,
+                        "cliqueID": "32766",
+                        "index": i,
+                        "ipAddress": f"10.32.0.{i + 1}",
+                        "status": "Ready",
+                    }
+                    for i, n in enumerate(nodes)
+                ],
+            },
+        },
+    ]
 
 
 # ------------------------------------------------------------------ running the commands

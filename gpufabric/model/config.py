@@ -416,6 +416,18 @@ class Toleration(Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
 
+NvlinkSystem = Literal["GB200-NVL72", "GB300-NVL72"]
+"""Rack-scale systems whose trays share one multi-node NVLink domain (gpufabric.model.nvlink)."""
+
+
+class Nvlink(Model):
+    """The pool's nodes are the compute trays of NVL72 racks: 4 GPUs a tray, 18 trays a
+    multi-node NVLink domain (one rack). Jobs get a ComputeDomain and every pod an IMEX
+    channel; the domain of each tray is GPU Feature Discovery's ``nvidia.com/gpu.clique``."""
+
+    system: NvlinkSystem
+
+
 class GpuNodes(Model):
     """Which nodes carry GPUs and RDMA NICs, and how many the stack expects."""
 
@@ -427,6 +439,8 @@ class GpuNodes(Model):
     gpuModel: GpuModelName | None = None
     tolerations: list[Toleration] = Field(default_factory=list)
     """Taints of the GPU nodes; the queue's flavor adds these tolerations to admitted jobs."""
+    nvlink: Nvlink | None = None
+    """The nodes are trays of NVL72 racks (multi-node NVLink, ComputeDomains)."""
 
     @property
     def capacity(self) -> int:
@@ -464,6 +478,9 @@ class GpuOperatorSettings(Model):
     """GPUDirect Storage (nvidia-fs); needs open kernel modules."""
     dcgmExporter: DcgmExporter = Field(default_factory=DcgmExporter)
     migStrategy: Literal["none", "single", "mixed"] = "single"
+    cdi: bool = True
+    """The Container Device Interface in the container runtime, through the NVIDIA Container
+    Toolkit (the chart's default); the DRA driver, hence an NVL72 pool, needs it."""
 
 
 class RailBlock(Model):

@@ -16,7 +16,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from gpufabric import nics
-from gpufabric.model import railblocks, railspan, storagechecks
+from gpufabric.model import nvlink, railblocks, railspan, storagechecks
 from gpufabric.model.config import (
     HOSTNAME_LABEL,
     SECTIONS,
@@ -825,6 +825,92 @@ def _training(p: Parts) -> Iterator[Problem]:
         )
 
 
+# ------------------------------------------------------------------------------ NVL72
+
+
+@pool_check
+def _nvl72_trays(p: Parts) -> Iterator[Problem]:
+    """An NVL72 pool's nodes are trays: 4 GPUs each, 18 to a rack's NVLink domain."""
+    nodes = _one_pool(p)
+    if nodes is None or nodes.nvlink is None:
+        return
+    system = nodes.nvlink.system
+    if nodes.gpusPerNode != nvlink.GPUS_PER_TRAY:
+        yield Problem(
+            "gpuNodes.gpusPerNode",
+            f"{nodes.gpusPerNode}, but a {system} node is a compute tray of "
+            f"{nvlink.GPUS_PER_TRAY} GPUs; set gpusPerNode: {nvlink.GPUS_PER_TRAY}",
+        )
+    whole = nvlink.TRAYS_PER_DOMAIN
+    if nodes.count > whole and nodes.count % whole:
+        yield Problem(
+            "gpuNodes.count",
+            f"{nodes.count} trays fill {nodes.count // whole} racks of {whole} and "
+            f"{nodes.count % whole} trays of another: a partial rack's jobs get a smaller "
+            f"NVLink domain (expected a multiple of {whole} for whole {system} racks)",
+            warning=True,
+        )
+    driver = getattr(nodes, "driver", None)
+    version = driver.version if driver is not None and driver.version else None
+    if version is None and p.gpuOperator is not None:
+        version = p.gpuOperator.driver.version
+    if version is not None and nvlink.version_tuple(version) < nvlink.version_tuple(
+        nvlink.MIN_DRIVER
+    ):
+        where = (
+            "gpuNodes.driver.version"
+            if driver is not None and driver.version
+            else ("gpuOperator.driver.version")
+        )
+        yield Problem(
+            where,
+            f"{version} is older than {nvlink.MIN_DRIVER}, the NVIDIA driver ComputeDomains "
+            f"need (DRA driver 0.4.0) for {system} trays; pin {nvlink.MIN_DRIVER} or later, "
+            "or leave it unset for the GPU Operator's default driver",
+        )
+
+
+def _nvl72_pools(p: Parts) -> list[NodePool]:
+    return [pool for pool in pools_of(p) if pool.nodes.nvlink is not None]
+
+
+@check
+def _nvl72_platform(p: Parts) -> Iterator[Problem]:
+    """What a stack with an NVL72 pool needs from Kubernetes, the GPU Operator and training."""
+    pools = _nvl72_pools(p)
+    if not pools:
+        return
+    names = ", ".join(pool.name for pool in pools)
+    if p.cluster is not None:
+        k8s = nvlink.version_tuple(p.cluster.kubernetesVersion)
+        low = k8s[:2] < nvlink.MIN_KUBERNETES or (
+            len(k8s) > 2 and k8s < nvlink.MIN_KUBERNETES_PATCH
+        )
+        if low:
+            yield Problem(
+                "cluster.kubernetesVersion",
+                f"{p.cluster.kubernetesVersion}, but NVL72 pool {names} needs Kubernetes 1.34.2 "
+                "or later: ComputeDomains and IMEX channels are claimed through "
+                "resource.k8s.io/v1 (DRA driver 0.4.0 prerequisites); upgrade the cluster "
+                'and set kubernetesVersion: "1.34" or later',
+            )
+    if p.gpuOperator is not None and not p.gpuOperator.cdi:
+        yield Problem(
+            "gpuOperator.cdi",
+            f"false, but NVL72 pool {names} needs CDI: the DRA driver hands pods their IMEX "
+            "channels as CDI devices; set gpuOperator.cdi: true (the GPU Operator's default)",
+        )
+    t = p.training
+    if t is not None and not t.mpiOperator and "pytorchjob" not in t.trainingOperator.schemes:
+        yield Problem(
+            "training.mpiOperator",
+            f"false and no 'pytorchjob' in training.trainingOperator.schemes: NVL72 pool "
+            f"{names} runs its acceptance test and multi-node jobs with an IMEX channel "
+            "claimed by every pod, which a TrainJob cannot add (Trainer 2.3's runtimePatches "
+            "take no resourceClaims); set training.mpiOperator: true or add 'pytorchjob'",
+        )
+
+
 # ----------------------------------------------------------------------------- tenants
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -1021,6 +1107,8 @@ def features(p: Parts) -> set[str]:
         out.update(nics.mode(f.rdma).version_features)
         if f.nicDriver.source == "operator":
             out.add("operator-nic-driver")
+    if _nvl72_pools(p):
+        out.add("nvl72")  # the DRA driver for NVIDIA GPUs (versions.yaml)
     if isinstance(p.gpuNodes, list) and len(p.gpuNodes) > 1:
         out.add("node-pools")  # a NicNodePolicy per pool (versions.yaml)
     return out

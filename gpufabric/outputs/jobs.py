@@ -45,6 +45,9 @@ CLEAN_POD_POLICY = "Running"
 TTL_SECONDS = 24 * 3600
 JOB_MANAGER = "gpufabric.io/job"
 CHECKPOINT_DIR_ANNOTATION = "gpufabric.io/checkpoint-dir"
+COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
+CHANNEL_CLAIM = "imex-channel"
+"""The pod's claim of its job's IMEX channel (spec.resourceClaims[].name)."""
 ENTRYPOINT_MAX_BYTES = 900 * 1024
 """The files of one ``--entrypoint``, names and contents together: the API server refuses a
 ConfigMap whose keys and values add up to more than 1 MiB (``CONFIGMAP_MAX_BYTES``)."""
@@ -140,6 +143,14 @@ def check_request(facts: Facts, req: JobRequest) -> TenantContract:
             "--kind",
             f"{req.kind}: {_NOT_INSTALLED[req.kind]}, so the cluster has no operator for it; "
             f"this stack runs: {kinds}",
+        )
+    if req.kind == "trainjob" and needs_compute_domain(facts, req.nodes):
+        kinds = ", ".join(k for k in JOB_KINDS if k in served and k != "trainjob") or "none"
+        raise _fail(
+            "--kind",
+            f"trainjob on {req.nodes} trays of NVL72 pool {facts.pool}: every pod must claim "
+            "its ComputeDomain's IMEX channel (pod resourceClaims), which a TrainJob's "
+            f"runtimePatches cannot add in Trainer 2.3; use --kind {kinds}, or --nodes 1",
         )
     if req.nodes < 1 or req.nodes > facts.nodes.count:
         whose = f"pool {facts.pool}'s" if facts.fleet else "the stack's"
@@ -333,6 +344,9 @@ class Wiring:
     failure: FailurePolicyFacts | None = None
     """How the job survives failures (None: it never restarts, e.g. the NCCL test, whose
     failure is its result)."""
+    channel: str | None = None
+    """The ResourceClaimTemplate of the job's ComputeDomain IMEX channel, claimed by every
+    GPU pod (None: not a multi-node job on an NVL72 pool)."""
 
     @property
     def gpus(self) -> int:
@@ -425,7 +439,7 @@ class Wiring:
             c["env"] = self.env()
         c.update(
             envFrom=self.env_from(),
-            resources={"limits": self.limits()},
+            resources=self.resources(),
             securityContext=self.security_context(),
             volumeMounts=self.volume_mounts(),
         )
@@ -437,10 +451,21 @@ class Wiring:
         names = self.facts.pull_secrets
         return {"imagePullSecrets": [{"name": n} for n in names]} if names else {}
 
+    def resources(self) -> dict[str, Any]:
+        """The GPU container's resources: GPUs and rails, and the IMEX channel's claim."""
+        out: dict[str, Any] = {"limits": self.limits()}
+        if self.channel is not None:
+            out["claims"] = [{"name": CHANNEL_CLAIM}]
+        return out
+
     def gpu_pod(self, container: dict[str, Any]) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [container], **self.placement()}
         spec.update(self.pull_secrets())
         spec["volumes"] = [self.shm_volume(), *self.claim_volumes(), *self.entrypoint_volumes()]
+        if self.channel is not None:
+            spec["resourceClaims"] = [
+                {"name": CHANNEL_CLAIM, "resourceClaimTemplateName": self.channel}
+            ]
         if self.authority.pod_scheduler_name is not None:
             spec["schedulerName"] = self.authority.pod_scheduler_name
         metadata: dict[str, Any] = {"annotations": self.pod_annotations()}
@@ -480,9 +505,57 @@ class Wiring:
 
 
 def wiring_for(plan: Plan, req: JobRequest) -> Wiring:
-    """The wiring of a request this stack can run; StackError naming the option if not."""
+    """The wiring of a request this stack can run; StackError naming the option if not.
+    A multi-node job on an NVL72 pool claims its ComputeDomain's IMEX channel."""
     contract = check_request(plan.facts, req)
-    return Wiring(facts=plan.facts, contract=contract, authority=plan.authority)
+    name = req.name or default_name(req, plan.facts)
+    channel = channel_template(name) if needs_compute_domain(plan.facts, req.nodes) else None
+    return Wiring(facts=plan.facts, contract=contract, authority=plan.authority, channel=channel)
+
+
+def needs_compute_domain(facts: Facts, nodes: int) -> bool:
+    """A job of ``nodes`` trays of the pool ``facts`` are narrowed to spans trays of an
+    NVLink domain: its pods share GPU memory through IMEX, in a ComputeDomain."""
+    return facts.nodes.nvlink is not None and nodes > 1
+
+
+def compute_domain_name(job: str) -> str:
+    return f"{job}-imex"
+
+
+def channel_template(job: str) -> str:
+    """The ResourceClaimTemplate the ComputeDomain controller creates for the job's pods."""
+    return f"{compute_domain_name(job)}-channel"
+
+
+def compute_domain(namespace: str, job: str, nodes: int, owner: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The ComputeDomain of a job of ``nodes`` trays: one IMEX daemon per tray, Ready when
+    all ``nodes`` run (numNodes), its channel claimed by every pod through the template
+    :func:`channel_template` names. ``owner`` (the job as created, with its uid): deleted
+    with it."""
+    meta: dict[str, Any] = {
+        "name": compute_domain_name(job),
+        "namespace": namespace,
+        "labels": {JOB_MANAGER: job},
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+            }
+        ]
+    return {
+        "apiVersion": COMPUTE_DOMAIN_API,
+        "kind": "ComputeDomain",
+        "metadata": meta,
+        "spec": {
+            "numNodes": nodes,
+            "channel": {"resourceClaimTemplate": {"name": channel_template(job)}},
+        },
+    }
 
 
 # ------------------------------------------------------------------------------- kinds
@@ -693,10 +766,13 @@ def job_objects(plan: Plan, req: JobRequest) -> list[dict[str, Any]]:
     """What ``gpufabric job`` prints, in the order to apply it: the entrypoint's ConfigMap
     (with ``--entrypoint``), then the job."""
     job = job_manifest(plan, req)
-    if not req.entrypoint:
-        return [job]
     w = _named_wiring(plan, req)
-    return [entrypoint_configmap(w, req.entrypoint), job]
+    before: list[dict[str, Any]] = []
+    if req.entrypoint:
+        before.append(entrypoint_configmap(w, req.entrypoint))
+    if w.channel is not None:
+        before.append(compute_domain(w.contract.namespace, w.job_name, req.nodes))
+    return [*before, job]
 
 
 def _named_wiring(plan: Plan, req: JobRequest) -> Wiring:

@@ -35,6 +35,7 @@ from gpufabric.plan.vocabulary import (
     NfdOwner,
     NfsVersion,
     NicDriverSource,
+    NvlinkSystem,
     PartitionMembership,
     PkeyManagement,
     PoolKind,
@@ -234,6 +235,24 @@ class FabricFacts(Struct, frozen=True):
     """The priority RDMA traffic pauses on (None: the link has no lossless Ethernet class)."""
 
 
+class NvlinkFacts(Struct, frozen=True):
+    """An NVL72 pool's NVLink domains (gpufabric.model.nvlink): trays of ``gpus_per_tray``
+    GPUs, ``trays_per_domain`` to a rack, each tray labelled with its domain by GFD."""
+
+    system: NvlinkSystem
+    gpus_per_tray: int
+    trays_per_domain: int
+    domains: int
+    """Racks the pool's trays fill (a partial one counted)."""
+    clique_label: str
+    min_driver: str
+    min_nccl: str
+
+    def fits_one_domain(self, nodes: int) -> bool:
+        """A job of ``nodes`` trays fits inside one rack's NVLink domain."""
+        return nodes <= self.trays_per_domain
+
+
 class NodeFacts(Struct, frozen=True):
     """The GPU nodes of one pool."""
 
@@ -252,6 +271,8 @@ class NodeFacts(Struct, frozen=True):
     """The pool's name."""
     use_precompiled: bool | None = None
     """The pool's own driver choice (None: the stack's gpuOperator.driver)."""
+    nvlink: NvlinkFacts | None = None
+    """The pool's trays' NVLink domains (None: not an NVL72 pool)."""
 
 
 class RequeuePolicy(Struct, frozen=True):
@@ -322,6 +343,14 @@ class GangPolicy(Struct, frozen=True):
     by the node labels alone)."""
     queue_metrics: QueueMetrics | None = None
     """Its queue wait and pending work metrics (None: it exports none)."""
+    gfd_levels: tuple[str, ...] = ()
+    """Switch levels GPU Feature Discovery labels (an NVL72 tray's ``nvidia.com/gpu.clique``):
+    never labelled by hand, checked like the others."""
+
+    @property
+    def hand_levels(self) -> tuple[str, ...]:
+        """The switch levels a person labels (those GFD does not)."""
+        return tuple(lv for lv in self.switch_levels if lv not in self.gfd_levels)
 
     def nodes_under(self, label: str, switch: str) -> int:
         """GPU nodes the node table puts under ``switch`` at level ``label`` (0 without one)."""
@@ -430,6 +459,8 @@ class GpuOperatorFacts(Struct, frozen=True):
     dcgm_service_monitor: bool
     driver_version: str | None = None
     """The stack's driver version (``gpuOperator.driver.version``; a pool may pin its own)."""
+    cdi: bool = True
+    """CDI in the container runtime (``gpuOperator.cdi``)."""
 
 
 class DcgmCounter(Struct, frozen=True):
@@ -714,6 +745,11 @@ class Facts(Struct, frozen=True):
         return len(self.pools) > 1
 
     @property
+    def nvl72_pools(self) -> tuple[PoolFacts, ...]:
+        """The pools of NVL72 trays (``gpuNodes[].nvlink``), in the stack's order."""
+        return tuple(p for p in self.pools if p.nodes.nvlink is not None)
+
+    @property
     def pool_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.pools)
 
@@ -776,6 +812,7 @@ __all__ = [
     "InfinibandFacts",
     "MonitoringFacts",
     "NodeFacts",
+    "NvlinkFacts",
     "OperatorFacts",
     "Partition",
     "PlanContext",

@@ -19,7 +19,7 @@ from msgspec.structs import replace
 
 from gpufabric.model.sources import split_tag
 from gpufabric.model.versions import Component
-from gpufabric.plan import ids, nicpolicy, tolerations
+from gpufabric.plan import dra, ids, nicpolicy, tolerations
 from gpufabric.plan.facts import PlanContext
 from gpufabric.plan.items import (
     STATE_READY,
@@ -61,7 +61,7 @@ def values(ctx: PlanContext) -> dict[str, Any]:
     version = gpu.driver_version if ctx.facts.fleet else ctx.facts.nodes.driver_version
     if version is not None:
         driver["version"] = version
-    return {
+    out: dict[str, Any] = {
         "nfd": {"enabled": ctx.facts.operators.nfd_owner == COMPONENT},
         "driver": driver,
         "gdrcopy": {"enabled": gpu.gdrcopy},
@@ -72,6 +72,14 @@ def values(ctx: PlanContext) -> dict[str, Any]:
             ctx, COMPONENT, tolerations.GPU_OPERATOR_DAEMONSETS, tolerations.GPU_OPERATOR_NFD_WORKER
         ),
     }
+    if not ctx.facts.gpu_operator.cdi:
+        out["cdi"] = {"enabled": False}
+    elif ctx.facts.nvl72_pools:
+        # Set where the DRA driver needs them, not left to the chart's defaults: CDI hands
+        # pods their IMEX channels, GFD labels each tray's NVLink domain (nvidia.com/gpu.clique).
+        out["cdi"] = {"enabled": True}
+        out["gfd"] = {"enabled": True}
+    return out
 
 
 def dcgm_exporter(ctx: PlanContext) -> dict[str, Any]:
@@ -199,6 +207,7 @@ def build(ctx: PlanContext) -> list[Item]:
         # driver stack, so it is protected.
         Item(id=ids.GPU_OPERATOR, layer=Layer.GPU, payload=chart, depends_on=deps, protect=True),
     ]
+    items.extend(dra.build(ctx))
     for name, spec in pool_drivers(ctx).items():
         items.append(
             Item(

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 GPU_NAMESPACE = "gpu/namespace"
 GPU_OPERATOR = "gpu/gpu-operator"
+DRA_NAMESPACE = "gpu/dra-namespace"
+DRA_DRIVER = "gpu/dra-driver-nvidia-gpu"
+"""The DRA driver for NVIDIA GPUs: ComputeDomains on NVL72 pools."""
 
 
 def nvidia_driver(pool: str) -> str:

@@ -22,11 +22,12 @@ from collections.abc import Mapping, Sequence
 from msgspec.structs import replace
 
 from gpufabric import nics
-from gpufabric.model import railblocks, railspan
+from gpufabric.model import nvlink, railblocks, railspan
 from gpufabric.model.config import (
     DEFAULT_POOL,
     HOSTNAME_LABEL,
     Fabric,
+    GpuNodes,
     NodePool,
     Rail,
     StackModel,
@@ -47,6 +48,7 @@ from gpufabric.plan.facts import (
     LeafSpanFacts,
     NodeFacts,
     NodePrefixFacts,
+    NvlinkFacts,
     OperatorFacts,
     PoolFacts,
     RailFacts,
@@ -200,13 +202,17 @@ def fabric_facts(
     )
 
 
-def nccl_env(fabric: Fabric, facts: FabricFacts) -> dict[str, str]:
+def nccl_env(
+    fabric: Fabric, facts: FabricFacts, nodes_env: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Environment variables every training pod of this fabric gets (sorted by name): the
-    mode's transport and device names, the link's RDMA settings, then the stack's own."""
+    mode's transport and device names, the link's RDMA settings, the nodes' own (an NVL72
+    pool's multi-node NVLink), then the stack's own."""
     mode = nics.mode(facts.rdma)
     env = mode.nccl_env(facts.rails)
     if mode.has_rdma:
         env.update(nics.link(facts.type).nccl_env(facts))
+    env.update(nodes_env or {})
     env.update(fabric.ncclEnv)
     return dict(sorted(env.items()))
 
@@ -352,9 +358,16 @@ def acceptance(fabric: FabricFacts, fraction: float = DEFAULT_FRACTION) -> Accep
 def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -> GangPolicy:
     """How the stack's authority admits and places gangs, with its own settings."""
     s = model.scheduling
-    levels = authority.topology_levels(s.topologyLevels)
+    gfd = _gfd_levels(model)
+    configured = [lv for lv in s.topologyLevels if lv != HOSTNAME_LABEL]
+    if gfd:
+        configured = [*configured, *gfd, HOSTNAME_LABEL]
+    elif s.topologyLevels:
+        configured = list(s.topologyLevels)
+    levels = authority.topology_levels(configured)
     switch_levels = tuple(lv for lv in levels if lv != HOSTNAME_LABEL)
     return GangPolicy(
+        gfd_levels=gfd,
         authority=authority.name,
         title=authority.title,
         topology_levels=levels,
@@ -375,6 +388,15 @@ def gang_policy(model: StackModel, authority: Authority, kinds: Sequence[str]) -
         discovered_topology=authority.discovered_topology(switch_levels),
         queue_metrics=authority.queue_metrics(),
     )
+
+
+def _gfd_levels(model: StackModel) -> tuple[str, ...]:
+    """Topology levels GPU Feature Discovery labels: the NVLink domain of NVL72 trays, when
+    every pool is one (a level must be on every node of the topology's flavors)."""
+    pools = model.pools
+    if pools and all(pool.nodes.nvlink is not None for pool in pools):
+        return (nvlink.CLIQUE_LABEL,)
+    return ()
 
 
 def tenant_contracts(
@@ -435,6 +457,7 @@ def gpu_operator_facts(model: StackModel) -> GpuOperatorFacts:
         dcgm_exporter=gpu.dcgmExporter.enabled,
         dcgm_service_monitor=gpu.dcgmExporter.serviceMonitor,
         driver_version=gpu.driver.version,
+        cdi=gpu.cdi,
     )
 
 
@@ -500,6 +523,22 @@ def node_facts(model: StackModel, pool: NodePool) -> NodeFacts:
         shm_gib=SHM_PER_GPU_GIB * nodes.gpusPerNode,
         pool=pool.name,
         use_precompiled=driver.usePrecompiled if driver is not None else None,
+        nvlink=nvlink_facts(nodes),
+    )
+
+
+def nvlink_facts(nodes: GpuNodes) -> NvlinkFacts | None:
+    """An NVL72 pool's domains (None: not one)."""
+    if nodes.nvlink is None:
+        return None
+    return NvlinkFacts(
+        system=nodes.nvlink.system,
+        gpus_per_tray=nvlink.GPUS_PER_TRAY,
+        trays_per_domain=nvlink.TRAYS_PER_DOMAIN,
+        domains=nvlink.domains(nodes.count),
+        clique_label=nvlink.CLIQUE_LABEL,
+        min_driver=nvlink.MIN_DRIVER,
+        min_nccl=nvlink.MIN_NCCL,
     )
 
 
@@ -511,7 +550,7 @@ def pool_facts(model: StackModel, pool: NodePool, authority: Authority) -> PoolF
         railblocks.leaf_level(model.scheduling.topologyLevels),
         model.scheduling.nodeTopology,
     )
-    env = nccl_env(pool.fabric, fabric)
+    env = nccl_env(pool.fabric, fabric, nvlink.NCCL_ENV if pool.nodes.nvlink else None)
     return PoolFacts(
         name=pool.name,
         nodes=node_facts(model, pool),

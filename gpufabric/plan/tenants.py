@@ -187,7 +187,9 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
             "tenants/role.yaml.j2",
             stack=stack,
             name=TENANT_ROLE,
-            job_resources=_job_resources(ctx.facts.operators.job_kinds),
+            job_resources=_job_resources(
+                ctx.facts.operators.job_kinds, compute_domains=bool(ctx.facts.nvl72_pools)
+            ),
             authority_rules=ctx.authority.tenant_rbac_rules(),
         ),
     ]
@@ -246,12 +248,15 @@ def _managed_policy_items(ctx: LayerContext, namespaces: list[str]) -> list[Item
     ]
 
 
-def _job_resources(kinds: Sequence[str]) -> dict[str, list[str]]:
-    """API group -> the plural resources of the job kinds the stack installs."""
+def _job_resources(kinds: Sequence[str], compute_domains: bool = False) -> dict[str, list[str]]:
+    """API group -> the plural resources of the job kinds the stack installs, and the
+    ComputeDomains a tenant's jobs on NVL72 trays come with."""
     out: dict[str, list[str]] = {}
     for kind in kinds:
         group = "trainer.kubeflow.org" if kind == "trainjob" else "kubeflow.org"
         out.setdefault(group, []).append(f"{kind}s")
+    if compute_domains:
+        out["resource.nvidia.com"] = ["computedomains"]
     return {g: sorted(r) for g, r in sorted(out.items())}
 
 

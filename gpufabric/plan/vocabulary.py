@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gpufabric.model.config import FabricType, RdmaMode, TrainerRuntime, TrainingScheme
+from gpufabric.model.config import (
+    FabricType,
+    NvlinkSystem,
+    RdmaMode,
+    TrainerRuntime,
+    TrainingScheme,
+)
 
 # --------------------------------------------------------------- as the stack writes them
 
@@ -77,6 +83,7 @@ __all__ = [
     "NfdOwner",
     "NfsVersion",
     "NicDriverSource",
+    "NvlinkSystem",
     "PartitionMembership",
     "PkeyManagement",
     "PoolKind",

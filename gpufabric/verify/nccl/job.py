@@ -37,6 +37,7 @@ from gpufabric.outputs.jobs import (
     JOBSET_LABEL,
     JobRequest,
     Wiring,
+    compute_domain,
     job_image,
     mpi_pytorchjob,
     mpi_trainjob,
@@ -79,6 +80,9 @@ ORDER_HOSTFILE = "/tmp/gpufabric-order-hostfile"
 GROUP_ENV = {**DEBUG_ENV, "NCCL_ALGO": "Ring"}
 """A group job's runs: rings only, for both tests, so each run loads exactly the links
 between nodes adjacent in its rank order (trees, NVLS and CollNet would load others)."""
+COMPUTE_DOMAIN_NODES = "gpufabric.io/compute-domain-nodes"
+"""On an acceptance job on NVL72 trays: the size of the ComputeDomain a run creates beside it
+(:func:`companions`), whose IMEX channel its GPU pods claim."""
 ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -258,7 +262,7 @@ def acceptance_job(
         launchers = [replicas["Launcher"]["template"]["spec"]]
         launchers[0]["containers"][0]["command"] = command
         pods = [replicas["Worker"]["template"]["spec"]]
-    job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
+    _mark(job, w, nodes)
     if pin_nodes:
         for pod in pods:
             pod["affinity"] = _pinned(pin_nodes, shape_of(job).name_label, name)
@@ -268,6 +272,13 @@ def acceptance_job(
     return job
 
 
+def _mark(job: dict[str, Any], w: Wiring, nodes: int) -> None:
+    """gpufabric-verify's label, and on NVL72 trays the size of the run's ComputeDomain."""
+    job["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "gpufabric-verify"
+    if w.channel is not None:
+        job["metadata"].setdefault("annotations", {})[COMPUTE_DOMAIN_NODES] = str(nodes)
+
+
 def acceptance_kind(plan: Plan) -> AcceptanceKind:
     """The kind the stack's acceptance job runs as; StackError (exit 2, naming ``training``
     and the options that give one) for a stack without one, before anything is asked of the
@@ -275,6 +286,10 @@ def acceptance_kind(plan: Plan) -> AcceptanceKind:
     kind = plan.facts.operators.acceptance_kind
     if kind is None:
         raise StackError("gpufabric verify nccl", [_no_acceptance_kind(plan)])
+    if kind == "trainjob" and plan.facts.nodes.nvlink is not None:
+        # A TrainJob cannot claim an IMEX channel; validation asks an NVL72 stack for
+        # PyTorchJob where it has no MPI Operator.
+        return "pytorchjob"
     return kind
 
 
@@ -466,8 +481,22 @@ def _resource(obj: Mapping[str, Any]) -> str:
 
 def companions(job: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The objects a run of ``job`` creates beside it, by name (deleted with it): the SSH
-    keys Secret of a kind whose operator mints none."""
-    return [sshkeys.secret_ref(job)] if shape_of(job).ssh_keys else []
+    keys Secret of a kind whose operator mints none, and the ComputeDomain whose IMEX channel
+    its pods claim (a job on NVL72 trays)."""
+    out = [sshkeys.secret_ref(job)] if shape_of(job).ssh_keys else []
+    nodes = compute_domain_nodes(job)
+    if nodes:
+        meta = job["metadata"]
+        ref = compute_domain(meta["namespace"], meta["name"], nodes)
+        out.append({k: ref[k] for k in ("apiVersion", "kind")} | {"metadata": {"name": ref["metadata"]["name"], "namespace": meta["namespace"]}})  # fmt: skip
+    return out
+
+
+def compute_domain_nodes(job: Mapping[str, Any]) -> int:
+    """The trays of the ComputeDomain ``job`` runs in (0: none), from its annotation."""
+    annotations = job.get("metadata", {}).get("annotations") or {}
+    value = annotations.get(COMPUTE_DOMAIN_NODES, "")
+    return int(value) if str(value).isdigit() else 0
 
 
 def _wait(
@@ -601,6 +630,17 @@ def _create_companions(
     """Create what the job's pods need beside it, owned by the job (its uid from the
     create's answer), each added to ``made`` before its create starts: the run's SSH keys.
     The pods wait for the Secret to mount."""
+    nodes = compute_domain_nodes(job)
+    if nodes:
+        meta = job["metadata"]
+        owner = {**job, "metadata": {**meta, "uid": text(created, "metadata", "uid")}}
+        domain = compute_domain(meta["namespace"], meta["name"], nodes, owner)
+        made.append(domain)
+        kube.create(domain)
+        progress(
+            f"created ComputeDomain {meta['namespace']}/{domain['metadata']['name']} "
+            f"({nodes} trays; its IMEX channel is claimed by every pod)"
+        )
     if not shape_of(job).ssh_keys:
         return
     secret, ref = sshkeys.secret(job, text(created, "metadata", "uid")), sshkeys.secret_ref(job)
