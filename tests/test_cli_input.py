@@ -105,7 +105,7 @@ def test_a_flag_that_would_be_ignored_is_refused(
     [
         [*NCCL, "--nodes", "2", "--dry-run"],
         # --dry-run previews the run its command line describes: appended, it refuses nothing
-        [*NCCL, "--sweep", "--keep", "--timeout", "60", "--kubeconfig", "absent", "--dry-run"],
+        [*NCCL, "--sweep", "--keep", "--timeout", "600", "--kubeconfig", "absent", "--dry-run"],
         [*NCCL, "--sweep", "--sweep-group", "4", "--dry-run"],
     ],
 )
