@@ -318,6 +318,10 @@ class MPIOperator:
     hcas: int = 2
     cut: Callable[[str], int | None] = lambda _job: None
     hold: Callable[[str], bool] = lambda _job: False
+    log: Callable[[str, tuple[str, ...], float], Any] | None = None
+    """The nccl-tests log of a run (test, nodes in rank order, busbw), a Log of
+    tests/nccllogs.py or a subclass (NVL72 trays: tests/ncclmnnvl.py), for runs on all
+    rails; None: nccllogs.Log over ``layer`` and ``hcas``."""
     runs: list[Run] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -399,6 +403,8 @@ class MPIOperator:
         hcas, first = self.hcas, 0
         if rail is not None:  # a one-rail job: that rail's HCA, its share of the link
             busbw, hcas, first = busbw / self.hcas, 1, rail
+        if self.log is not None and rail is None:
+            return text(self.log(test, nodes, busbw)).rstrip("\n")
         log = Log(test=test, hosts=nodes, busbw=busbw, layer=self.layer, hcas=hcas, first_hca=first)
         return text(log).rstrip("\n")
 

@@ -68,6 +68,9 @@ class CheckRow:
     hint: str = ""
     pool: str = ""
     """The node pool of a fleet the check is of (its ``details.pool``); "" none."""
+    clique: str = ""
+    """The NVLink domain (GFD's ``nvidia.com/gpu.clique``) the check is of (its
+    ``details.clique``); "" none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +117,8 @@ class SweepNode:
     diagnosis: str
     pool: str = ""
     """The node's pool (its entry's ``pool``, else the sweep document's); "" none."""
+    clique: str = ""
+    """The NVL72 tray's NVLink domain (its entry's ``clique``); "" none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +140,8 @@ class Inputs:
     sweep: list[SweepNode] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     """(node, why) the sweep left out."""
+    faulted_domains: list[str] = field(default_factory=list)
+    """NVLink domains (cliques) a sweep named as faulted as a whole (its ``domainFaults``)."""
 
 
 # ------------------------------------------------------------------ defensive reading
@@ -251,6 +258,7 @@ def _check_row(entry: Any, index: int) -> CheckRow | None:
         message=_text(e.get("message")),
         hint=_text(e.get("hint")),
         pool=_text(_dict(e.get("details")).get("pool")),
+        clique=_text(_dict(e.get("details")).get("clique")),
     )
 
 
@@ -360,6 +368,7 @@ def _sweep_node(name: str, entry: Any, pool: str = "") -> SweepNode:
         rails=tuple(rails),
         diagnosis=_text(n.get("diagnosis")),
         pool=_text(n.get("pool")) or pool,
+        clique=_text(n.get("clique")),
     )
 
 
@@ -376,6 +385,9 @@ def sweep_section(source: Source, doc: Mapping[str, Any]) -> tuple[Section, list
     for fault in _list(doc.get("pathFaults")):  # an uplink at fault: no node drained for it
         verdicts.append(Verdict.FAIL)
         notes.append(_text(_dict(fault).get("words")) or "a path fault")
+    for fault in _list(doc.get("domainFaults")):  # an NVL72 rack at fault: no tray drained
+        verdicts.append(Verdict.FAIL)
+        notes.append(_text(_dict(fault).get("words")) or "an NVLink domain fault")
     bad = [n.name for n in nodes if n.verdict == "BAD"]
     rounds = _number(doc.get("rounds"), "rounds")
     summary = f"{len(nodes)} nodes" + (f" in {rounds:g} rounds" if rounds is not None else "")
@@ -495,6 +507,36 @@ def pools(inputs: Inputs) -> list[PoolVerdict]:
     ]
 
 
+def domains(inputs: Inputs) -> list[PoolVerdict]:
+    """NVLink domains (NVL72 racks, by clique), each with the verdict of the results that
+    name it (checks with ``details.clique``, sweep trays) and FAIL when a sweep named it
+    faulted as a whole, in name order; none when no result names a clique."""
+    verdicts: dict[str, list[Verdict]] = {}
+    counts: dict[str, dict[str, int]] = {}
+
+    def add(clique: str, what: str, verdict: Verdict) -> None:
+        if clique:
+            verdicts.setdefault(clique, []).append(verdict)
+            tally = counts.setdefault(clique, {})
+            tally[what] = tally.get(what, 0) + 1
+
+    for section in inputs.sections:
+        for c in section.checks:
+            add(c.clique, "checks", STATUS_VERDICT[c.status])
+    for node in inputs.sweep:
+        add(node.clique, "sweep trays", SWEEP_VERDICT[node.verdict])
+    for clique in inputs.faulted_domains:
+        add(clique, "rack faults", Verdict.FAIL)
+    return [
+        PoolVerdict(
+            name=name,
+            verdict=worst(verdicts[name]),
+            summary=", ".join(f"{n} {what}" for what, n in counts[name].items()),
+        )
+        for name in sorted(verdicts)
+    ]
+
+
 def overall(inputs: Inputs) -> Verdict:
     """The worst input's verdict; PASS only when every input was given and passed."""
     return worst(s.verdict for s in inputs.sections) if inputs.sections else Verdict.INCONCLUSIVE
@@ -524,6 +566,7 @@ def render_html(inputs: Inputs) -> str:
             verdict=overall(inputs),
             sections=inputs.sections,
             pools=pools(inputs),
+            domains=domains(inputs),
             failures=failures(inputs),
             runs=inputs.runs,
             sweep=inputs.sweep,
@@ -721,6 +764,9 @@ def _read_section(inputs: Inputs, source: Source, path: Path, doc: dict[str, Any
         section, nodes = sweep_section(source, doc)
         inputs.sweep += nodes
         inputs.skipped += sweep_skipped(doc)
+        inputs.faulted_domains += [
+            _text(_dict(f).get("clique")) for f in _list(doc.get("domainFaults"))
+        ]
     else:
         stack = _checks_kind(source, path, doc)
         section = checks_section(source, doc)
@@ -734,6 +780,7 @@ __all__ = [
     "Inputs",
     "chart",
     "checks_section",
+    "domains",
     "failures",
     "load",
     "nccl_section",

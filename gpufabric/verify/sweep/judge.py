@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpufabric.verify.sweep.domains import DomainFault, domain_faults
 from gpufabric.verify.sweep.faults import PathFault, blocked, path_faults
 from gpufabric.verify.sweep.job import Job, Pair, Topology
 from gpufabric.verify.sweep.ledger import Ledger, PartnerCounts, ledger_of
@@ -78,6 +79,9 @@ class Judgement:
     unshown: list[str] = field(default_factory=list)
     """Faulty nodes whose fault is not shown apart from a node that failed with them: they
     meet more proven partners (see :func:`_uncleared`)."""
+    domains: list[DomainFault] = field(default_factory=list)
+    """NVL72 racks whose NVLink domain failed as a whole
+    (:func:`~gpufabric.verify.sweep.domains.domain_faults`)."""
 
 
 def _record(jobs: Ledger, excused: set[int]) -> PartnerCounts:
@@ -217,10 +221,16 @@ def _faulty_verdict(
     return NodeVerdict.FLAKY, f"{record}: failed with {failed}, passed with others", rerun[:2]
 
 
-def _unexplained(jobs: Sequence[Job], faulty: set[str]) -> dict[str, tuple[str, ...]]:
-    """Node -> a failing group job it was in that no faulty member explains yet."""
+def _unexplained(
+    jobs: Sequence[Job], faulty: set[str], racks: Sequence[DomainFault] = ()
+) -> dict[str, tuple[str, ...]]:
+    """Node -> a failing group job it was in that no faulty member (nor a faulted NVLink
+    domain holding the whole job) explains yet."""
     tainted: dict[str, tuple[str, ...]] = {}
+    inside = [set(r.trays) for r in racks]
     for job in jobs:
+        if job.members and any(set(job.members) <= trays for trays in inside):
+            continue
         if job.members and job.verdict == "FAIL" and not faulty & set(job.members):
             for node in job.members:
                 tainted.setdefault(node, job.members)
@@ -228,11 +238,19 @@ def _unexplained(jobs: Sequence[Job], faulty: set[str]) -> dict[str, tuple[str, 
 
 
 def _reach(
-    nodes: Sequence[str], topo: Topology, paths: Sequence[PathFault], faulty: int
-) -> dict[str, int]:
+    nodes: Sequence[str], topo: Topology, paths: Sequence[PathFault], faulty: int,
+    racks: Sequence[DomainFault] = (),
+) -> dict[str, int]:  # fmt: skip
     """Partners each node can pass with: the others, less the faulty ones; only those under
-    its own switch when a path fault cuts that switch off."""
+    its own switch when a path fault cuts that switch off; only those outside its rack when
+    its NVLink domain is faulted."""
     cut = {f.key for f in paths}
+    if racks:
+        by_rack = _reach(nodes, topo, paths, faulty)
+        for rack in racks:
+            for tray in rack.trays:
+                by_rack[tray] = max(0, min(by_rack[tray], len(nodes) - len(rack.trays) - faulty))
+        return by_rack
     if not cut:  # no switch walled off: every node reaches every other
         return dict.fromkeys(nodes, max(0, len(nodes) - 1 - faulty))
     under: Counter[tuple[str, ...]] = Counter()
@@ -318,10 +336,11 @@ def judge(
     ledger = ledger_of(jobs)
     indexed = functools.partial(ledger.exits, topo)
     paths, excused = path_faults(ledger.pairs(), topo, levels, indexed) if levels else ([], set())
-    rec = _record(ledger, excused)
+    racks, inside = domain_faults(nodes, topo, levels, ledger.pairs(), ledger, excused)
+    rec = _record(ledger, excused := excused | inside)
     faulty = _faulty(nodes, rec, confirm)
-    in_failing_group = _unexplained(ledger, faulty)
-    reachable = _reach(nodes, topo, paths, len(faulty))
+    in_failing_group = _unexplained(ledger, faulty, racks)
+    reachable = _reach(nodes, topo, paths, len(faulty), racks)
     passes_by_node = ledger.passing()
     failed_with_flaky = _held(ledger, rec, faulty, confirm)
     not_shown_apart = _uncleared(ledger, rec, faulty, confirm, repeat)
@@ -339,6 +358,7 @@ def judge(
         excused=excused,
         corroborate=_uncorroborated(failed_with, rec, good, confirm),
         unshown=sorted(set(not_shown_apart.values())),
+        domains=racks,
     )
     verdicts, notes = judgement.verdicts, judgement.notes
     for x in nodes:
@@ -400,7 +420,7 @@ def adaptive_pairs(
     ledger = ledger_of(jobs)
     rec = _record(ledger, verdict.excused)
     met, in_pairs = ledger.met(), ledger.met_in_pairs()
-    faulted = {f.key for f in verdict.paths}
+    faulted, racks = {f.key for f in verdict.paths}, {d.key for d in verdict.domains}
     passes_by_node = ledger.passing()
     short = {x for x in nodes if passes_by_node[x] < confirm}
     taken = set(busy)
@@ -426,35 +446,52 @@ def adaptive_pairs(
         ):
             continue
         cut_off = any(topo[x][: i + 1] in faulted for i in range(len(topo[x])))
-        lists = [free_leaf.get(topo[x], _Free([], taken))] + ([] if cut_off else [free_refs])
+        own = [] if topo[x] in racks else [free_leaf.get(topo[x], _Free([], taken))]
+        lists = own + ([] if cut_off else [free_refs])
         # a node short of passing jobs may meet a partner again (a job is what it lacks)
-        partner = _reference(x, lists, (topo, levels, faulted), met[x], x in short)
+        partner = _reference(x, lists, (topo, levels, faulted, racks), met[x], x in short)
         if partner is None:
             waiting.append(x)
         else:
             pairs.append((x, partner))
             taken |= {x, partner}
-    return pairs + _open_pairs(waiting, topo, levels, met, faulted, round_, short)
+    return pairs + _open_pairs(waiting, topo, levels, met, (faulted, racks), round_, short)
 
 
 def _reference(
-    x: str, lists: Sequence[_Free], paths: tuple[Topology, Sequence[str], set[tuple[str, ...]]],
+    x: str, lists: Sequence[_Free],
+    paths: tuple[Topology, Sequence[str], set[tuple[str, ...]], set[tuple[str, ...]]],
     seen: set[str], again: bool,
 ) -> str | None:  # fmt: skip
     """The first free candidate of ``lists``, in order, that ``x`` may run with (not itself,
-    not across a faulted path of ``paths``: topology, levels, faulted switches) and has not
-    met (``seen``); with ``again``, else the first it may run with."""
-    topo, levels, faulted = paths
+    not across a faulted path of ``paths``: topology, levels, faulted switches, faulted
+    NVLink domains) and has not met (``seen``); with ``again``, else the first it may run
+    with."""
+    topo, levels, faulted, racks = paths
     usable = (
-        r for free in lists for r in free if r != x and not blocked(x, r, topo, levels, faulted)
-    )
+        r for free in lists for r in free
+        if r != x and not _blocked(x, r, topo, levels, (faulted, racks))
+    )  # fmt: skip
     partner = next((r for r in usable if r not in seen), None)
     if partner is None and again:
         partner = next(
-            (r for free in lists for r in free if r != x and not blocked(x, r, topo, levels, faulted)),
+            (r for free in lists for r in free if r != x and not _blocked(x, r, topo, levels, (faulted, racks))),
             None,
         )  # fmt: skip
     return partner
+
+
+Faulted = tuple[set[tuple[str, ...]], set[tuple[str, ...]]]
+"""The faulted switches (their uplinks) and the faulted NVLink domains (a rack's key)."""
+
+
+def _blocked(a: str, b: str, topo: Topology, levels: Sequence[str], faulted: Faulted) -> bool:
+    """Whether the pair's path leaves a faulted switch, or stays inside a faulted NVLink
+    domain."""
+    switches, racks = faulted
+    if racks and topo[a] == topo[b] and topo[a] in racks:
+        return True
+    return blocked(a, b, topo, levels, switches)
 
 
 def _open_pairs(
@@ -462,7 +499,7 @@ def _open_pairs(
     topo: Topology,
     levels: Sequence[str],
     met: Mapping[str, set[str]],
-    faulted: set[tuple[str, ...]],
+    faulted: Faulted,
     round_: int,
     short: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[Pair]:
@@ -485,7 +522,8 @@ def _open_pairs(
     return [
         (a, b)
         for a, b in pairs
-        if (b not in met.get(a, ()) or {a, b} <= short) and not blocked(a, b, topo, levels, faulted)
+        if (b not in met.get(a, ()) or {a, b} <= short)
+        and not _blocked(a, b, topo, levels, faulted)
     ]
 
 

@@ -32,6 +32,13 @@ from gpufabric.support.counts import counted
 from gpufabric.verify.interrupts import shielded
 from gpufabric.verify.nccl.report import NcclReport
 from gpufabric.verify.sweep.cost import Cost, Mode, admission_order, choose_mode
+from gpufabric.verify.sweep.domains import (
+    CLIQUE_LABEL,
+    DomainFault,
+    domain_words,
+    inside_pairs,
+    suspected,
+)
 from gpufabric.verify.sweep.faults import PathFault
 from gpufabric.verify.sweep.job import Job, Pair, Topology
 from gpufabric.verify.sweep.judge import Judgement, NodeVerdict, adaptive_pairs, judge
@@ -109,6 +116,12 @@ class SweepReport:
     partners: int = 0
     """Distinct GOOD partners a node passed with before it was GOOD (C with pairs; with group
     jobs :func:`~gpufabric.verify.sweep.rounds.partners_needed`); 0 until a sweep ran."""
+    domains: list[DomainFault] = field(default_factory=list)
+    """NVL72 racks whose every job inside their NVLink domain failed while their trays pass
+    across racks (:mod:`~gpufabric.verify.sweep.domains`)."""
+    cliques: dict[str, str] = field(default_factory=dict)
+    """Each tray's NVLink clique when the sweep's unit is a tray inside its domain (empty
+    otherwise)."""
 
     @property
     def bad(self) -> list[str]:
@@ -124,9 +137,9 @@ class SweepReport:
 
     @property
     def verdict(self) -> Verdict:
-        """FAIL when a node is bad or flaky or a path is faulted, else INCONCLUSIVE when a
+        """FAIL when a node is bad or flaky or a path (or an NVLink domain) is faulted, else INCONCLUSIVE when a
         node is not localized, else PASS."""
-        paths = [Verdict.FAIL] if self.paths else []
+        paths = [Verdict.FAIL] if self.paths or self.domains else []
         return worst([*paths, *(NODE_VERDICT[r.verdict] for r in self.nodes.values())])
 
 
@@ -237,6 +250,7 @@ def _apply(report: SweepReport, names: Sequence[str], topo: Topology, expose: in
         result.verdict = verdict.verdicts[name]
         result.note = verdict.notes.get(name, "")
     report.paths = verdict.paths
+    report.domains = verdict.domains
     return verdict
 
 
@@ -326,6 +340,8 @@ class _Planner:
             self.nodes, self.topo, self.levels, jobs, self.confirm, expose=self.expose
         )
         parts = split_jobs(jobs, verdict.faulty, verdict.suspects)
+        if self.levels and self.levels[-1] == CLIQUE_LABEL:
+            parts = self._in_racks(parts, jobs, verdict)
         busy = {n for part in parts for n in part}
         return parts + list(
             adaptive_pairs(
@@ -333,6 +349,28 @@ class _Planner:
                 self.expose, busy=busy,
             )
         )  # fmt: skip
+
+    def _in_racks(
+        self, parts: list[tuple[str, ...]], jobs: Sequence[Job], verdict: Judgement
+    ) -> list[tuple[str, ...]]:
+        """NVL72 racks: no job inside a faulted NVLink domain (it proves nothing); in a rack
+        whose jobs inside all failed so far, its trays not yet in a failing pair inside it
+        meet each other first (so that a rack fault is told from a few bad trays)."""
+        racks = {d.key for d in verdict.domains}
+        parts = [p for p in parts if not (racks and _inside(self.topo, p, racks))]
+        ledger = ledger_of(jobs)
+        pending = suspected(self.nodes, self.topo, self.levels, ledger.pairs(), ledger, racks)
+        taken: set[str] = set()
+        first: list[tuple[str, ...]] = []
+        for key, waiting in pending.items():
+            trays = [n for n in self.nodes if self.topo[n] == key]
+            first += inside_pairs(waiting, trays, taken)
+        return first + [p for p in parts if not taken & set(p)]
+
+
+def _inside(topo: Topology, part: Sequence[str], racks: set[tuple[str, ...]]) -> bool:
+    """Whether every node of ``part`` is a tray of one of ``racks``."""
+    return topo[part[0]] in racks and all(topo[n] == topo[part[0]] for n in part)
 
 
 def _run_jobs(
@@ -530,6 +568,7 @@ def path_words(fault: PathFault) -> str:
 
 def _closing_lines(report: SweepReport) -> list[str]:
     lines = [f"path fault: {path_words(f)}" for f in report.paths]
+    lines += [f"rack fault: {domain_words(d)}" for d in report.domains]
     for name in [*report.bad, *report.flaky, *report.unknown]:
         if report.nodes[name].note:
             lines.append(f"  {name} {report.nodes[name].verdict}: {report.nodes[name].note}")
@@ -553,6 +592,7 @@ __all__ = [
     "Stopped",
     "SweepReport",
     "diagnosis",
+    "domain_words",
     "format_table",
     "localize_rails",
     "path_words",

@@ -17,10 +17,11 @@ import argparse
 import math
 import sys
 import threading
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from typing import Any, NamedTuple
 
-from gpufabric.exitcodes import ExitCode, Verdict
+from gpufabric.exitcodes import ExitCode, Verdict, worst
 from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.redaction import printable
 from gpufabric.plan.build import Plan
@@ -31,8 +32,10 @@ from gpufabric.verify.kube import Kube, KubeError, Malformed, describe, mapping,
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.nccl import rules as nccl_rules
+from gpufabric.verify.nccl.parse import parse_runs
 from gpufabric.verify.results import Check, error, failed, passed, progress
 from gpufabric.verify.results import skipped as skipped_check
+from gpufabric.verify.sweep import domains
 from gpufabric.verify.sweep import forecast as sweep_forecast
 from gpufabric.verify.sweep import run as sweep
 from gpufabric.verify.sweep.cost import Cost
@@ -169,6 +172,33 @@ def sweep_topology(
     return topo
 
 
+def sweep_units(
+    plan: Plan, names: list[str], labels: dict[str, dict[str, str]]
+) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """The sweep's topology (:func:`sweep_topology`) and its levels; on NVL72 trays (every
+    node carries GPU Feature Discovery's clique label) the clique is the innermost level
+    (:func:`~gpufabric.verify.sweep.domains.nvlink_topology`), said on stderr."""
+    topo = sweep_topology(plan, names, labels)
+    known = plan.facts.gang.switch_levels if any(topo.values()) else ()
+    cliques, unlabelled = domains.cliques_of(names, labels)
+    if unlabelled:
+        progress(
+            f"pairing without NVLink domains: {', '.join(unlabelled[:5])}"
+            f"{' and others' if len(unlabelled) > 5 else ''} lack {domains.CLIQUE_LABEL} "
+            "(GPU Feature Discovery sets it on NVL72 trays)"
+        )
+    if not cliques:
+        return topo, known
+    topo, known, dropped = domains.nvlink_topology(names, topo, known, cliques)
+    racks = len(set(cliques.values()))
+    progress(
+        f"NVLink domains: {len(names)} trays in {racks} cliques ({domains.CLIQUE_LABEL}); "
+        "trays pair inside their rack first, then across racks"
+        + (f"; a rack spans switches at {', '.join(dropped)}, not paired by it" if dropped else "")
+    )
+    return topo, known
+
+
 def sweep_concurrency(plan: Plan, tenant: str) -> int:
     """Two-node jobs the tenant's GPU quota admits at once (at least one)."""
     contract = plan.facts.tenants.get(tenant)
@@ -226,6 +256,52 @@ def _judged(
     return doc
 
 
+def nvlink_system(labels: dict[str, dict[str, str]], nodes: tuple[str, ...]) -> str:
+    """The NVL72 system whose NVLink-domain bar judges a job of ``nodes``: GB300 when GPU
+    Feature Discovery's product label says so on every one, else GB200 (the lower bar)."""
+    products = {labels.get(n, {}).get(GPU_PRODUCT_LABEL, "") for n in nodes}
+    return "GB300" if products and all("GB300" in p for p in products) else "GB200"
+
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""GPU Feature Discovery's product label (e.g. NVIDIA-GB200, NVIDIA-GB300)."""
+
+
+def _nvlink_expectations(
+    exp: nccl_rules.NcclExpectation, rail_exp: nccl_rules.NcclExpectation,
+    topo: dict[str, tuple[str, ...]], levels: tuple[str, ...], labels: dict[str, dict[str, str]],
+) -> Callable[[tuple[str, ...], nccl.Outcome, str | None], nccl_rules.NcclExpectation]:  # fmt: skip
+    """The expectation a sweep job is judged by: a job of trays of one NVLink domain whose
+    log shows NCCL's multi-node NVLink lines by the NVLink-domain verdict
+    (:func:`~gpufabric.verify.nccl.rules.nvlink_domain`: the system's bar, MNNVL proven, one
+    clique, no NET channel); every other job as before."""
+
+    def pick(
+        nodes: tuple[str, ...], outcome: nccl.Outcome, rail: str | None
+    ) -> nccl_rules.NcclExpectation:
+        base = exp if rail is None else rail_exp
+        if rail is not None or not domains.in_domain(topo, levels, nodes):
+            return base
+        if not shows_mnnvl(outcome.log):
+            return base
+        bar = nccl_rules.nvlink_domain(nvlink_system(labels, nodes))
+        # the run's stated threshold is the domain's bar (the NICs' is not read inside it)
+        return replace(
+            base, nvlink=bar, threshold_gbps=bar.threshold_gbps,
+            threshold_source=bar.threshold_source,
+        )  # fmt: skip
+
+    return pick
+
+
+def shows_mnnvl(log: str) -> bool:
+    """Whether NCCL's own lines in ``log`` speak of multi-node NVLink (a rank's ``comm ...
+    MNNVL n``, ``MNNVL n cliqueId``, or a ``via P2P/MNNVL`` channel)."""
+    return any(
+        run.mnnvl or run.mnnvl_off or run.cliques or run.mnnvl_channels for run in parse_runs(log)
+    )
+
+
 def _run_sweep(
     plan: Plan,
     args: argparse.Namespace,
@@ -251,17 +327,17 @@ def _run_sweep(
             kube, job, timeout=args.timeout, poll=args.poll, keep=args.keep, sleep=wait,
             placement=len(nodes) > 2,
         )  # fmt: skip
-        return _judged(job, nodes, outcome, exp if rail is None else rail_exp)
+        return _judged(job, nodes, outcome, nvlink(nodes, outcome, rail))
 
     def run_all_rails(nodes: tuple[str, ...], round_: int, index: int) -> nccl_report.NcclReport:
         return run_job(nodes, None, round_, index)  # a pair's or a group's
 
-    topo = sweep_topology(plan, names, labels)
-    levels = plan.facts.gang.switch_levels if any(topo.values()) else ()
+    topo, levels = sweep_units(plan, names, labels)
+    nvlink = _nvlink_expectations(exp, rail_exp, topo, levels, labels)
     confirm = args.sweep_confirm or CONFIRM
     for line in _estimate(names, topo, levels, size, concurrency, args, confirm, len(rails)):
         progress(line)
-    report = sweep.SweepReport(nodes={}, rounds=0)
+    report = sweep.SweepReport(nodes={}, rounds=0, cliques=_cliques(topo, levels))
     try:
         sweep.sweep(
             names, run_all_rails, concurrency, stop=stop, into=report, topology=topo,
@@ -287,6 +363,11 @@ def _run_sweep(
     return report
 
 
+def _cliques(topo: dict[str, tuple[str, ...]], levels: tuple[str, ...]) -> dict[str, str]:
+    """Each tray's clique when the sweep's innermost level is the clique (else none)."""
+    return {n: t[-1] for n, t in topo.items()} if levels[-1:] == (domains.CLIQUE_LABEL,) else {}
+
+
 def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> dict[str, Any]:
     """The sweep's stable ``--json`` document."""
 
@@ -305,6 +386,7 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
             "pairs": r.pairs,
             **({"note": r.note} if r.note else {}),
             **rails,
+            **({"clique": report.cliques[r.node]} if r.node in report.cliques else {}),
         }
 
     return {
@@ -331,6 +413,39 @@ def sweep_document(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> 
         "confirm": report.confirm,
         "partners": report.partners or report.confirm,
         "jobs": len(report.jobs),
+        **(_domain_document(report) if report.cliques else {}),
+    }
+
+
+def _domain_document(report: sweep.SweepReport) -> dict[str, Any]:
+    """The NVLink domains of a sweep of NVL72 trays (only then: other sweeps' documents
+    are unchanged): each clique's trays and verdict, and the racks faulted as a whole."""
+    by_clique: dict[str, list[str]] = {}
+    for node, clique in sorted(report.cliques.items()):
+        by_clique.setdefault(clique, []).append(node)
+    faulted = {d.clique for d in report.domains}
+    return {
+        "domains": {
+            clique: {
+                "trays": trays,
+                "verdict": str(
+                    Verdict.FAIL
+                    if clique in faulted
+                    else worst(sweep.NODE_VERDICT[report.nodes[t].verdict] for t in trays)
+                ),
+            }
+            for clique, trays in by_clique.items()
+        },
+        "domainFaults": [
+            {
+                "clique": d.clique,
+                "trays": list(d.trays),
+                "failedJobs": d.failed,
+                "passedAcross": list(d.across),
+                "words": sweep.domain_words(d),
+            }
+            for d in report.domains
+        ],
     }
 
 
@@ -407,4 +522,7 @@ def sweep_checks(report: sweep.SweepReport, skipped: dict[str, list[str]]) -> li
     for fault in report.paths:
         target = f"{fault.level}={fault.switch}"
         checks.append(failed("nccl.sweep.path", target, sweep.path_words(fault)))
+    for rack in report.domains:
+        target = f"{domains.CLIQUE_LABEL}={rack.clique}"
+        checks.append(failed("nccl.sweep.domain", target, sweep.domain_words(rack)))
     return checks
