@@ -50,6 +50,7 @@ class Request:
     group: str = ""
     operation: str = "CREATE"
     groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
+    username: str = "someone"
 
     def cel(self) -> Any:
         return celpy.json_to_cel(
@@ -57,7 +58,7 @@ class Request:
                 "namespace": self.namespace,
                 "operation": self.operation,
                 "kind": {"group": self.group, "version": "v1", "kind": self.kind},
-                "userInfo": {"username": "someone", "groups": self.groups},
+                "userInfo": {"username": self.username, "groups": self.groups},
             }
         )
 
@@ -104,6 +105,9 @@ class Policy:
         for v in spec["variables"]:
             if v["expression"].lstrip().startswith(("{", "[")):
                 _homogeneous(json.loads(v["expression"]), f"variable {v['name']}")
+        self.conditions = [
+            (c["expression"], _compile(c["expression"])) for c in spec.get("matchConditions", ())
+        ]
         self.variables = [
             (v["name"], v["expression"], _compile(v["expression"])) for v in spec["variables"]
         ]
@@ -117,7 +121,9 @@ class Policy:
         ]
         # everything evaluation reads of the policy (its metadata, e.g. the stack's label,
         # and its match rules take no part)
-        self.key = json.dumps([self.variables, self.validations], default=lambda _: None)
+        self.key = json.dumps(
+            [self.conditions, self.variables, self.validations], default=lambda _: None
+        )
 
     def denials(
         self,
@@ -141,6 +147,14 @@ class Policy:
             "oldObject": celpy.json_to_cel(old),
             "request": request.cel(),
         }
+        for expression, program in self.conditions:
+            # matchConditions: a false one leaves the request to other policies (an error
+            # denies, as failurePolicy Fail does)
+            try:
+                if not _evaluate(expression, program, activation):
+                    return []
+            except CELEvalError as exc:
+                return [f"matchCondition failed: {exc}"]
         variables: dict[str, Any] = {}
         out = []
         for name, expression, program in self.variables:

@@ -57,8 +57,17 @@ def _ib_hostdevice(cfg: dict[str, Any]) -> None:
     f["infiniband"] = {"pkeyManagement": "static"}
 
 
+UFM = {
+    "address": "ufm.example.internal",
+    "username": "k8s",
+    "password": {"secure": "v1:AAAAAAAAAAAAAAAA:BBBBBBBBBBBB"},
+}
+
+
 def _ib_tenant_pkeys(cfg: dict[str, Any]) -> None:
+    """Tenants' own partitions: only UFM through ib-kubernetes keeps them apart."""
     _fabric(cfg)["nadScope"] = "tenant"
+    _fabric(cfg)["infiniband"].update(pkeyManagement="ufm", ufm=UFM)
     for i, tenant in enumerate(cfg["gpufabric:tenants"]):
         tenant["pkey"] = f"0x80{i + 1}0"
     cfg["gpufabric:tenants"][1]["gpuBorrowingLimit"] = 32
@@ -71,11 +80,7 @@ def _ib_ufm_peermem(cfg: dict[str, Any]) -> None:
     f["infiniband"] = {
         "pkey": "0x8002",
         "pkeyManagement": "ufm",
-        "ufm": {
-            "address": "ufm.example.internal",
-            "username": "k8s",
-            "password": {"secure": "v1:AAAAAAAAAAAAAAAA:BBBBBBBBBBBB"},
-        },
+        "ufm": UFM,
     }
 
 

@@ -95,6 +95,9 @@ class Node:
     imex_unit: str = "masked"
     """The host's nvidia-imex.service: masked (a link to /dev/null in /etc), masked-empty
     (an empty file there), enabled, disabled (installed only) or absent."""
+    vfs: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    """hca -> {VF RDMA device: its P_Key table}: the VFs the host shows (virtfn<N> of the
+    port's PCI function, each with its own RDMA device), on InfiniBand."""
 
 
 def _write(path: Path, text: str | bytes) -> None:
@@ -231,6 +234,16 @@ def build(root: Path, node: Node) -> Path:
                 for idx in range(128):  # mlx5 ports have 128 entries
                     entry = table[idx] if idx < len(table) else "0x0000"
                     _write(port / f"pkeys/{idx}", entry + "\n")
+                for n, (vfdev, vf_table) in enumerate(sorted(node.vfs.get(hca, {}).items())):
+                    vf_bdf = f"0000:{bus + 4:02x}:00.{n + 1}"
+                    vf = down_nic / vf_bdf
+                    _link(nic / f"virtfn{n}", vf)
+                    vf_ibdev = vf / "infiniband" / vfdev
+                    _link(vf_ibdev / "device", vf)
+                    _link(sys_ / "class/infiniband" / vfdev, vf_ibdev)
+                    for idx in range(128):
+                        entry = vf_table[idx] if idx < len(vf_table) else "0x0000"
+                        _write(vf_ibdev / f"ports/1/pkeys/{idx}", entry + "\n")
     uverbs = len(node.rails) if node.uverbs is None else node.uverbs
     for i in range(uverbs):
         _write(root / f"dev/infiniband/uverbs{i}", "")

@@ -54,7 +54,10 @@ def policies(plan: Plan) -> dict[str, Policy]:
         ("pods", ids.TENANT_POLICY),
         ("objects", ids.TENANT_OBJECTS_POLICY),
         ("managed", ids.TENANT_MANAGED_POLICY),
+        ("health", ids.HEALTH_NODE_POLICY),
     ):
+        if not any(it.id == item_id for it in plan.items):
+            continue  # the health runner's policy: only with monitoring.health.inCluster
         payload = plan.item(item_id).payload
         assert isinstance(payload, K8sObject)
         out[key] = Policy(dict(payload.body))
@@ -543,6 +546,145 @@ def managed_object_cases(plan: Plan, me: TenantContract, nccl: dict[str, Any]) -
         )
 
 
+def _node(name: str, labels: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, **labels},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            "finalizers": [],
+        },
+        "spec": {
+            "podCIDR": "10.244.1.0/24",
+            "podCIDRs": ["10.244.1.0/24"],
+            "providerID": f"kind://docker/{name}",
+            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+            **spec,
+        },
+    }
+
+
+def health_node_cases(plan: Plan) -> Iterator[Case]:
+    """What the health runner's service account may do to a node: quarantine (the taint,
+    NoSchedule; its annotation; cordon), keep and release, on each pool's node; nothing
+    else on them, and nothing on a control-plane node or a node of no pool. Another user's
+    update is not this policy's to judge."""
+    from gpufabric.plan.health import NAME, QUARANTINE_ANNOTATION
+
+    facts = plan.facts
+    account = f"system:serviceaccount:{facts.monitoring.namespace}:{NAME}"
+    runner = Request(namespace="", kind="Node", operation="UPDATE", username=account)
+    taint = {"key": facts.monitoring.quarantine_taint, "value": "xid", "effect": "NoSchedule"}
+    record = '{"state": "quarantined"}'
+
+    def quarantined(node: dict[str, Any]) -> dict[str, Any]:
+        q = copy.deepcopy(node)
+        q["spec"]["taints"] = [*q["spec"]["taints"], dict(taint)]
+        q["spec"]["unschedulable"] = True
+        q["metadata"]["annotations"][QUARANTINE_ANNOTATION] = record
+        return q
+
+    def changed(node: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        out = quarantined(node)
+        change(out)
+        return out
+
+    pools = [(p.name, dict(p.nodes.selector)) for p in facts.pools] or [
+        ("default", dict(facts.nodes.selector))
+    ]
+    for pool, selector in pools:
+        node = _node(f"gpu-{pool}", selector)
+        q = quarantined(node)
+        kept = copy.deepcopy(q)
+        kept["metadata"]["annotations"][QUARANTINE_ANNOTATION] = (
+            '{"state": "quarantined", "check": "x"}'
+        )
+        released = copy.deepcopy(node)
+        released["metadata"]["annotations"][QUARANTINE_ANNOTATION] = '{"state": "returned"}'
+        for name, new, old, allowed in (
+            ("quarantined (taint, annotation, cordon)", q, node, True),
+            ("kept quarantined (annotation)", kept, q, True),
+            ("released (untaint, uncordon, annotation)", released, q, True),
+            (
+                "given another taint",
+                changed(
+                    node, lambda n: n["spec"]["taints"].append({"key": "x", "effect": "NoSchedule"})
+                ),
+                node,
+                False,
+            ),
+            (
+                "relieved of the GPU taint",
+                changed(node, lambda n: n["spec"]["taints"].pop(0)),
+                node,
+                False,
+            ),
+            (
+                "given the quarantine taint as NoExecute",
+                changed(node, lambda n: n["spec"]["taints"][-1].update(effect="NoExecute")),
+                node,
+                False,
+            ),
+            (
+                "relabelled",
+                changed(node, lambda n: n["metadata"]["labels"].update(extra="1")),
+                node,
+                False,
+            ),
+            (
+                "given another annotation",
+                changed(node, lambda n: n["metadata"]["annotations"].update(other="1")),
+                node,
+                False,
+            ),
+            (
+                "with another providerID",
+                changed(node, lambda n: n["spec"].update(providerID="x")),
+                node,
+                False,
+            ),
+            (
+                "with another podCIDR",
+                changed(node, lambda n: n["spec"].update(podCIDR="10.0.0.0/24")),
+                node,
+                False,
+            ),
+            (
+                "with a finalizer",
+                changed(node, lambda n: n["metadata"].update(finalizers=["x"])),
+                node,
+                False,
+            ),
+        ):
+            yield Case(f"health: {pool} node {name}", "health", new, allowed, runner, old)
+        person = Request(namespace="", kind="Node", operation="UPDATE", username="admin")
+        relabelled = changed(node, lambda n: n["metadata"]["labels"].update(extra="1"))
+        yield Case(
+            f"health: {pool} node relabelled by a person (not judged)",
+            "health",
+            relabelled,
+            True,
+            person,
+            node,
+        )
+    # a control plane that carries a pool's labels (a small cluster's GPU control plane)
+    control = _node("control-plane", {**pools[0][1], "node-role.kubernetes.io/control-plane": ""})
+    yield Case(
+        "health: control-plane node quarantined",
+        "health",
+        quarantined(control),
+        False,
+        runner,
+        control,
+    )
+    stray = _node("cpu-1", {"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "cpu"})
+    yield Case(
+        "health: node of no pool quarantined", "health", quarantined(stray), False, runner, stray
+    )
+
+
 def pool_views(plan: Plan) -> list[Plan]:
     """The plan as each pool's jobs read it: a fleet's tenants run in every pool, with that
     pool's networks, selector and nccl-env-<pool> (one pool: the plan itself)."""
@@ -566,6 +708,8 @@ def catalogue(plan: Plan, tenants: int | None = None) -> list[Case]:
                 for case in build(view, me):
                     case.name = prefix + case.name
                     out.append(case)
+    if any(it.id == ids.HEALTH_NODE_POLICY for it in plan.items):
+        out += health_node_cases(plan)
     return out
 
 

@@ -1072,6 +1072,8 @@ def _tenant_isolation(p: Parts) -> Iterator[Problem]:
                     f"a per-tenant {attr} is carried by {carrier.name} SR-IOV VFs, but the fabric is "
                     f"{f.type} with rdma: {f.rdma}",
                 )
+            else:
+                yield from carrier.tenant_isolation_problems(f, path)
 
 
 # ----------------------------------------------------------------------------- storage

@@ -78,6 +78,11 @@ class Link(ABC):
     """Macros every link's fragment defines (empty where nothing applies): the runbook
     calls them and never tests which link the stack has."""
 
+    def tenant_isolation_problems(self, fabric: Fabric, path: str) -> Iterator[Problem]:
+        """Problems of a tenant's own isolation value (at ``path``, tenants[i].<attr>) that
+        this fabric's settings cannot enforce; the link and the VFs are checked already."""
+        return iter(())
+
     @abstractmethod
     def other_section_set(self, fabric: Fabric) -> bool:
         """The stack sets the other link's section."""
@@ -112,6 +117,11 @@ class Link(ABC):
     def port_pkeys(self, facts: FabricFacts) -> tuple[str, ...] | None:
         """Partition keys every rail port must be a full member of, as the port's sysfs pkey
         table shows them (None: the link has no partitions to check)."""
+        return None
+
+    def vf_pkeys(self, facts: FabricFacts) -> tuple[tuple[str, ...], str] | None:
+        """The partitions the rails' VFs are put in and the rule a VF's pkey table keeps
+        (``every`` or ``one``, verify.expect.Expectation.vf_pkey_rule); None: not checked."""
         return None
 
     def nccl_env(self, facts: FabricFacts) -> dict[str, str]:

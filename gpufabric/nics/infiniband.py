@@ -40,7 +40,7 @@ class InfinibandLink(Link):
         "fabric.roce",
         "RoCE options are set but fabric.type is infiniband; remove them",
     )
-    node_rail_checks = ("hca", "port", "mtu", "pkeys")
+    node_rail_checks = ("hca", "port", "mtu", "pkeys", "vfpkeys")
     runbook_fragment = "link-infiniband.md.j2"
 
     def other_section_set(self, fabric: Fabric) -> bool:
@@ -61,6 +61,25 @@ class InfinibandLink(Link):
         )
         yield from _section_problems(fabric, mode)
 
+    def tenant_isolation_problems(self, fabric: Fabric, path: str) -> Iterator[Problem]:
+        """A tenant's own partition holds only when the subnet manager puts that tenant's VFs,
+        and no other tenant's, in it. The ib-sriov CNI does not apply a network's pkey (only
+        ib-kubernetes reads it); with static management the VFs' GUIDs are set on the hosts
+        and partitions.conf can only reach them through ALL, which makes every VF a member
+        of every tenant's partition."""
+        ib = fabric.infiniband
+        if ib is None or ib.pkeyManagement != "ufm":
+            yield Problem(
+                path,
+                "a tenant's own partition needs fabric.infiniband.pkeyManagement: ufm "
+                "(ib-kubernetes adds each pod's VF GUID to the tenant's key through UFM); "
+                "with static management every VF is a member of every partition "
+                "(partitions.conf reaches VFs only through ALL) and the ib-sriov CNI does not "
+                "apply a network's pkey. Set pkeyManagement: ufm with fabric.infiniband.ufm "
+                "and fabric.infiniband.pkey, or remove the tenant's pkey so the tenants share "
+                "fabric.infiniband.pkey",
+            )
+
     def infiniband_facts(self, fabric: Fabric, tenants: Sequence[Tenant] = ()) -> InfinibandFacts:
         ib = fabric.infiniband
         return InfinibandFacts(
@@ -71,10 +90,18 @@ class InfinibandLink(Link):
         )
 
     def port_pkeys(self, facts: FabricFacts) -> tuple[str, ...] | None:
+        """With UFM the partitions hold only the pods' VF GUIDs, not the hosts' ports."""
+        ib = facts.infiniband
+        if ib is None or not ib.partitions or ib.pkey_management == "ufm":
+            return None
+        return tuple(p.full_member for p in ib.partitions)
+
+    def vf_pkeys(self, facts: FabricFacts) -> tuple[tuple[str, ...], str] | None:
         ib = facts.infiniband
         if ib is None or not ib.partitions:
             return None
-        return tuple(p.full_member for p in ib.partitions)
+        keys = tuple(p.full_member for p in ib.partitions)
+        return keys, ("one" if ib.pkey_management == "ufm" else "every")
 
     def policy_spec(self, ctx: PlanContext, image: Image) -> dict[str, Any]:
         if _ufm(ctx) is None:

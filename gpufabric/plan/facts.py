@@ -194,6 +194,36 @@ class InfinibandFacts(Struct, frozen=True):
     when a tenant's networks carry no key of their own; empty: the networks carry no pkey
     (shared IPoIB devices, whose partition is the rail netdev's)."""
 
+    @property
+    def partitions_conf(self) -> tuple[str, ...]:
+        """OpenSM partitions.conf lines for these partitions (docs/decisions/
+        security-and-tenants.md, "InfiniBand partitions that isolate").
+
+        static: a VF's GUID is set on the host, not known to the subnet manager's
+        configuration, so only ``ALL`` reaches the VFs: every VF is a full member of every
+        partition listed, which is why per-tenant keys are refused with static management
+        and every tenant shares these partitions. ufm: ib-kubernetes adds each pod's VF GUID
+        to its network's key (full membership) through UFM, and no other port belongs there;
+        the default partition keeps every end port, VFs included, a limited member (two
+        limited members cannot talk), so no two tenants' VFs share a partition."""
+        if not self.partitions:
+            return ()
+        if self.pkey_management == "ufm":
+            lines = ["Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full;"]
+            lines += [
+                f"# {p.name}={p.pkey}: only the VF GUIDs ib-kubernetes adds through UFM (full)"
+                for p in self.partitions
+                if p.pkey != "0xffff"
+            ]
+            return tuple(lines)
+        lines = ["Default=0x7fff, ipoib, defmember=full : ALL, ALL_SWITCHES=full, SELF=full;"]
+        lines += [
+            f"{p.name}={p.pkey}, ipoib, defmember=full : ALL;"
+            for p in self.partitions
+            if p.pkey != "0xffff"
+        ]
+        return tuple(lines)
+
 
 class FabricFacts(Struct, frozen=True):
     """The fabric as resolved: types, modes, rails and the values each layer sets."""

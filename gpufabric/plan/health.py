@@ -15,6 +15,13 @@ from gpufabric.plan.items import Item, Layer, object_item
 from gpufabric.plan.tenants import _job_resources as job_resources
 
 NAME = "gpufabric-health"
+NODE_POLICY = "gpufabric-health-nodes"
+QUARANTINE_ANNOTATION = "health.gpufabric.io/quarantine"
+"""The node annotation holding the quarantine record (gpufabric.health.record.ANNOTATION)."""
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+NODE_SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "configSource", "externalID")
+"""Every core/v1 NodeSpec field but taints and unschedulable, which the node policy holds
+equal (tests/plan/test_health_node_policy.py holds the list to the Node schema)."""
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpufabric"}
 
 
@@ -77,6 +84,7 @@ def items(ctx: PlanContext) -> list[Item]:
         # Re-certification records its results as NodeAcceptance objects.
         (
             ids.HEALTH_CLUSTER_BINDING,
+            ids.HEALTH_NODE_POLICY_BINDING,
             ids.HEALTH_BINDING,
             ids.HEALTH_LEASE_BINDING,
             ids.NODE_ACCEPTANCE_CRD,
@@ -89,7 +97,44 @@ def items(ctx: PlanContext) -> list[Item]:
         schedule=ic.schedule,
         pod=pod(ctx.stack, ic),
     )
-    return [*_access(ctx, ic, job_resources([kind])), *_lease_access(ctx), runner]
+    return [
+        *_access(ctx, ic, job_resources([kind])),
+        *_lease_access(ctx),
+        *_node_policy(ctx),
+        runner,
+    ]
+
+
+def _node_policy(ctx: PlanContext) -> list[Item]:
+    """The admission policy narrowing the runner's node updates, and its binding; the
+    runner starts after both (its ClusterRoleBinding depends on the binding)."""
+    facts = ctx.facts
+    pools = [dict(p.nodes.selector) for p in facts.pools] or [dict(facts.nodes.selector)]
+    username = f"system:serviceaccount:{facts.monitoring.namespace}:{NAME}"
+    common: dict[str, Any] = {"stack": ctx.stack, "policy": NODE_POLICY}
+    return [
+        object_item(
+            ids.HEALTH_NODE_POLICY,
+            Layer.MONITORING,
+            "monitoring/health-node-policy.yaml.j2",
+            (),
+            match=f"request.userInfo.username == {username!r}",
+            pools=pools,
+            selectors="; ".join(",".join(f"{k}={v}" for k, v in sorted(s.items())) for s in pools),
+            taint=facts.monitoring.quarantine_taint,
+            annotation=QUARANTINE_ANNOTATION,
+            control_plane=CONTROL_PLANE_LABEL,
+            spec_fields=NODE_SPEC_FIELDS,
+            **common,
+        ),
+        object_item(
+            ids.HEALTH_NODE_POLICY_BINDING,
+            Layer.MONITORING,
+            "monitoring/health-node-binding.yaml.j2",
+            (ids.HEALTH_NODE_POLICY,),
+            **common,
+        ),
+    ]
 
 
 def _lease_access(ctx: PlanContext) -> list[Item]:
@@ -145,7 +190,8 @@ def _access(ctx: PlanContext, ic: InClusterHealth, jobs: dict[str, list[str]]) -
             ids.HEALTH_CLUSTER_BINDING,
             monitoring,
             "monitoring/health-binding.yaml.j2",
-            (ids.HEALTH_ACCOUNT, ids.HEALTH_CLUSTER_ROLE),
+            # the node policy is in force before the account may update a node
+            (ids.HEALTH_ACCOUNT, ids.HEALTH_CLUSTER_ROLE, ids.HEALTH_NODE_POLICY_BINDING),
             kind="ClusterRoleBinding",
             role_kind="ClusterRole",
             namespace=None,

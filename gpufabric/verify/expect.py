@@ -47,6 +47,13 @@ class Expectation:
     """The multi-node NVLink system of the pool (``GB200``, ``GB300``): the fabric state,
     IMEX channel and host IMEX service checks run; None (every other pool): they do not,
     and the expectation's JSON carries no such key."""
+    vf_pkeys: tuple[str, ...] | None = None
+    """The partitions the rails' SR-IOV VFs are put in (0x8010); None: not checked."""
+    vf_pkey_rule: str | None = None
+    """What a VF the host shows must be of ``vf_pkeys``: ``every`` (static management:
+    partitions.conf reaches VFs through ALL, a full member of each) or ``one`` (UFM through
+    ib-kubernetes: a full member of at most one, and of the default partition only
+    limited)."""
 
     @property
     def link_layer(self) -> str:
@@ -68,8 +75,9 @@ class Expectation:
                 f"fabric {data.get('fabric')!r} is not a fabric type; expected {known}"
             )
         data["rails"] = tuple(RailExpectation(**r) for r in data.get("rails", ()))
-        if data.get("pkeys") is not None:
-            data["pkeys"] = tuple(data["pkeys"])
+        for key in ("pkeys", "vf_pkeys"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         return cls(**data)
 
     @classmethod
@@ -102,4 +110,13 @@ def from_facts(facts: Facts) -> Expectation:
         ),
         shm_gib=facts.nodes.shm_gib,
         pkeys=nics.link(f.type).port_pkeys(f),
+        **_vf_pkeys(f),
     )
+
+
+def _vf_pkeys(f: Any) -> dict[str, Any]:
+    rule = nics.link(f.type).vf_pkeys(f)
+    if rule is None:
+        return {}
+    keys, how = rule
+    return {"vf_pkeys": keys, "vf_pkey_rule": how}

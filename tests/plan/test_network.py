@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import golden
 import pytest
 from builders import body, plan_of, problems_of
 from conftest import EXAMPLE_STACKS, example_config, sections
@@ -318,6 +319,7 @@ def test_no_nccl_pkey_variable_even_with_a_pkey() -> None:
 def test_per_tenant_partitions_isolate_tenants() -> None:
     config = example_config("prod-ib")
     config["gpufabric:fabric"]["nadScope"] = "tenant"
+    config["gpufabric:fabric"]["infiniband"].update(pkeyManagement="ufm", ufm=golden.UFM)
     config["gpufabric:tenants"][0]["pkey"] = "0x8010"
     config["gpufabric:tenants"][1]["pkey"] = "0x8011"
     plan = plan_of(config)

@@ -20,6 +20,18 @@ CONFIGS = {name: config for name, config in golden.variants().items() if name !=
 CONFIGS["fleet-mixed"] = example_config("fleet-mixed")  # two pools, two fabrics (kueue)
 CONFIGS["fleet-mixed-volcano"] = example_config("fleet-mixed")
 CONFIGS["fleet-mixed-volcano"]["gpufabric:scheduling"] = {"gang": "volcano"}
+CONFIGS["fleet-mixed-health"] = example_config("fleet-mixed")  # the health runner, two pools
+CONFIGS["fleet-mixed-health"]["gpufabric:monitoring"] = {
+    "enabled": True,
+    "health": {
+        "inCluster": {
+            "enabled": True,
+            "image": "ghcr.io/example-org/gpufabric:2026.11",
+            "tenant": "llm-pretrain",
+            "prometheusUrl": "http://prometheus-operated.monitoring:9090",
+        }
+    },
+}
 STACKS = list(CONFIGS)
 
 

@@ -52,6 +52,13 @@ def node_for(exp: expect.Expectation, **overrides: object) -> nodefs.Node:
         "peermem": exp.gpudirect == "peermem",
         "gpus": exp.gpus,
         "pkeys": ("0xffff", *(exp.pkeys or ())),
+        # one VF per rail left on the host, in the stack's partitions (static: all of them)
+        "vfs": {
+            (r.hca or f"mlx5_{i}"): {f"mlx5_{100 + i}": ("0xffff", *exp.vf_pkeys)}
+            for i, r in enumerate(exp.rails)
+        }
+        if exp.vf_pkeys
+        else {},
     }
     base.update(overrides)
     return nodefs.Node(**base)  # type: ignore[arg-type]
@@ -90,6 +97,8 @@ def test_healthy_node_passes_every_check(
         expected |= {f"rail.{r.name}.mtu" for r in exp.rails}
     if exp.pkeys:
         expected |= {f"rail.{r.name}.pkeys" for r in exp.rails}
+    if exp.vf_pkeys:
+        expected |= {f"rail.{r.name}.vfpkeys" for r in exp.rails}
     assert set(results) == expected
 
 
@@ -849,3 +858,22 @@ def test_the_command_timeout_bounds_the_whole_fan_out(tmp_path: Path) -> None:
         assert "not checked within the command's --timeout (1.5 s)" in mine[0].message
     assert [c.target for c in results if c.check == "host"] == ["gpu-0000", "gpu-0002", "gpu-0003"]
     assert any(c.target == "gpu-0001" and c.status == "PASS" for c in results)
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_vf_pkey_tables_are_gathered_in_the_one_round_trip(tmp_path: Path, shell: str) -> None:
+    """rail.<name>.vfpkeys reads each VF the host shows (virtfn<N>/infiniband/<VF>): the
+    gather script fetches them with the rest (one round trip), with the probe's verdicts;
+    prod-ib (static) wants every VF a full member of its key 0x8001."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    exp = expectation("prod-ib")
+    vfs = {"mlx5_0": {"mlx5_20": ("0xffff", "0x8001"), "mlx5_21": ("0xffff", "0x0001")}}
+    root = nodefs.build(tmp_path / "node", node_for(exp, vfs=vfs))  # rail1's VF in a pod
+    checks, round_trips = gather_checks(exp, root, shell=shutil.which(shell) or shell)
+    assert round_trips == 1
+    assert checks == list(nodes.run_checks(TreeProbe(root), exp))
+    by_id = {c.check: c for c in checks}
+    assert by_id["rail.rail0.vfpkeys"].status == "FAIL"
+    assert "mlx5_21: 0x8001 limited member only" in by_id["rail.rail0.vfpkeys"].message
+    assert by_id["rail.rail1.vfpkeys"].status == "SKIP"

@@ -125,6 +125,14 @@ gid1() {
 }
 gids() { P="/sys/class/infiniband/$1/ports/1"; l "$P/gid_attrs/types"; each gid1 "$P/gid_attrs/types"; }
 pkeys() { P="/sys/class/infiniband/$1/ports/1"; l "$P/pkeys"; each f "$P/pkeys"; }
+vfdev() { pkeys "${1##*/}"; }
+vfn() {
+    case ${1##*/} in virtfn*) ;; *) return 0 ;; esac
+    l "$1/infiniband"
+    [ "$C" = 0 ] && each vfdev "$1/infiniband"
+    return 0
+}
+vfpkeys() { l "/sys/class/infiniband/$1/device"; each vfn "/sys/class/infiniband/$1/device"; }
 bridge() {
     case $SEEN in *"|$1|"*) return 0 ;; esac
     SEEN="$SEEN$1|"
@@ -273,6 +281,7 @@ def _rail_lines(rail: RailExpectation, kinds: set[str]) -> list[str]:
         "port": f'port "$H" {_q(rail.netdev)}',
         "gid": 'gids "$H"',
         "pkeys": 'pkeys "$H"',
+        "vfpkeys": 'vfpkeys "$H"',
     }
     guarded = [per_kind[k] for k in sorted(kinds) if per_kind.get(k)]
     if guarded:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from gpufabric.verify.expect import Expectation, RailExpectation
 from gpufabric.verify.nodes.probe import Probe
 from gpufabric.verify.nodes.sysfs import ascii_int, first_line, ipv4_of_gid, port_dir, rail_hca
-from gpufabric.verify.results import Check, error, failed, passed
+from gpufabric.verify.results import Check, error, failed, passed, skipped
 
 _PKEY = re.compile(r"0x[0-9a-fA-F]{1,4}")
 PFC_COMMANDS = ("mlnx_qos -i %s", "dcb pfc show dev %s")
@@ -177,6 +177,72 @@ def check_rail_pkeys(rail: RailExpectation) -> Callable[[Probe, Expectation], Ch
     return run
 
 
+def _host_vfs(probe: Probe, hca: str) -> list[str]:
+    """The RDMA devices of the port's VFs the host shows (a VF in a pod's network namespace
+    has left the host's ``/sys/class/infiniband``)."""
+    base = f"/sys/class/infiniband/{hca}/device"
+    vfs = []
+    for entry in probe.listdir(base):
+        if entry.startswith("virtfn"):
+            vfs += probe.listdir(f"{base}/{entry}/infiniband")
+    return sorted(set(vfs))
+
+
+def _vf_problems(table: set[int], keys: tuple[str, ...], rule: str) -> list[str]:
+    full = {v & 0x7FFF for v in table if v & 0x8000}
+    if rule == "every":
+        wanted = [k for k in keys if int(k, 16) & 0x7FFF not in full]
+        return [f"{k} {'limited member only' if int(k, 16) & 0x7FFF in table else 'missing'}" for k in wanted]  # fmt: skip
+    bases = {int(k, 16) & 0x7FFF for k in keys}
+    bad = []
+    if 0x7FFF in full:
+        bad.append("a full member of the default partition (0xffff), where every VF meets")
+    others = sorted(full - {0x7FFF})
+    if len(others) > 1:
+        bad.append("a full member of " + ", ".join(f"0x{k | 0x8000:04x}" for k in others))
+    bad += [f"0x{k | 0x8000:04x} is no partition of this stack" for k in others if k not in bases]
+    return bad
+
+
+def check_rail_vf_pkeys(rail: RailExpectation) -> Callable[[Probe, Expectation], Check]:
+    """Each VF of the rail the host shows, by its own pkey table: with UFM a full member
+    of at most one of the stack's partitions and of the default only limited; with static
+    management a full member of each (partitions.conf reaches VFs through ALL)."""
+
+    def run(probe: Probe, exp: Expectation) -> Check:
+        cid = f"rail.{rail.name}.vfpkeys"
+        hca = rail_hca(probe, rail)
+        keys, rule = exp.vf_pkeys or (), exp.vf_pkey_rule or "every"
+        vfs = _host_vfs(probe, hca) if hca is not None else []
+        if not vfs:
+            return skipped(cid, probe.name, f"no VF of rail {rail.name} shown on the host")
+        bad, unread = [], []
+        for vf in vfs:
+            table = _pkey_table(probe, vf)
+            if not table:
+                unread.append(vf)
+                continue
+            bad += [f"{vf}: {p}" for p in _vf_problems(table, keys, rule)]
+        if bad:
+            hint = (
+                "a VF must be in its pod's partition only: ib-kubernetes adds it through UFM, "
+                "nothing else (no ALL in a tenant's key), and UFM keeps every end port a "
+                "limited member of the default partition (runbook: Prerequisites)"
+                if rule == "one"
+                else "the subnet manager must give every VF full membership of the stack's "
+                "partitions (partitions.conf: ALL; runbook: Prerequisites)"
+            )
+            return failed(cid, probe.name, "; ".join(bad), hint)
+        if unread:
+            return error(cid, probe.name, f"cannot read the pkey table of {', '.join(unread)}")
+        held = (
+            "at most one partition each" if rule == "one" else f"full members of {', '.join(keys)}"
+        )
+        return passed(cid, probe.name, f"{len(vfs)} VF(s) of {hca}: {held}")
+
+    return run
+
+
 def parse_pfc(text: str) -> dict[int, bool] | None:
     """Per-priority PFC state from ``mlnx_qos -i IF`` or ``dcb pfc show dev IF``."""
     m = re.search(r"prio-pfc\s+((?:[0-7]:(?:on|off)\s*)+)", text)
@@ -232,7 +298,13 @@ RAIL_CHECKS: Mapping[str, Callable[[RailExpectation], Callable[[Probe, Expectati
     "mtu": check_rail_mtu,
     "pfc": check_rail_pfc,
     "pkeys": check_rail_pkeys,
+    "vfpkeys": check_rail_vf_pkeys,
 }
 """Per-rail checks by the names a link lists in ``node_rail_checks`` (gpufabric.nics)."""
-RAIL_CHECK_NEEDS: Mapping[str, str] = {"mtu": "mtu", "pfc": "pfc_priority", "pkeys": "pkeys"}
+RAIL_CHECK_NEEDS: Mapping[str, str] = {
+    "mtu": "mtu",
+    "pfc": "pfc_priority",
+    "pkeys": "pkeys",
+    "vfpkeys": "vf_pkeys",
+}
 """Rail checks that need a value the expectation may lack (hand-written files)."""
