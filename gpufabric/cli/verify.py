@@ -248,6 +248,7 @@ def _nccl_parser(vsub: Any) -> None:
         "--keep", action="store_true", help="do not delete the acceptance job afterwards"
     )
     add_threshold_args(p)
+    _nvlink_arg(p)
     _sweep_args(p)
     p.add_argument(
         "--dry-run", action="store_true", help="print the job(s) that would run, and exit"
@@ -255,6 +256,17 @@ def _nccl_parser(vsub: Any) -> None:
     kube_args(p)
     _outputs(p)
     p.set_defaults(**{RULES: NCCL_RULES + THRESHOLD_RULES})
+
+
+def _nvlink_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--nvlink-min-busbw",
+        type=_gbps,
+        metavar="GBPS",
+        help="on an NVL72 pool (gpuNodes.nvlink), a run inside one NVLink domain (--nodes at "
+        "most 18 trays): the all_reduce bus bandwidth at 8 GiB it must reach, in GB/s, instead "
+        "of the system's bar (GB200 750, GB300 800); any test kind is then held to it",
+    )
 
 
 def _sweep_only(flag: str, dest: str) -> AppliesOnly:
@@ -272,6 +284,12 @@ NCCL_RULES = (
     _sweep_only("--sweep-timeout", "sweep_timeout"),
     _sweep_only("--sweep-confirm", "sweep_confirm"),
     _sweep_only("--sweep-group", "sweep_group"),
+    AppliesOnly(
+        "--nvlink-min-busbw",
+        "nvlink_min_busbw",
+        lambda a: not a.sweep,
+        "applies only without --sweep: the sweep judges its jobs inside a rack by the system's bar",
+    ),
 )
 """``verify nccl``: one acceptance job's flags with --sweep, and the sweep's without it."""
 
@@ -313,6 +331,10 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         help="with --sweep: seconds the whole sweep may take (default: no limit beyond each "
         "job's --timeout); when reached, or on Ctrl-C, the nodes judged so far are reported",
     )
+
+
+def _gbps(text: str) -> float:
+    return number(text, repr(text[:40]), "a number of GB/s", lambda v: 0 < v < 1e5, "expected GB/s > 0")  # fmt: skip
 
 
 def _positive(text: str) -> int:

@@ -32,16 +32,17 @@ from gpufabric.outputs.jobs import plan_for_pool, pulled_image
 from gpufabric.outputs.render import OutputError
 from gpufabric.plan.build import Plan
 from gpufabric.plan.items import LAYER_ORDER
+from gpufabric.plan.resolve import DEFAULT_FRACTION
 from gpufabric.verify import cluster, expect
 from gpufabric.verify.interrupts import check_running, leftovers, shielded, terminating_signals
-from gpufabric.verify.kube import Kube
+from gpufabric.verify.kube import Kube, mapping, name_of
 from gpufabric.verify.nccl import job as nccl
 from gpufabric.verify.nccl import record as acceptance_record
 from gpufabric.verify.nccl import report as nccl_report
 from gpufabric.verify.nccl import rules as nccl_rules
 from gpufabric.verify.nodes import checks as nodes
 from gpufabric.verify.nodes import daemonset as probe_daemonset
-from gpufabric.verify.nodes import fleet
+from gpufabric.verify.nodes import fabric, fleet
 from gpufabric.verify.nodes import pools as node_pools
 from gpufabric.verify.results import (
     Check,
@@ -238,7 +239,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
 
     if args.hosts:
         results = check(_hosts(args.hosts), args.root, expect.from_facts(pools[0].facts))
-        results += nodes.fleet_checks(results)
+        results += nodes.fleet_checks(results) + _nvlink_domains(pools[0], results)
     else:
         kube = _kube(plan, args)  # a kubeconfig that cannot be used is bad input: said first
         probe_daemonset.require_kubectl()
@@ -254,7 +255,7 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
             exp = expect.from_facts(one.facts)
             judged = _via_cluster(one, args, kube, image, functools.partial(check, exp=exp))
             results += judged
-            results += _pool_fleet_checks(one, judged)
+            results += _pool_fleet_checks(one, judged, kube)
     code = _report(args, f"nodes ({plan.stack})", results)
     summary = fleet.group_failures(results)
     if summary and not args.json:
@@ -264,13 +265,35 @@ def cmd_nodes(plan: Plan, args: argparse.Namespace) -> int:
     return code
 
 
-def _pool_fleet_checks(plan: Plan, results: list[Check]) -> list[Check]:
+def _pool_fleet_checks(plan: Plan, results: list[Check], kube: Kube) -> list[Check]:
     """Checks across one pool's nodes (one driver version: a job never spans pools, and
-    pools may pin their own drivers), on a fleet named for the pool."""
-    out = nodes.fleet_checks(results)
+    pools may pin their own drivers; an NVL72 pool's NVLink domains), on a fleet named for
+    the pool."""
+    out = nodes.fleet_checks(results) + _nvlink_domains(plan, results, kube)
     if not plan.facts.fleet:
         return out
     return [dataclasses.replace(c, target=f"pool {plan.facts.pool}") for c in out]
+
+
+def _nvlink_domains(plan: Plan, results: list[Check], kube: Kube | None = None) -> list[Check]:
+    """Across an NVL72 pool's trays (:func:`~gpufabric.verify.nodes.fabric.domain_checks`):
+    no clique holds more trays than a rack; with the API (``kube``), each node's clique label
+    (GPU Feature Discovery's) is the clique its GPUs' fabric reports. None on other pools."""
+    domains = plan.facts.nodes.nvlink
+    if domains is None:
+        return []
+    labels: dict[str, str | None] | None = None
+    if kube is not None:
+        listed, _unreadable = cluster.readable_nodes(cluster.gpu_nodes(kube, plan.facts))
+        labels = {
+            name_of(n): _text_or_none(mapping(n, "metadata", "labels").get(domains.clique_label))
+            for n in listed
+        }
+    return fabric.domain_checks(results, domains.trays_per_domain, labels)
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _via_cluster(
@@ -460,6 +483,7 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
             "the rails (the analyzer could only call it INCONCLUSIVE)",
         )
         raise StackError("gpufabric verify nccl", [problem])
+    exp = _nccl_expectation(plan, args)
     job = nccl.acceptance_job(
         plan, args.tenant, args.nodes, args.image, args.name, leaf=getattr(args, "leaf", None)
     )
@@ -468,7 +492,6 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
 
         sys.stdout.write(to_yaml(job))
         return ExitCode.OK
-    exp = nccl_rules.expectation(plan.facts, args.min_busbw, args.fraction)
     kube = _kube(plan, args)
     outcome = nccl.run_job(
         kube,
@@ -494,6 +517,58 @@ def cmd_nccl(plan: Plan, args: argparse.Namespace) -> int:
     sys.stdout.flush()  # the report first: recording the results may take a while
     acceptance_record.after_run(kube, plan, args, outcome.nodes, doc)
     return doc.exit_code
+
+
+def _nccl_expectation(plan: Plan, args: argparse.Namespace) -> nccl_rules.NcclExpectation:
+    """What the acceptance run of --nodes on the plan's pool must show; on an NVL72 pool
+    inside one NVLink domain (the run's trays fit one clique) or across domains. A
+    threshold flag the run's scope would ignore is refused (exit 2), naming the one that
+    applies."""
+    facts = plan.facts
+    scope = nccl_rules.nvlink_scope(facts, args.nodes)
+    problems = []
+    if args.nvlink_min_busbw is not None and scope is None:
+        problems.append(
+            Problem(
+                "--nvlink-min-busbw",
+                f"{args.nvlink_min_busbw:g}: "
+                + (f"pool {facts.pool}'s nodes are" if facts.fleet else "the GPU nodes are")
+                + " no NVL72 trays (gpuNodes.nvlink): a run is judged over the NICs "
+                "(--min-busbw)",
+            )
+        )
+    elif args.nvlink_min_busbw is not None and scope == "across" and facts.nodes.nvlink:
+        most = facts.nodes.nvlink.trays_per_domain
+        problems.append(
+            Problem(
+                "--nvlink-min-busbw",
+                f"{args.nvlink_min_busbw:g}: --nodes {args.nodes} spans NVLink domains (at "
+                f"most {most} trays in one), judged by the InfiniBand threshold (--min-busbw); "
+                f"accepted: --nodes {most} or fewer",
+            )
+        )
+    if scope == "domain":
+        for flag, given in (
+            ("--min-busbw", args.min_busbw is not None),
+            ("--fraction", args.fraction != DEFAULT_FRACTION),
+        ):
+            if given:
+                problems.append(_domain_only(flag, args.nodes))
+    if problems:
+        raise StackError("gpufabric verify nccl", problems)
+    return nccl_rules.expectation(
+        facts, args.min_busbw, args.fraction, nodes=args.nodes,
+        nvlink_min_busbw=args.nvlink_min_busbw,
+    )  # fmt: skip
+
+
+def _domain_only(flag: str, nodes: int) -> Problem:
+    return Problem(
+        flag,
+        f"--nodes {nodes} runs inside one NVLink domain, judged by the system's bar over "
+        "NVLink, not the NICs' line rate: set that bar with --nvlink-min-busbw (the "
+        "InfiniBand threshold applies to runs across domains)",
+    )
 
 
 def _storage_targets(plan: Plan, tenant: str | None) -> list[storage.StorageTarget]:

@@ -41,6 +41,28 @@ NCCL_ENV: Final = {
 }
 """The NCCL variables every pod of an NVL72 pool gets, before the fabric's own ncclEnv."""
 
+DOMAIN_BARS: Final[dict[str, tuple[float, str]]] = {
+    "GB200": (
+        750.0,
+        "GB200 NVL72 default: about 90% of 834.57 GB/s, all_reduce over 72 GPUs at 8 GiB "
+        "(coreweave/nccl-tests pull request #43, NCCL 2.26.2)",
+    ),
+    "GB300": (
+        800.0,
+        "GB300 NVL72 default: about 90% of 889.35 GB/s (NVCRE; AICR's validator measured "
+        "895.08 GB/s on the same rack, NVIDIA/aicr#2701)",
+    ),
+}
+"""Each NVL72 system's default all_reduce bus-bandwidth bar inside one NVLink domain, at
+:data:`DOMAIN_BAR_GIB` and above, by :func:`product`."""
+DOMAIN_BAR_GIB: Final = 8
+"""The message size (GiB) the bars are stated at: the published figures' size."""
+
+
+def product(system: str) -> str:
+    """The GPU product of an NVL72 system, as the bars are keyed: GB200 of GB200-NVL72."""
+    return system.split("-", 1)[0]
+
 
 def version_tuple(text: str) -> tuple[int, ...]:
     """(570, 158, 1) from '570.158.01'; (1, 34) from 'v1.34'."""

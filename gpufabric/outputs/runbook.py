@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric import nics
+from gpufabric.model import nvlink
 from gpufabric.model.stackfile import is_path
 from gpufabric.outputs.jobs import (
     JobKind,
@@ -204,9 +205,20 @@ def context(
         "alert_classes": alerts.classes(facts) if facts.monitoring.enabled else [],
         "rule_name": _object_name(plan, ids.MONITORING_RULES) if facts.monitoring.enabled else "",
         "resume": resume_facts(facts),
+        "nvlink_bar": _nvlink_bar(facts),
         **placing,
         **_pool_keys(plan, pulled, found, pool),
     }
+
+
+def _nvlink_bar(facts: Facts) -> dict[str, Any] | None:
+    """An NVL72 pool's bar inside one NVLink domain (``verify nccl``'s default), for its
+    acceptance text; None on other pools."""
+    domains = facts.nodes.nvlink
+    if domains is None:
+        return None
+    gbps, source = nvlink.DOMAIN_BARS[nvlink.product(domains.system)]
+    return {"gbps": gbps, "source": source, "gib": nvlink.DOMAIN_BAR_GIB}
 
 
 def _first_tenant_keys(

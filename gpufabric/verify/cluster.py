@@ -311,6 +311,55 @@ def check_topology(nodes: list[dict[str, Any]], facts: Facts) -> Iterator[Check]
         yield passed("nodes.topology", "cluster", f"{len(levels)} levels consistent across nodes")
 
 
+CLIQUE_CHECK = "nodes.nvlink-domains"
+
+
+def check_cliques(nodes: list[dict[str, Any]], facts: Facts, where: str) -> Iterator[Check]:
+    """An NVL72 pool's trays by GPU Feature Discovery's clique label: every tray carries one,
+    and no clique holds more trays than one rack's NVLink domain (one clique per rack: a
+    clique over more trays is racks' fabrics joined, or labels that are not GFD's)."""
+    domains = facts.nodes.nvlink
+    if domains is None or not nodes:
+        return
+    label, most = domains.clique_label, domains.trays_per_domain
+    members: dict[str, list[str]] = {}
+    missing: list[str] = []
+    for node in nodes:
+        value = mapping(node, "metadata", "labels").get(label)
+        if isinstance(value, str) and value:
+            members.setdefault(value, []).append(name_of(node))
+        else:
+            missing.append(name_of(node))
+    over = {k: v for k, v in members.items() if len(v) > most}
+    if missing:
+        yield failed(
+            CLIQUE_CHECK,
+            where,
+            f"{len(missing)} trays without {label}: {', '.join(missing[:6])}"
+            f"{' ...' if len(missing) > 6 else ''}",
+            f"kubectl get nodes -l {facts.nodes.selector_text} -L {label}; GPU Feature "
+            "Discovery sets it once the tray's GPU fabric is Completed (nvidia-smi -q on the "
+            "tray, then its gpu-feature-discovery pod): never set it by hand",
+        )
+    if over:
+        yield failed(
+            CLIQUE_CHECK,
+            where,
+            f"cliques with more than {most} trays, one rack's NVLink domain: "
+            + "; ".join(f"{k}: {len(v)} trays" for k, v in sorted(over.items())),
+            "nvidia-smi -q | grep -A 4 Fabric on the trays (ClusterUUID and CliqueId per "
+            f"rack); the racks' NVLink fabric manager; kubectl get nodes -L {label}",
+        )
+    if not missing and not over:
+        yield passed(
+            CLIQUE_CHECK,
+            where,
+            f"{len(nodes)} trays in {len(members)} NVLink domains ({label}), the largest "
+            f"{max(len(v) for v in members.values())} of at most {most} trays",
+            cliques={k: len(v) for k, v in sorted(members.items())},
+        )
+
+
 def _members(obj: dict[str, Any]) -> set[str]:
     """Names a discovered topology object lists as members (exactMatch selectors)."""
     members = (obj.get("spec") or {}).get("members") or []
@@ -409,6 +458,7 @@ def readiness(kube: Kube, plan: Plan, layers: Collection[Layer] | None = None) -
         if gpu:
             where = f"pool {facts.pool}" if facts.fleet else "cluster"
             out += _guarded("nodes", where, check_nodes, nodes, facts, rdma)
+            out += _guarded(CLIQUE_CHECK, where, check_cliques, nodes, facts, where)
         every.update((name_of(n), n) for n in nodes)
     if sched:
         known = [every[name] for name in sorted(every)]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import nics
+from gpufabric.model import nvlink
 from gpufabric.plan.facts import Facts
 
 
@@ -86,8 +87,9 @@ class Expectation:
 
 
 def from_facts(facts: Facts) -> Expectation:
-    """The expectations of a stack, read from its Plan's resolved facts."""
-    f = facts.fabric
+    """The expectations of a stack, read from its Plan's resolved facts (of one pool: an
+    NVL72 pool's carry its system, which turns the fabric and IMEX checks on)."""
+    f, domains = facts.fabric, facts.nodes.nvlink
     return Expectation(
         stack=facts.stack,
         gpus=facts.nodes.gpus_per_node,
@@ -111,6 +113,7 @@ def from_facts(facts: Facts) -> Expectation:
         shm_gib=facts.nodes.shm_gib,
         pkeys=nics.link(f.type).port_pkeys(f),
         **_vf_pkeys(f),
+        nvlink=None if domains is None else nvlink.product(domains.system),
     )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpufabric.exitcodes import Verdict
+from gpufabric.model import nvlink
 from gpufabric.plan.facts import Facts
 from gpufabric.plan.resolve import DEFAULT_FRACTION
 from gpufabric.verify.nccl.parsed import Run
@@ -26,20 +27,9 @@ _GDR_VIA = re.compile(r"/GDRDMA(?:\(PCI\))?(?:/Shared)?$")
 MNNVL_MIN_NCCL = (2, 25, 2)
 """The NCCL release multi-node NVLink through ComputeDomains needs (issue 38; the IMEX
 channel and FABRIC handle path of mnnvl.cc)."""
-NVLINK_BARS: dict[str, tuple[float, str]] = {
-    "GB200": (
-        750.0,
-        "GB200 NVL72 default: about 90% of 834.57 GB/s, all_reduce over 72 GPUs at 8 GiB "
-        "(coreweave/nccl-tests pull request #43, NCCL 2.26.2)",
-    ),
-    "GB300": (
-        800.0,
-        "GB300 NVL72 default: about 90% of 889.35 GB/s (NVCRE; AICR's validator measured "
-        "895.08 GB/s on the same rack, NVIDIA/aicr#2701)",
-    ),
-}
+NVLINK_BARS = nvlink.DOMAIN_BARS
 """Each NVL72 system's default all_reduce bus-bandwidth bar inside one NVLink domain."""
-NVLINK_BAR_BYTES = 8 * GIB
+NVLINK_BAR_BYTES = nvlink.DOMAIN_BAR_GIB * GIB
 """The bar is judged on the rows at this size and above (the published figures' size)."""
 
 
@@ -89,16 +79,55 @@ class NcclExpectation:
     """A multi-node NVLink pool's run (None for every other pool: no rule below reads it)."""
 
 
+def nvlink_scope(facts: Facts, nodes: int | None) -> str | None:
+    """Where a run of ``nodes`` trays on the pool of ``facts`` runs: ``domain`` when they
+    fit one NVLink domain (the acceptance job is placed inside one clique where it fits),
+    ``across`` when they do not; None on a pool that is no NVL72 pool, or with no count."""
+    domains = facts.nodes.nvlink
+    if domains is None or nodes is None:
+        return None
+    return "domain" if domains.fits_one_domain(nodes) else "across"
+
+
 def expectation(
     facts: Facts | None,
     min_busbw: float | None,
     fraction: float = DEFAULT_FRACTION,
     rails: int | None = None,
+    nodes: int | None = None,
+    nvlink_min_busbw: float | None = None,
 ) -> NcclExpectation:
     """From the stack's resolved facts and the command line: the threshold is --min-busbw,
     or ``fraction`` of the node's line rate (the Plan's acceptance facts). With ``rails``,
     for a run restricted to that many rails: the line rate and --min-busbw scale with
-    them."""
+    them. With ``nodes`` on an NVL72 pool, a run of that many trays (:func:`nvlink_scope`):
+    inside one NVLink domain the system's bar (or ``nvlink_min_busbw``) is the threshold
+    and the NICs' line rate no ceiling; across domains the InfiniBand threshold stands,
+    and both check the NCCL version."""
+    exp = _fabric_expectation(facts, min_busbw, fraction, rails)
+    scope = None if facts is None else nvlink_scope(facts, nodes)
+    if facts is None or facts.nodes.nvlink is None or scope is None:
+        return exp
+    bar = nvlink_domain(nvlink.product(facts.nodes.nvlink.system), scope, nvlink_min_busbw)
+    if scope == "across":
+        return replace(exp, nvlink=bar)
+    return replace(
+        exp,
+        nvlink=bar,
+        threshold_gbps=bar.threshold_gbps,
+        threshold_source=bar.threshold_source,
+        line_rate_gbytes=None,
+    )
+
+
+def _fabric_expectation(
+    facts: Facts | None,
+    min_busbw: float | None,
+    fraction: float = DEFAULT_FRACTION,
+    rails: int | None = None,
+) -> NcclExpectation:
+    """:func:`expectation` over the pool's NICs (every pool's, and an NVL72 pool's across
+    its domains)."""
     if facts is None:
         if min_busbw is None:
             return NcclExpectation()
@@ -180,6 +209,8 @@ def test_bound(
     other kinds (alltoall, sendrecv, gather, scatter, hypercube) are not bounded by the line
     rate alone: no ceiling, and no threshold unless --min-busbw gives one."""
     kind, rate = _kind(test), exp.line_rate_gbytes
+    if exp.nvlink is not None and _in_domain(exp):
+        return _domain_bound(kind, exp.nvlink)
     own = exp.threshold_source.startswith("--min-busbw")
     if kind is not None and kind not in RING_BOUND:
         why = (
@@ -204,6 +235,24 @@ def test_bound(
         ceiling_source=source,
         threshold_gbps=exp.threshold_gbps,
         threshold_source=exp.threshold_source,
+        no_threshold=None,
+    )
+
+
+NVLINK_BAR_KINDS = ("all_reduce",)
+"""Kinds the NVL72 systems' default bars are stated for (the published figures are
+all_reduce's); other kinds inside a domain are held to --nvlink-min-busbw only."""
+
+
+def _domain_bound(kind: str | None, bar: NvlinkDomain) -> Bound:
+    """Inside one NVLink domain: no NIC ceiling; the domain's bar for the kinds it is
+    stated for (and a run whose test is unnamed), any kind's with --nvlink-min-busbw."""
+    judged = kind is None or kind in NVLINK_BAR_KINDS or bar.threshold_source.startswith("--")
+    return Bound(
+        ceiling_gbps=None,
+        ceiling_source="",
+        threshold_gbps=bar.threshold_gbps if judged else None,
+        threshold_source=bar.threshold_source if judged else "none",
         no_threshold=None,
     )
 
@@ -514,7 +563,10 @@ def rule_net_inside_domain(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
 
 def rule_domain_bar(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
     """Inside one domain: the best bus bandwidth at >= 8 GiB against the system's bar."""
+    threshold = ev.bound.threshold_gbps
     if not _in_domain(exp) or exp.nvlink is None or not ev.run.rows or not ev.multi:
+        return []
+    if threshold is None:  # a kind the system's bar is not stated for
         return []
     bar = exp.nvlink
     large = [r.best for r in ev.run.rows if r.size >= NVLINK_BAR_BYTES and r.best is not None]
@@ -523,11 +575,11 @@ def rule_domain_bar(ev: Evidence, exp: NcclExpectation) -> list[Finding]:
             f"no results at >= 8 GiB, the size the {bar.system} bar is stated at (run with -e 8G)"
         )
     best = max(large)
-    if best >= bar.threshold_gbps:
+    if best >= threshold:
         return []
     return _fail(
         f"best bus bandwidth at >= 8 GiB is {best:g} GB/s, below the NVLink domain bar "
-        f"{bar.threshold_gbps:g} GB/s ({bar.threshold_source})"
+        f"{threshold:g} GB/s ({ev.bound.threshold_source})"
     )
 
 
