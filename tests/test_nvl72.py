@@ -278,3 +278,45 @@ def test_a_run_creates_the_compute_domain_owned_by_the_job() -> None:
     assert domain["spec"]["numNodes"] == 4
     assert domain["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert made == [domain]
+
+
+def test_the_clique_level_and_label_are_never_the_stacks() -> None:
+    """A new user listed the clique as a topology level (Kueue got it twice: a Topology its
+    API refuses at apply, immutably) and hand-set it on a node (fighting GFD)."""
+    from builders import example_config, problems_of
+
+    config = example_config("gb200-nvl72")
+    config["gpufabric:scheduling"]["topologyLevels"] = [
+        "nvidia.com/gpu.clique",
+        "kubernetes.io/hostname",
+    ]
+    assert "which gpufabric adds itself" in problems_of(config)["scheduling.topologyLevels[0]"]
+    config = example_config("gb200-nvl72")
+    config["gpufabric:scheduling"]["nodeTopology"] = {"t1": {"nvidia.com/gpu.clique": "u.1"}}
+    assert "set by GPU Feature Discovery" in problems_of(config)["scheduling.nodeTopology.t1"]
+
+
+def test_driver_versions_are_read_as_written() -> None:
+    from builders import example_config, problems_of
+
+    for value, words in (
+        (570, "YAML read 570 as a number"),
+        ("r580", "'r580' is not a driver version"),
+    ):
+        config = example_config("gb200-nvl72")
+        config.setdefault("gpufabric:gpuOperator", {}).setdefault("driver", {})["version"] = value
+        assert words in problems_of(config)["gpuOperator.driver.version"]
+
+
+def test_a_system_the_gpu_model_contradicts_is_a_warning() -> None:
+    from builders import example_config, model_of
+
+    from gpufabric.model.stackfile import stack_warnings
+
+    config = example_config("gb200-nvl72")
+    config["gpufabric:gpuNodes"]["nvlink"] = {"system": "GB300-NVL72"}
+    config["gpufabric:gpuNodes"]["gpuModel"] = "GB200"
+    warnings = [str(w) for w in stack_warnings(model_of(config))]
+    assert any(
+        "'GB200' names GB200, but gpuNodes.nvlink.system is GB300-NVL72" in w for w in warnings
+    )

@@ -217,6 +217,35 @@ def _quoted_version(value: Any) -> Any:
     )
 
 
+_DRIVER = re.compile(r"^[0-9]{3}\.[0-9]{2,3}(\.[0-9]{2,3})?$")
+
+
+def _driver_version(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise PydanticCustomError(
+            "driver_version",
+            "{value} is not a driver version; expected e.g. \"580.95.05\" (NNN.NN[.NN])",
+            {"value": _show_value(repr(value))},
+        )
+    if not isinstance(value, str):
+        raise PydanticCustomError(
+            "driver_version",
+            'YAML read {value} as a number; quote the full driver version, e.g. "580.95.05" '
+            "(NNN.NN[.NN]: a branch alone is no version the operator can pull)",
+            {"value": value},
+        )
+    if not _DRIVER.match(value):
+        raise PydanticCustomError(
+            "driver_version",
+            "{value} is not a driver version; expected NNN.NN[.NN], e.g. \"580.95.05\"",
+            {"value": _show_value(value)},
+        )
+    return value
+
+
+DriverVersion = Annotated[str, BeforeValidator(_driver_version)]
+
+
 def _quantity(value: Any) -> str:
     text = str(value)
     if not _QUANTITY.match(text):
@@ -453,7 +482,7 @@ class GpuDriver(Model):
 
     enabled: bool = True
     """False when the hosts already run the NVIDIA driver."""
-    version: str | None = Field(default=None, pattern=r"^\d{3}\.\d{2,3}(\.\d{2,3})?$")
+    version: DriverVersion | None = None
     """Driver version (e.g. 595.91.07); default: the one the pinned GPU Operator ships."""
     usePrecompiled: bool = False
     useNvidiaDriverCRD: bool = False
@@ -1040,7 +1069,7 @@ class PoolFabric(Model):
 class PoolDriver(Model):
     """A pool's own NVIDIA driver (an NVIDIADriver resource for its nodes)."""
 
-    version: str | None = Field(default=None, pattern=r"^\d{3}\.\d{2,3}(\.\d{2,3})?$")
+    version: DriverVersion | None = None
     usePrecompiled: bool | None = None
 
 

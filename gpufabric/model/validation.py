@@ -26,6 +26,7 @@ from gpufabric.model.config import (
     GpuOperatorSettings,
     GpuPool,
     NodePool,
+    NvlinkSystem,
     Scheduling,
     Sources,
     StackModel,
@@ -892,8 +893,10 @@ def _nvl72_platform(p: Parts) -> Iterator[Problem]:
                 f"{p.cluster.kubernetesVersion}, but NVL72 pool {names} needs Kubernetes 1.34.2 "
                 "or later: ComputeDomains and IMEX channels are claimed through "
                 "resource.k8s.io/v1 (DRA driver 0.4.0 prerequisites); upgrade the cluster "
-                'and set kubernetesVersion: "1.34" or later',
+                'and set kubernetesVersion: "1.34.2" or later (the patch the cluster runs)',
             )
+    yield from _clique_by_hand(p, names)
+    yield from _system_named_twice(pools)
     if p.gpuOperator is not None and not p.gpuOperator.cdi:
         yield Problem(
             "gpuOperator.cdi",
@@ -909,6 +912,56 @@ def _nvl72_platform(p: Parts) -> Iterator[Problem]:
             "claimed by every pod, which a TrainJob cannot add (Trainer 2.3's runtimePatches "
             "take no resourceClaims); set training.mpiOperator: true or add 'pytorchjob'",
         )
+
+
+def _clique_by_hand(p: Parts, names: str) -> Iterator[Problem]:
+    """The clique label is GPU Feature Discovery's, and its topology level gpufabric's: a
+    stack that lists it (a level Kueue would get twice, which its Topology refuses at apply,
+    and immutably) or hand-sets it on nodes would fight GFD."""
+    s = p.scheduling
+    if s is None:
+        return
+    label = nvlink.CLIQUE_LABEL
+    if label in s.topologyLevels:
+        yield Problem(
+            f"scheduling.topologyLevels[{s.topologyLevels.index(label)}]",
+            f"{label}: the NVLink domain level of NVL72 pool {names}, which gpufabric adds "
+            "itself (GPU Feature Discovery sets the label); remove it, listing only the "
+            "switch levels a person labels",
+        )
+    for node, labels in s.nodeTopology.items():
+        if label in labels:
+            yield Problem(
+                f"scheduling.nodeTopology.{node}",
+                f"{label} is set by GPU Feature Discovery on NVL72 trays (pool {names}) from "
+                "the GPUs' own fabric; a hand-set value would fight it: remove it",
+            )
+
+
+def _system_named_twice(pools: Sequence[NodePool]) -> Iterator[Problem]:
+    """A pool whose GPU model or product selector names the other NVL72 system than its
+    nvlink.system (a GB200 stack copied, only the system switched): judged by the wrong bar."""
+    for pool in pools:
+        nvl = pool.nodes.nvlink
+        assert nvl is not None
+        system = nvlink.product(nvl.system)
+        others = [
+            nvlink.product(x) for x in get_args(NvlinkSystem) if nvlink.product(x) != system
+        ]
+        texts = {
+            f"{pool.path}.gpuModel": pool.nodes.gpuModel or "",
+            **{f"{pool.path}.nodeSelector.{k}": v for k, v in pool.nodes.nodeSelector.items()},
+        }
+        for path, text in texts.items():
+            named = [o for o in others if o in text.upper()]
+            if named:
+                yield Problem(
+                    path,
+                    f"{text!r} names {named[0]}, but {pool.path}.nvlink.system is "
+                    f"{nvl.system}: the pool's bar, driver and checks follow the system; make "
+                    "them agree",
+                    warning=True,
+                )
 
 
 # ----------------------------------------------------------------------------- tenants
