@@ -356,6 +356,15 @@ def test_diff_names_a_new_partition_as_a_subnet_manager_step(
 ) -> None:
     base = example_config("prod-ib")
     base["gpufabric:fabric"]["nadScope"] = "tenant"
+    # a tenant's own partition is kept apart only by UFM through ib-kubernetes
+    base["gpufabric:fabric"]["infiniband"].update(
+        pkeyManagement="ufm",
+        ufm={
+            "address": "ufm.example.internal",
+            "username": "k8s",
+            "password": {"secure": "v1:AAAAAAAAAAAAAAAA:BBBBBBBBBBBB"},
+        },
+    )
     head = copy.deepcopy(base)
     head["gpufabric:tenants"][2]["pkey"] = "0x8010"
     for name, config in (("base", base), ("head", head)):
