@@ -33,13 +33,13 @@ class Pools:
     names: list[str] = field(default_factory=list)
 
 
-def link_and_mode(cni: str, resource: str | None) -> tuple[str, str] | None:
-    """(fabric.type, fabric.rdma) whose rails' networks use this CNI and resource: each
-    link and mode is asked for its CNI and resource prefix."""
+def link_and_mode(plugin: str, resource: str | None) -> tuple[str, str] | None:
+    """(fabric.type, fabric.rdma) whose rails' networks use this CNI plugin and resource:
+    each link and mode is asked for its CNI and resource prefix."""
     found = []
     for link in nics.LINKS.members():
         for mode in nics.MODES.members():
-            if mode.cni(link) != cni:
+            if mode.cni(link) != plugin:
                 continue
             prefix = mode.resource_prefix
             if (prefix is None) == (resource is None) and (
@@ -149,12 +149,12 @@ def pool_rails(ctx: Context, pool: str | None, all_rails: list[str]) -> list[str
 def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dict[str, Any]:
     fabric: dict[str, Any] = {}
     rails: list[dict[str, Any]] = []
-    infiniband: dict[str, Any] = {}
+    ib_keys: dict[str, Any] = {}
     for nad in nads:
         rail, keys = rail_of(ctx, nad)
         rails.append(rail)
         if "pkey" in keys:
-            infiniband["pkey"] = keys.pop("pkey")
+            ib_keys["pkey"] = keys.pop("pkey")
         ipam = {
             k: keys.pop(k) for k in ("perNodeBlockSize", "poolType", "perNodePrefix") if k in keys
         }
@@ -163,13 +163,14 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
         fabric.update(keys)
     _sriov(ctx, rails, fabric)
     _hcas(ctx, rails, pool)
-    if infiniband:
-        fabric["infiniband"] = infiniband
+    if ib_keys:
+        fabric["infiniband"] = ib_keys
     _roce(ctx, fabric, pool)
     link = nics.link(fabric["type"]) if "type" in fabric else None
     if link is not None and fabric.get("mtu") == link.default_mtu:
         del fabric["mtu"]
-    if fabric.get("rdma") == Fabric.model_fields["rdma"].default:
+    stack_default = Fabric.model_fields["rdma"].default
+    if fabric.get("rdma") == stack_default:
         del fabric["rdma"]
     fabric["rails"] = rails
     return fabric

@@ -19,15 +19,20 @@ def authority(ctx: Context) -> str | None:
 
     kinds = ("ClusterQueue", "LocalQueue", "Topology", "Queue", "HyperNode")
     groups = {str(o.get("apiVersion", "")) for k in kinds for o in ctx.managed(k)}
-    found = [a.name for a in AUTHORITIES.members() if any(a.component in g for g in groups)]
+    found = [a.name for a in AUTHORITIES.members() if _serves(a.component, groups)]
     return found[0] if len(found) == 1 else None
+
+
+def _serves(chart: str, groups: set[str]) -> bool:
+    """Whether an authority (by its component's name) serves one of these API groups."""
+    return any(chart in g for g in groups)
 
 
 def scheduling(ctx: Context, pools: Pools) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    gang = authority(ctx)
-    if gang is not None:
-        out["gang"] = gang
+    chosen = authority(ctx)
+    if chosen is not None:
+        out["gang"] = chosen
     for topo in ctx.managed("Topology"):
         levels = [str(lv.get("nodeLabel")) for lv in spec(topo).get("levels") or []]
         if levels != [HOSTNAME] and not any(
