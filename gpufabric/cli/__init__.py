@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from gpufabric import __version__
 from gpufabric.cli import (
     diff,
+    discover,
     health,
     images,
     job,
@@ -228,6 +229,12 @@ COMMANDS: dict[str, Command] = {
     ),
     "plan": Command(
         "show what a stack installs, in apply order", _no_args, _with_stack(plan.cmd_plan)
+    ),
+    "discover": Command(
+        "read a running cluster into a stack file that renders back with no diff",
+        discover.arguments,
+        discover.cmd_discover,
+        False,
     ),
     "render": Command(
         "write the stack's manifests to files, validated",

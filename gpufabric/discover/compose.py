@@ -1,0 +1,74 @@
+"""The whole snapshot into a stack: the cluster section, the pools and their fabric
+(:mod:`.infer_fabric`), scheduling, training and tenants (:mod:`.infer_tenants`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.discover import infer_fabric, infer_tenants
+from gpufabric.discover.infer import Context, Notes, stack_name
+from gpufabric.discover.pools import group
+from gpufabric.discover.roundtrip import ident, managed
+from gpufabric.discover.snapshot import Snapshot
+
+
+def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
+    """(stack name, config mapping, notes) of the cluster."""
+    name = stack_name(snap, fallback)
+    ctx = Context(snap, Notes(), name)
+    config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
+    pools = infer_fabric.pools(ctx, group(snap.nodes))
+    config["gpufabric:gpuNodes"] = pools.section
+    config["gpufabric:fabric"] = pools.fabric
+    config.update(infer_tenants.scheduling(ctx, pools))
+    config.update(infer_tenants.training(ctx))
+    config["gpufabric:tenants"] = infer_tenants.tenants(ctx, pools)
+    versions = infer_fabric.versions(ctx)
+    if versions:
+        config["gpufabric:versions"] = versions
+    foreign(ctx)
+    return name, {k: v for k, v in config.items() if v not in ({}, [], None)}, ctx.notes
+
+
+def cluster(ctx: Context) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": ctx.stack}
+    minors = sorted(
+        {
+            ".".join(
+                str((n.get("status") or {}).get("nodeInfo", {}).get("kubeletVersion", ""))
+                .lstrip("v")
+                .split(".")[:2]
+            )
+            for n in ctx.snap.nodes
+        }
+        - {""}
+    )
+    if minors:
+        out["kubernetesVersion"] = minors[0]
+        if len(minors) > 1:
+            ctx.notes.unmapped.append(
+                f"Node: status.nodeInfo.kubeletVersion: kubelets at {', '.join(minors)}; the "
+                f"oldest ({minors[0]}) written as cluster.kubernetesVersion"
+            )
+    return out
+
+
+def foreign(ctx: Context) -> None:
+    """Objects of the fabric's kinds that gpufabric did not make: listed, never rendered."""
+    for kind in (
+        "NicClusterPolicy",
+        "NicNodePolicy",
+        "SriovNetworkNodePolicy",
+        "IPPool",
+        "CIDRPool",
+        "NetworkAttachmentDefinition",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "Topology",
+        "Queue",
+        "HyperNode",
+        "NVIDIADriver",
+    ):
+        for obj in ctx.snap.of(kind):
+            if not managed(obj):
+                ctx.notes.foreign.append(ident(obj))

@@ -1,0 +1,275 @@
+"""Pools and their fabric from the nodes, the rails' networks (NADs), their address pools
+and the NIC policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufabric import nics
+from gpufabric.discover.infer import (
+    DEFAULT_NAD_NS,
+    NETWORKS,
+    RESOURCE,
+    Context,
+    annots,
+    cni_config,
+    labels,
+    meta,
+    spec,
+)
+from gpufabric.discover.pools import Group
+from gpufabric.model.config import Fabric
+
+DEFAULT_SELECTOR = {"feature.node.kubernetes.io/pci-10de.present": "true"}
+
+
+@dataclass
+class Pools:
+    """The gpuNodes section, the stack's fabric, and each pool's name and rails."""
+
+    section: Any
+    fabric: dict[str, Any]
+    names: list[str] = field(default_factory=list)
+
+
+def link_and_mode(plugin: str, resource: str | None) -> tuple[str, str] | None:
+    """(fabric.type, fabric.rdma) whose rails' networks use this CNI plugin and resource:
+    each link and mode is asked for its CNI and resource prefix."""
+    found = []
+    for link in nics.LINKS.members():
+        for mode in nics.MODES.members():
+            if mode.cni(link) != plugin:
+                continue
+            prefix = mode.resource_prefix
+            if (prefix is None) == (resource is None) and (
+                resource is None or resource.startswith(prefix)
+            ):
+                found.append((link.name, mode.name))
+    return found[0] if len(found) == 1 else None
+
+
+def rail_nads(ctx: Context) -> list[dict[str, Any]]:
+    nads = ctx.snap.of("NetworkAttachmentDefinition")
+    ours = [n for n in nads if "gpufabric.io/rail" in labels(n)]
+    return ours or [n for n in nads if cni_config(n).get("ipam", {}).get("type") == "nv-ipam"]
+
+
+def rail_of(ctx: Context, nad: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(rail entry, fabric keys) one NAD determines, with its address pool's."""
+    cfg = cni_config(nad)
+    name = str(meta(nad)["name"])
+    rail: dict[str, Any] = {"name": name}
+    keys: dict[str, Any] = {}
+    resource = annots(nad).get(RESOURCE)
+    lm = link_and_mode(str(cfg.get("type", "")), resource)
+    if lm is None:
+        ctx.notes.unmap(
+            nad,
+            "spec.config.type",
+            f"CNI {cfg.get('type')!r} with resource "
+            f"{resource!r} is no link and NIC mode gpufabric renders",
+        )
+    else:
+        keys["type"], keys["rdma"] = lm
+    if cfg.get("master"):
+        rail["netdev"] = cfg["master"]
+    if cfg.get("mtu"):
+        keys["mtu"] = int(cfg["mtu"])
+    if cfg.get("pkey"):
+        keys["pkey"] = cfg["pkey"]
+    if meta(nad).get("namespace") != DEFAULT_NAD_NS:
+        keys["networkNamespace"] = meta(nad).get("namespace")
+    pool_name = str(cfg.get("ipam", {}).get("poolName", ""))
+    _address_pool(ctx, pool_name, rail, keys)
+    return rail, keys
+
+
+def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str, Any]) -> None:
+    ippool, cidr = ctx.named("IPPool", name), ctx.named("CIDRPool", name)
+    if ippool is not None:
+        s = spec(ippool)
+        rail["subnet"] = s.get("subnet")
+        if s.get("gateway"):
+            rail["gateway"] = s["gateway"]
+        if int(s.get("perNodeBlockSize", 16)) != 16:
+            keys["perNodeBlockSize"] = int(s["perNodeBlockSize"])
+        for ex in s.get("exclusions") or []:
+            rail.setdefault("exclude", []).append(f"{ex.get('startIP')}-{ex.get('endIP')}")
+    elif cidr is not None:
+        s = spec(cidr)
+        rail["subnet"] = s.get("cidr")
+        keys["poolType"] = "cidrpool"
+        if s.get("perNodeNetworkPrefix"):
+            keys["perNodePrefix"] = int(s["perNodeNetworkPrefix"])
+    else:
+        rail["subnet"] = None
+        ctx.notes.unmapped.append(
+            f"IPPool/CIDRPool {name}: not found; rail {rail['name']} has no subnet"
+        )
+
+
+def _sriov(ctx: Context, rails: list[dict[str, Any]], fabric: dict[str, Any]) -> None:
+    for pol in ctx.snap.of("SriovNetworkNodePolicy"):
+        s = spec(pol)
+        pfs = (s.get("nicSelector") or {}).get("pfNames") or []
+        for rail in rails:
+            if s.get("resourceName", "").endswith("_" + rail["name"]) and pfs:
+                rail.setdefault("netdev", pfs[0])
+                fabric.setdefault("sriov", {"numVfs": int(s.get("numVfs", 1))})
+                if s.get("mtu"):
+                    fabric.setdefault("mtu", int(s["mtu"]))
+
+
+def _hcas(ctx: Context, rails: list[dict[str, Any]], pool: str | None) -> None:
+    """HCA names from a tenant's nccl-env NCCL_IB_HCA (``=mlx5_0,mlx5_1`` in rail order)."""
+    name = f"nccl-env-{pool}" if pool else "nccl-env"
+    for cm in ctx.snap.of("ConfigMap"):
+        if meta(cm).get("name") != name:
+            continue
+        hcas = str((cm.get("data") or {}).get("NCCL_IB_HCA", "")).lstrip("=^").split(",")
+        if len(hcas) == len(rails) and all(hcas):
+            for rail, hca in zip(rails, hcas, strict=True):
+                rail["hca"] = hca
+        return
+
+
+def pool_rails(ctx: Context, pool: str | None, all_rails: list[str]) -> list[str]:
+    """The rails of a pool: the networks its nccl-env names (one tenant's is enough)."""
+    name = f"nccl-env-{pool}" if pool else "nccl-env"
+    for cm in ctx.snap.of("ConfigMap"):
+        if meta(cm).get("name") == name and NETWORKS in annots(cm):
+            import json
+
+            nets = json.loads(annots(cm)[NETWORKS])
+            return [str(n["name"]) for n in nets if n.get("name") in all_rails]
+    return all_rails
+
+
+def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dict[str, Any]:
+    fabric: dict[str, Any] = {}
+    rails: list[dict[str, Any]] = []
+    ib_keys: dict[str, Any] = {}
+    for nad in nads:
+        rail, keys = rail_of(ctx, nad)
+        rails.append(rail)
+        if "pkey" in keys:
+            ib_keys["pkey"] = keys.pop("pkey")
+        ipam = {
+            k: keys.pop(k) for k in ("perNodeBlockSize", "poolType", "perNodePrefix") if k in keys
+        }
+        if ipam:
+            fabric["ipam"] = ipam
+        fabric.update(keys)
+    _sriov(ctx, rails, fabric)
+    _hcas(ctx, rails, pool)
+    if ib_keys:
+        fabric["infiniband"] = ib_keys
+    _roce(ctx, fabric, pool)
+    link = nics.link(fabric["type"]) if "type" in fabric else None
+    if link is not None and fabric.get("mtu") == link.default_mtu:
+        del fabric["mtu"]
+    stack_default = Fabric.model_fields["rdma"].default
+    if fabric.get("rdma") == stack_default:
+        del fabric["rdma"]
+    fabric["rails"] = rails
+    return fabric
+
+
+def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
+    name = f"nccl-env-{pool}" if pool else "nccl-env"
+    cm = next((c for c in ctx.snap.of("ConfigMap") if meta(c).get("name") == name), None)
+    tc = (cm or {}).get("data", {}).get("NCCL_IB_TC")
+    if tc is not None and str(tc).isdigit() and int(tc) // 4 != 26:
+        fabric["roce"] = {"dscp": int(tc) // 4}
+
+
+def _selector_matches(selector: dict[str, str], grp: Group) -> bool:
+    shared = grp.labels_shared()
+    return all(shared.get(k) == v for k, v in selector.items())
+
+
+def _pool_selectors(ctx: Context) -> list[tuple[str, dict[str, str]]]:
+    """(pool name, node selector) of each pool gpufabric wrote: its ResourceFlavors (in the
+    order a ClusterQueue lists them), else its NicNodePolicies."""
+    flavors = {str(meta(f)["name"]): f for f in ctx.managed("ResourceFlavor")}
+    order: list[str] = []
+    for cq in ctx.managed("ClusterQueue"):
+        for rg in spec(cq).get("resourceGroups") or []:
+            order += [str(f["name"]) for f in rg.get("flavors") or [] if f["name"] not in order]
+    order += [n for n in sorted(flavors) if n not in order]
+    out = [(n, dict(spec(flavors[n]).get("nodeLabels") or {})) for n in order if n in flavors]
+    if not out:
+        out = [
+            (str(meta(p)["name"]), dict(spec(p).get("nodeSelector") or {}))
+            for p in ctx.managed("NicNodePolicy")
+        ]
+    return out
+
+
+def _pool(name: str | None, selector: dict[str, str], groups: list[Group]) -> dict[str, Any]:
+    members = [g for g in groups if _selector_matches(selector, g)] if selector else groups
+    nodes = [n for g in members for n in g.nodes]
+    entry: dict[str, Any] = {"name": name} if name else {}
+    entry["count"] = max(len(nodes), 1)
+    gpus = members[0].fingerprint.gpus if members else 8
+    if gpus != 8:
+        entry["gpusPerNode"] = gpus
+    if selector != DEFAULT_SELECTOR:
+        entry["nodeSelector"] = selector
+    if members and members[0].fingerprint.clique:
+        product = members[0].fingerprint.product.upper()
+        entry["nvlink"] = {"system": "GB300-NVL72" if "GB300" in product else "GB200-NVL72"}
+    return entry
+
+
+def pools(ctx: Context, groups: list[Group]) -> Pools:
+    """The gpuNodes section: the pools gpufabric wrote (flavors, NIC policies) matched to
+    the node groups, else one pool per node group; the first pool's fabric is the stack's
+    and every other pool gets its own."""
+    nads = rail_nads(ctx)
+    rails = [str(meta(n)["name"]) for n in nads]
+    selectors = _pool_selectors(ctx)
+    if len(selectors) <= 1:
+        sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
+        section = _pool(None, sel, groups)
+        return Pools(section, fabric_of(ctx, nads, None), [])
+    entries, fabrics = [], []
+    for name, sel in selectors:
+        own = pool_rails(ctx, name, rails)
+        entries.append(_pool(name, sel, groups))
+        fabrics.append(fabric_of(ctx, [n for n in nads if meta(n)["name"] in own], name))
+    for entry, fab in zip(entries[1:], fabrics[1:], strict=True):
+        differs = {
+            k: v for k, v in fab.items() if fabrics[0].get(k) != v and k != "networkNamespace"
+        }
+        if differs:
+            entry["fabric"] = differs
+    return Pools(entries, fabrics[0], [n for n, _ in selectors])
+
+
+def _one_selector(ctx: Context, groups: list[Group]) -> dict[str, str]:
+    for kind in ("SriovNetworkNodePolicy", "NicNodePolicy"):
+        for obj in ctx.managed(kind):
+            return dict(spec(obj).get("nodeSelector") or {})
+    if len(groups) > 1:
+        ctx.notes.unmapped.append(
+            f"Node: {len(groups)} kinds of GPU node and no pool selectors: written as one pool; "
+            "give each kind a gpuNodes[] entry with its own nodeSelector"
+        )
+    return DEFAULT_SELECTOR
+
+
+def versions(ctx: Context) -> dict[str, str]:
+    """Pins the live operators show that differ from the pinned defaults."""
+    from gpufabric.model.versions import effective_versions, load_catalog
+
+    defaults = effective_versions(load_catalog(), {})
+    out: dict[str, str] = {}
+    for pol in ctx.snap.of("NicClusterPolicy"):
+        tag = str((spec(pol).get("nvIpam") or {}).get("version", ""))
+        if tag.startswith("network-operator-v"):
+            version = tag.removeprefix("network-operator-v")
+            if str(defaults.get("network-operator")) != version:
+                out["network-operator"] = version
+    return out

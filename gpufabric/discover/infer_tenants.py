@@ -1,0 +1,101 @@
+"""Scheduling, training and tenants from the queues, quotas and priority classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.discover.infer import QUOTA, Context, annots, labels, meta, spec
+from gpufabric.discover.infer_fabric import Pools
+
+TENANT_LABEL = "gpufabric.io/tenant"
+HOSTNAME = "kubernetes.io/hostname"
+UNBOUNDED = {"cpu": "1000000", "memory": "1Pi"}
+
+
+def authority(ctx: Context) -> str | None:
+    """The queueing authority whose objects the cluster holds: each authority is asked for
+    its component, and the one whose API group carries it wins."""
+    from gpufabric.authorities import AUTHORITIES
+
+    kinds = ("ClusterQueue", "LocalQueue", "Topology", "Queue", "HyperNode")
+    groups = {str(o.get("apiVersion", "")) for k in kinds for o in ctx.managed(k)}
+    found = [a.name for a in AUTHORITIES.members() if _serves(a.component, groups)]
+    return found[0] if len(found) == 1 else None
+
+
+def _serves(chart: str, groups: set[str]) -> bool:
+    """Whether an authority (by its component's name) serves one of these API groups."""
+    return any(chart in g for g in groups)
+
+
+def scheduling(ctx: Context, pools: Pools) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    chosen = authority(ctx)
+    if chosen is not None:
+        out["gang"] = chosen
+    for topo in ctx.managed("Topology"):
+        levels = [str(lv.get("nodeLabel")) for lv in spec(topo).get("levels") or []]
+        if levels != [HOSTNAME] and not any(
+            e.get("nvlink")
+            for e in ([pools.section] if isinstance(pools.section, dict) else pools.section)
+        ):
+            out["topologyLevels"] = levels
+    return {"gpufabric:scheduling": out} if out else {}
+
+
+def training(ctx: Context) -> dict[str, Any]:
+    crds = {str(meta(c).get("name")) for c in ctx.snap.of("CustomResourceDefinition")}
+    out: dict[str, Any] = {}
+    if crds and "mpijobs.kubeflow.org" not in crds:
+        out["mpiOperator"] = False
+    runtimes = sorted(str(meta(r)["name"]) for r in ctx.snap.of("ClusterTrainingRuntime"))
+    if runtimes:
+        out["trainer"] = {"enabled": True, "runtimes": runtimes}
+    return {"gpufabric:training": out} if out else {}
+
+
+def _tenant_namespaces(ctx: Context) -> list[str]:
+    return [
+        str(meta(n)["name"])
+        for n in ctx.snap.of("Namespace")
+        if labels(n).get(TENANT_LABEL) == "true"
+    ]
+
+
+def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
+    out = []
+    for ns in _tenant_namespaces(ctx):
+        entry: dict[str, Any] = {"namespace": ns, "gpuQuota": _quota(ctx, ns, pools)}
+        _queue_limits(ctx, ns, entry)
+        prio = ctx.named("WorkloadPriorityClass", f"tenant-{ns}")
+        value = (prio or {}).get("value")
+        if value:
+            entry["priority"] = int(value)
+        out.append(entry)
+    return out
+
+
+def _quota(ctx: Context, ns: str, pools: Pools) -> Any:
+    quota = ctx.named("ResourceQuota", "gpufabric-gpus", ns)
+    if quota is None:
+        return 0
+    per_pool = {
+        k.removeprefix(QUOTA): int(v) for k, v in annots(quota).items() if k.startswith(QUOTA)
+    }
+    if pools.names:
+        return {p: per_pool[p] for p in pools.names if p in per_pool}
+    return int(str((spec(quota).get("hard") or {}).get("requests.nvidia.com/gpu", 0)))
+
+
+def _queue_limits(ctx: Context, ns: str, entry: dict[str, Any]) -> None:
+    cq = ctx.named("ClusterQueue", ns)
+    if cq is None:
+        return
+    for rg in spec(cq).get("resourceGroups") or []:
+        for flavor in (rg.get("flavors") or [])[:1]:
+            for res in flavor.get("resources") or []:
+                name, nominal = res.get("name"), str(res.get("nominalQuota"))
+                if name in UNBOUNDED and nominal != UNBOUNDED[name]:
+                    entry[f"{name}Quota"] = nominal
+                if name == "nvidia.com/gpu" and str(res.get("borrowingLimit", 0)) != "0":
+                    entry["gpuBorrowingLimit"] = int(res["borrowingLimit"])

@@ -1,0 +1,136 @@
+"""The round-trip gate: the discovered stack rendered, then compared with the live objects
+under one normalisation (server-set fields stripped on both sides), field by field.
+
+Only the kinds discovery reads are compared (:data:`~.sources.SOURCES`): chart-made and
+overlay-made objects (the ClusterPolicy a chart creates, the operators' Deployments) come
+from Helm values and kustomize, which discovery does not read back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpufabric.discover.sources import MANAGED_BY, SOURCES
+from gpufabric.outputs.render import plain
+from gpufabric.plan.build import Plan
+
+SERVER_SET = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "ownerReferences",
+)
+COMPARED = frozenset(src.kind for src in SOURCES) - {"Node", "CustomResourceDefinition"}
+"""Kinds the gate compares: what discovery reads, less nodes (which gpufabric never writes)
+and CRDs (installed by charts and overlays)."""
+
+
+def normalise(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without what the API server sets: status and the server-set metadata;
+    numbers as strings (a quota written 32 reads back as "32"); empty maps dropped."""
+    out = {k: _scalars(v) for k, v in plain(obj).items() if k != "status"}
+    meta = dict(out.get("metadata") or {})
+    for key in SERVER_SET:
+        meta.pop(key, None)
+    out["metadata"] = {k: v for k, v in meta.items() if v not in ({}, None)}
+    return out
+
+
+def _scalars(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _scalars(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scalars(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def ident(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns + '/' if ns else ''}{meta.get('name')}"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field of one object that the stack would change: ``field`` dotted, ``live`` and
+    ``rendered`` its two values (None: absent)."""
+
+    object: str
+    field: str
+    live: Any
+    rendered: Any
+
+    def __str__(self) -> str:
+        return (
+            f"{self.object}: {self.field}: live {_show(self.live)}, rendered {_show(self.rendered)}"
+        )
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def field_diff(live: Any, rendered: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(dotted field, live, rendered) of each leaf that differs."""
+    if isinstance(live, dict) and isinstance(rendered, dict):
+        for key in sorted(set(live) | set(rendered)):
+            sub = f"{path}.{key}" if path else str(key)
+            yield from field_diff(live.get(key), rendered.get(key), sub)
+    elif isinstance(live, list) and isinstance(rendered, list) and len(live) == len(rendered):
+        for i, (a, b) in enumerate(zip(live, rendered, strict=True)):
+            yield from field_diff(a, b, f"{path}[{i}]")
+    elif live != rendered:
+        yield path, live, rendered
+
+
+def managed(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(MANAGED_BY[0]) == MANAGED_BY[1])
+
+
+@dataclass
+class Gate:
+    """The outcome: differences per field, the live objects no render would touch
+    (foreign), and how many objects matched."""
+
+    differences: list[Difference]
+    foreign: list[str]
+    matched: int
+
+
+def compare(plan: Plan, live: list[dict[str, Any]]) -> Gate:
+    """The plan's objects of the compared kinds against the live ones."""
+    rendered = {ident(o.body): normalise(o.body) for _, o in plan.objects() if o.kind in COMPARED}
+    seen = {ident(o): normalise(o) for o in live if o.get("kind") in COMPARED}
+    diffs: list[Difference] = []
+    foreign: list[str] = []
+    matched = 0
+    for name in sorted(set(rendered) | set(seen)):
+        if name not in rendered:
+            if managed(seen[name]):
+                diffs.append(Difference(name, "(object)", "present", None))
+            else:
+                foreign.append(name)
+            continue
+        if name not in seen:
+            diffs.append(Difference(name, "(object)", None, "created"))
+            continue
+        found = [Difference(name, f, a, b) for f, a, b in field_diff(seen[name], rendered[name])]
+        diffs += found
+        matched += not found
+    return Gate(diffs, foreign, matched)

@@ -1,0 +1,72 @@
+"""One discovery: read, infer, write the stack, render it and gate on the difference."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpufabric.discover import roundtrip, snapshot, stackwrite
+from gpufabric.discover.compose import infer
+from gpufabric.discover.infer import Notes
+from gpufabric.exitcodes import ExitCode
+from gpufabric.model.problems import StackError
+from gpufabric.model.stackfile import parse_stack_text
+from gpufabric.plan.build import build_plan
+from gpufabric.verify.interrupts import check_running
+from gpufabric.verify.kube import Kube
+
+SHOWN = 200
+"""Differences printed at most (the count is always printed)."""
+
+
+def discover(args: argparse.Namespace, fallback: str) -> int:
+    with check_running():
+        kube = Kube(args.kubeconfig, args.context)
+        snap = snapshot.read(kube, args.timeout)
+    name, config, notes = infer(snap, fallback)
+    where = f"context {args.context}" if args.context else "the kubeconfig's current context"
+    text = stackwrite.text(name, where, config, notes)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    nodes = len(snap.nodes)
+    print(
+        f"read {nodes} nodes and {len(snap.all()) - nodes} objects in {snap.seconds:.1f} s; "
+        f"wrote {args.out} (stack {name})"
+    )
+    report_notes(notes)
+    try:
+        model = parse_stack_text(text, str(args.out))
+    except StackError as err:
+        print(err.message("gpufabric discover"), file=sys.stderr)
+        print(
+            "the discovered stack does not validate: edit it, then run discover again",
+            file=sys.stderr,
+        )
+        return ExitCode.BAD_INPUT
+    gate = roundtrip.compare(build_plan(name, model), snap.all())
+    return report_gate(gate, args.allow_diff)
+
+
+def report_notes(notes: Notes) -> None:
+    for line in notes.unmapped:
+        print(f"not mapped: {line}", file=sys.stderr)
+    for line in notes.foreign:
+        print(f"foreign (left alone): {line}", file=sys.stderr)
+
+
+def report_gate(gate: roundtrip.Gate, allow: bool) -> int:
+    for diff in gate.differences[:SHOWN]:
+        print(f"diff: {diff}", file=sys.stderr)
+    if len(gate.differences) > SHOWN:
+        print(f"diff: ... and {len(gate.differences) - SHOWN} more", file=sys.stderr)
+    n = len(gate.differences)
+    print(
+        f"round trip: {gate.matched} objects identical, {n} field difference(s), "
+        f"{len(gate.foreign)} foreign"
+    )
+    if n and not allow:
+        print(
+            "the render differs from the cluster (exit 4); --allow-diff accepts it", file=sys.stderr
+        )
+        return ExitCode.FAIL
+    return ExitCode.OK

@@ -1,0 +1,77 @@
+"""A cluster seeded from a stack: the objects its Plan renders (of the kinds discovery reads)
+and the nodes it implies, per pool (the pool's selector labels, GFD's product, count and
+clique labels, a GPU and each rail's RDMA resource in allocatable, the kubelet's version),
+as the fake API server holds them after ``pulumi up`` and the operators' labelling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.discover.pools import CLIQUE, COUNT, GPU, PRODUCT
+from gpufabric.discover.roundtrip import COMPARED
+from gpufabric.outputs.render import plain
+from gpufabric.plan.build import Plan
+
+NODES_PER_POOL = 2048
+"""Nodes seeded per pool (a pool's count is what the stack says only when it is at most
+this; otherwise the discovered count is the seeded one)."""
+
+
+def nodes(plan: Plan, per_pool: int = NODES_PER_POOL) -> list[dict[str, Any]]:
+    out = []
+    minor = plan.facts.kubernetes_minor
+    for pool in plan.facts.pools:
+        n = pool.nodes
+        product = n.selector.get(PRODUCT, f"NVIDIA-{n.gpu_model or 'GPU'}")
+        alloc = {GPU: str(n.gpus_per_node), "cpu": "128", "memory": "2Ti"}
+        for rail in pool.fabric.rails:
+            if rail.resource:
+                alloc[rail.resource] = "63"
+        for i in range(min(n.count, per_pool)):
+            labels = {**n.selector, PRODUCT: product, COUNT: str(n.gpus_per_node)}
+            name = f"{pool.name}-{i:03d}"
+            labels["kubernetes.io/hostname"] = name
+            if n.nvlink is not None:
+                labels[CLIQUE] = f"clique-{i // 18}"
+            out.append(node(name, labels, alloc, minor))
+    return out
+
+
+def node(name: str, labels: dict[str, str], alloc: dict[str, str], minor: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "status": {
+            "allocatable": alloc,
+            "capacity": alloc,
+            "nodeInfo": {"kubeletVersion": f"v{minor}.2"},
+        },
+    }
+
+
+def objects(plan: Plan) -> list[dict[str, Any]]:
+    """The plan's objects discovery compares, as the API server returns them (server-set
+    metadata and an empty status added)."""
+    out = []
+    for i, (_, obj) in enumerate(plan.objects()):
+        if obj.kind not in COMPARED:
+            continue
+        body = plain(obj.body)
+        body["metadata"] = {
+            **body["metadata"],
+            "uid": f"u{i}",
+            "resourceVersion": str(i),
+            "generation": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "managedFields": [{"manager": "pulumi"}],
+        }
+        body["status"] = {"state": "ready"}
+        out.append(body)
+    return out
