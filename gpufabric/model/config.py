@@ -224,7 +224,7 @@ def _driver_version(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise PydanticCustomError(
             "driver_version",
-            "{value} is not a driver version; expected e.g. \"580.95.05\" (NNN.NN[.NN])",
+            '{value} is not a driver version; expected e.g. "580.95.05" (NNN.NN[.NN])',
             {"value": _show_value(repr(value))},
         )
     if not isinstance(value, str):
@@ -237,7 +237,7 @@ def _driver_version(value: Any) -> str:
     if not _DRIVER.match(value):
         raise PydanticCustomError(
             "driver_version",
-            "{value} is not a driver version; expected NNN.NN[.NN], e.g. \"580.95.05\"",
+            '{value} is not a driver version; expected NNN.NN[.NN], e.g. "580.95.05"',
             {"value": _show_value(value)},
         )
     return value

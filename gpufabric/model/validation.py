@@ -945,9 +945,7 @@ def _system_named_twice(pools: Sequence[NodePool]) -> Iterator[Problem]:
         nvl = pool.nodes.nvlink
         assert nvl is not None
         system = nvlink.product(nvl.system)
-        others = [
-            nvlink.product(x) for x in get_args(NvlinkSystem) if nvlink.product(x) != system
-        ]
+        others = [nvlink.product(x) for x in get_args(NvlinkSystem) if nvlink.product(x) != system]
         texts = {
             f"{pool.path}.gpuModel": pool.nodes.gpuModel or "",
             **{f"{pool.path}.nodeSelector.{k}": v for k, v in pool.nodes.nodeSelector.items()},
