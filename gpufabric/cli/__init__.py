@@ -139,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C does: its cleanup runs (a staged render, a checkout for diff, cluster jobs)
         with terminating_signals():
             _refuse_ignored(args, argv)
+            if args.command == "verify":
+                args.typed = frozenset(
+                    _given(argv)
+                )  # a default may then adapt (the sweep's timeout)
             stack = None
             if command.stack:
                 stack = load_stack(args.stack, args.stacks_dir)

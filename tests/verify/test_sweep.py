@@ -451,3 +451,18 @@ def test_a_node_bad_only_with_some_partners_is_not_told_to_look_at_pcie() -> Non
     assert "fails only with some partners" in words
     assert "n02, n07" in words
     assert "PCIe" not in words
+
+
+def test_a_sweep_without_timeout_gives_its_longest_job_the_time_it_needs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The runbook's sweep lines pass no --timeout; on a large pool the default 1800 s cut
+    off the group jobs and the printed command exited 2 (a new user's GB200 cluster). The
+    default now grows to the longest job; a --timeout typed is still held to."""
+    from gpufabric.cli import main
+
+    base = ["verify", "nccl", "--stack", "gb200-nvl72", "--tenant", "frontier-pretrain"]
+    assert main([*base, "--sweep", "--dry-run"]) == 0
+    assert "each job may take 4380 s" in capsys.readouterr().err
+    assert main([*base, "--sweep", "--dry-run", "--timeout", "1800"]) == 2
+    assert "pass --timeout 4380 or more" in capsys.readouterr().err
