@@ -465,3 +465,22 @@ def test_stacks_dir_misplaced_or_missing_says_how(capsys: pytest.CaptureFixture[
     assert "(no such directory)" in capsys.readouterr().err
     assert main(["validate", "--stack", "mycluster"]) == 2
     assert "give its path (--stack DIR/Pulumi.<name>.yaml)" in capsys.readouterr().err
+
+
+def test_a_runbook_of_a_stack_outside_stacks_says_pulumi_reads_another_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The runbook's `pulumi up --stack NAME` reads stacks/Pulumi.NAME.yaml: for a file kept
+    elsewhere, the command says so (a new user followed it with their own file)."""
+    from builders import STACKS_DIR
+
+    from gpufabric.cli import main
+
+    own = tmp_path / "Pulumi.mine.yaml"
+    own.write_text((STACKS_DIR / "Pulumi.lab-roce.yaml").read_text())
+    assert main(["runbook", "--stack", str(own)]) == 0
+    err = capsys.readouterr().err
+    assert "is not in the project's stacks/" in err
+    assert "read stacks/Pulumi.mine.yaml" in err
+    assert main(["runbook", "--stack", "lab-roce"]) == 0
+    assert "not in the project" not in capsys.readouterr().err

@@ -20,7 +20,17 @@ def cmd_runbook(stack: Stack, args: argparse.Namespace) -> int:
     from gpufabric.outputs import runbook
 
     stacks_dir = None if args.stacks_dir is None else str(args.stacks_dir)
-    text = runbook.render(stack.plan, stack.pulled, runbook.FoundAs(args.stack, stacks_dir))
+    found = runbook.FoundAs(args.stack, stacks_dir)
+    text = runbook.render(stack.plan, stack.pulled, found)
+    if found.outside_project():
+        print(
+            f"gpufabric runbook: note: {found.file()} is not in the project's stacks/ "
+            f"(Pulumi's stackConfigDir): the runbook's `pulumi up --stack {stack.plan.stack}` "
+            f"and `pulumi config set` read stacks/Pulumi.{stack.plan.stack}.yaml, and its "
+            "`gpufabric diff --base HEAD~1` needs the file under version control; copy it into "
+            "stacks/ of your fork first (docs/user/pulumi.md)",
+            file=sys.stderr,
+        )
     if args.out:
         write_out(args.out, text, "runbook")
         print(f"wrote {args.out}", file=sys.stderr)

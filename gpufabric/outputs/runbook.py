@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpufabric import nics
@@ -59,6 +60,16 @@ class FoundAs:
         if self.stacks_dir is not None and not is_path(self.stack):
             global_opts += f" --stacks-dir {shell_word(self.stacks_dir)}"
         return global_opts, f"--stack {shell_word(self.stack)}"
+
+    def outside_project(self) -> bool:
+        """The file is not in the project's stack directory (Pulumi's stackConfigDir), so
+        ``pulumi up --stack <name>`` would read another file (or none)."""
+        from gpufabric.model.stackfile import stacks_dir
+
+        if not is_path(self.stack) and self.stacks_dir is None:
+            return False
+        where = Path(self.file()).resolve().parent
+        return where != stacks_dir().resolve()
 
     def file(self) -> str:
         """The stack file, as the reader finds it."""
