@@ -3,6 +3,7 @@ and the NIC policies."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,16 +135,20 @@ def _hcas(ctx: Context, rails: list[dict[str, Any]], pool: str | None) -> None:
         return
 
 
-def pool_rails(ctx: Context, pool: str | None, all_rails: list[str]) -> list[str]:
-    """The rails of a pool: the networks its nccl-env names (one tenant's is enough)."""
+def pool_rails(
+    ctx: Context, pool: str | None, nads: list[dict[str, Any]], offered: set[str]
+) -> list[str]:
+    """The rails of a pool: the networks its nccl-env names (one tenant's is enough), else
+    the networks whose device resource the pool's nodes offer (a fleet with no tenants),
+    else every rail."""
+    all_rails = [str(meta(n)["name"]) for n in nads]
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     for cm in ctx.snap.of("ConfigMap"):
         if meta(cm).get("name") == name and NETWORKS in annots(cm):
-            import json
-
             nets = json.loads(annots(cm)[NETWORKS])
             return [str(n["name"]) for n in nets if n.get("name") in all_rails]
-    return all_rails
+    by_resource = [str(meta(n)["name"]) for n in nads if annots(n).get(RESOURCE) in offered]
+    return by_resource or all_rails
 
 
 def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dict[str, Any]:
@@ -228,7 +233,6 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
     the node groups, else one pool per node group; the first pool's fabric is the stack's
     and every other pool gets its own."""
     nads = rail_nads(ctx)
-    rails = [str(meta(n)["name"]) for n in nads]
     selectors = _pool_selectors(ctx)
     if len(selectors) <= 1:
         sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
@@ -236,7 +240,8 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         return Pools(section, fabric_of(ctx, nads, None), [])
     entries, fabrics = [], []
     for name, sel in selectors:
-        own = pool_rails(ctx, name, rails)
+        offered = {r for g in groups if _selector_matches(sel, g) for r in g.fingerprint.nics}
+        own = pool_rails(ctx, name, nads, offered)
         entries.append(_pool(name, sel, groups))
         fabrics.append(fabric_of(ctx, [n for n in nads if meta(n)["name"] in own], name))
     for entry, fab in zip(entries[1:], fabrics[1:], strict=True):

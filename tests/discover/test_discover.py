@@ -79,6 +79,20 @@ def test_fleet_pools_do_not_overwrite_each_other() -> None:
     assert len(config["gpufabric:fabric"]["rails"]) == 8
 
 
+def test_fleet_without_tenants_gives_each_pool_its_own_rails() -> None:
+    # no tenant, so no nccl-env names a pool's networks: the rails a pool has are the ones
+    # whose device resource its nodes offer (before: every rail, and the ipoib rails came
+    # back as macvlan in the RoCE pool's fabric)
+    text = Path("stacks/Pulumi.fleet-mixed.yaml").read_text(encoding="utf-8")
+    config = yaml.safe_load(text)
+    del config["config"]["gpufabric:tenants"]
+    plan = build_plan("fleet-mixed", parse_stack_text(yaml.safe_dump(config), "no-tenants"))
+    discovered, diffs = round_trip(plan)
+    assert diffs == []
+    pools = yaml.safe_load(discovered)["config"]["gpufabric:gpuNodes"]
+    assert [r["name"] for r in pools[1]["fabric"]["rails"]] == ["roce0", "roce1"]
+
+
 def _valid_mutations(count: int) -> list[str]:
     rng = random.Random(39)
     out: list[str] = []
@@ -97,11 +111,6 @@ def _valid_mutations(count: int) -> list[str]:
 PROPERTY_COUNT = 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="2 of 200 valid mutations (seed 39) still differ: an ipoib rail rendered as macvlan "
-    "after discovery (a fleet pool's fabric inheritance, not yet found)",
-)
 def test_random_valid_stacks_round_trip() -> None:
     """Valid mutations of the round-tripping examples: each discovered stack validates and
     renders back with no difference (the count and the failures are in the message)."""
