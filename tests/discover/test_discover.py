@@ -23,11 +23,10 @@ from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, parse_stack_text
 from gpufabric.plan.build import Plan, build_plan
 
-ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev")
+ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
-    "lab-roce": "roce.qpsPerConnection and storage claims are not read back",
-    "prod-ib": "mirrors, the DOCA driver, monitoring and storage are not read back",
+    "prod-ib": "mirrors, the DOCA driver and monitoring are not read back",
     "roce-sriov-volcano": "CIDRPool gateways and routes, monitoring, health are not read back",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
@@ -91,6 +90,36 @@ def test_fleet_without_tenants_gives_each_pool_its_own_rails() -> None:
     assert diffs == []
     pools = yaml.safe_load(discovered)["config"]["gpufabric:gpuNodes"]
     assert [r["name"] for r in pools[1]["fabric"]["rails"]] == ["roce0", "roce1"]
+
+
+def test_storage_is_read_back_from_the_claims_and_the_nfs_class() -> None:
+    _, config, notes = infer(seeded(load_stack("prod-ib").plan), "x")
+    storage = config["gpufabric:storage"]
+    assert storage["backends"] == [
+        {
+            "name": "nfsordma",
+            "nfs": {
+                "server": "10.40.0.10",
+                "share": "/export/training",
+                "nfsVersion": "4.2",
+                "mountOptions": ["hard", "timeo=600"],
+            },
+        }
+    ]
+    assert storage["claims"] == [
+        {"name": "checkpoints", "size": "50Ti"},
+        {"name": "datasets", "size": "200Ti"},
+    ]
+    research = next(t for t in config["gpufabric:tenants"] if t["namespace"] == "research")
+    assert research["claims"][2] == {"name": "scratch", "size": "10Ti", "mountPath": "/scratch"}
+    # the mount path is on no live object: written, and said so
+    assert any("mountPath" in line for line in notes.unmapped)
+    assert "claims" not in config["gpufabric:tenants"][0]
+
+
+def test_roce_qps_per_connection_is_read_from_nccl_env() -> None:
+    _, config, _ = infer(seeded(load_stack("lab-roce").plan), "x")
+    assert config["gpufabric:fabric"]["roce"] == {"qpsPerConnection": 4}
 
 
 def _valid_mutations(count: int) -> list[str]:
