@@ -3,6 +3,7 @@ and the NIC policies."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,14 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
         keys["poolType"] = "cidrpool"
         if s.get("perNodeNetworkPrefix"):
             keys["perNodePrefix"] = int(s["perNodeNetworkPrefix"])
+        if s.get("gatewayIndex") is not None and s.get("cidr"):
+            # the gateway by its offset in the rail's subnet (pods route the rail through it)
+            net = ipaddress.ip_network(str(s["cidr"]), strict=False)
+            rail["gateway"] = str(net.network_address + int(s["gatewayIndex"]))
+            if s.get("routes") not in (None, [{"dst": s["cidr"]}]):
+                ctx.notes.unmap(cidr, "spec.routes", "only a route to the rail's own cidr maps")
+        for ex in s.get("exclusions") or []:
+            rail.setdefault("exclude", []).append(f"{ex.get('startIP')}-{ex.get('endIP')}")
     else:
         rail["subnet"] = None
         ctx.notes.unmapped.append(
@@ -171,6 +180,7 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
     if ib_keys:
         fabric["infiniband"] = ib_keys
     _roce(ctx, fabric, pool)
+    _nic_driver(ctx, fabric, pool)
     link = nics.link(fabric["type"]) if "type" in fabric else None
     if link is not None and fabric.get("mtu") == link.default_mtu:
         del fabric["mtu"]
@@ -179,6 +189,16 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
         del fabric["rdma"]
     fabric["rails"] = rails
     return fabric
+
+
+def _nic_driver(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
+    """nicDriver.source operator where the pool's NicNodePolicy (or, for the stack's fabric,
+    the NicClusterPolicy) deploys the DOCA driver container (its ``ofedDriver``)."""
+    policy = ctx.named("NicNodePolicy", pool) if pool else None
+    if policy is None:
+        policy = next(iter(ctx.managed("NicClusterPolicy")), None)
+    if policy is not None and spec(policy).get("ofedDriver"):
+        fabric["nicDriver"] = {"source": "operator"}
 
 
 def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:

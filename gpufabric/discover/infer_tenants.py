@@ -69,6 +69,9 @@ def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
         _queue_limits(ctx, ns, entry)
         prio = ctx.named("WorkloadPriorityClass", f"tenant-{ns}")
         value = (prio or {}).get("value")
+        queue = ctx.named("Queue", ns)
+        if prio is None and queue is not None:
+            value = spec(queue).get("priority")
         if value:
             entry["priority"] = int(value)
         out.append(entry)

@@ -27,7 +27,7 @@ ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
     "prod-ib": "mirrors, the DOCA driver and monitoring are not read back",
-    "roce-sriov-volcano": "CIDRPool gateways and routes, monitoring, health are not read back",
+    "roce-sriov-volcano": "monitoring, health and the Trainer's namespace are not read back",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
 
@@ -120,6 +120,20 @@ def test_storage_is_read_back_from_the_claims_and_the_nfs_class() -> None:
 def test_roce_qps_per_connection_is_read_from_nccl_env() -> None:
     _, config, _ = infer(seeded(load_stack("lab-roce").plan), "x")
     assert config["gpufabric:fabric"]["roce"] == {"qpsPerConnection": 4}
+
+
+def test_cidrpool_gateway_driver_container_and_volcano_priority_are_read_back() -> None:
+    _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    fabric = config["gpufabric:fabric"]
+    assert [r["gateway"] for r in fabric["rails"]] == [
+        "172.20.0.1",
+        "172.20.8.1",
+        "172.20.16.1",
+        "172.20.24.1",
+    ]
+    assert fabric["nicDriver"] == {"source": "operator"}
+    tenants = {t["namespace"]: t for t in config["gpufabric:tenants"]}
+    assert tenants["ml-platform"]["priority"] == 100
 
 
 def _valid_mutations(count: int) -> list[str]:
