@@ -22,6 +22,7 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     config["gpufabric:fabric"] = pools.fabric
     config.update(infer_tenants.scheduling(ctx, pools))
     config.update(infer_tenants.training(ctx))
+    config.update(infer_tenants.monitoring(ctx))
     tenants = infer_tenants.tenants(ctx, pools)
     config["gpufabric:storage"], own = infer_storage.storage(ctx, [t["namespace"] for t in tenants])
     for tenant in tenants:

@@ -26,8 +26,8 @@ from gpufabric.plan.build import Plan, build_plan
 ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
-    "prod-ib": "mirrors, the DOCA driver and monitoring are not read back",
-    "roce-sriov-volcano": "monitoring, health and the Trainer's namespace are not read back",
+    "prod-ib": "mirrors (image repositories) and prometheus.install false are not read back",
+    "roce-sriov-volcano": "the runtimes' Volcano networkTopology and dashboard panels differ",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
 
@@ -134,6 +134,16 @@ def test_cidrpool_gateway_driver_container_and_volcano_priority_are_read_back() 
     assert fabric["nicDriver"] == {"source": "operator"}
     tenants = {t["namespace"]: t for t in config["gpufabric:tenants"]}
     assert tenants["ml-platform"]["priority"] == 100
+
+
+def test_trainer_runtimes_and_monitoring_are_read_back() -> None:
+    _, config, notes = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    assert config["gpufabric:training"]["trainer"] == {
+        "enabled": True,
+        "runtimes": ["deepspeed-distributed", "torch-distributed"],
+    }
+    assert config["gpufabric:monitoring"] == {"enabled": True}
+    assert any(line.startswith("monitoring: thresholds") for line in notes.unmapped)
 
 
 def _valid_mutations(count: int) -> list[str]:
