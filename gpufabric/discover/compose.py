@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.discover import infer_fabric, infer_tenants
+from gpufabric.discover import infer_fabric, infer_storage, infer_tenants
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
 from gpufabric.discover.roundtrip import ident, managed
@@ -22,7 +22,13 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     config["gpufabric:fabric"] = pools.fabric
     config.update(infer_tenants.scheduling(ctx, pools))
     config.update(infer_tenants.training(ctx))
-    config["gpufabric:tenants"] = infer_tenants.tenants(ctx, pools)
+    config.update(infer_tenants.monitoring(ctx))
+    tenants = infer_tenants.tenants(ctx, pools)
+    config["gpufabric:storage"], own = infer_storage.storage(ctx, [t["namespace"] for t in tenants])
+    for tenant in tenants:
+        if tenant["namespace"] in own:
+            tenant["claims"] = infer_storage.claims(ctx, own[tenant["namespace"]])
+    config["gpufabric:tenants"] = tenants
     versions = infer_fabric.versions(ctx)
     if versions:
         config["gpufabric:versions"] = versions

@@ -3,6 +3,8 @@ and the NIC policies."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +104,14 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
         keys["poolType"] = "cidrpool"
         if s.get("perNodeNetworkPrefix"):
             keys["perNodePrefix"] = int(s["perNodeNetworkPrefix"])
+        if s.get("gatewayIndex") is not None and s.get("cidr"):
+            # the gateway by its offset in the rail's subnet (pods route the rail through it)
+            net = ipaddress.ip_network(str(s["cidr"]), strict=False)
+            rail["gateway"] = str(net.network_address + int(s["gatewayIndex"]))
+            if s.get("routes") not in (None, [{"dst": s["cidr"]}]):
+                ctx.notes.unmap(cidr, "spec.routes", "only a route to the rail's own cidr maps")
+        for ex in s.get("exclusions") or []:
+            rail.setdefault("exclude", []).append(f"{ex.get('startIP')}-{ex.get('endIP')}")
     else:
         rail["subnet"] = None
         ctx.notes.unmapped.append(
@@ -134,16 +144,20 @@ def _hcas(ctx: Context, rails: list[dict[str, Any]], pool: str | None) -> None:
         return
 
 
-def pool_rails(ctx: Context, pool: str | None, all_rails: list[str]) -> list[str]:
-    """The rails of a pool: the networks its nccl-env names (one tenant's is enough)."""
+def pool_rails(
+    ctx: Context, pool: str | None, nads: list[dict[str, Any]], offered: set[str]
+) -> list[str]:
+    """The rails of a pool: the networks its nccl-env names (one tenant's is enough), else
+    the networks whose device resource the pool's nodes offer (a fleet with no tenants),
+    else every rail."""
+    all_rails = [str(meta(n)["name"]) for n in nads]
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     for cm in ctx.snap.of("ConfigMap"):
         if meta(cm).get("name") == name and NETWORKS in annots(cm):
-            import json
-
             nets = json.loads(annots(cm)[NETWORKS])
             return [str(n["name"]) for n in nets if n.get("name") in all_rails]
-    return all_rails
+    by_resource = [str(meta(n)["name"]) for n in nads if annots(n).get(RESOURCE) in offered]
+    return by_resource or all_rails
 
 
 def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dict[str, Any]:
@@ -166,6 +180,7 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
     if ib_keys:
         fabric["infiniband"] = ib_keys
     _roce(ctx, fabric, pool)
+    _nic_driver(ctx, fabric, pool)
     link = nics.link(fabric["type"]) if "type" in fabric else None
     if link is not None and fabric.get("mtu") == link.default_mtu:
         del fabric["mtu"]
@@ -176,12 +191,25 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
     return fabric
 
 
+def _nic_driver(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
+    """nicDriver.source operator where the pool's NicNodePolicy (or, for the stack's fabric,
+    the NicClusterPolicy) deploys the DOCA driver container (its ``ofedDriver``)."""
+    policy = ctx.named("NicNodePolicy", pool) if pool else None
+    if policy is None:
+        policy = next(iter(ctx.managed("NicClusterPolicy")), None)
+    if policy is not None and spec(policy).get("ofedDriver"):
+        fabric["nicDriver"] = {"source": "operator"}
+
+
 def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     cm = next((c for c in ctx.snap.of("ConfigMap") if meta(c).get("name") == name), None)
     tc = (cm or {}).get("data", {}).get("NCCL_IB_TC")
     if tc is not None and str(tc).isdigit() and int(tc) // 4 != 26:
-        fabric["roce"] = {"dscp": int(tc) // 4}
+        fabric.setdefault("roce", {})["dscp"] = int(tc) // 4
+    qps = (cm or {}).get("data", {}).get("NCCL_IB_QPS_PER_CONNECTION")
+    if qps is not None and str(qps).isdigit():
+        fabric.setdefault("roce", {})["qpsPerConnection"] = int(qps)
 
 
 def _selector_matches(selector: dict[str, str], grp: Group) -> bool:
@@ -228,7 +256,6 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
     the node groups, else one pool per node group; the first pool's fabric is the stack's
     and every other pool gets its own."""
     nads = rail_nads(ctx)
-    rails = [str(meta(n)["name"]) for n in nads]
     selectors = _pool_selectors(ctx)
     if len(selectors) <= 1:
         sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
@@ -236,7 +263,8 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         return Pools(section, fabric_of(ctx, nads, None), [])
     entries, fabrics = [], []
     for name, sel in selectors:
-        own = pool_rails(ctx, name, rails)
+        offered = {r for g in groups if _selector_matches(sel, g) for r in g.fingerprint.nics}
+        own = pool_rails(ctx, name, nads, offered)
         entries.append(_pool(name, sel, groups))
         fabrics.append(fabric_of(ctx, [n for n in nads if meta(n)["name"] in own], name))
     for entry, fab in zip(entries[1:], fabrics[1:], strict=True):

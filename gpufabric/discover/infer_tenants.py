@@ -54,6 +54,23 @@ def training(ctx: Context) -> dict[str, Any]:
     return {"gpufabric:training": out} if out else {}
 
 
+DASHBOARD = "grafana_dashboard"
+
+
+def monitoring(ctx: Context) -> dict[str, Any]:
+    """monitoring.enabled where gpufabric's Grafana dashboards are there; the rules,
+    monitors and node-problem-detector it also renders are not read (noted)."""
+    boards = [c for c in ctx.managed("ConfigMap") if labels(c).get(DASHBOARD) == "1"]
+    if not boards:
+        return {}
+    ctx.notes.unmapped.append(
+        "monitoring: thresholds, health, prometheus.selectorLabels and nodeProblemDetector "
+        "live in PrometheusRules, ServiceMonitors and CronJobs discovery does not read: "
+        "written at their defaults"
+    )
+    return {"gpufabric:monitoring": {"enabled": True}}
+
+
 def _tenant_namespaces(ctx: Context) -> list[str]:
     return [
         str(meta(n)["name"])
@@ -69,6 +86,9 @@ def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
         _queue_limits(ctx, ns, entry)
         prio = ctx.named("WorkloadPriorityClass", f"tenant-{ns}")
         value = (prio or {}).get("value")
+        queue = ctx.named("Queue", ns)
+        if prio is None and queue is not None:
+            value = spec(queue).get("priority")
         if value:
             entry["priority"] = int(value)
         out.append(entry)

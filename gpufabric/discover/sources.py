@@ -70,6 +70,12 @@ SOURCES: tuple[Source, ...] = (
     Source("scheduling.volcano.sh/v1beta1", "Queue", "queues", "Volcano queues"),
     Source("topology.volcano.sh/v1alpha1", "HyperNode", "hypernodes", "Volcano topology"),
     Source(
+        "trainer.kubeflow.org/v1alpha1",
+        "ClusterTrainingRuntime",
+        "clustertrainingruntimes",
+        "the Trainer's runtimes",
+    ),
+    Source(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",

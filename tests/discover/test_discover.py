@@ -23,12 +23,11 @@ from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, parse_stack_text
 from gpufabric.plan.build import Plan, build_plan
 
-ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev")
+ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
-    "lab-roce": "roce.qpsPerConnection and storage claims are not read back",
-    "prod-ib": "mirrors, the DOCA driver, monitoring and storage are not read back",
-    "roce-sriov-volcano": "CIDRPool gateways and routes, monitoring, health are not read back",
+    "prod-ib": "mirrors (image repositories) and prometheus.install false are not read back",
+    "roce-sriov-volcano": "the runtimes' Volcano networkTopology and dashboard panels differ",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
 
@@ -79,6 +78,74 @@ def test_fleet_pools_do_not_overwrite_each_other() -> None:
     assert len(config["gpufabric:fabric"]["rails"]) == 8
 
 
+def test_fleet_without_tenants_gives_each_pool_its_own_rails() -> None:
+    # no tenant, so no nccl-env names a pool's networks: the rails a pool has are the ones
+    # whose device resource its nodes offer (before: every rail, and the ipoib rails came
+    # back as macvlan in the RoCE pool's fabric)
+    text = Path("stacks/Pulumi.fleet-mixed.yaml").read_text(encoding="utf-8")
+    config = yaml.safe_load(text)
+    del config["config"]["gpufabric:tenants"]
+    plan = build_plan("fleet-mixed", parse_stack_text(yaml.safe_dump(config), "no-tenants"))
+    discovered, diffs = round_trip(plan)
+    assert diffs == []
+    pools = yaml.safe_load(discovered)["config"]["gpufabric:gpuNodes"]
+    assert [r["name"] for r in pools[1]["fabric"]["rails"]] == ["roce0", "roce1"]
+
+
+def test_storage_is_read_back_from_the_claims_and_the_nfs_class() -> None:
+    _, config, notes = infer(seeded(load_stack("prod-ib").plan), "x")
+    storage = config["gpufabric:storage"]
+    assert storage["backends"] == [
+        {
+            "name": "nfsordma",
+            "nfs": {
+                "server": "10.40.0.10",
+                "share": "/export/training",
+                "nfsVersion": "4.2",
+                "mountOptions": ["hard", "timeo=600"],
+            },
+        }
+    ]
+    assert storage["claims"] == [
+        {"name": "checkpoints", "size": "50Ti"},
+        {"name": "datasets", "size": "200Ti"},
+    ]
+    research = next(t for t in config["gpufabric:tenants"] if t["namespace"] == "research")
+    assert research["claims"][2] == {"name": "scratch", "size": "10Ti", "mountPath": "/scratch"}
+    # the mount path is on no live object: written, and said so
+    assert any("mountPath" in line for line in notes.unmapped)
+    assert "claims" not in config["gpufabric:tenants"][0]
+
+
+def test_roce_qps_per_connection_is_read_from_nccl_env() -> None:
+    _, config, _ = infer(seeded(load_stack("lab-roce").plan), "x")
+    assert config["gpufabric:fabric"]["roce"] == {"qpsPerConnection": 4}
+
+
+def test_cidrpool_gateway_driver_container_and_volcano_priority_are_read_back() -> None:
+    _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    fabric = config["gpufabric:fabric"]
+    assert [r["gateway"] for r in fabric["rails"]] == [
+        "172.20.0.1",
+        "172.20.8.1",
+        "172.20.16.1",
+        "172.20.24.1",
+    ]
+    assert fabric["nicDriver"] == {"source": "operator"}
+    tenants = {t["namespace"]: t for t in config["gpufabric:tenants"]}
+    assert tenants["ml-platform"]["priority"] == 100
+
+
+def test_trainer_runtimes_and_monitoring_are_read_back() -> None:
+    _, config, notes = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    assert config["gpufabric:training"]["trainer"] == {
+        "enabled": True,
+        "runtimes": ["deepspeed-distributed", "torch-distributed"],
+    }
+    assert config["gpufabric:monitoring"] == {"enabled": True}
+    assert any(line.startswith("monitoring: thresholds") for line in notes.unmapped)
+
+
 def _valid_mutations(count: int) -> list[str]:
     rng = random.Random(39)
     out: list[str] = []
@@ -97,11 +164,6 @@ def _valid_mutations(count: int) -> list[str]:
 PROPERTY_COUNT = 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="2 of 200 valid mutations (seed 39) still differ: an ipoib rail rendered as macvlan "
-    "after discovery (a fleet pool's fabric inheritance, not yet found)",
-)
 def test_random_valid_stacks_round_trip() -> None:
     """Valid mutations of the round-tripping examples: each discovered stack validates and
     renders back with no difference (the count and the failures are in the message)."""
