@@ -320,3 +320,26 @@ def test_a_system_the_gpu_model_contradicts_is_a_warning() -> None:
     assert any(
         "'GB200' names GB200, but gpuNodes.nvlink.system is GB300-NVL72" in w for w in warnings
     )
+
+
+def test_a_job_of_one_racks_trays_must_run_in_one_rack() -> None:
+    """Judged inside one NVLink domain, a run of at most 18 trays is required (not merely
+    preferred) to fit one clique; a larger one prefers it; a pinned sweep pair is placed by
+    its pins (a pair across racks must stay admissible)."""
+    from gpufabric.authorities import kueue
+    from gpufabric.verify.nccl import job as nccl
+
+    plan = plan_of(example_config("gb200-nvl72"))
+
+    def worker(job: dict[str, Any]) -> dict[str, str]:
+        annotations: dict[str, str] = gpu_pods(job)[0]["metadata"]["annotations"]
+        return annotations
+
+    tenant = "frontier-pretrain"
+    one_rack = nccl.acceptance_job(plan, tenant, 18)
+    assert worker(one_rack)[kueue.TOPOLOGY_REQUIRED] == "nvidia.com/gpu.clique"
+    racks = nccl.acceptance_job(plan, tenant, 36)
+    assert kueue.TOPOLOGY_REQUIRED not in worker(racks)
+    assert worker(racks)[kueue.TOPOLOGY_HINT] == "nvidia.com/gpu.clique"
+    pair = nccl.acceptance_job(plan, tenant, 2, pin_nodes=("tray-a", "tray-b"))
+    assert kueue.TOPOLOGY_REQUIRED not in worker(pair)

@@ -43,6 +43,9 @@ LOCAL_QUEUE_NAME = "training"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 TOPOLOGY_HINT = "kueue.x-k8s.io/podset-preferred-topology"
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+"""A job that must fit under one value of a level (an NVL72 job of one rack's trays): Kueue
+admits it only where one clique holds it, rather than spreading it over racks."""
 
 BUILTIN_FRAMEWORKS = ("batch/job",)
 FRAMEWORK_OF = {"mpijob": "kubeflow.org/mpijob", "trainjob": "trainer.kubeflow.org/trainjob"}
@@ -382,7 +385,9 @@ class Kueue(Authority):
     def job_labels(self, contract: TenantContract) -> dict[str, str]:
         return {QUEUE_LABEL: contract.queue, PRIORITY_LABEL: contract.priority_class}
 
-    def pod_annotations(self, gang: GangPolicy) -> dict[str, str]:
+    def pod_annotations(self, gang: GangPolicy, within: str | None = None) -> dict[str, str]:
+        if within is not None and within in gang.topology_levels:
+            return {TOPOLOGY_REQUIRED: within}
         level = gang.preferred_topology_level
         return {TOPOLOGY_HINT: level} if level else {}
 

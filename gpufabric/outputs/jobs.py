@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic_core import PydanticCustomError
 
 from gpufabric.authorities.base import GPU_RESOURCE, Authority
+from gpufabric.model import nvlink
 from gpufabric.model.config import MAX_RESTARTS, deadline_seconds
 from gpufabric.model.problems import Problem, StackError, suggest
 from gpufabric.model.sources import REFERENCE_FORM, reference_problem, split_registry
@@ -347,6 +348,9 @@ class Wiring:
     channel: str | None = None
     """The ResourceClaimTemplate of the job's ComputeDomain IMEX channel, claimed by every
     GPU pod (None: not a multi-node job on an NVL72 pool)."""
+    within: str | None = None
+    """A topology level the job must fit under one value of: the clique for an NVL72 job of
+    at most one rack's trays (it is judged inside one NVLink domain, so it must run in one)."""
 
     @property
     def gpus(self) -> int:
@@ -358,7 +362,7 @@ class Wiring:
     def pod_annotations(self) -> dict[str, str]:
         return {
             NETWORKS_ANNOTATION: self.contract.networks,
-            **self.authority.pod_annotations(self.facts.gang),
+            **self.authority.pod_annotations(self.facts.gang, self.within),
         }
 
     def security_context(self) -> dict[str, Any]:
@@ -510,7 +514,14 @@ def wiring_for(plan: Plan, req: JobRequest) -> Wiring:
     contract = check_request(plan.facts, req)
     name = req.name or default_name(req, plan.facts)
     channel = channel_template(name) if needs_compute_domain(plan.facts, req.nodes) else None
-    return Wiring(facts=plan.facts, contract=contract, authority=plan.authority, channel=channel)
+    one_rack = channel is not None and req.nodes <= nvlink.TRAYS_PER_DOMAIN
+    return Wiring(
+        facts=plan.facts,
+        contract=contract,
+        authority=plan.authority,
+        channel=channel,
+        within=nvlink.CLIQUE_LABEL if one_rack else None,
+    )
 
 
 def needs_compute_domain(facts: Facts, nodes: int) -> bool:

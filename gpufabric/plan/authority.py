@@ -189,8 +189,9 @@ class Authority(ABC):
         """Labels on every pod template of a job."""
         return {}
 
-    def pod_annotations(self, gang: GangPolicy) -> dict[str, str]:
-        """Annotations on every pod template of a job."""
+    def pod_annotations(self, gang: GangPolicy, within: str | None = None) -> dict[str, str]:
+        """Annotations on every pod template of a job; ``within``: a topology level the job
+        must fit under one value of (an NVL72 job of at most one rack's trays: the clique)."""
         return {}
 
     def scheduling_policy(

@@ -236,6 +236,10 @@ def acceptance_job(
         tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf, min_nodes=2
     )
     w = wiring_for(plan, req)
+    if pin_nodes:
+        # Pinned to its nodes (a sweep's pair or group, a re-certification): where it runs is
+        # named, and a pair across racks must not be held to one clique.
+        w = replace(w, within=None)
     overrides: dict[str, str] = {}
     if rail is not None:
         narrow = on_one_rail(plan.facts.fabric, w.contract, rail)
