@@ -27,7 +27,7 @@ ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
     "prod-ib": "mirrors (image repositories) and prometheus.install false are not read back",
-    "roce-sriov-volcano": "the runtimes' Volcano networkTopology and dashboard panels differ",
+    "roce-sriov-volcano": "the runtimes' Volcano networkTopology (topologyLevels) is not read back",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
 
@@ -266,3 +266,11 @@ def test_ten_thousand_nodes_in_under_30_seconds(tmp_path: Path, capsys) -> None:
     assert code == 2
     assert "fabric.rails[0].subnet" in captured.err
     assert seconds < 30, seconds
+
+
+def test_rail_hcas_are_read_from_the_fabric_dashboard() -> None:
+    # SR-IOV rails set no NCCL_IB_HCA: the fabric dashboard's per-rail panels name the device
+    # (before: the rails came back without hca and the board showed "all RDMA ports")
+    _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    rails = config["gpufabric:fabric"]["rails"]
+    assert [r.get("hca") for r in rails] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
