@@ -58,17 +58,37 @@ DASHBOARD = "grafana_dashboard"
 
 
 def monitoring(ctx: Context) -> dict[str, Any]:
-    """monitoring.enabled where gpufabric's Grafana dashboards are there; the rules,
-    monitors and node-problem-detector it also renders are not read (noted)."""
+    """monitoring.enabled where gpufabric's Grafana dashboards are there; prometheus.install
+    false where the kube-state-metrics ConfigMap for an existing Prometheus is there, and
+    the labels gpufabric's ServiceMonitors carry as prometheus.selectorLabels (an installed
+    one's ``release`` label is the chart's, not the stack's). Thresholds, health and
+    nodeProblemDetector are not read (noted)."""
+    from gpufabric.discover.sources import MANAGED_BY, STACK_LABEL
+    from gpufabric.plan.monitoring import PROMETHEUS_COMPONENT
+    from gpufabric.plan.node_acceptance import KSM_CONFIG_MAP
+
     boards = [c for c in ctx.managed("ConfigMap") if labels(c).get(DASHBOARD) == "1"]
     if not boards:
         return {}
     ctx.notes.unmapped.append(
-        "monitoring: thresholds, health, prometheus.selectorLabels and nodeProblemDetector "
-        "live in PrometheusRules, ServiceMonitors and CronJobs discovery does not read: "
-        "written at their defaults"
+        "monitoring: thresholds, health and nodeProblemDetector live in PrometheusRules and "
+        "CronJobs discovery does not read: written at their defaults"
     )
-    return {"gpufabric:monitoring": {"enabled": True}}
+    out: dict[str, Any] = {"enabled": True}
+    install = not any(meta(c).get("name") == KSM_CONFIG_MAP for c in ctx.managed("ConfigMap"))
+    selector: dict[str, str] = {}
+    for monitor in ctx.managed("ServiceMonitor"):
+        selector.update(labels(monitor))
+    for key in (MANAGED_BY[0], STACK_LABEL):
+        selector.pop(key, None)
+    if install and selector.get("release") == PROMETHEUS_COMPONENT:
+        del selector["release"]
+    prometheus: dict[str, Any] = {} if install else {"install": False}
+    if selector:
+        prometheus["selectorLabels"] = dict(sorted(selector.items()))
+    if prometheus:
+        out["prometheus"] = prometheus
+    return {"gpufabric:monitoring": out}
 
 
 def _tenant_namespaces(ctx: Context) -> list[str]:

@@ -274,3 +274,16 @@ def test_rail_hcas_are_read_from_the_fabric_dashboard() -> None:
     _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
     rails = config["gpufabric:fabric"]["rails"]
     assert [r.get("hca") for r in rails] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+
+
+def test_an_existing_prometheus_and_its_selector_labels_are_read_back() -> None:
+    # the kube-state-metrics ConfigMap gpufabric writes only for an existing Prometheus, and
+    # the labels on its ServiceMonitors (before: install true, no labels, 3 differences)
+    _, config, _ = infer(seeded(load_stack("prod-ib").plan), "x")
+    assert config["gpufabric:monitoring"]["prometheus"] == {
+        "install": False,
+        "selectorLabels": {"prometheus": "site"},
+    }
+    # an installed Prometheus: its chart's release label is not the stack's
+    _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    assert "prometheus" not in config["gpufabric:monitoring"]
