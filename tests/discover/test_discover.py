@@ -17,16 +17,16 @@ from stackfuzz import mutate
 
 from gpufabric.cli import main
 from gpufabric.discover.compose import infer
+from gpufabric.discover.infer_sources import mirror_of
 from gpufabric.discover.roundtrip import compare
 from gpufabric.discover.snapshot import Snapshot
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, parse_stack_text
 from gpufabric.plan.build import Plan, build_plan
 
-ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
+ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce", "prod-ib")
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
-    "prod-ib": "mirrors (image repositories) and prometheus.install false are not read back",
     "roce-sriov-volcano": "the runtimes' Volcano networkTopology (topologyLevels) is not read back",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
@@ -287,3 +287,30 @@ def test_an_existing_prometheus_and_its_selector_labels_are_read_back() -> None:
     # an installed Prometheus: its chart's release label is not the stack's
     _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
     assert "prometheus" not in config["gpufabric:monitoring"]
+
+
+def test_mirrors_are_read_from_image_references() -> None:
+    # the NicClusterPolicy's repositories and the runtime's image read through the mirror
+    # (before: no sources, 4 differences); a mirror no image shows is not invented
+    _, config, _ = infer(seeded(load_stack("prod-ib").plan), "x")
+    assert config["gpufabric:sources"] == {
+        "registries": {
+            "docker.io": "harbor.prod-ib.example.internal/dockerhub",
+            "nvcr.io": "harbor.prod-ib.example.internal/nvcr",
+        }
+    }
+    _, config, _ = infer(seeded(load_stack("dgx-h100").plan), "x")
+    assert "gpufabric:sources" not in config
+
+
+@pytest.mark.parametrize(
+    ("live", "rendered", "pair"),
+    [
+        ("m.example/nv/nvidia/x:1", "nvcr.io/nvidia/x:1", ("nvcr.io", "m.example/nv")),
+        ("m.example/hub/busybox:1", "busybox:1", ("docker.io", "m.example/hub")),
+        ("nvcr.io/nvidia/x:2", "nvcr.io/nvidia/x:1", None),  # a changed tag is no mirror
+        ("nvcr.io/other/nvidia/x:1", "nvcr.io/nvidia/x:1", None),
+    ],
+)
+def test_mirror_of_an_image_reference(live: str, rendered: str, pair: object) -> None:
+    assert mirror_of(live, rendered) == pair
