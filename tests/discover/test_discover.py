@@ -24,10 +24,17 @@ from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, parse_stack_text
 from gpufabric.plan.build import Plan, build_plan
 
-ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce", "prod-ib")
+ROUND_TRIP = (
+    "dgx-h100",
+    "fleet-mixed",
+    "gb200-nvl72",
+    "kind-dev",
+    "lab-roce",
+    "prod-ib",
+    "roce-sriov-volcano",
+)
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
-    "roce-sriov-volcano": "the runtimes' Volcano networkTopology (topologyLevels) is not read back",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
 
@@ -314,3 +321,16 @@ def test_mirrors_are_read_from_image_references() -> None:
 )
 def test_mirror_of_an_image_reference(live: str, rendered: str, pair: object) -> None:
     assert mirror_of(live, rendered) == pair
+
+
+def test_volcano_topology_levels_are_read_from_its_hypernodes() -> None:
+    # Volcano's label discoverer names each tier's node label (tierName); a hand-made
+    # HyperNode (no discovery-source label) is not read (before: no topologyLevels, and the
+    # runtimes' networkTopology was missing from the render)
+    snap = seeded(load_stack("roce-sriov-volcano").plan)
+    _, config, _ = infer(snap, "x")
+    assert config["gpufabric:scheduling"]["topologyLevels"] == ["topology.gpufabric.io/leaf"]
+    for hyper in snap.objects["HyperNode"]:
+        hyper["metadata"]["labels"] = {}
+    _, config, _ = infer(snap, "x")
+    assert "topologyLevels" not in config["gpufabric:scheduling"]
