@@ -18,6 +18,7 @@ this; otherwise the discovered count is the seeded one)."""
 
 
 def nodes(plan: Plan, per_pool: int = NODES_PER_POOL) -> list[dict[str, Any]]:
+    """Each pool's nodes, then the HyperNodes Volcano would discover from them."""
     out = []
     minor = plan.facts.kubernetes_minor
     for pool in plan.facts.pools:
@@ -34,6 +35,34 @@ def nodes(plan: Plan, per_pool: int = NODES_PER_POOL) -> list[dict[str, Any]]:
             if n.nvlink is not None:
                 labels[CLIQUE] = f"clique-{i // 18}"
             out.append(node(name, labels, alloc, minor))
+    return out + hypernodes(plan, [n["metadata"]["name"] for n in out])
+
+
+def hypernodes(plan: Plan, node_names: list[str]) -> list[dict[str, Any]]:
+    """What Volcano's label discoverer makes of a stack's topology levels (the node labels
+    ``topologyLevels`` names): a HyperNode per level, tier 1 the narrowest, ``tierName`` the
+    label and a ``volcano.sh/network-topology-source: label`` label (one leaf holds all)."""
+    gang = plan.facts.gang
+    if gang.authority != "volcano":
+        return []
+    out: list[dict[str, Any]] = []
+    members = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in node_names]
+    for tier, level in enumerate(reversed(gang.switch_levels), start=1):
+        name = f"hypernode-{tier}-0"
+        out.append(
+            {
+                "apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode",
+                "metadata": {
+                    "name": name,
+                    "labels": {"volcano.sh/network-topology-source": "label"},
+                    "uid": f"uid-{name}",
+                    "resourceVersion": "1",
+                },
+                "spec": {"tier": tier, "tierName": level, "members": members},
+            }
+        )
+        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": name}}}]
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.discover import infer_fabric, infer_storage, infer_tenants
+from gpufabric.discover import infer_fabric, infer_sources, infer_storage, infer_tenants
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
 from gpufabric.discover.roundtrip import ident, managed
@@ -33,7 +33,11 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     if versions:
         config["gpufabric:versions"] = versions
     foreign(ctx)
-    return name, {k: v for k, v in config.items() if v not in ({}, [], None)}, ctx.notes
+    config = {k: v for k, v in config.items() if v not in ({}, [], None)}
+    mirrors = infer_sources.registries(ctx, config)
+    if mirrors:
+        config["gpufabric:sources"] = {"registries": mirrors}
+    return name, config, ctx.notes
 
 
 def cluster(ctx: Context) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,29 @@ def _hcas(ctx: Context, rails: list[dict[str, Any]], pool: str | None) -> None:
         return
 
 
+FABRIC_BOARD = "gpufabric-fabric"
+RAIL_PANEL = re.compile(r"^rail (\S+) \((\S+)\): ports not ACTIVE$")
+
+
+def _board_hcas(ctx: Context, rails: list[dict[str, Any]]) -> None:
+    """HCA names the fabric dashboard shows per rail (``rail <name> (<device>)`` panels), for
+    the stack's rails that no nccl-env names (SR-IOV and ipoib stacks set no NCCL_IB_HCA)."""
+    board = ctx.named("ConfigMap", FABRIC_BOARD)
+    text = str(((board or {}).get("data") or {}).get(f"{FABRIC_BOARD}.json", ""))
+    try:
+        panels = json.loads(text).get("panels") or [] if text else []
+    except (ValueError, AttributeError):
+        return
+    shown = {}
+    for panel in panels:
+        found = RAIL_PANEL.match(str(panel.get("title", ""))) if isinstance(panel, dict) else None
+        if found:
+            shown[found.group(1)] = found.group(2)
+    for rail in rails:
+        if "hca" not in rail and rail.get("name") in shown:
+            rail["hca"] = shown[rail["name"]]
+
+
 def pool_rails(
     ctx: Context, pool: str | None, nads: list[dict[str, Any]], offered: set[str]
 ) -> list[str]:
@@ -260,7 +284,9 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
     if len(selectors) <= 1:
         sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
         section = _pool(None, sel, groups)
-        return Pools(section, fabric_of(ctx, nads, None), [])
+        fabric = fabric_of(ctx, nads, None)
+        _board_hcas(ctx, fabric["rails"])
+        return Pools(section, fabric, [])
     entries, fabrics = [], []
     for name, sel in selectors:
         offered = {r for g in groups if _selector_matches(sel, g) for r in g.fingerprint.nics}
@@ -273,6 +299,7 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         }
         if differs:
             entry["fabric"] = differs
+    _board_hcas(ctx, fabrics[0]["rails"])
     return Pools(entries, fabrics[0], [n for n, _ in selectors])
 
 

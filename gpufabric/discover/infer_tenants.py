@@ -19,6 +19,8 @@ def authority(ctx: Context) -> str | None:
 
     kinds = ("ClusterQueue", "LocalQueue", "Topology", "Queue", "HyperNode")
     groups = {str(o.get("apiVersion", "")) for k in kinds for o in ctx.managed(k)}
+    # HyperNodes the scheduler's own discovery built from the stack's topology labels
+    groups |= {str(o.get("apiVersion", "")) for o in _discovered_hypernodes(ctx)}
     found = [a.name for a in AUTHORITIES.members() if _serves(a.component, groups)]
     return found[0] if len(found) == 1 else None
 
@@ -40,7 +42,34 @@ def scheduling(ctx: Context, pools: Pools) -> dict[str, Any]:
             for e in ([pools.section] if isinstance(pools.section, dict) else pools.section)
         ):
             out["topologyLevels"] = levels
+    if "topologyLevels" not in out:
+        levels = hypernode_levels(ctx)
+        if levels:
+            out["topologyLevels"] = levels
     return {"gpufabric:scheduling": out} if out else {}
+
+
+TOPOLOGY_SOURCE = ("volcano.sh/network-topology-source", "label")
+
+
+def _discovered_hypernodes(ctx: Context) -> list[dict[str, Any]]:
+    return [
+        h
+        for h in ctx.snap.of("HyperNode")
+        if labels(h).get(TOPOLOGY_SOURCE[0]) == TOPOLOGY_SOURCE[1]
+    ]
+
+
+def hypernode_levels(ctx: Context) -> list[str]:
+    """The node labels Volcano's label discoverer built HyperNodes from (its ``tierName``),
+    widest tier first: the stack's ``topologyLevels`` under Volcano."""
+    tiers: dict[int, str] = {}
+    for hyper in _discovered_hypernodes(ctx):
+        s = spec(hyper)
+        tier, name = s.get("tier"), s.get("tierName")
+        if isinstance(tier, int) and isinstance(name, str) and name:
+            tiers.setdefault(tier, name)
+    return [tiers[t] for t in sorted(tiers, reverse=True)]
 
 
 def training(ctx: Context) -> dict[str, Any]:
@@ -58,17 +87,37 @@ DASHBOARD = "grafana_dashboard"
 
 
 def monitoring(ctx: Context) -> dict[str, Any]:
-    """monitoring.enabled where gpufabric's Grafana dashboards are there; the rules,
-    monitors and node-problem-detector it also renders are not read (noted)."""
+    """monitoring.enabled where gpufabric's Grafana dashboards are there; prometheus.install
+    false where the kube-state-metrics ConfigMap for an existing Prometheus is there, and
+    the labels gpufabric's ServiceMonitors carry as prometheus.selectorLabels (an installed
+    one's ``release`` label is the chart's, not the stack's). Thresholds, health and
+    nodeProblemDetector are not read (noted)."""
+    from gpufabric.discover.sources import MANAGED_BY, STACK_LABEL
+    from gpufabric.plan.monitoring import PROMETHEUS_COMPONENT
+    from gpufabric.plan.node_acceptance import KSM_CONFIG_MAP
+
     boards = [c for c in ctx.managed("ConfigMap") if labels(c).get(DASHBOARD) == "1"]
     if not boards:
         return {}
     ctx.notes.unmapped.append(
-        "monitoring: thresholds, health, prometheus.selectorLabels and nodeProblemDetector "
-        "live in PrometheusRules, ServiceMonitors and CronJobs discovery does not read: "
-        "written at their defaults"
+        "monitoring: thresholds, health and nodeProblemDetector live in PrometheusRules and "
+        "CronJobs discovery does not read: written at their defaults"
     )
-    return {"gpufabric:monitoring": {"enabled": True}}
+    out: dict[str, Any] = {"enabled": True}
+    install = not any(meta(c).get("name") == KSM_CONFIG_MAP for c in ctx.managed("ConfigMap"))
+    selector: dict[str, str] = {}
+    for monitor in ctx.managed("ServiceMonitor"):
+        selector.update(labels(monitor))
+    for key in (MANAGED_BY[0], STACK_LABEL):
+        selector.pop(key, None)
+    if install and selector.get("release") == PROMETHEUS_COMPONENT:
+        del selector["release"]
+    prometheus: dict[str, Any] = {} if install else {"install": False}
+    if selector:
+        prometheus["selectorLabels"] = dict(sorted(selector.items()))
+    if prometheus:
+        out["prometheus"] = prometheus
+    return {"gpufabric:monitoring": out}
 
 
 def _tenant_namespaces(ctx: Context) -> list[str]:

@@ -76,6 +76,12 @@ SOURCES: tuple[Source, ...] = (
         "the Trainer's runtimes",
     ),
     Source(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        "the labels the site's Prometheus selects by",
+    ),
+    Source(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",

@@ -17,17 +17,24 @@ from stackfuzz import mutate
 
 from gpufabric.cli import main
 from gpufabric.discover.compose import infer
+from gpufabric.discover.infer_sources import mirror_of
 from gpufabric.discover.roundtrip import compare
 from gpufabric.discover.snapshot import Snapshot
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import load_stack, parse_stack_text
 from gpufabric.plan.build import Plan, build_plan
 
-ROUND_TRIP = ("dgx-h100", "fleet-mixed", "gb200-nvl72", "kind-dev", "lab-roce")
+ROUND_TRIP = (
+    "dgx-h100",
+    "fleet-mixed",
+    "gb200-nvl72",
+    "kind-dev",
+    "lab-roce",
+    "prod-ib",
+    "roce-sriov-volcano",
+)
 """Shipped stacks whose every compared object comes back identical."""
 NOT_YET = {
-    "prod-ib": "mirrors (image repositories) and prometheus.install false are not read back",
-    "roce-sriov-volcano": "the runtimes' Volcano networkTopology and dashboard panels differ",
     "routed-b200": "routed rails (a network per leaf) are not read back",
 }
 
@@ -266,3 +273,64 @@ def test_ten_thousand_nodes_in_under_30_seconds(tmp_path: Path, capsys) -> None:
     assert code == 2
     assert "fabric.rails[0].subnet" in captured.err
     assert seconds < 30, seconds
+
+
+def test_rail_hcas_are_read_from_the_fabric_dashboard() -> None:
+    # SR-IOV rails set no NCCL_IB_HCA: the fabric dashboard's per-rail panels name the device
+    # (before: the rails came back without hca and the board showed "all RDMA ports")
+    _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    rails = config["gpufabric:fabric"]["rails"]
+    assert [r.get("hca") for r in rails] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+
+
+def test_an_existing_prometheus_and_its_selector_labels_are_read_back() -> None:
+    # the kube-state-metrics ConfigMap gpufabric writes only for an existing Prometheus, and
+    # the labels on its ServiceMonitors (before: install true, no labels, 3 differences)
+    _, config, _ = infer(seeded(load_stack("prod-ib").plan), "x")
+    assert config["gpufabric:monitoring"]["prometheus"] == {
+        "install": False,
+        "selectorLabels": {"prometheus": "site"},
+    }
+    # an installed Prometheus: its chart's release label is not the stack's
+    _, config, _ = infer(seeded(load_stack("roce-sriov-volcano").plan), "x")
+    assert "prometheus" not in config["gpufabric:monitoring"]
+
+
+def test_mirrors_are_read_from_image_references() -> None:
+    # the NicClusterPolicy's repositories and the runtime's image read through the mirror
+    # (before: no sources, 4 differences); a mirror no image shows is not invented
+    _, config, _ = infer(seeded(load_stack("prod-ib").plan), "x")
+    assert config["gpufabric:sources"] == {
+        "registries": {
+            "docker.io": "harbor.prod-ib.example.internal/dockerhub",
+            "nvcr.io": "harbor.prod-ib.example.internal/nvcr",
+        }
+    }
+    _, config, _ = infer(seeded(load_stack("dgx-h100").plan), "x")
+    assert "gpufabric:sources" not in config
+
+
+@pytest.mark.parametrize(
+    ("live", "rendered", "pair"),
+    [
+        ("m.example/nv/nvidia/x:1", "nvcr.io/nvidia/x:1", ("nvcr.io", "m.example/nv")),
+        ("m.example/hub/busybox:1", "busybox:1", ("docker.io", "m.example/hub")),
+        ("nvcr.io/nvidia/x:2", "nvcr.io/nvidia/x:1", None),  # a changed tag is no mirror
+        ("nvcr.io/other/nvidia/x:1", "nvcr.io/nvidia/x:1", None),
+    ],
+)
+def test_mirror_of_an_image_reference(live: str, rendered: str, pair: object) -> None:
+    assert mirror_of(live, rendered) == pair
+
+
+def test_volcano_topology_levels_are_read_from_its_hypernodes() -> None:
+    # Volcano's label discoverer names each tier's node label (tierName); a hand-made
+    # HyperNode (no discovery-source label) is not read (before: no topologyLevels, and the
+    # runtimes' networkTopology was missing from the render)
+    snap = seeded(load_stack("roce-sriov-volcano").plan)
+    _, config, _ = infer(snap, "x")
+    assert config["gpufabric:scheduling"]["topologyLevels"] == ["topology.gpufabric.io/leaf"]
+    for hyper in snap.objects["HyperNode"]:
+        hyper["metadata"]["labels"] = {}
+    _, config, _ = infer(snap, "x")
+    assert "topologyLevels" not in config["gpufabric:scheduling"]
