@@ -235,16 +235,7 @@ def acceptance_job(
     req = JobRequest(
         tenant=tenant, kind=kind, nodes=nodes, image=image, name=name, leaf=leaf, min_nodes=2
     )
-    w = wiring_for(plan, req)
-    if pin_nodes:
-        # Pinned to its nodes (a sweep's pair or group, a re-certification): where it runs is
-        # named, and a pair across racks must not be held to one clique.
-        w = replace(w, within=None)
-    overrides: dict[str, str] = {}
-    if rail is not None:
-        narrow = on_one_rail(plan.facts.fabric, w.contract, rail)
-        overrides = {k: v for k, v in narrow.nccl_env.items() if w.contract.nccl_env.get(k) != v}
-        w = replace(w, contract=narrow)
+    w, overrides = _acceptance_wiring(plan, req, bool(pin_nodes), rail)
     image_ref = job_image(plan, image)
     script = (
         group_launcher_script(w, nodes, orders, overrides)
@@ -274,6 +265,23 @@ def acceptance_job(
     for pod in [*pods, *launchers] if tolerations else ():
         pod["tolerations"] = [*pod.get("tolerations", []), *tolerations]
     return job
+
+
+def _acceptance_wiring(
+    plan: Plan, req: JobRequest, pinned: bool, rail: str | None
+) -> tuple[Wiring, dict[str, str]]:
+    """The acceptance job's wiring, and the NCCL variables ``rail`` alone changes."""
+    w = wiring_for(plan, req)
+    if pinned:
+        # Pinned to its nodes (a sweep's pair or group, a re-certification): where it runs is
+        # named, and a pair across racks must not be held to one clique.
+        w = replace(w, within=None)
+    overrides: dict[str, str] = {}
+    if rail is not None:
+        narrow = on_one_rail(plan.facts.fabric, w.contract, rail)
+        overrides = {k: v for k, v in narrow.nccl_env.items() if w.contract.nccl_env.get(k) != v}
+        w = replace(w, contract=narrow)
+    return w, overrides
 
 
 def _mark(job: dict[str, Any], w: Wiring, nodes: int) -> None:
