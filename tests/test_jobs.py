@@ -91,8 +91,11 @@ def test_job_is_wired_for_the_stack_and_tenant(name: str, gang: str, kind: str) 
         annotations = template["metadata"]["annotations"]
         assert annotations["k8s.v1.cni.cncf.io/networks"] == wiring.networks
         assert json.loads(annotations["k8s.v1.cni.cncf.io/networks"])
-        if gang == "kueue":
-            assert "kueue.x-k8s.io/podset-preferred-topology" in annotations
+        if gang == "kueue":  # a topology to place by: preferred, or one rack required (NVL72)
+            assert {
+                "kueue.x-k8s.io/podset-preferred-topology",
+                "kueue.x-k8s.io/podset-required-topology",
+            } & set(annotations)
         spec = template["spec"]
         (container,) = spec["containers"]
         assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
