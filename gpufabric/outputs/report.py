@@ -478,25 +478,19 @@ def pair_map(nodes: Sequence[SweepNode]) -> list[tuple[str, list[tuple[str, str]
     return [(a, [cell(a, b) for b in names]) for a in names]
 
 
-def pools(inputs: Inputs) -> list[PoolVerdict]:
-    """A fleet's pools, each with the verdict of the results that name it (checks,
-    NCCL runs, sweep nodes), in name order; none when no result names a pool."""
+Tagged = tuple[str, str, Verdict]
+"""(group name, what the result is, its verdict); an empty name belongs to no group."""
+
+
+def _grouped(results: list[Tagged]) -> list[PoolVerdict]:
+    """Each named group's verdict (the worst of its results) and its tally, in name order."""
     verdicts: dict[str, list[Verdict]] = {}
     counts: dict[str, dict[str, int]] = {}
-
-    def add(pool: str, what: str, verdict: Verdict) -> None:
-        if pool:
-            verdicts.setdefault(pool, []).append(verdict)
-            tally = counts.setdefault(pool, {})
+    for name, what, verdict in results:
+        if name:
+            verdicts.setdefault(name, []).append(verdict)
+            tally = counts.setdefault(name, {})
             tally[what] = tally.get(what, 0) + 1
-
-    for section in inputs.sections:
-        for c in section.checks:
-            add(c.pool, "checks", STATUS_VERDICT[c.status])
-    for run in inputs.runs:
-        add(run.pool, "NCCL runs", run.verdict)
-    for node in inputs.sweep:
-        add(node.pool, "sweep nodes", SWEEP_VERDICT[node.verdict])
     return [
         PoolVerdict(
             name=name,
@@ -505,36 +499,29 @@ def pools(inputs: Inputs) -> list[PoolVerdict]:
         )
         for name in sorted(verdicts)
     ]
+
+
+def pools(inputs: Inputs) -> list[PoolVerdict]:
+    """A fleet's pools, each with the verdict of the results that name it (checks,
+    NCCL runs, sweep nodes), in name order; none when no result names a pool."""
+    checks = [c for section in inputs.sections for c in section.checks]
+    return _grouped(
+        [(c.pool, "checks", STATUS_VERDICT[c.status]) for c in checks]
+        + [(run.pool, "NCCL runs", run.verdict) for run in inputs.runs]
+        + [(node.pool, "sweep nodes", SWEEP_VERDICT[node.verdict]) for node in inputs.sweep]
+    )
 
 
 def domains(inputs: Inputs) -> list[PoolVerdict]:
     """NVLink domains (NVL72 racks, by clique), each with the verdict of the results that
     name it (checks with ``details.clique``, sweep trays) and FAIL when a sweep named it
     faulted as a whole, in name order; none when no result names a clique."""
-    verdicts: dict[str, list[Verdict]] = {}
-    counts: dict[str, dict[str, int]] = {}
-
-    def add(clique: str, what: str, verdict: Verdict) -> None:
-        if clique:
-            verdicts.setdefault(clique, []).append(verdict)
-            tally = counts.setdefault(clique, {})
-            tally[what] = tally.get(what, 0) + 1
-
-    for section in inputs.sections:
-        for c in section.checks:
-            add(c.clique, "checks", STATUS_VERDICT[c.status])
-    for node in inputs.sweep:
-        add(node.clique, "sweep trays", SWEEP_VERDICT[node.verdict])
-    for clique in inputs.faulted_domains:
-        add(clique, "rack faults", Verdict.FAIL)
-    return [
-        PoolVerdict(
-            name=name,
-            verdict=worst(verdicts[name]),
-            summary=", ".join(f"{n} {what}" for what, n in counts[name].items()),
-        )
-        for name in sorted(verdicts)
-    ]
+    checks = [c for section in inputs.sections for c in section.checks]
+    return _grouped(
+        [(c.clique, "checks", STATUS_VERDICT[c.status]) for c in checks]
+        + [(node.clique, "sweep trays", SWEEP_VERDICT[node.verdict]) for node in inputs.sweep]
+        + [(clique, "rack faults", Verdict.FAIL) for clique in inputs.faulted_domains]
+    )
 
 
 def overall(inputs: Inputs) -> Verdict:
