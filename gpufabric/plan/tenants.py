@@ -178,8 +178,10 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
         namespaces=namespaces,
     )
     return [
-        *_pod_policy_items(policy, binding),
-        *_object_policy_items(objects, objects_binding),
+        *_policy_and_binding((ids.TENANT_POLICY, ids.TENANT_BINDING), policy, binding),
+        *_policy_and_binding(
+            (ids.TENANT_OBJECTS_POLICY, ids.TENANT_OBJECTS_BINDING), objects, objects_binding
+        ),
         *_managed_policy_items(ctx, namespaces),
         object_item(
             ids.TENANT_ROLE,
@@ -195,26 +197,18 @@ def _policy_items(ctx: LayerContext) -> list[Item]:
     ]
 
 
-def _pod_policy_items(policy: dict[str, Any], binding: dict[str, Any]) -> list[Item]:
+def _policy_and_binding(
+    ids_: tuple[str, str], policy: dict[str, Any], binding: dict[str, Any]
+) -> list[Item]:
+    """An admission policy and its binding, which waits for it: (policy id, binding id)."""
+    policy_id, binding_id = ids_
     return [
-        Item(id=ids.TENANT_POLICY, layer=Layer.TENANTS, payload=K8sObject(policy)),
+        Item(id=policy_id, layer=Layer.TENANTS, payload=K8sObject(policy)),
         Item(
-            id=ids.TENANT_BINDING,
+            id=binding_id,
             layer=Layer.TENANTS,
             payload=K8sObject(binding),
-            depends_on=(ids.TENANT_POLICY,),
-        ),
-    ]
-
-
-def _object_policy_items(objects: dict[str, Any], binding: dict[str, Any]) -> list[Item]:
-    return [
-        Item(id=ids.TENANT_OBJECTS_POLICY, layer=Layer.TENANTS, payload=K8sObject(objects)),
-        Item(
-            id=ids.TENANT_OBJECTS_BINDING,
-            layer=Layer.TENANTS,
-            payload=K8sObject(binding),
-            depends_on=(ids.TENANT_OBJECTS_POLICY,),
+            depends_on=(policy_id,),
         ),
     ]
 
@@ -237,15 +231,9 @@ def _managed_policy_items(ctx: LayerContext, namespaces: list[str]) -> list[Item
         policy=policy["metadata"]["name"],
         namespaces=namespaces,
     )
-    return [
-        Item(id=ids.TENANT_MANAGED_POLICY, layer=Layer.TENANTS, payload=K8sObject(policy)),
-        Item(
-            id=ids.TENANT_MANAGED_BINDING,
-            layer=Layer.TENANTS,
-            payload=K8sObject(binding),
-            depends_on=(ids.TENANT_MANAGED_POLICY,),
-        ),
-    ]
+    return _policy_and_binding(
+        (ids.TENANT_MANAGED_POLICY, ids.TENANT_MANAGED_BINDING), policy, binding
+    )
 
 
 def _job_resources(kinds: Sequence[str], compute_domains: bool = False) -> dict[str, list[str]]:
