@@ -1,6 +1,7 @@
 """A cluster seeded from a stack: the objects its Plan renders (of the kinds discovery reads)
 and the nodes it implies, per pool (the pool's selector labels, GFD's product, count and
-clique labels, a GPU and each rail's RDMA resource in allocatable, the kubelet's version),
+clique labels, a GPU and each rail's RDMA resource in allocatable, the kubelet's version;
+the names and switch labels ``scheduling.nodeTopology`` gives),
 as the fake API server holds them after ``pulumi up`` and the operators' labelling."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from gpufabric.discover.pools import CLIQUE, COUNT, GPU, PRODUCT
 from gpufabric.discover.roundtrip import COMPARED
+from gpufabric.model.railspan import natural_key
 from gpufabric.outputs.render import plain
 from gpufabric.plan.build import Plan
 
@@ -28,9 +30,14 @@ def nodes(plan: Plan, per_pool: int = NODES_PER_POOL) -> list[dict[str, Any]]:
         for rail in pool.fabric.rails:
             if rail.resource:
                 alloc[rail.resource] = "63"
+        placed = sorted(plan.facts.gang.node_topology.items(), key=lambda kv: natural_key(kv[0]))
         for i in range(min(n.count, per_pool)):
             labels = {**n.selector, PRODUCT: product, COUNT: str(n.gpus_per_node)}
             name = f"{pool.name}-{i:03d}"
+            if len(plan.facts.pools) == 1 and i < len(placed):
+                # the stack's nodeTopology names the nodes and their switches
+                name = placed[i][0]
+                labels.update(placed[i][1])
             labels["kubernetes.io/hostname"] = name
             if n.nvlink is not None:
                 labels[CLIQUE] = f"clique-{i // 18}"

@@ -21,9 +21,11 @@ from gpufabric.discover.infer import (
     meta,
     spec,
 )
+from gpufabric.discover.infer_topology import aggregate, block_leaf, merge_blocks, span_blocks
 from gpufabric.discover.pools import Group
 from gpufabric.model.config import Fabric
 
+RAIL_LABEL = "gpufabric.io/rail"
 DEFAULT_SELECTOR = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 
 
@@ -34,13 +36,22 @@ class Pools:
     section: Any
     fabric: dict[str, Any]
     names: list[str] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    """The GPU nodes."""
+    routed: bool = False
+    """A rail is routed at each leaf (its blocks need the nodes' places: nodeTopology)."""
 
 
-def link_and_mode(plugin: str, resource: str | None) -> tuple[str, str] | None:
+def link_and_mode(
+    plugin: str, resource: str | None, link_types: list[str] | None = None
+) -> tuple[str, str] | None:
     """(fabric.type, fabric.rdma) whose rails' networks use this CNI plugin and resource:
-    each link and mode is asked for its CNI and resource prefix."""
+    each link and mode is asked for its CNI and resource prefix (and, where the device
+    plugin selects the resource's devices by ``linkTypes``, each link for its own)."""
     found = []
     for link in nics.LINKS.members():
+        if link_types and link.device_link_type not in link_types:
+            continue
         for mode in nics.MODES.members():
             if mode.cni(link) != plugin:
                 continue
@@ -54,18 +65,22 @@ def link_and_mode(plugin: str, resource: str | None) -> tuple[str, str] | None:
 
 def rail_nads(ctx: Context) -> list[dict[str, Any]]:
     nads = ctx.snap.of("NetworkAttachmentDefinition")
-    ours = [n for n in nads if "gpufabric.io/rail" in labels(n)]
+    ours = [n for n in nads if RAIL_LABEL in labels(n)]
     return ours or [n for n in nads if cni_config(n).get("ipam", {}).get("type") == "nv-ipam"]
 
 
-def rail_of(ctx: Context, nad: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(rail entry, fabric keys) one NAD determines, with its address pool's."""
+def rail_of(
+    ctx: Context, nad: dict[str, Any], selectors: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(rail entry, fabric keys) one NAD determines, with its address pool's (``selectors``:
+    the device plugins' selectors of each resource)."""
     cfg = cni_config(nad)
-    name = str(meta(nad)["name"])
+    name = str(labels(nad).get(RAIL_LABEL) or meta(nad)["name"])
     rail: dict[str, Any] = {"name": name}
     keys: dict[str, Any] = {}
     resource = annots(nad).get(RESOURCE)
-    lm = link_and_mode(str(cfg.get("type", "")), resource)
+    link_types = (selectors.get(resource or "") or {}).get("linkTypes")
+    lm = link_and_mode(str(cfg.get("type", "")), resource, link_types)
     if lm is None:
         ctx.notes.unmap(
             nad,
@@ -95,6 +110,7 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
         rail["subnet"] = s.get("subnet")
         if s.get("gateway"):
             rail["gateway"] = s["gateway"]
+        _leaf_block(ctx, ippool, rail)
         if int(s.get("perNodeBlockSize", 16)) != 16:
             keys["perNodeBlockSize"] = int(s["perNodeBlockSize"])
         for ex in s.get("exclusions") or []:
@@ -105,7 +121,12 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
         keys["poolType"] = "cidrpool"
         if s.get("perNodeNetworkPrefix"):
             keys["perNodePrefix"] = int(s["perNodeNetworkPrefix"])
-        if s.get("gatewayIndex") is not None and s.get("cidr"):
+        if s.get("staticAllocations") and s.get("cidr"):
+            blocks = span_blocks(ctx, cidr, str(s["cidr"]))
+            if blocks is not None:
+                rail["blocks"] = blocks
+                keys["routing"] = "spanLeaves"
+        elif s.get("gatewayIndex") is not None and s.get("cidr"):
             # the gateway by its offset in the rail's subnet (pods route the rail through it)
             net = ipaddress.ip_network(str(s["cidr"]), strict=False)
             rail["gateway"] = str(net.network_address + int(s["gatewayIndex"]))
@@ -118,6 +139,57 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
         ctx.notes.unmapped.append(
             f"IPPool/CIDRPool {name}: not found; rail {rail['name']} has no subnet"
         )
+
+
+def _leaf_block(ctx: Context, pool: dict[str, Any], rail: dict[str, Any]) -> None:
+    """An IPPool serving one leaf's nodes is one block of a routed rail: the rail's subnet
+    is then the aggregate the pool routes its pods to."""
+    leaf = block_leaf(pool)
+    if leaf is None:
+        return
+    block = {"leaf": leaf[1], "subnet": rail.pop("subnet"), "gateway": rail.pop("gateway", None)}
+    rail["subnet"] = aggregate(ctx, pool) or block["subnet"]
+    rail["blocks"] = [block]
+
+
+PLUGINS = (
+    ("sriovDevicePlugin", "resourceList", "intel.com"),
+    ("rdmaSharedDevicePlugin", "configList", "rdma"),
+)
+"""(NicClusterPolicy section, its config's resource list, the plugin's default prefix)."""
+
+
+def device_selectors(ctx: Context, pool: str | None) -> dict[str, dict[str, Any]]:
+    """Each device plugin resource (``<prefix>/<name>``) with its selectors, from the SR-IOV
+    and RDMA shared device plugins' configs in the pool's NicNodePolicy, else the
+    NicClusterPolicy (the first to name a resource wins)."""
+    policies = [p for p in [ctx.named("NicNodePolicy", pool) if pool else None] if p]
+    policies += ctx.snap.of("NicClusterPolicy")
+    out: dict[str, dict[str, Any]] = {}
+    for policy in policies:
+        for section, key, prefix in PLUGINS:
+            raw = (spec(policy).get(section) or {}).get("config")
+            try:
+                resources = json.loads(raw).get(key) or [] if raw else []
+            except (ValueError, AttributeError):
+                ctx.notes.unmap(policy, f"spec.{section}.config", "not a JSON object")
+                continue
+            for r in resources:
+                if isinstance(r, dict) and r.get("resourceName"):
+                    name = f"{r.get('resourcePrefix') or prefix}/{r['resourceName']}"
+                    out.setdefault(name, dict(r.get("selectors") or {}))
+    return out
+
+
+def _device_plugin_pfs(
+    rails: list[dict[str, Any]], resources: dict[str, str], selectors: dict[str, dict[str, Any]]
+) -> None:
+    """Rail netdevs the device plugin selects by ``pfNames`` (host-device rails, whose
+    networks name no master)."""
+    for rail in rails:
+        found = selectors.get(resources.get(rail["name"], ""), {}).get("pfNames") or []
+        if found and "netdev" not in rail:
+            rail["netdev"] = found[0]
 
 
 def _sriov(ctx: Context, rails: list[dict[str, Any]], fabric: dict[str, Any]) -> None:
@@ -178,27 +250,49 @@ def pool_rails(
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     for cm in ctx.snap.of("ConfigMap"):
         if meta(cm).get("name") == name and NETWORKS in annots(cm):
-            nets = json.loads(annots(cm)[NETWORKS])
-            return [str(n["name"]) for n in nets if n.get("name") in all_rails]
+            named = _networks(annots(cm))
+            return [r for r in all_rails if r in named]
     by_resource = [str(meta(n)["name"]) for n in nads if annots(n).get(RESOURCE) in offered]
     return by_resource or all_rails
+
+
+def _networks(notes: dict[str, str]) -> set[str]:
+    """The networks an nccl-env's annotations attach: ``gpufabric.io/networks``, or on
+    routed rails one ``gpufabric.io/networks-<leaf>`` per leaf (the plain one empty)."""
+    out: set[str] = set()
+    for key, text in notes.items():
+        if key != NETWORKS and not key.startswith(NETWORKS + "-"):
+            continue
+        try:
+            nets = json.loads(text) if text else []
+        except ValueError:
+            continue
+        out |= {str(n.get("name")) for n in nets if isinstance(n, dict)}
+    return out
 
 
 def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dict[str, Any]:
     fabric: dict[str, Any] = {}
     rails: list[dict[str, Any]] = []
     ib_keys: dict[str, Any] = {}
+    selectors = device_selectors(ctx, pool)
+    resources: dict[str, str] = {}
     for nad in nads:
-        rail, keys = rail_of(ctx, nad)
+        rail, keys = rail_of(ctx, nad, selectors)
+        resources[rail["name"]] = annots(nad).get(RESOURCE, "")
         rails.append(rail)
         if "pkey" in keys:
             ib_keys["pkey"] = keys.pop("pkey")
         ipam = {
-            k: keys.pop(k) for k in ("perNodeBlockSize", "poolType", "perNodePrefix") if k in keys
+            k: keys.pop(k)
+            for k in ("perNodeBlockSize", "poolType", "perNodePrefix", "routing")
+            if k in keys
         }
         if ipam:
             fabric["ipam"] = ipam
         fabric.update(keys)
+    rails = merge_blocks(rails)
+    _device_plugin_pfs(rails, resources, selectors)
     _sriov(ctx, rails, fabric)
     _hcas(ctx, rails, pool)
     if ib_keys:
@@ -286,7 +380,7 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         section = _pool(None, sel, groups)
         fabric = fabric_of(ctx, nads, None)
         _board_hcas(ctx, fabric["rails"])
-        return Pools(section, fabric, [])
+        return _with_nodes(Pools(section, fabric, []), groups)
     entries, fabrics = [], []
     for name, sel in selectors:
         offered = {r for g in groups if _selector_matches(sel, g) for r in g.fingerprint.nics}
@@ -300,7 +394,16 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         if differs:
             entry["fabric"] = differs
     _board_hcas(ctx, fabrics[0]["rails"])
-    return Pools(entries, fabrics[0], [n for n, _ in selectors])
+    return _with_nodes(Pools(entries, fabrics[0], [n for n, _ in selectors]), groups, fabrics)
+
+
+def _with_nodes(
+    found: Pools, groups: list[Group], fabrics: list[dict[str, Any]] | None = None
+) -> Pools:
+    found.nodes = [n for g in groups for n in g.nodes]
+    rails = [r for f in fabrics or [found.fabric] for r in f.get("rails") or []]
+    found.routed = any(r.get("blocks") for r in rails)
+    return found
 
 
 def _one_selector(ctx: Context, groups: list[Group]) -> dict[str, str]:

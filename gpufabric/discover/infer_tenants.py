@@ -6,6 +6,7 @@ from typing import Any
 
 from gpufabric.discover.infer import QUOTA, Context, annots, labels, meta, spec
 from gpufabric.discover.infer_fabric import Pools
+from gpufabric.discover.infer_topology import discovered_hypernodes, hypernode_levels, node_topology
 
 TENANT_LABEL = "gpufabric.io/tenant"
 HOSTNAME = "kubernetes.io/hostname"
@@ -20,7 +21,7 @@ def authority(ctx: Context) -> str | None:
     kinds = ("ClusterQueue", "LocalQueue", "Topology", "Queue", "HyperNode")
     groups = {str(o.get("apiVersion", "")) for k in kinds for o in ctx.managed(k)}
     # HyperNodes the scheduler's own discovery built from the stack's topology labels
-    groups |= {str(o.get("apiVersion", "")) for o in _discovered_hypernodes(ctx)}
+    groups |= {str(o.get("apiVersion", "")) for o in discovered_hypernodes(ctx)}
     found = [a.name for a in AUTHORITIES.members() if _serves(a.component, groups)]
     return found[0] if len(found) == 1 else None
 
@@ -46,30 +47,12 @@ def scheduling(ctx: Context, pools: Pools) -> dict[str, Any]:
         levels = hypernode_levels(ctx)
         if levels:
             out["topologyLevels"] = levels
+    if pools.routed:
+        # routed rails' blocks are named by leaf: the nodes' places under the switches
+        places = node_topology(pools.nodes, out.get("topologyLevels") or [])
+        if places:
+            out["nodeTopology"] = places
     return {"gpufabric:scheduling": out} if out else {}
-
-
-TOPOLOGY_SOURCE = ("volcano.sh/network-topology-source", "label")
-
-
-def _discovered_hypernodes(ctx: Context) -> list[dict[str, Any]]:
-    return [
-        h
-        for h in ctx.snap.of("HyperNode")
-        if labels(h).get(TOPOLOGY_SOURCE[0]) == TOPOLOGY_SOURCE[1]
-    ]
-
-
-def hypernode_levels(ctx: Context) -> list[str]:
-    """The node labels Volcano's label discoverer built HyperNodes from (its ``tierName``),
-    widest tier first: the stack's ``topologyLevels`` under Volcano."""
-    tiers: dict[int, str] = {}
-    for hyper in _discovered_hypernodes(ctx):
-        s = spec(hyper)
-        tier, name = s.get("tier"), s.get("tierName")
-        if isinstance(tier, int) and isinstance(name, str) and name:
-            tiers.setdefault(tier, name)
-    return [tiers[t] for t in sorted(tiers, reverse=True)]
 
 
 def training(ctx: Context) -> dict[str, Any]:

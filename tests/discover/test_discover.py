@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from builders import SHIPPED_STACKS
+from builders import SHIPPED_STACKS, SPAN_LEAF_LABEL, plan_of, routed_span_config
 from discoverseed import node, nodes, objects
 from fake_kube import FakeKube
 from stackfuzz import mutate
@@ -32,11 +32,9 @@ ROUND_TRIP = (
     "lab-roce",
     "prod-ib",
     "roce-sriov-volcano",
+    "routed-b200",
 )
-"""Shipped stacks whose every compared object comes back identical."""
-NOT_YET = {
-    "routed-b200": "routed rails (a network per leaf) are not read back",
-}
+"""Shipped stacks: every compared object of each comes back identical."""
 
 
 def seeded(plan: Plan) -> Snapshot:
@@ -55,8 +53,8 @@ def round_trip(plan: Plan) -> tuple[str, list[str]]:
     return text, [str(d) for d in gate.differences]
 
 
-def test_shipped_stacks_split_between_round_trip_and_not_yet() -> None:
-    assert sorted((*ROUND_TRIP, *NOT_YET)) == sorted(SHIPPED_STACKS)
+def test_every_shipped_stack_round_trips() -> None:
+    assert sorted(ROUND_TRIP) == sorted(SHIPPED_STACKS)
 
 
 @pytest.mark.parametrize("stack", ROUND_TRIP)
@@ -65,14 +63,55 @@ def test_shipped_stack_round_trips_with_no_difference(stack: str) -> None:
     assert diffs == []
 
 
-@pytest.mark.parametrize("stack", sorted(NOT_YET))
-def test_stacks_not_yet_covered_report_their_differences(stack: str) -> None:
-    # what is left is printed per field, never hidden: these fail the gate today
-    try:
-        _, diffs = round_trip(load_stack(stack).plan)
-    except StackError:
-        return  # the discovered stack does not validate (routed rails): the command exits 2
-    assert diffs
+def test_routed_rails_fold_back_into_leaf_blocks() -> None:
+    # routed-b200: a network and an IPPool per rail per leaf (<rail>-<leaf>, served to the
+    # nodes under that leaf), host-device rails whose PF only the device plugin names
+    # (before: no valid stack, fabric.type missing and eight rails without netdev)
+    _, config, notes = infer(seeded(load_stack("routed-b200").plan), "x")
+    fabric = config["gpufabric:fabric"]
+    assert (fabric["type"], fabric["rdma"]) == ("roce", "hostdevice")
+    rail = fabric["rails"][0]
+    assert rail == {
+        "name": "rail0",
+        "netdev": "ens1f0np0",
+        "hca": "mlx5_0",
+        "subnet": "172.30.0.0/22",
+        "blocks": [
+            {"leaf": "leaf-01", "subnet": "172.30.0.0/24", "gateway": "172.30.0.1"},
+            {"leaf": "leaf-02", "subnet": "172.30.1.0/24", "gateway": "172.30.1.1"},
+        ],
+    }
+    topology = config["gpufabric:scheduling"]["nodeTopology"]
+    assert len(topology) == 16
+    assert topology["gpu-node-9"] == {"topology.gpufabric.io/leaf": "leaf-02"}
+    assert notes.unmapped == []
+
+
+@pytest.mark.parametrize(("nodes", "leaves"), [(32, 4), (30, 4), (8, 3), (5, 1)])
+def test_rails_spanning_leaves_round_trip(nodes: int, leaves: int) -> None:
+    # spanLeaves: one CIDRPool per rail whose static allocations give each node a prefix of
+    # its leaf's block; the blocks come back from the allocations and the nodes' leaf labels
+    plan = plan_of(routed_span_config(nodes, leaves))
+    text, diffs = round_trip(plan)
+    assert diffs == []
+    fabric = yaml.safe_load(text)["config"]["gpufabric:fabric"]
+    assert fabric["ipam"]["routing"] == "spanLeaves"
+    assert len(fabric["rails"][0]["blocks"]) == leaves
+
+
+def test_span_block_lengths_are_said_to_be_chosen() -> None:
+    # a block's own length is on no live object: the widest that fits is written, and said
+    _, _, notes = infer(seeded(plan_of(routed_span_config(8, 2))), "x")
+    assert any("widest aligned prefix" in line for line in notes.unmapped)
+
+
+def test_span_allocations_of_unlabelled_nodes_are_not_mapped() -> None:
+    snap = seeded(plan_of(routed_span_config(8, 2)))
+    for host in snap.nodes:
+        host["metadata"]["labels"].pop(SPAN_LEAF_LABEL, None)
+    _, config, notes = infer(snap, "x")
+    assert "routing" not in config["gpufabric:fabric"].get("ipam", {})
+    assert any("has no topology.gpufabric.io/leaf label" in line for line in notes.unmapped)
 
 
 def test_fleet_pools_do_not_overwrite_each_other() -> None:
