@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufabric.discover import clusterpolicy
 from gpufabric.discover.pools import CLIQUE, COUNT, GPU, PRODUCT
 from gpufabric.discover.roundtrip import COMPARED
 from gpufabric.model.railspan import natural_key
@@ -110,4 +111,37 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
         }
         body["status"] = {"state": "ready"}
         out.append(body)
-    return out
+    policy = cluster_policy(plan)
+    return out + ([policy] if policy else [])
+
+
+def cluster_policy(plan: Plan) -> dict[str, Any] | None:
+    """The ClusterPolicy the GPU Operator chart makes from the plan's values: each value at
+    its policy path (:func:`~gpufabric.discover.clusterpolicy.policy_fields`, proven against
+    the real chart by the conformance suite), the chart's own driver version where the stack
+    names none, Helm's labels."""
+    values = clusterpolicy.chart_values(plan.items)
+    if values is None:
+        return None
+    spec: dict[str, Any] = {}
+    fields = clusterpolicy.policy_fields(values)
+    if "driver.useNvidiaDriverCRD" in fields and not fields["driver.useNvidiaDriverCRD"]:
+        fields.setdefault("driver.version", clusterpolicy.default_driver())
+    for path, value in fields.items():
+        *parents, leaf = path.split(".")
+        node = spec
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": "cluster-policy",
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "gpu-operator"},
+            "uid": "u-cluster-policy",
+            "resourceVersion": "1",
+        },
+        "spec": spec,
+        "status": {"state": "ready"},
+    }

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.discover import infer_fabric, infer_sources, infer_storage, infer_tenants
+from gpufabric.discover import (
+    clusterpolicy,
+    infer_fabric,
+    infer_sources,
+    infer_storage,
+    infer_tenants,
+)
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
 from gpufabric.discover.roundtrip import ident, managed
@@ -19,7 +25,10 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
     pools = infer_fabric.pools(ctx, group(snap.nodes))
     config["gpufabric:gpuNodes"] = pools.section
+    config["gpufabric:gpuOperator"] = clusterpolicy.gpu_operator(ctx)
     config["gpufabric:fabric"] = pools.fabric
+    if clusterpolicy.gpudirect(ctx):
+        pools.fabric["gpuDirect"] = clusterpolicy.gpudirect(ctx)
     config.update(infer_tenants.scheduling(ctx, pools))
     config.update(infer_tenants.training(ctx))
     config.update(infer_tenants.monitoring(ctx))

@@ -28,9 +28,14 @@ SERVER_SET = (
     "deletionGracePeriodSeconds",
     "ownerReferences",
 )
-COMPARED = frozenset(src.kind for src in SOURCES) - {"Node", "CustomResourceDefinition"}
-"""Kinds the gate compares: what discovery reads, less nodes (which gpufabric never writes)
-and CRDs (installed by charts and overlays)."""
+COMPARED = frozenset(src.kind for src in SOURCES) - {
+    "Node",
+    "CustomResourceDefinition",
+    "ClusterPolicy",
+}
+"""Kinds the gate compares object by object: what discovery reads, less nodes (which
+gpufabric never writes), CRDs (installed by charts and overlays) and the GPU Operator's
+ClusterPolicy (its chart makes it: compared at the values gpufabric sets, :mod:`.clusterpolicy`)."""
 
 
 def normalise(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,4 +138,29 @@ def compare(plan: Plan, live: list[dict[str, Any]]) -> Gate:
         found = [Difference(name, f, a, b) for f, a, b in field_diff(seen[name], rendered[name])]
         diffs += found
         matched += not found
+    policy = _policy_differences(plan, live)
+    if policy is not None:
+        diffs += policy
+        matched += not policy
     return Gate(diffs, foreign, matched)
+
+
+def _policy_differences(plan: Plan, live: list[dict[str, Any]]) -> list[Difference] | None:
+    """The live ClusterPolicy against the GPU Operator chart values the plan sets (None:
+    either is missing; a missing policy with the chart in the plan is one difference)."""
+    from gpufabric.discover import clusterpolicy
+
+    values = clusterpolicy.chart_values(plan.items)
+    policy = clusterpolicy.live_policy(live)
+    if values is None:
+        return None
+    if policy is None:
+        return [
+            Difference(f"{clusterpolicy.KIND} (the GPU Operator's)", "(object)", None, "created")
+        ]
+    name = ident(policy)
+    return [
+        Difference(name, f, _scalars(a), _scalars(b))
+        for f, a, b in clusterpolicy.compared(values, policy)
+        if _scalars(a) != _scalars(b)
+    ]

@@ -373,3 +373,42 @@ def test_volcano_topology_levels_are_read_from_its_hypernodes() -> None:
         hyper["metadata"]["labels"] = {}
     _, config, _ = infer(snap, "x")
     assert "topologyLevels" not in config["gpufabric:scheduling"]
+
+
+def test_gpu_operator_settings_are_read_from_the_cluster_policy() -> None:
+    # DGX OS hosts bring the driver and load nvidia-peermem: the chart's ClusterPolicy says so
+    # (before: not read, and the discovered stack would have installed a driver container)
+    _, config, _ = infer(seeded(load_stack("dgx-h100").plan), "x")
+    assert config["gpufabric:gpuOperator"] == {"driver": {"enabled": False}}
+    assert config["gpufabric:fabric"]["gpuDirect"] == "peermem"
+    _, config, _ = infer(seeded(load_stack("gb200-nvl72").plan), "x")
+    assert config["gpufabric:gpuOperator"] == {"driver": {"version": "580.95.05"}}
+    _, config, _ = infer(seeded(load_stack("prod-ib").plan), "x")
+    assert config["gpufabric:gpuOperator"] == {"dcgmExporter": {"serviceMonitor": True}}
+    assert "gpuDirect" not in config["gpufabric:fabric"]
+
+
+def test_a_changed_cluster_policy_value_is_a_difference() -> None:
+    plan = load_stack("prod-ib").plan
+    snap = seeded(plan)
+    policy = snap.objects["ClusterPolicy"][0]
+    policy["spec"]["gdrcopy"]["enabled"] = True
+    diffs = [str(d) for d in compare(plan, snap.all()).differences]
+    assert diffs == [
+        "ClusterPolicy cluster-policy: spec.gdrcopy.enabled: live true, rendered false"
+    ]
+    # read back, the stack asks for it, and the round trip is clean again
+    name, config, _ = infer(snap, "x")
+    assert config["gpufabric:gpuOperator"]["gdrcopy"] is True
+    found = build_plan(name, parse_stack_text(yaml.safe_dump({"config": config}), name))
+    assert compare(found, snap.all()).differences == []
+
+
+def test_a_cluster_without_the_gpu_operator_shows_it_created() -> None:
+    plan = load_stack("lab-roce").plan
+    snap = seeded(plan)
+    del snap.objects["ClusterPolicy"]
+    diffs = [str(d) for d in compare(plan, snap.all()).differences]
+    assert diffs == [
+        'ClusterPolicy (the GPU Operator\'s): (object): live (absent), rendered "created"'
+    ]
