@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.discover import infer_fabric, infer_sources, infer_storage, infer_tenants
+from gpufabric.discover import (
+    infer_fabric,
+    infer_handmade,
+    infer_sources,
+    infer_storage,
+    infer_tenants,
+)
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
 from gpufabric.discover.roundtrip import ident, managed
@@ -18,9 +24,11 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     ctx = Context(snap, Notes(), name)
     config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
     pools = infer_fabric.pools(ctx, group(snap.nodes))
+    infer_handmade.adopt(ctx, pools)  # hand-made rails, NIC policy, flavor (not gpufabric's)
     config["gpufabric:gpuNodes"] = pools.section
     config["gpufabric:fabric"] = pools.fabric
     config.update(infer_tenants.scheduling(ctx, pools))
+    infer_handmade.scheduling(ctx, config)
     config.update(infer_tenants.training(ctx))
     config.update(infer_tenants.monitoring(ctx))
     tenants = infer_tenants.tenants(ctx, pools)
