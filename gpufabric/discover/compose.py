@@ -8,6 +8,7 @@ from typing import Any
 from gpufabric.discover import (
     clusterpolicy,
     infer_fabric,
+    infer_handmade,
     infer_sources,
     infer_storage,
     infer_tenants,
@@ -24,12 +25,14 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     ctx = Context(snap, Notes(), name)
     config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
     pools = infer_fabric.pools(ctx, group(snap.nodes))
+    infer_handmade.adopt(ctx, pools)  # hand-made rails, NIC policy, flavor (not gpufabric's)
     config["gpufabric:gpuNodes"] = pools.section
     config["gpufabric:gpuOperator"] = clusterpolicy.gpu_operator(ctx)
     config["gpufabric:fabric"] = pools.fabric
     if clusterpolicy.gpudirect(ctx):
         pools.fabric["gpuDirect"] = clusterpolicy.gpudirect(ctx)
     config.update(infer_tenants.scheduling(ctx, pools))
+    infer_handmade.scheduling(ctx, config)
     config.update(infer_tenants.training(ctx))
     config.update(infer_tenants.monitoring(ctx))
     tenants = infer_tenants.tenants(ctx, pools)

@@ -21,7 +21,13 @@ from gpufabric.discover.infer import (
     meta,
     spec,
 )
-from gpufabric.discover.infer_topology import aggregate, block_leaf, merge_blocks, span_blocks
+from gpufabric.discover.infer_topology import (
+    aggregate,
+    block_leaf,
+    leaf_label,
+    merge_blocks,
+    span_blocks,
+)
 from gpufabric.discover.pools import Group
 from gpufabric.model.config import Fabric
 
@@ -142,11 +148,12 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
 
 
 def _leaf_block(ctx: Context, pool: dict[str, Any], rail: dict[str, Any]) -> None:
-    """An IPPool serving one leaf's nodes is one block of a routed rail: the rail's subnet
-    is then the aggregate the pool routes its pods to."""
+    """An IPPool serving one leaf's nodes (its selector names the narrowest switch level)
+    is one block of a routed rail: the rail's subnet is then the aggregate the pool routes
+    its pods to."""
     leaf = block_leaf(pool)
-    if leaf is None:
-        return
+    if leaf is None or leaf[0] != leaf_label(ctx):
+        return  # no pool per leaf: a selector on another label (e.g. NFD's NIC label)
     block = {"leaf": leaf[1], "subnet": rail.pop("subnet"), "gateway": rail.pop("gateway", None)}
     rail["subnet"] = aggregate(ctx, pool) or block["subnet"]
     rail["blocks"] = [block]

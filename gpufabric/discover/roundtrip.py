@@ -8,9 +8,10 @@ from Helm values and kustomize, which discovery does not read back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.discover.sources import MANAGED_BY, SOURCES
@@ -28,6 +29,8 @@ SERVER_SET = (
     "deletionGracePeriodSeconds",
     "ownerReferences",
 )
+SERVER_LABELS = ("kubernetes.io/metadata.name",)
+"""Labels the API server sets itself (a Namespace's own name): never a change to apply."""
 COMPARED = frozenset(src.kind for src in SOURCES) - {
     "Node",
     "CustomResourceDefinition",
@@ -38,13 +41,39 @@ gpufabric never writes), CRDs (installed by charts and overlays) and the GPU Ope
 ClusterPolicy (its chart makes it: compared at the values gpufabric sets, :mod:`.clusterpolicy`)."""
 
 
+JSON_FIELDS = {
+    "NetworkAttachmentDefinition": (("config",),),
+    "NicClusterPolicy": (("rdmaSharedDevicePlugin", "config"), ("sriovDevicePlugin", "config")),
+}
+"""Spec fields that hold a JSON document (a CNI config, a device plugin's config): compared
+as the document, so a difference names the key inside it (``spec.config.mtu``) and key order
+or whitespace is none."""
+
+
+def _json_fields(kind: str, body: dict[str, Any]) -> None:
+    for path in JSON_FIELDS.get(kind, ()):
+        parent = body.get("spec")
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), str):
+            with contextlib.suppress(ValueError):
+                parent[path[-1]] = json.loads(parent[path[-1]])
+
+
 def normalise(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The object without what the API server sets: status and the server-set metadata;
-    numbers as strings (a quota written 32 reads back as "32"); empty maps dropped."""
-    out = {k: _scalars(v) for k, v in plain(obj).items() if k != "status"}
+    numbers as strings (a quota written 32 reads back as "32"); empty maps dropped; JSON
+    documents in spec fields (:data:`JSON_FIELDS`) parsed."""
+    body = plain(obj)
+    _json_fields(str(body.get("kind")), body)
+    if body.get("kind") == "Namespace" and body.get("spec") == {"finalizers": ["kubernetes"]}:
+        del body["spec"]  # the API server's own finalizer on every namespace
+    out = {k: _scalars(v) for k, v in body.items() if k != "status"}
     meta = dict(out.get("metadata") or {})
     for key in SERVER_SET:
         meta.pop(key, None)
+    if isinstance(meta.get("labels"), dict):
+        meta["labels"] = {k: v for k, v in meta["labels"].items() if k not in SERVER_LABELS}
     out["metadata"] = {k: v for k, v in meta.items() if v not in ({}, None)}
     return out
 
@@ -111,11 +140,13 @@ def managed(obj: Mapping[str, Any]) -> bool:
 @dataclass
 class Gate:
     """The outcome: differences per field, the live objects no render would touch
-    (foreign), and how many objects matched."""
+    (foreign), how many objects matched, and the objects gpufabric did not make that the
+    render names too (adopted: compared field by field, e.g. the singleton NicClusterPolicy)."""
 
     differences: list[Difference]
     foreign: list[str]
     matched: int
+    adopted: list[str] = field(default_factory=list)
 
 
 def compare(plan: Plan, live: list[dict[str, Any]]) -> Gate:
@@ -125,6 +156,7 @@ def compare(plan: Plan, live: list[dict[str, Any]]) -> Gate:
     diffs: list[Difference] = []
     foreign: list[str] = []
     matched = 0
+    adopted = sorted(n for n in set(rendered) & set(seen) if not managed(seen[n]))
     for name in sorted(set(rendered) | set(seen)):
         if name not in rendered:
             if managed(seen[name]):
@@ -142,7 +174,7 @@ def compare(plan: Plan, live: list[dict[str, Any]]) -> Gate:
     if policy is not None:
         diffs += policy
         matched += not policy
-    return Gate(diffs, foreign, matched)
+    return Gate(diffs, foreign, matched, adopted)
 
 
 def _policy_differences(plan: Plan, live: list[dict[str, Any]]) -> list[Difference] | None:

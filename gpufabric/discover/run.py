@@ -33,10 +33,11 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
         f"read {nodes} nodes and {len(snap.all()) - nodes} objects in {snap.seconds:.1f} s; "
         f"wrote {args.out} (stack {name})"
     )
-    report_notes(notes)
+    report_notes(notes, foreign=False)
     try:
         model = parse_stack_text(text, str(args.out))
     except StackError as err:
+        report_notes(notes, unmapped=False)
         print(err.message("gpufabric discover"), file=sys.stderr)
         print(
             "the discovered stack does not validate: edit it, then run discover again",
@@ -44,14 +45,23 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
         )
         return ExitCode.BAD_INPUT
     gate = roundtrip.compare(build_plan(name, model), snap.all())
+    report_notes(notes, unmapped=False, adopted=gate.adopted)
     return report_gate(gate, args.allow_diff)
 
 
-def report_notes(notes: Notes) -> None:
-    for line in notes.unmapped:
+def report_notes(
+    notes: Notes, unmapped: bool = True, foreign: bool = True, adopted: list[str] | None = None
+) -> None:
+    """``not mapped:`` lines, then ``foreign`` ones; an object of the fabric's kinds that
+    gpufabric did not make but renders too (the singleton NicClusterPolicy, a network of the
+    same name) is ``adopted``: compared field by field, its differences printed."""
+    for line in notes.unmapped if unmapped else []:
         print(f"not mapped: {line}", file=sys.stderr)
-    for line in notes.foreign:
-        print(f"foreign (left alone): {line}", file=sys.stderr)
+    for line in notes.foreign if foreign else []:
+        if line in (adopted or []):
+            print(f"adopted (compared field by field): {line}", file=sys.stderr)
+        else:
+            print(f"foreign (left alone): {line}", file=sys.stderr)
 
 
 def report_gate(gate: roundtrip.Gate, allow: bool) -> int:
