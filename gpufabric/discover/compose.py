@@ -12,6 +12,7 @@ from gpufabric.discover import (
     infer_sources,
     infer_storage,
     infer_tenants,
+    infer_tolerations,
 )
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
@@ -25,6 +26,7 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     ctx = Context(snap, Notes(), name)
     config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
     pools = infer_fabric.pools(ctx, group(snap.nodes))
+    infer_tolerations.apply(ctx, pools)
     infer_handmade.adopt(ctx, pools)  # hand-made rails, NIC policy, flavor (not gpufabric's)
     config["gpufabric:gpuNodes"] = pools.section
     config["gpufabric:gpuOperator"] = clusterpolicy.gpu_operator(ctx)

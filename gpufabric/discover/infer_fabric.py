@@ -32,6 +32,7 @@ from gpufabric.discover.pools import Group
 from gpufabric.model.config import Fabric
 
 RAIL_LABEL = "gpufabric.io/rail"
+GPU_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,63}")
 DEFAULT_SELECTOR = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 
 
@@ -370,6 +371,9 @@ def _pool(name: str | None, selector: dict[str, str], groups: list[Group]) -> di
         entry["gpusPerNode"] = gpus
     if selector != DEFAULT_SELECTOR:
         entry["nodeSelector"] = selector
+    model = members[0].fingerprint.product.removeprefix("NVIDIA-") if members else ""
+    if model and GPU_MODEL.fullmatch(model):
+        entry["gpuModel"] = model  # GPU Feature Discovery's product, less the vendor
     if members and members[0].fingerprint.clique:
         product = members[0].fingerprint.product.upper()
         entry["nvlink"] = {"system": "GB300-NVL72" if "GB300" in product else "GB200-NVL72"}

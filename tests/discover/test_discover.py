@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from builders import SHIPPED_STACKS, SPAN_LEAF_LABEL, plan_of, routed_span_config
+from builders import SHIPPED_STACKS, SPAN_LEAF_LABEL, example_config, plan_of, routed_span_config
 from discoverseed import node, nodes, objects
 from fake_kube import FakeKube
 from stackfuzz import mutate
@@ -412,3 +412,33 @@ def test_a_cluster_without_the_gpu_operator_shows_it_created() -> None:
     assert diffs == [
         'ClusterPolicy (the GPU Operator\'s): (object): live (absent), rendered "created"'
     ]
+
+
+@pytest.mark.parametrize("stack", ["dgx-h100", "roce-sriov-volcano", "routed-b200", "fleet-mixed"])
+def test_node_taints_are_read_back_as_tolerations(stack: str) -> None:
+    # from the pool's flavor (Kueue), the Trainer runtimes' pods or the NIC policy's operands
+    # (before: not read, and the flavor or runtimes lost their tolerations in the render)
+    config = example_config(stack)
+    taints = [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+    ]
+    nodes = config["gpufabric:gpuNodes"]
+    (nodes[-1] if isinstance(nodes, list) else nodes)["tolerations"] = taints
+    text, diffs = round_trip(plan_of(config))
+    assert diffs == []
+    found = yaml.safe_load(text)["config"]["gpufabric:gpuNodes"]
+    read = (found[-1] if isinstance(found, list) else found)["tolerations"]
+    if stack == "routed-b200":
+        # Volcano and no Trainer: only the NIC policy's operands show them, less the GPU
+        # taint the Network Operator adds itself; said so
+        assert read == taints[1:]
+        _, _, notes = infer(seeded(plan_of(config)), "x")
+        assert any("spec.tolerations" in line for line in notes.unmapped)
+    else:
+        assert read == taints
+
+
+def test_gpu_model_is_read_from_the_gpu_product_label() -> None:
+    _, config, _ = infer(seeded(load_stack("fleet-mixed").plan), "x")
+    assert [p["gpuModel"] for p in config["gpufabric:gpuNodes"]] == ["H100-80GB-HBM3", "L40S"]
