@@ -13,6 +13,7 @@ from gpufabric.discover import (
     infer_storage,
     infer_tenants,
     infer_tolerations,
+    infer_topology,
 )
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
@@ -35,6 +36,7 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
         pools.fabric["gpuDirect"] = clusterpolicy.gpudirect(ctx)
     config.update(infer_tenants.scheduling(ctx, pools))
     infer_handmade.scheduling(ctx, config)
+    _topology_hint(ctx, config, pools.nodes)
     config.update(infer_tenants.training(ctx))
     config.update(infer_tenants.monitoring(ctx))
     tenants = infer_tenants.tenants(ctx, pools)
@@ -96,3 +98,16 @@ def foreign(ctx: Context) -> None:
         for obj in ctx.snap.of(kind):
             if not managed(obj):
                 ctx.notes.foreign.append(ident(obj))
+
+
+def _topology_hint(ctx: Context, config: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
+    """Switch labels on every GPU node with no topology levels in the stack: a hint."""
+    if "topologyLevels" in config.get("gpufabric:scheduling", {}):
+        return
+    levels = infer_topology.label_levels(nodes)
+    if levels:
+        ctx.notes.hints.append(
+            f"every GPU node carries the switch labels {', '.join(levels)}: "
+            f"scheduling.topologyLevels: [{', '.join(levels)}] lets the queueing authority "
+            "place gangs by them (a change: it adds a Topology)"
+        )

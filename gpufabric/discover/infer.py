@@ -28,11 +28,15 @@ DEFAULT_NAD_NS = "gpufabric-networks"
 @dataclass
 class Notes:
     """What discovery could not map (object: field: why), objects gpufabric would not
-    manage (foreign), and secrets left as placeholders with the command that sets them."""
+    manage (foreign), secrets left as placeholders with the command that sets them, and
+    hints."""
 
     unmapped: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     secrets: list[tuple[str, str]] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    """Changes worth making that the cluster suggests (never written as values: each would
+    change the render)."""
 
     def unmap(self, obj: dict[str, Any], where: str, why: str) -> None:
         self.unmapped.append(f"{ident(obj)}: {where}: {why}")

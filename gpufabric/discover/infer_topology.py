@@ -172,3 +172,40 @@ def node_topology(nodes: list[dict[str, Any]], levels: list[str]) -> dict[str, d
         if switch and all(lv in have for lv in switch):
             out[str(meta(node)["name"])] = {lv: have[lv] for lv in switch}
     return out
+
+
+# ------------------------------------------------------------------------------ labels alone
+
+NUMBERED = (
+    # (label prefix before the number, whether tier 1 is the narrowest)
+    ("fabric.topograph.run/tier-", True),  # Topograph 1.0
+    ("network.topology.nvidia.com/tier-", True),  # Topograph before 1.0
+    ("topology.kubernetes.io/network-level-", True),  # Topograph's first k8s engine
+    ("topology.k8s.aws/network-node-layer-", False),  # EKS: layer 1 is the top
+)
+NAMED = (("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock"),)
+"""Switch-level label families, widest first (GKE's, as Cluster Toolkit's Kueue Topology)."""
+
+
+def label_levels(nodes: list[dict[str, Any]]) -> list[str]:
+    """Switch levels every GPU node carries in a known family of topology labels, widest
+    first (empty: none). Only a hint: a Topology gpufabric would render is a change."""
+    if not nodes:
+        return []
+    shared = set(labels(nodes[0]))
+    for node in nodes[1:]:
+        shared &= set(labels(node))
+    for prefix, narrow_first in NUMBERED:
+        tiers = sorted(
+            int(k[len(prefix) :])
+            for k in shared
+            if k.startswith(prefix) and k[len(prefix) :].isdigit()
+        )
+        if tiers:
+            ordered = list(reversed(tiers)) if narrow_first else tiers
+            return [f"{prefix}{n}" for n in ordered]
+    for family in NAMED:
+        found = [k for k in family if k in shared]
+        if found:
+            return found
+    return []

@@ -57,6 +57,8 @@ def report_notes(
     same name) is ``adopted``: compared field by field, its differences printed."""
     for line in notes.unmapped if unmapped else []:
         print(f"not mapped: {line}", file=sys.stderr)
+    for line in notes.hints if unmapped else []:
+        print(f"hint: {line}", file=sys.stderr)
     for line in notes.foreign if foreign else []:
         if line in (adopted or []):
             print(f"adopted (compared field by field): {line}", file=sys.stderr)

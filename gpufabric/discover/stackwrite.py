@@ -19,6 +19,8 @@ def text(name: str, context: str, config: dict[str, Any], notes: Notes) -> str:
     ]
     for path, command in notes.secrets:
         head.append(f"# secret {path}: set it with `{command}`")
+    for hint in notes.hints:
+        head.append(f"# hint: {hint}")
     if notes.unmapped:
         head.append(
             f"# {len(notes.unmapped)} live field(s) could not be mapped (printed on stderr)."

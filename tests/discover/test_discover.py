@@ -442,3 +442,44 @@ def test_node_taints_are_read_back_as_tolerations(stack: str) -> None:
 def test_gpu_model_is_read_from_the_gpu_product_label() -> None:
     _, config, _ = infer(seeded(load_stack("fleet-mixed").plan), "x")
     assert [p["gpuModel"] for p in config["gpufabric:gpuNodes"]] == ["H100-80GB-HBM3", "L40S"]
+
+
+TOPOGRAPH = "fabric.topograph.run/tier-"
+
+
+@pytest.mark.parametrize(
+    ("keys", "levels"),
+    [
+        (
+            [f"{TOPOGRAPH}{n}" for n in (1, 2, 3)],
+            [f"{TOPOGRAPH}{n}" for n in (3, 2, 1)],
+        ),
+        (
+            ["topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2"],
+            ["topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2"],
+        ),
+        (
+            ["cloud.google.com/gce-topology-subblock", "cloud.google.com/gce-topology-block"],
+            ["cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock"],
+        ),
+    ],
+)
+def test_switch_labels_on_every_gpu_node_give_a_topology_hint(
+    keys: list[str], levels: list[str]
+) -> None:
+    # Topograph's tiers count up from the leaf, EKS's layers down from the top: widest first
+    # either way; a hint only (a Topology would be a change), never a value in the stack
+    snap = seeded(load_stack("lab-roce").plan)
+    for i, host in enumerate(snap.nodes):
+        host["metadata"]["labels"].update({k: f"sw-{i // 4}-{n}" for n, k in enumerate(keys)})
+    _, config, notes = infer(snap, "x")
+    assert "topologyLevels" not in config.get("gpufabric:scheduling", {})
+    assert notes.hints == [
+        f"every GPU node carries the switch labels {', '.join(levels)}: "
+        f"scheduling.topologyLevels: [{', '.join(levels)}] lets the queueing authority place "
+        "gangs by them (a change: it adds a Topology)"
+    ]
+    # a label only some nodes carry is no level
+    snap.nodes[0]["metadata"]["labels"].pop(keys[0])
+    snap.nodes[0]["metadata"]["labels"].pop(keys[-1])
+    assert len(infer(snap, "x")[2].hints) == (1 if len(keys) > 2 else 0)
