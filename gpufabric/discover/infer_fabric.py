@@ -246,6 +246,33 @@ def _board_hcas(ctx: Context, rails: list[dict[str, Any]]) -> None:
     for rail in rails:
         if "hca" not in rail and rail.get("name") in shown:
             rail["hca"] = shown[rail["name"]]
+    _rule_hcas(ctx, rails)
+
+
+RULE_DEVICES = re.compile(r'^node_infiniband_state_id\{device=~"([^"]+)"\} != 4$')
+
+
+def _rule_hcas(ctx: Context, rails: list[dict[str, Any]]) -> None:
+    """Without a dashboard: the devices the RailDown alert watches (a sorted set, so each
+    rail's is a guess in rail order, said so), where every rail lacks its HCA."""
+    if not rails or any("hca" in r for r in rails):
+        return
+    for rule in ctx.managed("PrometheusRule"):
+        for group in spec(rule).get("groups") or []:
+            for r in group.get("rules") or []:
+                found = RULE_DEVICES.match(str(r.get("expr", ""))) if isinstance(r, dict) else None
+                devices = found.group(1).split("|") if found else []
+                if len(devices) != len(rails):
+                    continue
+                for rail, device in zip(rails, devices, strict=True):
+                    rail["hca"] = device
+                ctx.notes.unmap(
+                    rule,
+                    "spec.groups[].rules[RailDown].expr",
+                    "the rails' RDMA devices as a sorted set: written in rail order "
+                    f"({', '.join(devices)}); check each rail's hca against ibdev2netdev",
+                )
+                return
 
 
 def pool_rails(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpufabric.discover.infer import QUOTA, Context, annots, labels, meta, spec
@@ -80,13 +81,19 @@ def monitoring(ctx: Context) -> dict[str, Any]:
     from gpufabric.plan.node_acceptance import KSM_CONFIG_MAP
 
     boards = [c for c in ctx.managed("ConfigMap") if labels(c).get(DASHBOARD) == "1"]
-    if not boards:
+    rules = ctx.managed("PrometheusRule")
+    if not boards and not rules:
         return {}
     ctx.notes.unmapped.append(
-        "monitoring: thresholds, health and nodeProblemDetector live in PrometheusRules and "
-        "CronJobs discovery does not read: written at their defaults"
+        "monitoring: health (quarantine limits, the in-cluster CronJob) and "
+        "nodeProblemDetector are on no object discovery reads: written at their defaults"
     )
     out: dict[str, Any] = {"enabled": True}
+    if not boards:
+        out["dashboards"] = False
+    found = thresholds(ctx, rules)
+    if found:
+        out["thresholds"] = found
     install = not any(meta(c).get("name") == KSM_CONFIG_MAP for c in ctx.managed("ConfigMap"))
     selector: dict[str, str] = {}
     for monitor in ctx.managed("ServiceMonitor"):
@@ -101,6 +108,33 @@ def monitoring(ctx: Context) -> dict[str, Any]:
     if prometheus:
         out["prometheus"] = prometheus
     return {"gpufabric:monitoring": out}
+
+
+THRESHOLDS = (
+    # (alert, the number in its expression, stack key, default, seconds per unit)
+    ("RailSymbolErrors", re.compile(r"> (\d+)$"), "symbolErrorsPerHour", 10, 1),
+    ("PfcStorm", re.compile(r"> (\d+)$"), "pfcPausesPerSecond", 10_000, 1),
+    ("AcceptanceStale", re.compile(r"\) < (\d+)\)"), "acceptanceMaxAgeHours", 168, 3600),
+)
+"""Where gpufabric's alert rules (plan/alerts.py) hold each ``monitoring.thresholds`` value;
+the gate compares the whole rule, so a number read wrong shows as a difference."""
+
+
+def thresholds(ctx: Context, rules: list[dict[str, Any]]) -> dict[str, int]:
+    """``monitoring.thresholds`` that differ from the defaults, from the alert rules."""
+    exprs = {
+        str(r.get("alert")): str(r.get("expr", ""))
+        for rule in rules
+        for g in spec(rule).get("groups") or []
+        for r in g.get("rules") or []
+        if isinstance(r, dict)
+    }
+    out: dict[str, int] = {}
+    for alert, pattern, key, default, unit in THRESHOLDS:
+        found = pattern.search(exprs.get(alert, ""))
+        if found and int(found.group(1)) // unit != default:
+            out[key] = int(found.group(1)) // unit
+    return out
 
 
 def _tenant_namespaces(ctx: Context) -> list[str]:

@@ -82,6 +82,12 @@ SOURCES: tuple[Source, ...] = (
         "the labels the site's Prometheus selects by",
     ),
     Source(
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+        "prometheusrules",
+        "fleet health alerts and their thresholds",
+    ),
+    Source(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",

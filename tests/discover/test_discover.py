@@ -189,7 +189,7 @@ def test_trainer_runtimes_and_monitoring_are_read_back() -> None:
         "runtimes": ["deepspeed-distributed", "torch-distributed"],
     }
     assert config["gpufabric:monitoring"] == {"enabled": True}
-    assert any(line.startswith("monitoring: thresholds") for line in notes.unmapped)
+    assert any(line.startswith("monitoring: health") for line in notes.unmapped)
 
 
 def _valid_mutations(count: int) -> list[str]:
@@ -483,3 +483,26 @@ def test_switch_labels_on_every_gpu_node_give_a_topology_hint(
     snap.nodes[0]["metadata"]["labels"].pop(keys[0])
     snap.nodes[0]["metadata"]["labels"].pop(keys[-1])
     assert len(infer(snap, "x")[2].hints) == (1 if len(keys) > 2 else 0)
+
+
+def test_alert_thresholds_are_read_from_the_prometheus_rule() -> None:
+    # the fleet-health PrometheusRule is compared and its thresholds read back (before: not
+    # read, written at their defaults; the rule's numbers would have changed silently)
+    config = example_config("roce-sriov-volcano")
+    set_to = {"symbolErrorsPerHour": 77, "pfcPausesPerSecond": 5000, "acceptanceMaxAgeHours": 48}
+    config["gpufabric:monitoring"]["thresholds"] = set_to
+    text, diffs = round_trip(plan_of(config))
+    assert diffs == []
+    assert yaml.safe_load(text)["config"]["gpufabric:monitoring"]["thresholds"] == set_to
+
+
+def test_without_dashboards_the_alert_rule_gives_monitoring_and_the_rail_devices() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:monitoring"]["dashboards"] = False
+    text, diffs = round_trip(plan_of(config))
+    assert diffs == []
+    found = yaml.safe_load(text)["config"]
+    assert found["gpufabric:monitoring"]["dashboards"] is False
+    assert [r["hca"] for r in found["gpufabric:fabric"]["rails"]] == [f"mlx5_{n}" for n in range(8)]
+    _, _, notes = infer(seeded(plan_of(config)), "x")
+    assert any("check each rail's hca" in line for line in notes.unmapped)
