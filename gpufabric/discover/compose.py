@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.discover import infer_fabric, infer_sources, infer_storage, infer_tenants
+from gpufabric.discover import (
+    infer_fabric,
+    infer_sources,
+    infer_storage,
+    infer_tenants,
+    infer_ufm,
+)
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
 from gpufabric.discover.roundtrip import ident, managed
@@ -20,6 +26,7 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     pools = infer_fabric.pools(ctx, group(snap.nodes))
     config["gpufabric:gpuNodes"] = pools.section
     config["gpufabric:fabric"] = pools.fabric
+    infer_ufm.ufm(ctx, pools.fabric)
     config.update(infer_tenants.scheduling(ctx, pools))
     config.update(infer_tenants.training(ctx))
     config.update(infer_tenants.monitoring(ctx))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from gpufabric.discover import roundtrip, snapshot, stackwrite
 from gpufabric.discover.compose import infer
@@ -11,7 +12,8 @@ from gpufabric.discover.infer import Notes
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import parse_stack_text
-from gpufabric.plan.build import build_plan
+from gpufabric.outputs import importmap
+from gpufabric.plan.build import Plan, build_plan
 from gpufabric.verify.interrupts import check_running
 from gpufabric.verify.kube import Kube
 
@@ -43,8 +45,24 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
             file=sys.stderr,
         )
         return ExitCode.BAD_INPUT
-    gate = roundtrip.compare(build_plan(name, model), snap.all())
+    plan = build_plan(name, model)
+    write_import_map(args.out, fallback, plan, snap)
+    gate = roundtrip.compare(plan, snap.all())
     return report_gate(gate, args.allow_diff)
+
+
+def write_import_map(out: Path, stack: str, plan: Plan, snap: snapshot.Snapshot) -> None:
+    """Beside the stack file, the live objects its first `pulumi up` would adopt (Pulumi's
+    import file; URNs of ``stack``, the Pulumi stack the file is)."""
+    path = importmap.path_beside(out)
+    found = importmap.entries(plan, snap.all())
+    path.write_text(importmap.text(stack, plan, found), encoding="utf-8")
+    count = len(found)
+    charts = len(importmap.adopted_by_charts(plan))
+    print(
+        f"wrote {path}: {count} live object(s) to import before the first `pulumi up`; "
+        f"{charts} chart(s) and overlay(s) adopt their own objects"
+    )
 
 
 def report_notes(notes: Notes) -> None:
@@ -52,6 +70,8 @@ def report_notes(notes: Notes) -> None:
         print(f"not mapped: {line}", file=sys.stderr)
     for line in notes.foreign:
         print(f"foreign (left alone): {line}", file=sys.stderr)
+    for path, command in notes.secrets:
+        print(f"set before pulumi up: {path}: {command}", file=sys.stderr)
 
 
 def report_gate(gate: roundtrip.Gate, allow: bool) -> int:
