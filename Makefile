@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/render_stress.py
 	$(BIN)/python benchmarks/verify_fleet.py --hosts 1024,10000
 	$(BIN)/python benchmarks/sweep_sim.py --sizes 16,64,256,1024 --fleets 2
+	$(BIN)/python benchmarks/discover_fleet.py --nodes 10000
 
 clean:
 	rm -rf out .mypy_cache .ruff_cache .pytest_cache

@@ -25,7 +25,7 @@ class TrainingFabric(pulumi.ComponentResource):
         plan: Plan,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("gpufabric:index:TrainingFabric", name, None, opts)
+        super().__init__(ids.ROOT_TYPE, name, None, opts)
         self.plan = plan
         # One explicit provider per stack; the cluster identifier keeps it (and with it every
         # resource) from being replaced when kubeconfig credentials rotate.

@@ -20,13 +20,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpufabric.plan import ids
 from gpufabric.plan.items import HelmChart, Item, K8sObject, KustomizeOverlay, SecretRef
 
 
 def type_token(api_version: str, kind: str) -> str:
     """The pulumi-kubernetes type token of a kind: core/v1 for the core group."""
-    group_version = "core/v1" if api_version == "v1" else api_version
-    return f"kubernetes:{group_version}:{kind}"
+    return ids.k8s_type(api_version, kind)
 
 
 def with_secrets(data: Any) -> Any:

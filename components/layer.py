@@ -16,7 +16,7 @@ class LayerComponent(pulumi.ComponentResource):
     layer's item may follow an item of a later layer, e.g. the job operators follow Volcano),
     then :meth:`finish` registers the outputs."""
 
-    token = "gpufabric:index:Layer"
+    token = ids.LAYER_TYPE
 
     def __init__(
         self, cluster: str, layer: Layer, opts: pulumi.ResourceOptions | None = None

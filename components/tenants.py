@@ -7,13 +7,14 @@ from collections.abc import MutableMapping
 import pulumi
 
 from components.layer import LayerComponent
+from gpufabric.plan import ids
 from gpufabric.plan.items import Item, K8sObject, Layer
 
 
 class Tenants(LayerComponent):
     """Namespaces (protected, kept on removal) and NCCL settings per tenant."""
 
-    token = "gpufabric:index:Tenants"
+    token = ids.TENANTS_TYPE
 
     def __init__(
         self, cluster: str, layer: Layer, opts: pulumi.ResourceOptions | None = None

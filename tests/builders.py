@@ -172,3 +172,18 @@ def gpu_node(name: str, hostname: str | None = None, xid: bool = False, driver: 
             ],
         },
     }
+
+
+def fleet_config(name: str, nodes: int) -> dict[str, Any]:
+    """A shipped one-pool stack grown to ``nodes`` GPU nodes: each rail a /16 of its own
+    (172.<16 + i>.0.0/16, room for 4,096 blocks of 16; a block of 4 for more nodes), so the
+    rails can address every node."""
+    config = example_config(name)
+    config["gpufabric:gpuNodes"]["count"] = nodes
+    fabric = config["gpufabric:fabric"]
+    for i, rail in enumerate(fabric["rails"]):
+        rail["subnet"] = f"172.{16 + i}.0.0/16"
+        rail.pop("gateway", None)
+    if nodes > 4096:
+        fabric.setdefault("ipam", {})["perNodeBlockSize"] = 4
+    return config

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gpufabric.discover.infer import Context, spec
 from gpufabric.plan.items import HelmChart
 
 CHART = "gpu-operator"
@@ -53,6 +52,10 @@ def policy_fields(values: Mapping[str, Any]) -> dict[str, Any]:
             continue
         out[RENAMED.get(path, path)] = value
     return out
+
+
+def spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(obj.get("spec") or {})
 
 
 def _get(data: Any, path: str) -> Any:
@@ -103,9 +106,9 @@ def default_driver() -> str | None:
     return None
 
 
-def gpu_operator(ctx: Context) -> dict[str, Any]:
+def gpu_operator(live: list[dict[str, Any]]) -> dict[str, Any]:
     """``gpuOperator`` settings the live ClusterPolicy shows that differ from the defaults."""
-    policy = live_policy(ctx.snap.of(KIND))
+    policy = live_policy(live)
     if policy is None:
         return {}
     s = spec(policy)
@@ -137,11 +140,11 @@ def gpu_operator(ctx: Context) -> dict[str, Any]:
     return out
 
 
-def gpudirect(ctx: Context) -> str | None:
+def gpudirect(live: list[dict[str, Any]]) -> str | None:
     """``fabric.gpuDirect: peermem`` where the policy loads nvidia-peermem (``driver.rdma``)
     or keeps the chart's ``auto`` kernel modules, which gpufabric pins to ``open`` for
     DMA-BUF (plan/gpu.py); None: the default (DMA-BUF) or no policy."""
-    policy = live_policy(ctx.snap.of(KIND))
+    policy = live_policy(live)
     if policy is None:
         return None
     s = spec(policy)

@@ -14,6 +14,7 @@ from gpufabric.discover import (
     infer_tenants,
     infer_tolerations,
     infer_topology,
+    infer_ufm,
 )
 from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
@@ -30,10 +31,12 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
     infer_tolerations.apply(ctx, pools)
     infer_handmade.adopt(ctx, pools)  # hand-made rails, NIC policy, flavor (not gpufabric's)
     config["gpufabric:gpuNodes"] = pools.section
-    config["gpufabric:gpuOperator"] = clusterpolicy.gpu_operator(ctx)
+    policies = snap.of(clusterpolicy.KIND)
+    config["gpufabric:gpuOperator"] = clusterpolicy.gpu_operator(policies)
     config["gpufabric:fabric"] = pools.fabric
-    if clusterpolicy.gpudirect(ctx):
-        pools.fabric["gpuDirect"] = clusterpolicy.gpudirect(ctx)
+    if clusterpolicy.gpudirect(policies):
+        pools.fabric["gpuDirect"] = clusterpolicy.gpudirect(policies)
+    infer_ufm.ufm(ctx, pools.fabric)
     config.update(infer_tenants.scheduling(ctx, pools))
     infer_handmade.scheduling(ctx, config)
     _topology_hint(ctx, config, pools.nodes)

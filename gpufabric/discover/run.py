@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from gpufabric.discover import roundtrip, snapshot, stackwrite
 from gpufabric.discover.compose import infer
@@ -11,7 +12,8 @@ from gpufabric.discover.infer import Notes
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.problems import StackError
 from gpufabric.model.stackfile import parse_stack_text
-from gpufabric.plan.build import build_plan
+from gpufabric.outputs import importmap
+from gpufabric.plan.build import Plan, build_plan
 from gpufabric.verify.interrupts import check_running
 from gpufabric.verify.kube import Kube
 
@@ -23,7 +25,14 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
     with check_running():
         kube = Kube(args.kubeconfig, args.context)
         snap = snapshot.read(kube, args.timeout)
-    name, config, notes = infer(snap, fallback)
+    applied, config, notes = infer(snap, fallback)
+    name = fallback  # the Pulumi stack is the file's: its name labels every object
+    if applied != name:
+        notes.hints.append(
+            f"the cluster's objects carry gpufabric.io/stack={applied}: as stack {name} every "
+            f"one would be relabelled (the differences below); --out "
+            f"{args.out.with_name(f'Pulumi.{applied}.yaml')} keeps them"
+        )
     where = f"context {args.context}" if args.context else "the kubeconfig's current context"
     text = stackwrite.text(name, where, config, notes)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -44,17 +53,34 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
             file=sys.stderr,
         )
         return ExitCode.BAD_INPUT
-    gate = roundtrip.compare(build_plan(name, model), snap.all())
+    plan = build_plan(name, model)
+    write_import_map(args.out, fallback, plan, snap)
+    gate = roundtrip.compare(plan, snap.all())
     report_notes(notes, unmapped=False, adopted=gate.adopted)
     return report_gate(gate, args.allow_diff)
+
+
+def write_import_map(out: Path, stack: str, plan: Plan, snap: snapshot.Snapshot) -> None:
+    """Beside the stack file, the live objects its first `pulumi up` would adopt (Pulumi's
+    import file; URNs of ``stack``, the Pulumi stack the file is)."""
+    path = importmap.path_beside(out)
+    found = importmap.entries(plan, snap.all())
+    path.write_text(importmap.text(stack, plan, found), encoding="utf-8")
+    count = len(found)
+    charts = len(importmap.adopted_by_charts(plan))
+    print(
+        f"wrote {path}: {count} live object(s) to import before the first `pulumi up`; "
+        f"{charts} chart(s) and overlay(s) adopt their own objects"
+    )
 
 
 def report_notes(
     notes: Notes, unmapped: bool = True, foreign: bool = True, adopted: list[str] | None = None
 ) -> None:
-    """``not mapped:`` lines, then ``foreign`` ones; an object of the fabric's kinds that
-    gpufabric did not make but renders too (the singleton NicClusterPolicy, a network of the
-    same name) is ``adopted``: compared field by field, its differences printed."""
+    """``not mapped:`` and ``hint:`` lines, then ``foreign`` ones and the secrets to set; an
+    object of the fabric's kinds that gpufabric did not make but renders too (the singleton
+    NicClusterPolicy, a network of the same name) is ``adopted``: compared field by field,
+    its differences printed."""
     for line in notes.unmapped if unmapped else []:
         print(f"not mapped: {line}", file=sys.stderr)
     for line in notes.hints if unmapped else []:
@@ -64,6 +90,8 @@ def report_notes(
             print(f"adopted (compared field by field): {line}", file=sys.stderr)
         else:
             print(f"foreign (left alone): {line}", file=sys.stderr)
+    for path, command in notes.secrets if foreign else []:
+        print(f"set before pulumi up: {path}: {command}", file=sys.stderr)
 
 
 def report_gate(gate: roundtrip.Gate, allow: bool) -> int:

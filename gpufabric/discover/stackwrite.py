@@ -18,7 +18,7 @@ def text(name: str, context: str, config: dict[str, Any], notes: Notes) -> str:
         "# to see what `pulumi up` would change.",
     ]
     for path, command in notes.secrets:
-        head.append(f"# secret {path}: set it with `{command}`")
+        head.append(f"# {path}: not read (in a Secret); set it with `{command}`")
     for hint in notes.hints:
         head.append(f"# hint: {hint}")
     if notes.unmapped:

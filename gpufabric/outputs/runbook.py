@@ -19,6 +19,7 @@ from typing import Any
 from gpufabric import nics
 from gpufabric.model import nvlink
 from gpufabric.model.stackfile import is_path
+from gpufabric.outputs import importmap
 from gpufabric.outputs.jobs import (
     JobKind,
     default_job_name,
@@ -70,6 +71,15 @@ class FoundAs:
             return False
         where = Path(self.file()).resolve().parent
         return where != stacks_dir().resolve()
+
+    def path(self) -> Path:
+        """The stack file where the command read it (the project's stacks/ for a name)."""
+        from gpufabric.model.stackfile import stacks_dir
+
+        if is_path(self.stack):
+            return Path(self.stack)
+        directory = stacks_dir() if self.stacks_dir is None else Path(self.stacks_dir)
+        return directory / f"Pulumi.{self.stack}.yaml"
 
     def file(self) -> str:
         """The stack file, as the reader finds it."""
@@ -219,6 +229,53 @@ def context(
         "nvlink_bar": _nvlink_bar(facts),
         **placing,
         **_pool_keys(plan, pulled, found, pool),
+        "adopt": _adoption(plan, found) if pool is None else None,
+    }
+
+
+def _adoption(plan: Plan, found: FoundAs) -> dict[str, Any] | None:
+    """The phase that imports the live objects `gpufabric discover` found, when its import
+    map lies beside the stack file (None: no map, the runbook is a fresh cluster's)."""
+    path = importmap.path_beside(found.path())
+    if not path.is_file():
+        return None
+    shown = str(importmap.path_beside(found.file()))
+    imported = importmap.read(path, shown, plan)
+    stack, cluster = plan.stack, plan.facts.cluster
+    parents = {
+        layer: f"PARENT_{layer.upper()}="
+        + _single_quote(
+            f"{ids.layer_component_name(cluster, layer)}="
+            f"{importmap.layer_urn(stack, cluster, layer)}"
+        )
+        for layer in imported.layers
+    }
+    provider = "PROVIDER=" + _single_quote(
+        f"{ids.provider_name(cluster)}={importmap.provider_urn(stack, cluster)}"
+    )
+    lines = {
+        layer: [
+            f"pulumi import --stack {shell_word(stack)} {shell_word(e.type)} "
+            f'{shell_word(e.name)} {shell_word(e.id)} --parent "$PARENT_{layer.upper()}" '
+            '--provider "$PROVIDER" --generate-code=false'
+            for e in imported.entries
+            if e.layer == layer
+        ]
+        for layer in imported.layers
+    }
+    charts = importmap.adopted_by_charts(plan)
+    return {
+        "file": shown,
+        "count": len(imported.entries),
+        "targets": [
+            importmap.root_urn(stack, cluster),
+            importmap.provider_urn(stack, cluster),
+            *(importmap.layer_urn(stack, cluster, layer) for layer in imported.layers),
+        ],
+        "variables": [provider, *parents.values()],
+        "lines": lines,
+        "charts": [_describe(it, plan) for it in charts],
+        "created": importmap.created(plan, imported),
     }
 
 

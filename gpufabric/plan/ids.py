@@ -171,6 +171,26 @@ PROJECT = "gpufabric"
 """The Pulumi project name (Pulumi.yaml): part of every URN."""
 
 
+ROOT_TYPE = "gpufabric:index:TrainingFabric"
+"""The root component's type (components/fabric.py)."""
+LAYER_TYPE = "gpufabric:index:Layer"
+TENANTS_TYPE = "gpufabric:index:Tenants"
+"""The layer components' types: the tenants layer has its own (components/tenants.py)."""
+PROVIDER_TYPE = "pulumi:providers:kubernetes"
+
+
+def layer_type(layer: str) -> str:
+    """The type of the component that parents one layer's items."""
+    return TENANTS_TYPE if layer == "tenants" else LAYER_TYPE
+
+
+def k8s_type(api_version: str, kind: str) -> str:
+    """The pulumi-kubernetes type token of a kind (core/v1 for the core group): the type a
+    Plan object is registered under."""
+    group_version = "core/v1" if api_version == "v1" else api_version
+    return f"kubernetes:{group_version}:{kind}"
+
+
 def provider_name(cluster: str) -> str:
     """The stack's explicit Kubernetes provider."""
     return f"{cluster}-k8s"

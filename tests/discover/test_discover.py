@@ -5,13 +5,21 @@ renders back with no difference; a hand-made change shows as a per-field differe
 from __future__ import annotations
 
 import random
-import time
+import re
 from pathlib import Path
 
 import pytest
 import yaml
-from builders import SHIPPED_STACKS, SPAN_LEAF_LABEL, example_config, plan_of, routed_span_config
-from discoverseed import node, nodes, objects
+from builders import (
+    SHIPPED_STACKS,
+    SPAN_LEAF_LABEL,
+    example_config,
+    fleet_config,
+    model_of,
+    plan_of,
+    routed_span_config,
+)
+from discoverseed import nodes, objects
 from fake_kube import FakeKube
 from stackfuzz import mutate
 
@@ -238,13 +246,30 @@ def test_command_writes_a_stack_and_passes_the_gate(tmp_path: Path, capsys) -> N
     plan = load_stack("fleet-mixed").plan
     with FakeKube() as fake:
         _serve(fake, plan)
-        out = tmp_path / "stacks" / "Pulumi.found.yaml"
+        out = tmp_path / "stacks" / "Pulumi.fleet-mixed.yaml"
         code = main(["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)])
         assert {m for m, _ in fake.requests} == {"GET"}
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "0 field difference(s)" in captured.out
     assert load_stack(str(out)).model.cluster.name == "fleet-mixed"
+
+
+def test_another_stack_name_relabels_every_object_and_says_so(tmp_path: Path, capsys) -> None:
+    # the Pulumi stack is the file's: its name labels every object, so a cluster made by
+    # stack fleet-mixed discovered as stack found differs on each object's label (before: the
+    # gate rendered as fleet-mixed and passed, while `pulumi up --stack found` relabels all)
+    plan = load_stack("fleet-mixed").plan
+    with FakeKube() as fake:
+        _serve(fake, plan)
+        out = tmp_path / "stacks" / "Pulumi.found.yaml"
+        code = main(["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "hint: the cluster's objects carry gpufabric.io/stack=fleet-mixed" in err
+    assert f"--out {tmp_path / 'stacks' / 'Pulumi.fleet-mixed.yaml'} keeps them" in err
+    assert 'metadata.labels.gpufabric.io/stack: live "fleet-mixed", rendered "found"' in err
+    assert "# hint: the cluster's objects carry" in out.read_text(encoding="utf-8")
 
 
 def test_a_hand_made_change_is_a_difference_and_exits_4(tmp_path: Path, capsys) -> None:
@@ -255,7 +280,7 @@ def test_a_hand_made_change_is_a_difference_and_exits_4(tmp_path: Path, capsys) 
             if path.endswith("/clusterqueues/" + obj["metadata"]["name"]):
                 obj["spec"]["queueingStrategy"] = "StrictFIFO"
         cfg = str(fake.kubeconfig(tmp_path))
-        out = tmp_path / "Pulumi.found.yaml"
+        out = tmp_path / "Pulumi.dgx-h100.yaml"
         code = main(["discover", "--kubeconfig", cfg, "--out", str(out)])
         err = capsys.readouterr().err
         assert code == 4
@@ -276,42 +301,37 @@ def test_out_must_name_a_stack_file(capsys) -> None:
     assert "--out" in capsys.readouterr().err
 
 
-def test_ten_thousand_nodes_in_under_30_seconds(tmp_path: Path, capsys) -> None:
-    plan = load_stack("kind-dev").plan
+LARGE = 2_500
+"""Nodes of the large-cluster test: five pages of 500 and more; the 10,000-node figure (and
+its 30 s target) is benchmarks/discover_fleet.py's."""
+
+
+def test_a_large_cluster_is_read_in_full_and_round_trips(tmp_path: Path, capsys) -> None:
+    # every page of nodes is read, the pool's count is the nodes' and the render of the
+    # discovered stack is the cluster (before: a timed assertion on kind-dev, whose /24
+    # rail cannot address the nodes, that only checked "read 1000" as a substring)
+    plan = build_plan("big", model_of(fleet_config("dgx-h100", LARGE)))
     with FakeKube() as fake:
-        _serve(fake, plan)
-        template = nodes(plan)[0]
-        for i in range(10_000):
-            labels = dict(template["metadata"]["labels"], **{"kubernetes.io/hostname": f"n{i}"})
-            fake.add(
-                node(
-                    f"n{i:05d}",
-                    labels,
-                    template["status"]["allocatable"],
-                    plan.facts.kubernetes_minor,
-                )
-            )
-        for path in [p for p in fake.objects if p.endswith(template["metadata"]["name"])]:
-            del fake.objects[path]
-        start = time.monotonic()
+        seeded_nodes = nodes(plan, per_pool=LARGE)
+        for obj in seeded_nodes + objects(plan):
+            fake.add(obj)
         out = tmp_path / "Pulumi.big.yaml"
-        code = main(
-            [
-                "discover",
-                "--kubeconfig",
-                str(fake.kubeconfig(tmp_path)),
-                "--out",
-                str(out),
-                "--allow-diff",
-            ]
-        )
-        seconds = time.monotonic() - start
+        code = main(["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)])
+        node_lists = [p for m, p in fake.requests if m == "GET" and p.startswith("/api/v1/nodes")]
     captured = capsys.readouterr()
-    # read in full, then honestly refused: kind-dev's /24 rail cannot address 10,000 nodes
-    assert "read 1000" in captured.out  # 10,000 added to the stack's own
-    assert code == 2
-    assert "fabric.rails[0].subnet" in captured.err
-    assert seconds < 30, seconds
+    assert code == 0, captured.err
+    assert len(seeded_nodes) == LARGE
+    assert len(node_lists) == LARGE // 500  # 500 a page
+    first = captured.out.splitlines()[0]
+    assert re.fullmatch(
+        rf"read {LARGE} nodes and {len(objects(plan))} objects in [0-9.]+ s; "
+        rf"wrote {re.escape(str(out))} \(stack big\)",
+        first,
+    ), first
+    assert captured.out.splitlines()[-1] == (
+        f"round trip: {len(objects(plan))} objects identical, 0 field difference(s), 0 foreign"
+    )
+    assert load_stack(str(out)).plan.facts.nodes.count == LARGE
 
 
 def test_rail_hcas_are_read_from_the_fabric_dashboard() -> None:
