@@ -13,6 +13,7 @@ from gpufabric import nics
 from gpufabric.discover.infer import (
     DEFAULT_NAD_NS,
     NETWORKS,
+    QUOTA,
     RESOURCE,
     Context,
     annots,
@@ -28,7 +29,7 @@ from gpufabric.discover.infer_topology import (
     merge_blocks,
     span_blocks,
 )
-from gpufabric.discover.pools import Group
+from gpufabric.discover.pools import PRODUCT, Group
 from gpufabric.model.config import Fabric
 
 RAIL_LABEL = "gpufabric.io/rail"
@@ -334,14 +335,46 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
         fabric["infiniband"] = ib_keys
     _roce(ctx, fabric, pool)
     _nic_driver(ctx, fabric, pool)
-    link = nics.link(fabric["type"]) if "type" in fabric else None
-    if link is not None and fabric.get("mtu") == link.default_mtu:
-        del fabric["mtu"]
-    stack_default = Fabric.model_fields["rdma"].default
-    if fabric.get("rdma") == stack_default:
-        del fabric["rdma"]
     fabric["rails"] = rails
+    _board_hcas(ctx, rails)
     return fabric
+
+
+def _defaults(fabric: dict[str, Any]) -> dict[str, Any]:
+    """What a fabric with these keys takes when it sets no ``mtu`` or ``rdma``: its link's
+    MTU, the stack default NIC mode."""
+    link = nics.link(fabric["type"]) if "type" in fabric else None
+    out: dict[str, Any] = {"rdma": Fabric.model_fields["rdma"].default}
+    if link is not None:
+        out["mtu"] = link.default_mtu
+    return out
+
+
+def stack_fabric(raw: dict[str, Any]) -> dict[str, Any]:
+    """The stack's fabric: the raw one less the values equal to their defaults."""
+    defaults = _defaults(raw)
+    return {k: v for k, v in raw.items() if k not in defaults or defaults[k] != v}
+
+
+def pool_fabric(
+    ctx: Context, raw: dict[str, Any], base: dict[str, Any], pool: str
+) -> dict[str, Any]:
+    """A pool's own fabric keys: those its raw fabric holds otherwise than the stack's, and
+    the defaults of the ones the stack sets and the pool does not (it would inherit them)."""
+    out = {k: v for k, v in raw.items() if base.get(k) != v and k != "networkNamespace"}
+    defaults = _defaults(raw)
+    for key in base:
+        if key in raw or key in out:
+            continue
+        if key in defaults:
+            if base[key] != defaults[key]:
+                out[key] = defaults[key]
+        elif key != "networkNamespace":
+            ctx.notes.unmapped.append(
+                f"pool {pool}: fabric.{key}: the stack's fabric sets it and this pool's "
+                "objects show none; a pool inherits it and cannot unset it"
+            )
+    return out
 
 
 def _nic_driver(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
@@ -370,7 +403,7 @@ def _selector_matches(selector: dict[str, str], grp: Group) -> bool:
     return all(shared.get(k) == v for k, v in selector.items())
 
 
-def _pool_selectors(ctx: Context) -> list[tuple[str, dict[str, str]]]:
+def _pool_selectors(ctx: Context, groups: list[Group]) -> list[tuple[str, dict[str, str]]]:
     """(pool name, node selector) of each pool gpufabric wrote: its ResourceFlavors (in the
     order a ClusterQueue lists them), else its NicNodePolicies."""
     flavors = {str(meta(f)["name"]): f for f in ctx.managed("ResourceFlavor")}
@@ -380,12 +413,66 @@ def _pool_selectors(ctx: Context) -> list[tuple[str, dict[str, str]]]:
             order += [str(f["name"]) for f in rg.get("flavors") or [] if f["name"] not in order]
     order += [n for n in sorted(flavors) if n not in order]
     out = [(n, dict(spec(flavors[n]).get("nodeLabels") or {})) for n in order if n in flavors]
-    if not out:
-        out = [
-            (str(meta(p)["name"]), dict(spec(p).get("nodeSelector") or {}))
-            for p in ctx.managed("NicNodePolicy")
-        ]
-    return out
+    if out:
+        return out
+    found = _unobjected(ctx, _policy_selectors(ctx), groups)
+    return found if len(found) > 1 else []
+
+
+def _policy_selectors(ctx: Context) -> list[tuple[str, dict[str, str]]]:
+    """Without flavors (Volcano, no Kueue): the pools the per-pool objects name, each with
+    its node selector: a NicNodePolicy or NVIDIADriver named after its pool, an SR-IOV
+    policy named ``<pool>-<rail>-vfs``; in name order."""
+    found: dict[str, dict[str, str]] = {}
+    for kind in ("NicNodePolicy", "NVIDIADriver"):
+        for obj in ctx.managed(kind):
+            found.setdefault(str(meta(obj)["name"]), dict(spec(obj).get("nodeSelector") or {}))
+    rails = {str(labels(n).get(RAIL_LABEL) or meta(n)["name"]) for n in rail_nads(ctx)}
+    for policy in ctx.managed("SriovNetworkNodePolicy"):
+        name = str(meta(policy)["name"])
+        for rail in rails:
+            if name.endswith(f"-{rail}-vfs") and len(name) > len(rail) + 5:
+                pool = name.removesuffix(f"-{rail}-vfs")
+                found.setdefault(pool, dict(spec(policy).get("nodeSelector") or {}))
+    return sorted(found.items())
+
+
+def _named_pools(ctx: Context) -> list[str]:
+    """Pool names the tenants' objects carry: ``nccl-env-<pool>`` ConfigMaps, quota
+    annotations ``gpufabric.io/gpu-quota-<pool>``."""
+    names = {
+        str(meta(c)["name"]).removeprefix("nccl-env-")
+        for c in ctx.managed("ConfigMap")
+        if str(meta(c).get("name", "")).startswith("nccl-env-")
+    }
+    for quota in ctx.managed("ResourceQuota"):
+        names |= {k.removeprefix(QUOTA) for k in annots(quota) if k.startswith(QUOTA)}
+    return sorted(names)
+
+
+def _unobjected(
+    ctx: Context, found: list[tuple[str, dict[str, str]]], groups: list[Group]
+) -> list[tuple[str, dict[str, str]]]:
+    """A pool the tenants name but no per-pool object selects (its parts are all in the
+    cluster-wide policy): the node groups no found selector takes are its nodes, selected
+    by a label they all share and no other GPU node carries (GFD's product first; said)."""
+    missing = [n for n in _named_pools(ctx) if n not in dict(found)]
+    rest = [g for g in groups if not any(_selector_matches(sel, g) for _, sel in found)]
+    if len(missing) != 1 or not rest:
+        return found
+    shared = dict(rest[0].labels_shared())
+    for g in rest[1:]:
+        shared = {k: v for k, v in shared.items() if g.labels_shared().get(k) == v}
+    taken = [g for g in groups if g not in rest]
+    keys = sorted(shared, key=lambda k: (k != PRODUCT, k))
+    for key in keys:
+        if not any(_selector_matches({key: shared[key]}, g) for g in taken):
+            ctx.notes.unmapped.append(
+                f"pool {missing[0]}: no per-pool object names its node selector: written as "
+                f"{key}={shared[key]}, which its {sum(len(g.nodes) for g in rest)} nodes carry"
+            )
+            return sorted([*found, (missing[0], {key: shared[key]})])
+    return found
 
 
 def _pool(name: str | None, selector: dict[str, str], groups: list[Group]) -> dict[str, Any]:
@@ -412,27 +499,40 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
     the node groups, else one pool per node group; the first pool's fabric is the stack's
     and every other pool gets its own."""
     nads = rail_nads(ctx)
-    selectors = _pool_selectors(ctx)
+    selectors = _pool_selectors(ctx, groups)
     if len(selectors) <= 1:
         sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
+        _unplaced(ctx, [sel], groups)
         section = _pool(None, sel, groups)
-        fabric = fabric_of(ctx, nads, None)
-        _board_hcas(ctx, fabric["rails"])
+        fabric = stack_fabric(fabric_of(ctx, nads, None))
         return _with_nodes(Pools(section, fabric, []), groups)
+    _unplaced(ctx, [sel for _, sel in selectors], groups)
     entries, fabrics = [], []
     for name, sel in selectors:
         offered = {r for g in groups if _selector_matches(sel, g) for r in g.fingerprint.nics}
         own = pool_rails(ctx, name, nads, offered)
         entries.append(_pool(name, sel, groups))
         fabrics.append(fabric_of(ctx, [n for n in nads if meta(n)["name"] in own], name))
-    for entry, fab in zip(entries[1:], fabrics[1:], strict=True):
-        differs = {
-            k: v for k, v in fab.items() if fabrics[0].get(k) != v and k != "networkNamespace"
-        }
+    # the stack's fabric is the plainest pool's (fewest keys): the others override it
+    base = min(range(len(fabrics)), key=lambda i: (len(fabrics[i]), i))
+    for i, (entry, fab) in enumerate(zip(entries, fabrics, strict=True)):
+        differs = {} if i == base else pool_fabric(ctx, fab, fabrics[base], entry["name"])
         if differs:
             entry["fabric"] = differs
-    _board_hcas(ctx, fabrics[0]["rails"])
-    return _with_nodes(Pools(entries, fabrics[0], [n for n, _ in selectors]), groups, fabrics)
+    stack = stack_fabric(fabrics[base])
+    return _with_nodes(Pools(entries, stack, [n for n, _ in selectors]), groups, fabrics)
+
+
+def _unplaced(ctx: Context, selectors: list[dict[str, str]], groups: list[Group]) -> None:
+    """GPU nodes no pool's selector takes: named (they are in no pool's count)."""
+    for g in groups:
+        if not any(_selector_matches(sel, g) for sel in selectors):
+            names = sorted(str(meta(n)["name"]) for n in g.nodes)
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            ctx.notes.unmapped.append(
+                f"Node {shown}: GPU node(s) ({g.fingerprint.product or 'no GPU product label'}, "
+                f"{g.fingerprint.gpus} GPUs) that no pool's node selector takes: in no pool"
+            )
 
 
 def _with_nodes(
