@@ -508,9 +508,14 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         return _with_nodes(Pools(section, fabric, []), groups)
     _unplaced(ctx, [sel for _, sel in selectors], groups)
     entries, fabrics = [], []
+    owned = []
     for name, sel in selectors:
         offered = {r for g in groups if _selector_matches(sel, g) for r in g.fingerprint.nics}
-        own = pool_rails(ctx, name, nads, offered)
+        owned.append(pool_rails(ctx, name, nads, offered))
+    if not ctx.managed("ResourceFlavor"):
+        order = _pool_order(ctx, owned)
+        selectors, owned = [selectors[i] for i in order], [owned[i] for i in order]
+    for (name, sel), own in zip(selectors, owned, strict=True):
         entries.append(_pool(name, sel, groups))
         fabrics.append(fabric_of(ctx, [n for n in nads if meta(n)["name"] in own], name))
     # the stack's fabric is the plainest pool's (fewest keys): the others override it
@@ -521,6 +526,28 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
             entry["fabric"] = differs
     stack = stack_fabric(fabrics[base])
     return _with_nodes(Pools(entries, stack, [n for n, _ in selectors]), groups, fabrics)
+
+
+TENANT_PODS = "gpufabric-tenant-pods"
+
+
+def _pool_order(ctx: Context, owned: list[list[str]]) -> list[int]:
+    """The stack's order of the pools, where no ClusterQueue lists their flavors: the tenant
+    pods' admission policy names the networks pool after pool; a pool it does not name
+    keeps its place after them."""
+    policy = ctx.named("ValidatingAdmissionPolicy", TENANT_PODS)
+    text = json.dumps(spec(policy)) if policy is not None else ""
+
+    def first(i: int) -> int:
+        spots = [
+            m.start()
+            for rail in owned[i]
+            for m in [re.search(rf"(?<=[(|]){re.escape(rail)}(?=[|)])", text)]
+            if m
+        ]
+        return min(spots) if spots else len(text) + i
+
+    return sorted(range(len(owned)), key=first)
 
 
 def _unplaced(ctx: Context, selectors: list[dict[str, str]], groups: list[Group]) -> None:

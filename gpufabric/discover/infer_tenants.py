@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpufabric.discover import infer_health
 from gpufabric.discover.infer import QUOTA, Context, annots, labels, meta, spec
 from gpufabric.discover.infer_fabric import Pools
 from gpufabric.discover.infer_topology import discovered_hypernodes, hypernode_levels, node_topology
@@ -61,6 +62,9 @@ def training(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if crds and "mpijobs.kubeflow.org" not in crds:
         out["mpiOperator"] = False
+    kinds = infer_health.schemes(ctx)
+    if kinds:
+        out["trainingOperator"] = {"schemes": kinds}
     runtimes = sorted(str(meta(r)["name"]) for r in ctx.snap.of("ClusterTrainingRuntime"))
     if runtimes:
         out["trainer"] = {"enabled": True, "runtimes": runtimes}
@@ -85,10 +89,12 @@ def monitoring(ctx: Context) -> dict[str, Any]:
     if not boards and not rules:
         return {}
     ctx.notes.unmapped.append(
-        "monitoring: health (quarantine limits, the in-cluster CronJob) and "
-        "nodeProblemDetector are on no object discovery reads: written at their defaults"
+        "monitoring: nodeProblemDetector is on no object discovery reads: written at its default"
     )
     out: dict[str, Any] = {"enabled": True}
+    loop = infer_health.in_cluster(ctx)
+    if loop:
+        out["health"] = {"inCluster": loop}
     if not boards:
         out["dashboards"] = False
     found = thresholds(ctx, rules)
@@ -157,6 +163,9 @@ def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
             value = spec(queue).get("priority")
         if value:
             entry["priority"] = int(value)
+        members = infer_health.groups(ctx, ns)
+        if members:
+            entry["groups"] = members
         out.append(entry)
     return out
 

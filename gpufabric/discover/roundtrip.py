@@ -41,6 +41,24 @@ gpufabric never writes), CRDs (installed by charts and overlays) and the GPU Ope
 ClusterPolicy (its chart makes it: compared at the values gpufabric sets, :mod:`.clusterpolicy`)."""
 
 
+GENERIC = frozenset(
+    {
+        "ServiceAccount",
+        "CronJob",
+        "Deployment",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "PriorityClass",
+    }
+)
+"""Kinds every cluster holds many of for its own purposes: only gpufabric's (and a live one
+of a name gpufabric renders) are compared; the others are neither foreign nor listed."""
+
+
 JSON_FIELDS = {
     "NetworkAttachmentDefinition": (("config",),),
     "NicClusterPolicy": (("rdmaSharedDevicePlugin", "config"), ("sriovDevicePlugin", "config")),
@@ -152,7 +170,12 @@ class Gate:
 def compare(plan: Plan, live: list[dict[str, Any]]) -> Gate:
     """The plan's objects of the compared kinds against the live ones."""
     rendered = {ident(o.body): normalise(o.body) for _, o in plan.objects() if o.kind in COMPARED}
-    seen = {ident(o): normalise(o) for o in live if o.get("kind") in COMPARED}
+    seen = {
+        ident(o): normalise(o)
+        for o in live
+        if o.get("kind") in COMPARED
+        and (o.get("kind") not in GENERIC or managed(o) or ident(o) in rendered)
+    }
     diffs: list[Difference] = []
     foreign: list[str] = []
     matched = 0

@@ -123,6 +123,8 @@ def test_l8k_cluster_diff_names_only_what_pulumi_up_changes() -> None:
         "Topology gpufabric",
         # l8k installs no GPU Operator: the fixture has no ClusterPolicy, the stack installs it
         "ClusterPolicy (the GPU Operator's)",
+        # RDMA exclusive mode for the SR-IOV pool's VFs (gpufabric's own object)
+        "SriovNetworkPoolConfig nvidia-network-operator/gpu-nodes-rdma-exclusive",
     }
     # the hand-made ones are foreign, and each is named in a not-mapped line
     for kind in ("SriovNetworkNodePolicy", "IPPool", "NetworkAttachmentDefinition"):

@@ -196,8 +196,9 @@ def test_trainer_runtimes_and_monitoring_are_read_back() -> None:
         "enabled": True,
         "runtimes": ["deepspeed-distributed", "torch-distributed"],
     }
-    assert config["gpufabric:monitoring"] == {"enabled": True}
-    assert any(line.startswith("monitoring: health") for line in notes.unmapped)
+    assert config["gpufabric:monitoring"]["enabled"] is True
+    assert config["gpufabric:monitoring"]["health"]["inCluster"]["tenant"] == "ml-batch"
+    assert any(line.startswith("monitoring: nodeProblemDetector") for line in notes.unmapped)
 
 
 def _valid_mutations(count: int) -> list[str]:

@@ -1,0 +1,93 @@
+"""gpufabric's own RBAC, admission and health objects are compared and read back: the
+training kinds tenants may run (the tenant ClusterRole), each tenant's groups (its
+RoleBinding), the in-cluster health loop (its CronJob or Deployment); the many such objects
+a cluster holds for itself are neither compared nor called foreign."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from builders import example_config, plan_of
+from discoverseed import nodes, objects
+
+from gpufabric.discover.compose import infer
+from gpufabric.discover.roundtrip import compare
+from gpufabric.discover.snapshot import Snapshot
+from gpufabric.model.stackfile import load_stack, parse_stack_text
+from gpufabric.plan.build import Plan, build_plan
+
+
+def seeded(plan: Plan) -> Snapshot:
+    snap = Snapshot()
+    for obj in nodes(plan) + objects(plan):
+        snap.objects.setdefault(obj["kind"], []).append(obj)
+    return snap
+
+
+def round_trip(plan: Plan) -> tuple[dict, list[str]]:
+    name, config, _ = infer(seeded(plan), plan.stack)
+    model = parse_stack_text(yaml.safe_dump({"config": config}), name)
+    gate = compare(build_plan(plan.stack, model), seeded(plan).all())
+    return config, [str(d) for d in gate.differences]
+
+
+@pytest.mark.parametrize("stack", ["prod-ib", "fleet-mixed", "roce-sriov-volcano"])
+def test_the_training_kinds_tenants_may_run_are_read_back(stack: str) -> None:
+    # before: the Training Operator's schemes were not read and nothing compared the tenant
+    # role: `pulumi up` would have taken PyTorchJob (and JAXJob) from every tenant, exit 0
+    plan = load_stack(stack).plan
+    config, diffs = round_trip(plan)
+    assert diffs == []
+    wanted = list(example_config(stack)["gpufabric:training"]["trainingOperator"]["schemes"])
+    assert sorted(config["gpufabric:training"]["trainingOperator"]["schemes"]) == sorted(wanted)
+
+
+def test_a_tenant_role_that_lost_a_kind_is_a_difference() -> None:
+    plan = load_stack("prod-ib").plan
+    snap = seeded(plan)
+    role = next(
+        r for r in snap.objects["ClusterRole"] if r["metadata"]["name"] == "gpufabric-tenant"
+    )
+    rule = next(r for r in role["rules"] if "kubeflow.org" in r["apiGroups"])
+    rule["resources"] = [r for r in rule["resources"] if r != "jaxjobs"]
+    diffs = [str(d) for d in compare(plan, snap.all()).differences]
+    assert diffs == [
+        'ClusterRole gpufabric-tenant: rules[4].resources: live ["mpijobs", "pytorchjobs"], '
+        'rendered ["jaxjobs", "mpijobs", "pytorchjobs"]'
+    ]
+
+
+def test_tenant_groups_are_read_from_their_role_binding() -> None:
+    # before: not read, and RoleBindings not compared: the groups vanished with exit 0
+    config = example_config("prod-ib")
+    config["gpufabric:tenants"][0]["groups"] = ["ml-team", "ml-admins"]
+    found, diffs = round_trip(plan_of(config, "prod-ib"))
+    assert diffs == []
+    assert found["gpufabric:tenants"][0]["groups"] == ["ml-team", "ml-admins"]
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_the_in_cluster_health_loop_is_read_back(watch: bool) -> None:
+    config = example_config("roce-sriov-volcano")
+    loop = config["gpufabric:monitoring"]["health"]["inCluster"]
+    if watch:
+        loop.update({"watch": True, "intervalSeconds": 120, "stacksDir": "/srv/stacks"})
+    else:
+        loop["schedule"] = "*/5 * * * *"
+    found, diffs = round_trip(plan_of(config, "roce-sriov-volcano"))
+    assert diffs == []
+    read = found["gpufabric:monitoring"]["health"]["inCluster"]
+    assert read == loop
+
+
+def test_a_clusters_own_rbac_is_neither_compared_nor_foreign() -> None:
+    plan = load_stack("lab-roce").plan
+    snap = seeded(plan)
+    theirs = copy.deepcopy(next(iter(snap.objects["ClusterRole"])))
+    theirs["metadata"] = {"name": "system:controller:job-controller", "uid": "x"}
+    snap.objects["ClusterRole"].append(theirs)
+    gate = compare(plan, snap.all())
+    assert gate.differences == []
+    assert not any("job-controller" in f for f in gate.foreign)
