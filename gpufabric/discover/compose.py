@@ -9,6 +9,7 @@ from gpufabric.discover import (
     clusterpolicy,
     infer_fabric,
     infer_handmade,
+    infer_links,
     infer_sources,
     infer_storage,
     infer_tenants,
@@ -22,13 +23,19 @@ from gpufabric.discover.roundtrip import ident, managed
 from gpufabric.discover.snapshot import Snapshot
 
 
-def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
-    """(stack name, config mapping, notes) of the cluster."""
+def infer(
+    snap: Snapshot, fallback: str, context: str | None = None
+) -> tuple[str, dict[str, Any], Notes]:
+    """(stack name, config mapping, notes) of the cluster; ``context``: the kubeconfig
+    context it was read through (``--context``), which the stack's provider must use too."""
     name = stack_name(snap, fallback)
     ctx = Context(snap, Notes(), name)
     config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
+    if context:
+        config["gpufabric:cluster"]["kubeContext"] = context
     pools = infer_fabric.pools(ctx, group(snap.nodes))
     infer_tolerations.apply(ctx, pools)
+    infer_links.apply(ctx, pools)
     infer_handmade.adopt(ctx, pools)  # hand-made rails, NIC policy, flavor (not gpufabric's)
     config["gpufabric:gpuNodes"] = pools.section
     policies = snap.of(clusterpolicy.KIND)
@@ -61,6 +68,11 @@ def infer(snap: Snapshot, fallback: str) -> tuple[str, dict[str, Any], Notes]:
 
 def cluster(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {"name": ctx.stack}
+    ctx.notes.unmapped.append(
+        f"cluster.name: on no live object: written as {ctx.stack}; it is the Pulumi "
+        "provider's cluster identifier, so where this cluster has Pulumi state already, "
+        "write the name it was deployed with (another name replaces every resource)"
+    )
     minors = sorted(
         {
             ".".join(

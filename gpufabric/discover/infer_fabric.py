@@ -86,6 +86,10 @@ def rail_of(
     name = str(labels(nad).get(RAIL_LABEL) or meta(nad)["name"])
     rail: dict[str, Any] = {"name": name}
     keys: dict[str, Any] = {}
+    if not cfg:
+        rail["subnet"] = None
+        ctx.notes.unmap(nad, "spec.config", f"not a CNI configuration (a JSON object): rail {name} left out")  # fmt: skip
+        return rail, keys
     resource = annots(nad).get(RESOURCE)
     link_types = (selectors.get(resource or "") or {}).get("linkTypes")
     lm = link_and_mode(str(cfg.get("type", "")), resource, link_types)
@@ -106,38 +110,68 @@ def rail_of(
         keys["pkey"] = cfg["pkey"]
     if meta(nad).get("namespace") != DEFAULT_NAD_NS:
         keys["networkNamespace"] = meta(nad).get("namespace")
-    pool_name = str(cfg.get("ipam", {}).get("poolName", ""))
+    ipam = cfg.get("ipam")
+    pool_name = str((ipam if isinstance(ipam, dict) else {}).get("poolName") or "")
+    if not pool_name:
+        rail["subnet"] = None
+        ctx.notes.unmap(
+            nad, "spec.config.ipam.poolName", f"names no nv-ipam pool: rail {name} left out"
+        )
+        return rail, keys
     _address_pool(ctx, pool_name, rail, keys)
     return rail, keys
+
+
+def _cidr(ctx: Context, pool: dict[str, Any], field: str, rail: str) -> str | None:
+    """The pool's subnet field, when it is one; else None, said (the rail is left out)."""
+    value = spec(pool).get(field)
+    try:
+        ipaddress.ip_network(str(value), strict=False)
+    except ValueError:
+        ctx.notes.unmap(pool, f"spec.{field}", f"{value!r} is not a CIDR: rail {rail} left out")
+        return None
+    return str(value)
+
+
+def _number(ctx: Context, pool: dict[str, Any], field: str, default: int) -> int:
+    value = spec(pool).get(field, default)
+    try:
+        return int(str(value))
+    except ValueError:
+        ctx.notes.unmap(pool, f"spec.{field}", f"{value!r} is not a number: {default} written")
+        return default
 
 
 def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str, Any]) -> None:
     ippool, cidr = ctx.named("IPPool", name), ctx.named("CIDRPool", name)
     if ippool is not None:
         s = spec(ippool)
-        rail["subnet"] = s.get("subnet")
+        rail["subnet"] = _cidr(ctx, ippool, "subnet", rail["name"])
         if s.get("gateway"):
             rail["gateway"] = s["gateway"]
-        _leaf_block(ctx, ippool, rail)
-        if int(s.get("perNodeBlockSize", 16)) != 16:
-            keys["perNodeBlockSize"] = int(s["perNodeBlockSize"])
+        if rail["subnet"] is not None:
+            _leaf_block(ctx, ippool, rail)
+        if _number(ctx, ippool, "perNodeBlockSize", 16) != 16:
+            keys["perNodeBlockSize"] = _number(ctx, ippool, "perNodeBlockSize", 16)
         for ex in s.get("exclusions") or []:
             rail.setdefault("exclude", []).append(f"{ex.get('startIP')}-{ex.get('endIP')}")
     elif cidr is not None:
         s = spec(cidr)
-        rail["subnet"] = s.get("cidr")
+        rail["subnet"] = _cidr(ctx, cidr, "cidr", rail["name"])
         keys["poolType"] = "cidrpool"
         if s.get("perNodeNetworkPrefix"):
-            keys["perNodePrefix"] = int(s["perNodeNetworkPrefix"])
-        if s.get("staticAllocations") and s.get("cidr"):
+            keys["perNodePrefix"] = _number(ctx, cidr, "perNodeNetworkPrefix", 24)
+        if rail["subnet"] is None:
+            return
+        if s.get("staticAllocations"):
             blocks = span_blocks(ctx, cidr, str(s["cidr"]))
             if blocks is not None:
                 rail["blocks"] = blocks
                 keys["routing"] = "spanLeaves"
-        elif s.get("gatewayIndex") is not None and s.get("cidr"):
+        elif s.get("gatewayIndex") is not None:
             # the gateway by its offset in the rail's subnet (pods route the rail through it)
             net = ipaddress.ip_network(str(s["cidr"]), strict=False)
-            rail["gateway"] = str(net.network_address + int(s["gatewayIndex"]))
+            rail["gateway"] = str(net.network_address + _number(ctx, cidr, "gatewayIndex", 1))
             if s.get("routes") not in (None, [{"dst": s["cidr"]}]):
                 ctx.notes.unmap(cidr, "spec.routes", "only a route to the rail's own cidr maps")
         for ex in s.get("exclusions") or []:
@@ -145,7 +179,7 @@ def _address_pool(ctx: Context, name: str, rail: dict[str, Any], keys: dict[str,
     else:
         rail["subnet"] = None
         ctx.notes.unmapped.append(
-            f"IPPool/CIDRPool {name}: not found; rail {rail['name']} has no subnet"
+            f"IPPool/CIDRPool {name}: not found: rail {rail['name']} has no subnet, left out"
         )
 
 
@@ -327,7 +361,7 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
         if ipam:
             fabric["ipam"] = ipam
         fabric.update(keys)
-    rails = merge_blocks(rails)
+    rails = merge_blocks([r for r in rails if r.get("subnet") is not None])  # others: said
     _device_plugin_pfs(rails, resources, selectors)
     _sriov(ctx, rails, fabric)
     _hcas(ctx, rails, pool)

@@ -179,7 +179,30 @@ def _quota(ctx: Context, ns: str, pools: Pools) -> Any:
     }
     if pools.names:
         return {p: per_pool[p] for p in pools.names if p in per_pool}
-    return int(str((spec(quota).get("hard") or {}).get("requests.nvidia.com/gpu", 0)))
+    hard = int(str((spec(quota).get("hard") or {}).get("requests.nvidia.com/gpu", 0)))
+    queued = _queue_gpus(ctx, ns)
+    if queued is not None and queued != hard:
+        ctx.notes.unmap(
+            quota,
+            "spec.hard",
+            f"{hard} GPUs, and ClusterQueue {ns} admits {queued}: the two disagree; the "
+            f"namespace's quota written as tenants[{ns}].gpuQuota (the diff shows the queue's)",
+        )
+    return hard
+
+
+def _queue_gpus(ctx: Context, ns: str) -> int | None:
+    """The GPUs a tenant's ClusterQueue admits (its flavors' nominal quotas), if it has one."""
+    cq = ctx.named("ClusterQueue", ns)
+    if cq is None:
+        return None
+    total = 0
+    for rg in spec(cq).get("resourceGroups") or []:
+        for flavor in rg.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                if res.get("name") == "nvidia.com/gpu" and str(res.get("nominalQuota")).isdigit():
+                    total += int(str(res["nominalQuota"]))
+    return total
 
 
 def _queue_limits(ctx: Context, ns: str, entry: dict[str, Any]) -> None:

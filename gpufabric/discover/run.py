@@ -25,7 +25,7 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
     with check_running():
         kube = Kube(args.kubeconfig, args.context)
         snap = snapshot.read(kube, args.timeout)
-    applied, config, notes = infer(snap, fallback)
+    applied, config, notes = infer(snap, fallback, args.context)
     name = fallback  # the Pulumi stack is the file's: its name labels every object
     if applied != name:
         notes.hints.append(
