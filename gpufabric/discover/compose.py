@@ -73,6 +73,11 @@ def cluster(ctx: Context) -> dict[str, Any]:
         "provider's cluster identifier, so where this cluster has Pulumi state already, "
         "write the name it was deployed with (another name replaces every resource)"
     )
+    ctx.notes.unmapped.append(
+        "cluster.podCIDR, cluster.serviceCIDR: on no object discovery reads (the API server's "
+        "and controller manager's flags): left out; set them so validation checks the rails "
+        "against the real ones"
+    )
     minors = sorted(
         {
             ".".join(
