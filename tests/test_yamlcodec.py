@@ -84,14 +84,16 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
 
 def reference_dump(data: Any, dumper: type[yaml.SafeDumper] = yaml.SafeDumper) -> str:
     """What render wrote before the fast path: PyYAML's own representer and emitter (or,
-    with ``dumper=libyaml``, libyaml's emitter under PyYAML's representer)."""
+    with ``dumper=libyaml``, libyaml's emitter under PyYAML's representer), a string that
+    another YAML reader takes for a number quoted (``'09'``, ``'1e3'``)."""
 
     class Dumper(dumper):  # type: ignore[valid-type,misc]
         pass
 
     def literal(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        quoted = "'" if yamlcodec.other_readers_resolve(value) else None
         return dumper.represent_scalar(
-            "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+            "tag:yaml.org,2002:str", value, style="|" if "\n" in value else quoted
         )
 
     Dumper.add_representer(str, literal)
@@ -220,3 +222,19 @@ def test_documents_libyaml_ends_or_folds_are_written_as_libyaml_writes_them(valu
     but for the "..." libyaml still writes after a plain scalar follows a kept block."""
     assert yamlcodec.dump(value) == reference_dump(value, libyaml)
     assert yamlcodec.load(yamlcodec.dump(value)) == value
+
+
+@pytest.mark.parametrize(
+    "text", ["09", "1e3", "6e1", "0o17", "0O17", "+1", ".5", "1_000", "-_1", "0B11", "y", "N"]
+)
+def test_strings_another_yaml_reader_takes_for_numbers_are_quoted(text: str) -> None:
+    """YAML 1.2's core schema and Go's yaml.v3 (Pulumi's reader) take 09 for the int 9 and
+    1e3 for a float, YAML 1.1 takes y for true: PyYAML's 1.1 resolver wrote some plain."""
+    out = yamlcodec.dump({"k": text})
+    assert out == f"k: '{text}'\n"
+    assert yamlcodec.load(out) == {"k": text}
+
+
+@pytest.mark.parametrize("text", ["v1", "10.0.0.1", "100Gi", "1.2.3", "e3", "_1", "0x", "1-2"])
+def test_strings_no_yaml_reader_takes_for_numbers_stay_plain(text: str) -> None:
+    assert yamlcodec.dump({"k": text}) == f"k: {text}\n"

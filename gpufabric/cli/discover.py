@@ -5,10 +5,13 @@ when the command runs)."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
+import tempfile
 from pathlib import Path
 
+from gpufabric.cli.options import RULES, AppliesOnly
 from gpufabric.exitcodes import ExitCode
 from gpufabric.model.problems import Problem, StackError
 
@@ -19,11 +22,23 @@ DEFAULT_TIMEOUT_S = 120.0
 def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context (default: its current context)")
-    p.add_argument("--out", type=Path, help="the stack file to write: stacks/Pulumi.<name>.yaml")
-    p.add_argument(
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--out",
+        type=Path,
+        metavar="stacks/Pulumi.<name>.yaml",
+        help="the stack file to write (required unless --print-rbac); the import map "
+        "Pulumi.<name>.import.json is written beside it",
+    )
+    what.add_argument(
         "--print-rbac",
         action="store_true",
         help="print the ClusterRole discovery needs (get/list only) and exit",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an --out file that gpufabric discover did not write",
     )
     p.add_argument(
         "--allow-diff",
@@ -36,6 +51,20 @@ def arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds the whole read may take (default {DEFAULT_TIMEOUT_S:.0f})",
     )
+    p.set_defaults(**{RULES: _RULES})
+
+
+_RULES = tuple(
+    AppliesOnly(
+        flag,
+        flag[2:].replace("-", "_"),
+        lambda a: not a.print_rbac,
+        "applies only with --out (--print-rbac reads no cluster)",
+    )
+    for flag in ("--kubeconfig", "--context", "--force", "--allow-diff", "--timeout")
+)
+"""--print-rbac prints the ClusterRole and reads nothing: every flag of the read is refused
+beside it rather than ignored."""
 
 
 def _out_name(out: Path | None) -> str:
@@ -51,16 +80,52 @@ def _out_name(out: Path | None) -> str:
     return match.group(1)
 
 
+def _check_writable(out: Path, force: bool) -> None:
+    """Before the cluster is read: ``out`` (and the import map beside it) can be written,
+    and an existing ``out`` is one discover wrote (its header) unless ``force``; StackError
+    naming --out otherwise."""
+    from gpufabric.discover.stackwrite import written_by_discover
+    from gpufabric.outputs.importmap import path_beside
+
+    def refuse(why: str) -> StackError:
+        return StackError("gpufabric discover", [Problem("--out", f"{out}: {why}")])
+
+    beside = path_beside(out)
+    if beside.exists() and not beside.is_file():
+        raise refuse(f"the import map beside it, {beside}, is not a regular file")
+    if out.is_file() and not force:
+        try:
+            with out.open(encoding="utf-8", errors="replace") as f:
+                first = f.readline()
+        except OSError as exc:
+            raise refuse(f"exists and cannot be read ({exc.strerror or exc})") from exc
+        if not written_by_discover(first):
+            raise refuse(
+                "exists and was not written by gpufabric discover (its first line is not "
+                "discover's header); --force overwrites it"
+            )
+    parent = out.parent.absolute()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise refuse(f"cannot be written: {parent} is not a directory")
+    try:
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as exc:
+        raise refuse(f"cannot be written in {parent} ({exc.strerror or exc})") from exc
+
+
 def cmd_discover(args: argparse.Namespace, _stack: object) -> int:
     from gpufabric.discover import sources
 
     if args.print_rbac:
         sys.stdout.write(sources.cluster_role())
         return ExitCode.OK
-    if args.timeout <= 0:
-        why = f"{args.timeout}: expected a positive number of seconds"
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        why = f"{args.timeout}: expected a positive, finite number of seconds"
         raise StackError("gpufabric discover", [Problem("--timeout", why)])
     name = _out_name(args.out)
+    _check_writable(args.out, args.force)
     from gpufabric.discover.run import discover
 
     return discover(args, name)

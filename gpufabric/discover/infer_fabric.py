@@ -424,10 +424,10 @@ def _nic_driver(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
 def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     cm = next((c for c in ctx.snap.of("ConfigMap") if meta(c).get("name") == name), None)
-    tc = (cm or {}).get("data", {}).get("NCCL_IB_TC")
+    tc = ((cm or {}).get("data") or {}).get("NCCL_IB_TC")
     if tc is not None and str(tc).isdigit() and int(tc) // 4 != 26:
         fabric.setdefault("roce", {})["dscp"] = int(tc) // 4
-    qps = (cm or {}).get("data", {}).get("NCCL_IB_QPS_PER_CONNECTION")
+    qps = ((cm or {}).get("data") or {}).get("NCCL_IB_QPS_PER_CONNECTION")
     if qps is not None and str(qps).isdigit():
         fabric.setdefault("roce", {})["qpsPerConnection"] = int(qps)
 

@@ -125,16 +125,55 @@ class Difference:
     rendered: Any
 
     def __str__(self) -> str:
+        head = f"{self.object}: {self.field}: "
+        live, rendered = self.live, self.rendered
+        if live is None or rendered is None or max(map(_width, (live, rendered))) <= SHOWN:
+            return f"{head}live {_show(live)}, rendered {_show(rendered)}"
+        # both long: the same window of each, around where they part
+        texts = (live, rendered) if isinstance(live, str) and isinstance(rendered, str) else None
+        a, b = texts or (_json(live), _json(rendered))
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))
+        at = min(at, len(a), len(b))
+        where = f"character {at + 1}" + ("" if texts else " of their JSON")
         return (
-            f"{self.object}: {self.field}: live {_show(self.live)}, rendered {_show(self.rendered)}"
+            f"{head}live {_window(a, at, texts is not None)}, rendered "
+            f"{_window(b, at, texts is not None)} (they differ from {where} on)"
         )
+
+
+SHOWN = 160
+"""Characters of a value a difference shows whole; longer ones are cut: one alone at its
+end, two around where they first differ (the same window of each)."""
+BEFORE = 40
+"""Characters of a window before the first difference."""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _width(value: Any) -> int:
+    return len(_json(value))
 
 
 def _show(value: Any) -> str:
     if value is None:
         return "(absent)"
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 160 else text[:157] + "..."
+    text = _json(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
+
+
+def _window(text: str, at: int, quoted: bool) -> str:
+    """``text`` from :data:`BEFORE` characters before ``at``, up to :data:`SHOWN` in all,
+    ``...`` where it is cut (inside the quotes of a string)."""
+    start = max(0, at - BEFORE)
+    end = start + SHOWN
+    cut = text[start:end]
+    lead, tail = ("..." if start else ""), ("..." if end < len(text) else "")
+    if not quoted:
+        return f"{lead}{cut}{tail}"
+    inner = json.dumps(cut)[1:-1]
+    return f'"{lead}{inner}{tail}"'
 
 
 def field_diff(live: Any, rendered: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:

@@ -10,7 +10,7 @@ from gpufabric.discover import roundtrip, snapshot, stackwrite
 from gpufabric.discover.compose import infer
 from gpufabric.discover.infer import Notes
 from gpufabric.exitcodes import ExitCode
-from gpufabric.model.problems import StackError
+from gpufabric.model.problems import Problem, StackError
 from gpufabric.model.stackfile import parse_stack_text
 from gpufabric.outputs import importmap
 from gpufabric.plan.build import Plan, build_plan
@@ -35,8 +35,7 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
         )
     where = f"context {args.context}" if args.context else "the kubeconfig's current context"
     text = stackwrite.text(name, where, config, notes)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    write(args.out, args.out, text)
     nodes = len(snap.nodes)
     print(
         f"read {nodes} nodes and {len(snap.all()) - nodes} objects in {snap.seconds:.1f} s; "
@@ -65,13 +64,25 @@ def write_import_map(out: Path, stack: str, plan: Plan, snap: snapshot.Snapshot)
     import file; URNs of ``stack``, the Pulumi stack the file is)."""
     path = importmap.path_beside(out)
     found = importmap.entries(plan, snap.all())
-    path.write_text(importmap.text(stack, plan, found), encoding="utf-8")
+    write(out, path, importmap.text(stack, plan, found))
     count = len(found)
     charts = len(importmap.adopted_by_charts(plan))
     print(
         f"wrote {path}: {count} live object(s) to import before the first `pulumi up`; "
         f"{charts} chart(s) and overlay(s) adopt their own objects"
     )
+
+
+def write(out: Path, path: Path, text: str) -> None:
+    """``text`` to ``path`` (the --out file ``out`` or the import map beside it), its
+    directory made; StackError naming --out when it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        what = "" if path == out else f"the import map beside it, {path}, "
+        why = f"{out}: {what}cannot be written ({exc.strerror or exc})"
+        raise StackError("gpufabric discover", [Problem("--out", why)]) from exc
 
 
 def report_notes(

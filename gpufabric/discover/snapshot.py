@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.discover.sources import SOURCES
-from gpufabric.verify.kube import Kube, collection_path
+from gpufabric.verify.kube import Kube, Malformed, collection_path, describe
+
+MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("data",), ("status",))
+"""Fields every reader takes as a mapping (``data`` and the metadata maps: of strings). The
+API server leaves an empty one out; null reads as absent, anything else is malformed."""
+STRING_MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("data",))
 
 
 @dataclass
@@ -38,13 +43,36 @@ def read(kube: Kube, timeout: float) -> Snapshot:
     kube.set_timeout(timeout, "--timeout")
     snap = Snapshot()
     for src in SOURCES:
-        items = kube.list(collection_path(src.api_version, src.kind))
+        path = collection_path(src.api_version, src.kind)
+        items = [checked(item, path) for item in kube.list(path)]
         for item in items:
             item.setdefault("apiVersion", src.api_version)
             item.setdefault("kind", src.kind)
         snap.objects[src.kind] = sorted(items, key=_key)
     snap.seconds = time.monotonic() - start
     return snap
+
+
+def checked(obj: dict[str, Any], path: str = "") -> dict[str, Any]:
+    """``obj`` with each field of :data:`MAPS` that is null left out (as the API server
+    leaves an empty one out); :class:`Malformed` naming the object and field when one is not
+    a mapping (``data``, labels and annotations: of strings), so no reader meets it."""
+    for keys in MAPS:
+        parent = obj if len(keys) == 1 else obj.get(keys[0])
+        if not isinstance(parent, dict) or keys[-1] not in parent:
+            continue
+        value = parent[keys[-1]]
+        dotted = ".".join(keys)
+        where = f"GET {path}: " if path else ""
+        if value is None:
+            del parent[keys[-1]]
+        elif not isinstance(value, dict):
+            got = type(value).__name__
+            raise Malformed(f"{where}{describe(obj)}: {dotted} is a {got}, not an object")
+        elif keys in STRING_MAPS and not all(isinstance(v, str) for v in value.values()):
+            bad = next(k for k, v in value.items() if not isinstance(v, str))
+            raise Malformed(f"{where}{describe(obj)}: {dotted}.{bad} is not a string")
+    return obj
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:

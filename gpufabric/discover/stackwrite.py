@@ -3,10 +3,20 @@ what was left out, then the ``config:`` sections in the order the examples write
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpufabric.discover.infer import Notes
 from gpufabric.support import yamlcodec
+
+HEADER = re.compile(r"# [A-Za-z0-9_.-]+: discovered by `gpufabric discover` from ")
+"""The first line of every stack file discover writes (:func:`text`)."""
+
+
+def written_by_discover(first_line: str) -> bool:
+    """Whether a file whose first line is ``first_line`` was written by discover (which
+    replaces it; another file is overwritten only with --force)."""
+    return HEADER.match(first_line) is not None
 
 
 def text(name: str, context: str, config: dict[str, Any], notes: Notes) -> str:

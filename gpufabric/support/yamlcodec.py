@@ -13,6 +13,7 @@ render (1,024 nodes, 200 tenants) runs 20 % more instructions on its critical pa
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,44 @@ def load_all(text: str) -> list[Any]:
     return list(yaml.load_all(text, Loader=Loader))
 
 
+_OTHER_WORDS = frozenset(
+    (
+        "y",
+        "Y",
+        "n",
+        "N",
+        "<<",
+        ".nan",
+        ".NaN",
+        ".NAN",
+        *(s + w for s in "+-" for w in (".inf", ".Inf", ".INF")),
+    )
+)
+"""Plain scalars that YAML 1.1's boolean type (``y``, ``n``) or YAML 1.2's core schema and
+Go's yaml.v3 resolve to something other than a string (PyYAML's resolver lacks ``y``/``n``)."""
+_OTHER_NUMBER = re.compile(
+    r"[-+]?(?:0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+"
+    r"|(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?)"
+    r"|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt ][0-9].*)?"
+)
+"""A number to YAML 1.2's core schema (``09`` an int, ``1e3`` and ``6e1`` floats, ``0o17``)
+or to Go's yaml.v3, Pulumi's reader of stack files (its resolve.go drops every ``_`` of a
+scalar that starts with a digit, sign or dot, takes Go's integer prefixes in either case,
+``0B11``, ``0X1f``, and dates with one-digit fields, ``2024-1-2``), after the ``_`` are
+dropped."""
+
+
+def other_readers_resolve(text: str) -> bool:
+    """Whether a YAML 1.1 reader (``y``, ``n``), a YAML 1.2 core schema one or Go's yaml.v3
+    would take the plain scalar ``text``, which PyYAML's YAML 1.1 resolver reads as a
+    string, for a bool, a number or a date: written quoted, every reader reads the string."""
+    if text in _OTHER_WORDS:
+        return True
+    if not text or text[0] not in ".+-0123456789":
+        return False
+    return _OTHER_NUMBER.fullmatch(text.replace("_", "")) is not None
+
+
 _STREAM_START = StreamStartEvent(encoding=None)
 _STREAM_END = StreamEndEvent()
 _DOC_START = DocumentStartEvent(explicit=False, version=None, tags=None)
@@ -79,14 +118,16 @@ them), floats excepted: most values repeat across a render's thousand files."""
 def _scalar(data: Any, dumper: yaml.SafeDumper) -> ScalarEvent:
     """The event PyYAML's serializer makes of the node its representer makes of ``data``
     (a str written literal when multi-line, its tag implicit where the text resolves to
-    the same tag)."""
+    the same tag), a str quoted also where another YAML reader would resolve it to
+    another type (:func:`other_readers_resolve`)."""
     if type(data) is str:
         tag, value, style = _STR, data, ("|" if "\n" in data else None)
     else:
         node: Any = dumper.represent_data(data)
         tag, value, style = node.tag, node.value, node.style
     detected = _RESOLVER.resolve(ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
-    return ScalarEvent(None, tag, (tag == detected, tag == _STR), value, style=style)
+    plain = tag == detected and not (tag == _STR and other_readers_resolve(value))
+    return ScalarEvent(None, tag, (plain, tag == _STR), value, style=style)
 
 
 def _emit(

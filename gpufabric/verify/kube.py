@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -53,6 +55,19 @@ class Forbidden(KubeError):
 
 class Conflict(KubeError):
     """The object exists already, or changed since it was read (409)."""
+
+
+class Unreached(KubeError):
+    """No connection to the API server (refused, reset, no route, a TLS failure)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong under urllib3's wrappers, without their object addresses (``<...
+    object at 0x...>``): ``Failed to establish a new connection: [Errno 111] ...``."""
+    inner = getattr(exc, "reason", None)
+    while isinstance(inner, BaseException):
+        exc, inner = inner, getattr(inner, "reason", None)
+    return re.sub(r"<[^<>]* at 0x[0-9a-f]+>: ", "", str(exc))
 
 
 class Malformed(KubeError):
@@ -246,18 +261,82 @@ def _read_kubeconfig(origin: str, path: Path) -> dict[str, Any]:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         why = f"not YAML ({str(exc).splitlines()[0][:120]})"
     else:
-        if isinstance(doc, dict):
+        if isinstance(doc, dict) and any(k in doc for k in KUBECONFIG_KEYS):
             return doc
         why = "not a kubeconfig (expected a YAML mapping with clusters, contexts and users)"
     raise StackError("gpufabric verify", [Problem(origin, f"{path}: {why}")])
 
 
-def check_kubeconfig(kubeconfig: str | None, context: str | None) -> None:
-    """The kubeconfig the client would load exists, reads as YAML and holds ``context``
-    (or sets a current context): StackError (exit 2) naming the file otherwise, before
-    the client's own less telling error."""
+KUBECONFIG_KEYS = ("clusters", "contexts", "users", "current-context")
+"""A YAML mapping with none of these is some other file, not a kubeconfig."""
+FILE_FIELDS = {
+    "users": (
+        ("client-certificate", "client-certificate-data"),
+        ("client-key", "client-key-data"),
+        ("tokenFile", "token"),
+    ),
+    "clusters": (("certificate-authority", "certificate-authority-data"),),
+}
+"""Fields of a kubeconfig's user and cluster that name a file, each with the field that
+holds the same inline (which wins when both are set)."""
+
+
+def _entry(
+    docs: list[tuple[Path, dict[str, Any]]], section: str, name: Any
+) -> tuple[Path, dict[str, Any]] | None:
+    """The first ``section`` entry called ``name`` (as kubectl merges the files) and its file."""
+    for path, doc in docs:
+        for entry in doc.get(section) or []:
+            if isinstance(entry, dict) and entry.get("name") == name:
+                body = entry.get(section[:-1])
+                return path, body if isinstance(body, dict) else {}
+    return None
+
+
+def _check_files(origin: str, docs: list[tuple[Path, dict[str, Any]]], context: str) -> None:
+    """The files the chosen context's user and cluster name exist and can be read (kubectl
+    refuses to run without them; the client would send no certificate and get a 401), and
+    its token, trimmed as kubectl trims a token file, holds no line break: StackError
+    naming the kubeconfig, the entry, the field and the file otherwise."""
+    found = _entry(docs, "contexts", context)
+    ctx = found[1] if found else {}
+    for section, key in (("users", "user"), ("clusters", "cluster")):
+        named = _entry(docs, section, ctx.get(key))
+        if named is None:
+            continue
+        where, body = named
+        for file_key, data_key in FILE_FIELDS[section]:
+            name = body.get(file_key)
+            if body.get(data_key) or not isinstance(name, str) or not name:
+                continue
+            target = (where.parent / Path(name).expanduser()).absolute()
+            try:
+                content = target.read_bytes()
+            except OSError as exc:
+                why = (
+                    f"{where}: {key} {ctx.get(key)!r} {file_key} {target}: cannot be read "
+                    f"({exc.strerror or exc})"
+                )
+                raise StackError("gpufabric verify", [Problem(origin, why)]) from exc
+            if file_key == "tokenFile" and len(content.strip().splitlines()) > 1:
+                why = f"{where}: {key} {ctx.get(key)!r} tokenFile {target}: more than one line"
+                raise StackError("gpufabric verify", [Problem(origin, why)])
+        token = body.get("token") if section == "users" else None
+        if isinstance(token, str) and len(token.strip().splitlines()) > 1:
+            why = f"{where}: user {ctx.get(key)!r} token: more than one line"
+            raise StackError("gpufabric verify", [Problem(origin, why)])
+
+
+def check_kubeconfig(
+    kubeconfig: str | None, context: str | None
+) -> tuple[str, list[tuple[Path, dict[str, Any]]]]:
+    """The kubeconfig the client would load exists, reads as YAML, holds ``context`` (or
+    sets a current context) and the files its user and cluster name can be read:
+    StackError (exit 2) naming the file otherwise, before the client's own less telling
+    error. Where it came from (the flag or variable) and its files, read."""
     origin, files = _kubeconfig_files(kubeconfig)
-    docs = [_read_kubeconfig(origin, path) for path in files]
+    read = [(path, _read_kubeconfig(origin, path)) for path in files]
+    docs = [doc for _, doc in read]
     names = [
         str(entry.get("name"))
         for doc in docs
@@ -275,6 +354,64 @@ def check_kubeconfig(kubeconfig: str | None, context: str | None) -> None:
     if context is None and not any(doc.get("current-context") for doc in docs):
         why = f"{origin} {shown} sets no current-context: pass --context"
         raise StackError("gpufabric verify", [Problem("--context", why)])
+    current = next((doc.get("current-context") for doc in docs if doc.get("current-context")), None)
+    _check_files(origin, read, context if context is not None else str(current))
+    return origin, read
+
+
+class _Captured(logging.Handler):
+    """The log records the client writes while a kubeconfig is loaded: its exec plugin's
+    failure goes to ``logging.error``, which would configure the root logger (printing
+    ``ERROR:root:`` and, from then on, urllib3's retries) and carry on without credentials."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _client_logs() -> Iterator[list[logging.LogRecord]]:
+    root, handler = logging.getLogger(), _Captured()
+    root.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        root.removeHandler(handler)
+
+
+def _plugin_failed(
+    origin: str,
+    read: list[tuple[Path, dict[str, Any]]],
+    context: str | None,
+    records: list[logging.LogRecord],
+) -> KubeError | None:
+    """The error that says the chosen user's exec credential plugin failed (its command and
+    what the client logged: its exit status and first line of output), when it did."""
+    if not records:
+        return None
+    current = next((d.get("current-context") for _, d in read if d.get("current-context")), None)
+    ctx = _entry(read, "contexts", context or current)
+    user = (ctx[1] if ctx else {}).get("user")
+    found = _entry(read, "users", user)
+    plugin = (found[1] if found else {}).get("exec")
+    if not isinstance(plugin, dict):
+        return None
+    command = " ".join(str(a) for a in [plugin.get("command"), *(plugin.get("args") or [])])
+    said = records[0].getMessage().removeprefix("exec: ")
+    status = re.match(r"process returned (-?\d+)\.? ?(.*)", said, re.DOTALL)
+    if status is not None:
+        output = status.group(2).strip().splitlines()
+        said = f"exited with status {status.group(1)}" + (f": {output[0][:200]}" if output else "")
+    else:
+        said = f"failed ({said.strip().splitlines()[0][:200]})"
+    where = found[0] if found else origin
+    return KubeError(
+        f"{where}: user {user!r}: the credential plugin `{command}` {said}; "
+        "nothing was sent to the cluster"
+    )
 
 
 class Kube:
@@ -308,18 +445,31 @@ class Kube:
                     return
                 except ConfigException:
                     pass
-            check_kubeconfig(kubeconfig, context)
+            origin, read = check_kubeconfig(kubeconfig, context)
             cfg = client.Configuration()
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=cfg
-            )
+            with _client_logs() as records:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig, context=context, client_configuration=cfg
+                )
         except (ConfigException, OSError) as exc:
             raise KubeError(f"no usable kubeconfig: {exc}") from exc
+        failed = _plugin_failed(origin, read, context, records)
+        if failed is not None:
+            raise failed
         self.api = client.ApiClient(cfg)
         self.context = context or "current context"
         self.kubeconfig = kubeconfig
 
+    @property
+    def server(self) -> str:
+        """The API server asked, in words: its URL and the kubeconfig context (for errors)."""
+        host = self.api.configuration.host
+        where = {"in-cluster": "in-cluster", "current context": "the kubeconfig's current context"}
+        return f"the API server at {host} ({where.get(self.context, f'context {self.context}')})"
+
     _shared_deadline: float | None = None
+    _limit_seconds: dict[str, float] = {}
+    """The seconds each deadline flag was given (for the message when it is reached)."""
     _shared_flag: str = "--timeout"
     clock: Callable[[], float] = staticmethod(time.monotonic)
     sleep: Callable[[float], None] = staticmethod(time.sleep)
@@ -352,6 +502,8 @@ class Kube:
         the user set with ``flag``."""
         self._shared_deadline = None if seconds is None else self.clock() + seconds
         self._shared_flag = flag
+        if seconds is not None:
+            self._limit_seconds = {**self._limit_seconds, flag: seconds}
         self._tls().__dict__.pop("deadline", None)
         self._tls().__dict__.pop("flag", None)
 
@@ -379,6 +531,7 @@ class Kube:
         """Within the block, this thread's requests end within ``seconds`` (set by ``flag``)
         and within the client's own limit: one job of a sweep."""
         mine, outer = self.clock() + seconds, self.deadline
+        self._limit_seconds = {**self._limit_seconds, flag: seconds}
         if outer is not None and outer < mine:
             return self._deadline_as(outer, self.deadline_flag)
         return self._deadline_as(mine, flag)
@@ -396,8 +549,15 @@ class Kube:
             return wanted
         left = deadline - self.clock()
         if left <= 0:
-            raise KubeError(f"{what}: the command's time limit was reached ({self.deadline_flag})")
+            raise KubeError(f"{what}: {self._timed_out()}")
         return min(wanted, left)
+
+    def _timed_out(self) -> str:
+        """The deadline reached, in words: the flag, its seconds and the server asked."""
+        flag = self.deadline_flag
+        seconds = self._limit_seconds.get(flag)
+        limit = f"{flag} {seconds:g}s" if seconds is not None else flag
+        return f"timed out after {limit}, the command's time limit, asking {self.server}"
 
     def _request(
         self,
@@ -419,7 +579,8 @@ class Kube:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         for auth in cfg.auth_settings().values():
             if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
+                # a token file's final line break, trimmed as kubectl trims it
+                headers[auth["key"]] = str(auth["value"]).strip()
         url = cfg.host.rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
         try:
             resp = self.api.rest_client.request(  # type: ignore[no-untyped-call]
@@ -428,7 +589,7 @@ class Kube:
         except ApiException as exc:
             return int(exc.status or 0), str(exc.body or exc.reason or "").encode()
         except (HTTPError, OSError) as exc:
-            raise KubeError(f"cannot reach the API server at {cfg.host}: {exc}") from exc
+            raise Unreached(f"{method} {path}: cannot reach {self.server}: {_reason(exc)}") from exc
         read = getattr(resp, "read", None)
         data = read() if callable(read) else resp.data
         return int(resp.status), bytes(data or b"")
@@ -467,7 +628,12 @@ class Kube:
         flights[id(done)] = (method, path, name, done)
         threading.Thread(target=work, name=f"kube {method} {path}", daemon=True).start()
         if not done.wait(budget):
-            raise KubeError(f"{method} {path}: no complete answer within {budget:.3g}s")
+            deadline = self.deadline
+            if deadline is not None and deadline - self.clock() <= 0:
+                raise KubeError(f"{method} {path}: {self._timed_out()}")
+            raise KubeError(
+                f"{method} {path}: no complete answer from {self.server} within {budget:.3g}s"
+            )
         if "error" in box:
             raise box["error"]
         answer: tuple[int, bytes] = box["answer"]
@@ -490,14 +656,15 @@ class Kube:
         it is throttled or in trouble (429, 5xx) or the connection fails (a create only when
         it was refused, never after it may have reached the server)."""
         delay = 0.5
+        last: KubeError | None = None
         for attempt in range(1, MAX_ATTEMPTS + 1):
             budget = self._budget(timeout, f"{method} {path}")
             try:
                 status, data = self._bounded(method, path, body, budget, query)
-            except KubeError:
+            except KubeError as exc:
                 if attempt == MAX_ATTEMPTS or method == "POST":
                     raise
-                status, data = 0, b""
+                status, data, last = 0, b"", exc
             if status not in RETRY_STATUSES and status != 0:
                 return status, data
             if attempt == MAX_ATTEMPTS:
@@ -505,11 +672,13 @@ class Kube:
             deadline = self.deadline
             left = None if deadline is None else deadline - self.clock()
             if left is not None and left <= delay:
+                if status == 0 and not isinstance(last, Unreached):
+                    raise KubeError(f"{method} {path}: {self._timed_out()}")
                 break
             self.sleep(delay)
             delay = min(delay * 2, 8.0)
         if status == 0:
-            raise KubeError(f"{method} {path}: the API server could not be reached")
+            raise last or KubeError(f"{method} {path}: {self.server} could not be reached")
         return status, data
 
     def _call(self, method: str, path: str, body: Any = None, **query: str) -> Any:
