@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
+from typing import Any
 
 from gpufabric.discover import roundtrip, snapshot, stackwrite
 from gpufabric.discover.compose import infer
@@ -15,7 +17,7 @@ from gpufabric.model.stackfile import parse_stack_text
 from gpufabric.outputs import importmap
 from gpufabric.plan.build import Plan, build_plan
 from gpufabric.verify.interrupts import check_running
-from gpufabric.verify.kube import Kube
+from gpufabric.verify.kube import Kube, Malformed
 
 SHOWN = 200
 """Differences printed at most (the count is always printed)."""
@@ -25,7 +27,7 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
     with check_running():
         kube = Kube(args.kubeconfig, args.context)
         snap = snapshot.read(kube, args.timeout)
-    applied, config, notes = infer(snap, fallback, args.context)
+    applied, config, notes = _inferred(snap, fallback, args.context)
     name = fallback  # the Pulumi stack is the file's: its name labels every object
     if applied != name:
         notes.hints.append(
@@ -83,6 +85,30 @@ def write(out: Path, path: Path, text: str) -> None:
         what = "" if path == out else f"the import map beside it, {path}, "
         why = f"{out}: {what}cannot be written ({exc.strerror or exc})"
         raise StackError("gpufabric discover", [Problem("--out", why)]) from exc
+
+
+def _inferred(
+    snap: snapshot.Snapshot, fallback: str, context: str | None
+) -> tuple[str, dict[str, Any], Notes]:
+    """The stack the snapshot gives; an object whose fields hold values of types their own
+    API's schema forbids (a real API server validates them: a proxy or a broken aggregated
+    API served it) ends discovery with exit 3, nothing written, instead of a traceback."""
+    try:
+        return infer(snap, fallback, context)
+    except (TypeError, AttributeError, ValueError, KeyError) as err:
+        _malformed(err)
+        raise
+
+
+def _malformed(err: Exception) -> None:
+    """Raise :class:`Malformed` for ``err`` as the cluster's answer (exit 3)."""
+    with check_running():
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        raise Malformed(
+            f"the cluster served an object whose fields discovery cannot read ({type(err).__name__}: "
+            f"{err}; in {Path(where.filename).name}:{where.lineno}); a real API server validates "
+            "objects against their schema: check what answers for it; nothing was written"
+        ) from err
 
 
 def report_notes(

@@ -610,3 +610,23 @@ def test_a_queue_and_a_quota_that_disagree_are_said() -> None:
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][-1]["nominalQuota"] = 4
     _, _, notes = infer(snap, "x")
     assert any(f"ClusterQueue {ns} admits 4: the two disagree" in n for n in notes.unmapped)
+
+
+def test_an_object_its_own_schema_forbids_ends_discovery_without_a_traceback(
+    tmp_path: Path, capsys
+) -> None:
+    # a real API server validates objects against their schema; a proxy that serves a
+    # ClusterQueue whose resourceGroups is a string must not end in a traceback
+    plan = load_stack("dgx-h100").plan
+    with FakeKube() as fake:
+        _serve(fake, plan)
+        for path, obj in fake.objects.items():
+            if "/clusterqueues/" in path:
+                obj["spec"]["resourceGroups"] = "x"
+        out = tmp_path / "stacks" / "Pulumi.dgx-h100.yaml"
+        code = main(["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "the cluster served an object whose fields discovery cannot read" in err
+    assert "Traceback" not in err
+    assert not out.exists()
