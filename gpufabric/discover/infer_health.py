@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufabric.discover.infer import Context, meta, spec
+from gpufabric.model.config import default_tenant_group
 
 TENANT_ROLE = "gpufabric-tenant"
 HEALTH = "gpufabric-health"
@@ -37,7 +38,8 @@ def schemes(ctx: Context) -> list[str]:
 
 def groups(ctx: Context, namespace: str) -> list[str] | None:
     """A tenant's groups: the Group subjects of gpufabric's RoleBinding of the tenant role in
-    its namespace (None: no such binding, or one without groups)."""
+    its namespace; None where that is the default group alone (the stack need not say it),
+    [] where there is no such binding (the stack's ``groups: []``)."""
     for binding in ctx.managed("RoleBinding"):
         if meta(binding).get("namespace") != namespace:
             continue
@@ -48,8 +50,8 @@ def groups(ctx: Context, namespace: str) -> list[str] | None:
             for s in binding.get("subjects") or []
             if isinstance(s, dict) and s.get("kind") == "Group"
         ]
-        return names or None
-    return None
+        return None if names == [default_tenant_group(namespace)] else names
+    return []  # no binding: nobody reaches the namespace through gpufabric
 
 
 def in_cluster(ctx: Context) -> dict[str, Any]:

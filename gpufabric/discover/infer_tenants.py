@@ -9,6 +9,7 @@ from gpufabric.discover import infer_health
 from gpufabric.discover.infer import QUOTA, Context, annots, labels, meta, spec
 from gpufabric.discover.infer_fabric import Pools
 from gpufabric.discover.infer_topology import discovered_hypernodes, hypernode_levels, node_topology
+from gpufabric.discover.roundtrip import managed
 
 TENANT_LABEL = "gpufabric.io/tenant"
 HOSTNAME = "kubernetes.io/hostname"
@@ -154,7 +155,8 @@ def _tenant_namespaces(ctx: Context) -> list[str]:
 def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
     out = []
     for ns in _tenant_namespaces(ctx):
-        entry: dict[str, Any] = {"namespace": ns, "gpuQuota": _quota(ctx, ns, pools)}
+        entry: dict[str, Any] = {"namespace": ns}
+        _gpus(ctx, ns, pools, entry)
         _queue_limits(ctx, ns, entry)
         prio = ctx.named("WorkloadPriorityClass", f"tenant-{ns}")
         value = (prio or {}).get("value")
@@ -164,56 +166,89 @@ def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
         if value:
             entry["priority"] = int(value)
         members = infer_health.groups(ctx, ns)
-        if members:
+        if members is not None:
             entry["groups"] = members
         out.append(entry)
     return out
 
 
-def _quota(ctx: Context, ns: str, pools: Pools) -> Any:
+LIMIT = "gpufabric.io/gpu-limit-"
+GPU = "nvidia.com/gpu"
+
+
+def _gpus(ctx: Context, ns: str, pools: Pools, entry: dict[str, Any]) -> None:
+    """``gpuQuota`` and ``gpuBorrowingLimit``: per pool from the namespace quota's
+    annotations (quota and limit per pool); for one pool from the tenant's queue (Kueue's
+    nominal quota and borrowing limit, Volcano's deserved and capability), else from the
+    namespace quota, whose hard limit is the quota plus what the tenant may borrow."""
     quota = ctx.named("ResourceQuota", "gpufabric-gpus", ns)
-    if quota is None:
-        return 0
-    per_pool = {
-        k.removeprefix(QUOTA): int(v) for k, v in annots(quota).items() if k.startswith(QUOTA)
-    }
+    notes = annots(quota) if quota is not None else {}
     if pools.names:
-        return {p: per_pool[p] for p in pools.names if p in per_pool}
-    hard = int(str((spec(quota).get("hard") or {}).get("requests.nvidia.com/gpu", 0)))
+        per = {k.removeprefix(QUOTA): _int(v) for k, v in notes.items() if k.startswith(QUOTA)}
+        cap = {k.removeprefix(LIMIT): _int(v) for k, v in notes.items() if k.startswith(LIMIT)}
+        entry["gpuQuota"] = {p: per[p] for p in pools.names if p in per}
+        extra = {p: cap[p] - per[p] for p in pools.names if p in per and cap.get(p, 0) > per[p]}
+        if extra:
+            entry["gpuBorrowingLimit"] = extra
+        return
+    hard = _int((spec(quota).get("hard") or {}).get("requests.nvidia.com/gpu", 0)) if quota else 0
     queued = _queue_gpus(ctx, ns)
-    if queued is not None and queued != hard:
+    if queued is None:
+        entry["gpuQuota"] = hard
+        return
+    nominal, borrow = queued
+    entry["gpuQuota"] = nominal
+    if borrow:
+        entry["gpuBorrowingLimit"] = borrow
+    if quota is not None and nominal + borrow != hard:
         ctx.notes.unmap(
             quota,
             "spec.hard",
-            f"{hard} GPUs, and ClusterQueue {ns} admits {queued}: the two disagree; the "
-            f"namespace's quota written as tenants[{ns}].gpuQuota (the diff shows the queue's)",
+            f"{hard} GPUs, and the tenant's queue admits {nominal} (+{borrow} borrowed): the "
+            f"two disagree; the queue's written as tenants[{ns}] (the diff shows the quota's)",
         )
-    return hard
 
 
-def _queue_gpus(ctx: Context, ns: str) -> int | None:
-    """The GPUs a tenant's ClusterQueue admits (its flavors' nominal quotas), if it has one."""
+def _int(value: Any) -> int:
+    text = str(value)
+    return int(text) if text.isdigit() else 0
+
+
+def _queue_gpus(ctx: Context, ns: str) -> tuple[int, int] | None:
+    """(GPUs, borrowable GPUs) the tenant's queue admits: a ClusterQueue's flavors' nominal
+    quotas and borrowing limits, or a Volcano Queue's deserved and capability less it."""
     cq = ctx.named("ClusterQueue", ns)
-    if cq is None:
-        return None
-    total = 0
-    for rg in spec(cq).get("resourceGroups") or []:
-        for flavor in rg.get("flavors") or []:
-            for res in flavor.get("resources") or []:
-                if res.get("name") == "nvidia.com/gpu" and str(res.get("nominalQuota")).isdigit():
-                    total += int(str(res["nominalQuota"]))
-    return total
+    if cq is not None:
+        nominal = borrow = 0
+        for rg in spec(cq).get("resourceGroups") or []:
+            for flavor in rg.get("flavors") or []:
+                for res in flavor.get("resources") or []:
+                    if res.get("name") == GPU:
+                        nominal += _int(res.get("nominalQuota"))
+                        borrow += _int(res.get("borrowingLimit", 0))
+        return nominal, borrow
+    queue = ctx.named("Queue", ns)
+    if queue is not None and managed(queue):
+        deserved = _int((spec(queue).get("deserved") or {}).get(GPU))
+        capability = _int((spec(queue).get("capability") or {}).get(GPU))
+        return deserved, max(capability - deserved, 0)
+    return None
 
 
 def _queue_limits(ctx: Context, ns: str, entry: dict[str, Any]) -> None:
+    """``cpuQuota`` and ``memoryQuota``: the first flavor's in the tenant's ClusterQueue, or a
+    Volcano Queue's deserved."""
     cq = ctx.named("ClusterQueue", ns)
-    if cq is None:
+    queue = ctx.named("Queue", ns)
+    if cq is None and queue is not None and managed(queue):
+        deserved = spec(queue).get("deserved") or {}
+        for name in UNBOUNDED:
+            if name in deserved:
+                entry[f"{name}Quota"] = str(deserved[name])
         return
-    for rg in spec(cq).get("resourceGroups") or []:
+    for rg in spec(cq or {}).get("resourceGroups") or []:
         for flavor in (rg.get("flavors") or [])[:1]:
             for res in flavor.get("resources") or []:
                 name, nominal = res.get("name"), str(res.get("nominalQuota"))
                 if name in UNBOUNDED and nominal != UNBOUNDED[name]:
                     entry[f"{name}Quota"] = nominal
-                if name == "nvidia.com/gpu" and str(res.get("borrowingLimit", 0)) != "0":
-                    entry["gpuBorrowingLimit"] = int(res["borrowingLimit"])

@@ -609,7 +609,11 @@ def test_a_queue_and_a_quota_that_disagree_are_said() -> None:
     ns = cq["metadata"]["name"]
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][-1]["nominalQuota"] = 4
     _, _, notes = infer(snap, "x")
-    assert any(f"ClusterQueue {ns} admits 4: the two disagree" in n for n in notes.unmapped)
+    assert any(
+        f"ResourceQuota {ns}/gpufabric-gpus: spec.hard: " in n
+        and "the tenant's queue admits 4 (+0 borrowed): the two disagree" in n
+        for n in notes.unmapped
+    )
 
 
 def test_an_object_its_own_schema_forbids_ends_discovery_without_a_traceback(
@@ -630,3 +634,25 @@ def test_an_object_its_own_schema_forbids_ends_discovery_without_a_traceback(
     assert "the cluster served an object whose fields discovery cannot read" in err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("stack", "borrow"),
+    [("dgx-h100", 8), ("roce-sriov-volcano", 16), ("fleet-mixed", {"h100": 8}), ("fleet-mixed", 8)],
+)
+def test_quota_and_borrowing_come_apart(stack: str, borrow: object) -> None:
+    # the namespace quota's hard limit is quota + borrowing: the quota comes from the queue
+    # (Kueue's nominal, Volcano's deserved) or the per-pool annotations (before: the sum was
+    # written as the quota, and the stack did not validate: oversubscribed)
+    config = example_config(stack)
+    tenant = config["gpufabric:tenants"][0]
+    tenant["gpuBorrowingLimit"] = borrow
+    text, diffs = round_trip(plan_of(config))
+    assert diffs == []
+    found = yaml.safe_load(text)["config"]["gpufabric:tenants"][0]
+    quota = tenant["gpuQuota"]
+    assert found["gpuQuota"] == quota or found["gpuQuota"] == {
+        **dict.fromkeys(["l40s"], 0),
+        **quota,
+    }
+    assert found["gpuBorrowingLimit"] in (borrow, {"h100": 8, "l40s": 8})

@@ -91,3 +91,14 @@ def test_a_clusters_own_rbac_is_neither_compared_nor_foreign() -> None:
     gate = compare(plan, snap.all())
     assert gate.differences == []
     assert not any("job-controller" in f for f in gate.foreign)
+
+
+def test_a_tenant_without_groups_stays_without() -> None:
+    # groups: [] renders no binding; before, discovery wrote nothing, and the default group
+    # (gpufabric:tenant:<ns>) would have been granted the namespace
+    config = example_config("dgx-h100")
+    config["gpufabric:tenants"][0]["groups"] = []
+    found, diffs = round_trip(plan_of(config, "dgx-h100"))
+    assert diffs == []
+    assert found["gpufabric:tenants"][0]["groups"] == []
+    assert "groups" not in found["gpufabric:tenants"][1]  # the default group: not written
