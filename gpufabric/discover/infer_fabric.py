@@ -77,6 +77,35 @@ def rail_nads(ctx: Context) -> list[dict[str, Any]]:
     return ours or [n for n in nads if cni_config(n).get("ipam", {}).get("type") == "nv-ipam"]
 
 
+TENANT = "gpufabric.io/tenant"
+
+
+def scoped_nads(ctx: Context, nads: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """(one network per rail, whether they are per tenant): with ``fabric.nadScope: tenant``
+    every tenant's namespace holds its own copy of each rail's network (its VLAN or pkey in
+    it); the copy read for the rail is one without a VLAN, of the pkey most copies carry."""
+    spaces = {str(meta(n).get("namespace")) for n in nads}
+    tenants = {
+        str(meta(n)["name"]) for n in ctx.snap.of("Namespace") if labels(n).get(TENANT) == "true"
+    }
+    if not nads or not spaces <= tenants:
+        return nads, False
+    by_rail: dict[str, list[dict[str, Any]]] = {}
+    for nad in nads:
+        by_rail.setdefault(str(labels(nad).get(RAIL_LABEL) or meta(nad)["name"]), []).append(nad)
+    chosen = []
+    for copies in by_rail.values():
+        pkeys = [cni_config(n).get("pkey") for n in copies]
+        common = max(set(pkeys), key=lambda k: (pkeys.count(k), str(k)))
+        chosen.append(
+            min(
+                copies,
+                key=lambda n: ("vlan" in cni_config(n), cni_config(n).get("pkey") != common),
+            )
+        )
+    return chosen, True
+
+
 def rail_of(
     ctx: Context, nad: dict[str, Any], selectors: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -532,13 +561,13 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
     """The gpuNodes section: the pools gpufabric wrote (flavors, NIC policies) matched to
     the node groups, else one pool per node group; the first pool's fabric is the stack's
     and every other pool gets its own."""
-    nads = rail_nads(ctx)
+    nads, per_tenant = scoped_nads(ctx, rail_nads(ctx))
     selectors = _pool_selectors(ctx, groups)
     if len(selectors) <= 1:
         sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
         _unplaced(ctx, [sel], groups)
         section = _pool(None, sel, groups)
-        fabric = stack_fabric(fabric_of(ctx, nads, None))
+        fabric = _scope(stack_fabric(fabric_of(ctx, nads, None)), per_tenant)
         return _with_nodes(Pools(section, fabric, []), groups)
     _unplaced(ctx, [sel for _, sel in selectors], groups)
     entries, fabrics = [], []
@@ -558,8 +587,16 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
         differs = {} if i == base else pool_fabric(ctx, fab, fabrics[base], entry["name"])
         if differs:
             entry["fabric"] = differs
-    stack = stack_fabric(fabrics[base])
+    stack = _scope(stack_fabric(fabrics[base]), per_tenant)
     return _with_nodes(Pools(entries, stack, [n for n, _ in selectors]), groups, fabrics)
+
+
+def _scope(fabric: dict[str, Any], per_tenant: bool) -> dict[str, Any]:
+    """Networks per tenant namespace: ``nadScope: tenant``, no one namespace of them."""
+    if per_tenant:
+        fabric.pop("networkNamespace", None)
+        fabric["nadScope"] = "tenant"
+    return fabric
 
 
 TENANT_PODS = "gpufabric-tenant-pods"

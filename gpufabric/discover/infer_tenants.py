@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from gpufabric.discover import infer_health
-from gpufabric.discover.infer import QUOTA, Context, annots, labels, meta, spec
+from gpufabric.discover.infer import QUOTA, Context, annots, cni_config, labels, meta, spec
 from gpufabric.discover.infer_fabric import Pools
 from gpufabric.discover.infer_topology import discovered_hypernodes, hypernode_levels, node_topology
 from gpufabric.discover.roundtrip import managed
@@ -168,8 +168,25 @@ def tenants(ctx: Context, pools: Pools) -> list[dict[str, Any]]:
         members = infer_health.groups(ctx, ns)
         if members is not None:
             entry["groups"] = members
+        if pools.fabric.get("nadScope") == "tenant":
+            _own_network(ctx, ns, pools.fabric, entry)
         out.append(entry)
     return out
+
+
+def _own_network(ctx: Context, ns: str, fabric: dict[str, Any], entry: dict[str, Any]) -> None:
+    """A tenant's VLAN and pkey, from its own copy of the rails' networks (nadScope:
+    tenant): the copy's ``vlan``, and its ``pkey`` where it is not the fabric's."""
+    shared = (fabric.get("infiniband") or {}).get("pkey")
+    for nad in ctx.managed("NetworkAttachmentDefinition"):
+        if meta(nad).get("namespace") != ns or "gpufabric.io/rail" not in labels(nad):
+            continue
+        cfg = cni_config(nad)
+        if isinstance(cfg.get("vlan"), int) and not isinstance(cfg.get("vlan"), bool):
+            entry["vlan"] = cfg["vlan"]
+        if cfg.get("pkey") and cfg.get("pkey") != shared:
+            entry["pkey"] = cfg["pkey"]
+        return
 
 
 LIMIT = "gpufabric.io/gpu-limit-"

@@ -89,7 +89,8 @@ def merge_blocks(rails: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if seen is None:
             out[rail["name"]] = rail
             continue
-        seen.setdefault("blocks", []).extend(rail.get("blocks") or [])
+        if rail.get("blocks"):
+            seen.setdefault("blocks", []).extend(rail["blocks"])
         for text in rail.get("exclude") or []:
             seen.setdefault("exclude", []).append(text)
     for rail in out.values():

@@ -102,3 +102,33 @@ def test_a_tenant_without_groups_stays_without() -> None:
     assert diffs == []
     assert found["gpufabric:tenants"][0]["groups"] == []
     assert "groups" not in found["gpufabric:tenants"][1]  # the default group: not written
+
+
+def test_networks_per_tenant_come_back_with_their_vlans() -> None:
+    # nadScope: tenant puts a copy of each rail's network in every tenant's namespace, its
+    # VLAN in it (before: the first copy's namespace became networkNamespace, the stack
+    # did not validate and the VLANs were lost)
+    config = example_config("roce-sriov-volcano")
+    config["gpufabric:fabric"]["nadScope"] = "tenant"
+    config["gpufabric:tenants"][0]["vlan"] = 101
+    config["gpufabric:tenants"][1]["vlan"] = 102
+    found, diffs = round_trip(plan_of(config, "roce-sriov-volcano"))
+    assert diffs == []
+    assert found["gpufabric:fabric"]["nadScope"] == "tenant"
+    assert "networkNamespace" not in found["gpufabric:fabric"]
+    assert [t.get("vlan") for t in found["gpufabric:tenants"]] == [101, 102, None]
+    assert not any("blocks" in r for r in found["gpufabric:fabric"]["rails"])
+
+
+def test_networks_per_tenant_come_back_with_their_partitions() -> None:
+    config = example_config("prod-ib")
+    config["gpufabric:fabric"]["infiniband"].update(
+        pkeyManagement="ufm",
+        ufm={"address": "ufm.internal", "username": "k8s", "password": {"secure": "v1:A:B"}},
+    )
+    config["gpufabric:fabric"]["nadScope"] = "tenant"
+    config["gpufabric:tenants"][0]["pkey"] = "0x0101"
+    found, diffs = round_trip(plan_of(config, "prod-ib"))
+    assert diffs == []
+    assert found["gpufabric:fabric"]["infiniband"]["pkey"] == "0x8001"
+    assert [t.get("pkey") for t in found["gpufabric:tenants"]][:2] == ["0x0101", None]
