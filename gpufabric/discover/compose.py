@@ -10,6 +10,7 @@ from gpufabric.discover import (
     infer_fabric,
     infer_handmade,
     infer_links,
+    infer_ncclenv,
     infer_sources,
     infer_storage,
     infer_tenants,
@@ -60,6 +61,7 @@ def infer(
         config["gpufabric:versions"] = versions
     foreign(ctx)
     config = {k: v for k, v in config.items() if v not in ({}, [], None)}
+    infer_ncclenv.apply(ctx, config)
     mirrors = infer_sources.registries(ctx, config)
     if mirrors:
         config["gpufabric:sources"] = {"registries": mirrors}

@@ -454,11 +454,31 @@ def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     cm = next((c for c in ctx.snap.of("ConfigMap") if meta(c).get("name") == name), None)
     tc = ((cm or {}).get("data") or {}).get("NCCL_IB_TC")
-    if tc is not None and str(tc).isdigit() and int(tc) // 4 != 26:
+    if tc is not None and str(tc).isdigit() and int(tc) % 4:
+        # not DSCP x 4 (the ECN bits set): the stack names the traffic class itself
+        fabric.setdefault("roce", {})["trafficClass"] = int(tc)
+    elif tc is not None and str(tc).isdigit() and int(tc) // 4 != 26:
         fabric.setdefault("roce", {})["dscp"] = int(tc) // 4
     qps = ((cm or {}).get("data") or {}).get("NCCL_IB_QPS_PER_CONNECTION")
     if qps is not None and str(qps).isdigit():
         fabric.setdefault("roce", {})["qpsPerConnection"] = int(qps)
+    priority = _pfc_priority(ctx)
+    if priority is not None and priority != 3:
+        fabric.setdefault("roce", {})["pfcPriority"] = priority
+
+
+PFC_STORM = re.compile(r"node_ethtool_received_prio(\d)_pause")
+
+
+def _pfc_priority(ctx: Context) -> int | None:
+    """The PFC priority gpufabric's PfcStorm alert watches (a RoCE fabric's lossless class)."""
+    for rule in ctx.managed("PrometheusRule"):
+        for group in spec(rule).get("groups") or []:
+            for r in group.get("rules") or []:
+                found = PFC_STORM.search(str(r.get("expr", ""))) if isinstance(r, dict) else None
+                if found:
+                    return int(found.group(1))
+    return None
 
 
 def _selector_matches(selector: dict[str, str], grp: Group) -> bool:

@@ -36,6 +36,27 @@ def schemes(ctx: Context) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def mpi_operator(ctx: Context) -> bool | None:
+    """Whether tenants may run MPIJobs (the tenant role grants ``mpijobs``); None: no role."""
+    role = next((r for r in ctx.managed("ClusterRole") if meta(r).get("name") == TENANT_ROLE), None)
+    if role is None:
+        return None
+    return any(
+        MPI in (rule.get("resources") or [])
+        for rule in role.get("rules") or []
+        if isinstance(rule, dict) and JOB_GROUP in (rule.get("apiGroups") or [])
+    )
+
+
+def max_restarts(ctx: Context) -> int | None:
+    """``training.failurePolicy.maxRestarts`` as gpufabric's Trainer runtimes carry it."""
+    for runtime in ctx.managed("ClusterTrainingRuntime"):
+        policy = ((spec(runtime).get("template") or {}).get("spec") or {}).get("failurePolicy")
+        if isinstance(policy, dict) and isinstance(policy.get("maxRestarts"), int):
+            return int(policy["maxRestarts"])
+    return None
+
+
 def groups(ctx: Context, namespace: str) -> list[str] | None:
     """A tenant's groups: the Group subjects of gpufabric's RoleBinding of the tenant role in
     its namespace; None where that is the default group alone (the stack need not say it),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any
 
 from gpufabric.discover import infer_health
@@ -10,6 +11,7 @@ from gpufabric.discover.infer import QUOTA, Context, annots, cni_config, labels,
 from gpufabric.discover.infer_fabric import Pools
 from gpufabric.discover.infer_topology import discovered_hypernodes, hypernode_levels, node_topology
 from gpufabric.discover.roundtrip import managed
+from gpufabric.model.config import TrainerRuntime
 
 TENANT_LABEL = "gpufabric.io/tenant"
 HOSTNAME = "kubernetes.io/hostname"
@@ -46,6 +48,9 @@ def scheduling(ctx: Context, pools: Pools) -> dict[str, Any]:
             for e in ([pools.section] if isinstance(pools.section, dict) else pools.section)
         ):
             out["topologyLevels"] = levels
+    cohorts = {str(spec(q).get("cohortName")) for q in ctx.managed("ClusterQueue")} - {"None"}
+    if len(cohorts) == 1 and cohorts != {"gpufabric"}:
+        out["cohort"] = cohorts.pop()
     if "topologyLevels" not in out:
         levels = hypernode_levels(ctx)
         if levels:
@@ -61,12 +66,26 @@ def scheduling(ctx: Context, pools: Pools) -> dict[str, Any]:
 def training(ctx: Context) -> dict[str, Any]:
     crds = {str(meta(c).get("name")) for c in ctx.snap.of("CustomResourceDefinition")}
     out: dict[str, Any] = {}
-    if crds and "mpijobs.kubeflow.org" not in crds:
+    granted = infer_health.mpi_operator(ctx)
+    if granted is False or (granted is None and crds and "mpijobs.kubeflow.org" not in crds):
         out["mpiOperator"] = False
+    restarts = infer_health.max_restarts(ctx)
+    if restarts is not None and restarts != 3:
+        out["failurePolicy"] = {"maxRestarts": restarts}
+    ctx.notes.unmapped.append(
+        "training.failurePolicy.activeDeadline: on no object (the jobs gpufabric writes carry "
+        "it): written at its default"
+        + ("" if restarts is not None else "; maxRestarts too (no Trainer runtime carries it)")
+    )
     kinds = infer_health.schemes(ctx)
     if kinds:
         out["trainingOperator"] = {"schemes": kinds}
-    runtimes = sorted(str(meta(r)["name"]) for r in ctx.snap.of("ClusterTrainingRuntime"))
+    offered = typing.get_args(TrainerRuntime)  # gpufabric's acceptance runtime is no choice
+    runtimes = sorted(
+        str(meta(r)["name"])
+        for r in ctx.snap.of("ClusterTrainingRuntime")
+        if meta(r).get("name") in offered
+    )
     if runtimes:
         out["trainer"] = {"enabled": True, "runtimes": runtimes}
     return {"gpufabric:training": out} if out else {}

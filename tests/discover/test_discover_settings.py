@@ -1,0 +1,73 @@
+"""Settings that reach only a few objects are read back from those: the Kueue cohort (the
+ClusterQueues), the gang restarts (the Trainer runtimes), MPIJob (the tenant role), the RoCE
+traffic class and PFC priority (nccl-env, the PfcStorm alert), extra NCCL variables (the
+tenants' nccl-env against their render). Each was lost before, several with exit 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from builders import example_config, plan_of
+from discoverseed import nodes, objects
+
+from gpufabric.discover.compose import infer
+from gpufabric.discover.roundtrip import compare
+from gpufabric.discover.snapshot import Snapshot
+from gpufabric.model.stackfile import parse_stack_text
+from gpufabric.plan.build import build_plan
+
+
+def round_trip(config: dict[str, Any], stack: str) -> dict[str, Any]:
+    plan = plan_of(config, stack)
+    snap = Snapshot()
+    for obj in nodes(plan) + objects(plan):
+        snap.objects.setdefault(obj["kind"], []).append(obj)
+    name, found, _ = infer(snap, stack)
+    model = parse_stack_text(yaml.safe_dump({"config": found}), name)
+    assert [str(d) for d in compare(build_plan(stack, model), snap.all()).differences] == []
+    return found
+
+
+def _set(config: dict[str, Any], path: str, value: Any) -> None:
+    section, *keys = path.split(".")
+    node = config.setdefault(f"gpufabric:{section}", {})
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+
+
+def _get(config: dict[str, Any], path: str) -> Any:
+    section, *keys = path.split(".")
+    node = config[f"gpufabric:{section}"]
+    for key in keys:
+        node = node[key]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("stack", "path", "value"),
+    [
+        ("lab-roce", "scheduling.cohort", "research"),
+        ("roce-sriov-volcano", "training.failurePolicy.maxRestarts", 5),
+        ("roce-sriov-volcano", "training.mpiOperator", False),
+        ("lab-roce", "fabric.roce.trafficClass", 106),
+        ("roce-sriov-volcano", "fabric.roce.pfcPriority", 4),
+        ("roce-sriov-volcano", "fabric.ncclEnv", {"NCCL_DEBUG": "WARN", "NCCL_IB_TIMEOUT": "22"}),
+    ],
+)
+def test_a_setting_few_objects_carry_comes_back(stack: str, path: str, value: Any) -> None:
+    config = example_config(stack)
+    _set(config, path, value)
+    assert _get(round_trip(config, stack), path) == value
+
+
+def test_a_pools_own_nccl_variables_stay_the_pools() -> None:
+    config = example_config("fleet-mixed")
+    config["gpufabric:gpuNodes"][1].setdefault("fabric", {})["ncclEnv"] = {"NCCL_DEBUG": "INFO"}
+    found = round_trip(config, "fleet-mixed")
+    pools = found["gpufabric:gpuNodes"]
+    assert pools[1]["fabric"]["ncclEnv"] == {"NCCL_DEBUG": "INFO"}
+    assert "ncclEnv" not in pools[0].get("fabric", {})
+    assert "ncclEnv" not in found["gpufabric:fabric"]
