@@ -1,7 +1,8 @@
 """A cluster seeded from a stack: the objects its Plan renders (of the kinds discovery reads)
 and the nodes it implies, per pool (the pool's selector labels, GFD's product, count and
 clique labels, a GPU and each rail's RDMA resource in allocatable, the kubelet's version;
-the names and switch labels ``scheduling.nodeTopology`` gives),
+the names and switch labels ``scheduling.nodeTopology`` gives, the taints the pool's
+tolerations name),
 as the fake API server holds them after ``pulumi up`` and the operators' labelling."""
 
 from __future__ import annotations
@@ -40,9 +41,17 @@ def nodes(plan: Plan, per_pool: int = NODES_PER_POOL) -> list[dict[str, Any]]:
                 name = placed[i][0]
                 labels.update(placed[i][1])
             labels["kubernetes.io/hostname"] = name
+            taints = [
+                {
+                    "key": t["key"],
+                    **({"value": t["value"]} if t.get("value") else {}),
+                    "effect": t.get("effect") or "NoSchedule",
+                }
+                for t in map(dict, n.tolerations)
+            ]
             if n.nvlink is not None:
                 labels[CLIQUE] = f"clique-{i // 18}"
-            out.append(node(name, labels, alloc, minor))
+            out.append(node(name, labels, alloc, minor, taints))
     return out + hypernodes(plan, [n["metadata"]["name"] for n in out])
 
 
@@ -74,8 +83,15 @@ def hypernodes(plan: Plan, node_names: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def node(name: str, labels: dict[str, str], alloc: dict[str, str], minor: str) -> dict[str, Any]:
+def node(
+    name: str,
+    labels: dict[str, str],
+    alloc: dict[str, str],
+    minor: str,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     return {
+        **({"spec": {"taints": taints}} if taints else {}),
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {

@@ -1,7 +1,8 @@
 """The taints of each pool's nodes (``gpuNodes.tolerations``), from the objects that carry
 them as tolerations: the pool's Kueue ResourceFlavor (exactly the pool's), else, for one
-pool, the Trainer runtimes' pods (exactly the stack's), else the NicClusterPolicy's operands
-(the stack's less ``nvidia.com/gpu``, which the Network Operator adds itself: noted)."""
+pool, the Trainer runtimes' pods (exactly the stack's), else the taints all the pool's nodes
+carry, else the NicClusterPolicy's operands (the stack's less ``nvidia.com/gpu``, which the
+Network Operator adds itself: noted)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def apply(ctx: Context, pools: Pools) -> None:
         found = _listed(spec(flavor).get("tolerations")) if flavor is not None else None
         if found is None and len(entries) == 1:
             found = _runtime(ctx) if flavor is None else None
+        if found is None and flavor is None:
+            found = _taints(pools, entry)
         if found is None and len(entries) == 1 and flavor is None:
             found = _nic_policy(ctx)
         if found:
@@ -42,6 +45,37 @@ def _short(toleration: dict[str, Any]) -> dict[str, Any]:
     if out.get("operator") == "Exists":
         del out["operator"]
     return out
+
+
+def _taints(pools: Pools, entry: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The taints every node of the pool carries (``spec.taints``), as tolerations."""
+    selector = entry.get("nodeSelector") or {}
+    mine = [
+        n
+        for n in pools.nodes
+        if all(
+            ((n.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in selector.items()
+        )
+    ]
+    if not mine:
+        return None
+    common: list[dict[str, Any]] | None = None
+    for node in mine:
+        taints = [
+            {k: t[k] for k in ("key", "value", "effect") if t.get(k)}
+            for t in ((node.get("spec") or {}).get("taints") or [])
+            if isinstance(t, dict) and t.get("key")
+        ]
+        common = taints if common is None else [t for t in common if t in taints]
+    out = []
+    for taint in common or []:
+        toleration = {"key": taint["key"]}
+        if "value" in taint:
+            toleration |= {"operator": "Equal", "value": taint["value"]}
+        if "effect" in taint:
+            toleration["effect"] = taint["effect"]
+        out.append(toleration)
+    return out or None
 
 
 def _runtime(ctx: Context) -> list[dict[str, Any]] | None:
