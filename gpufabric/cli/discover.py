@@ -36,6 +36,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="print the ClusterRole discovery needs (get/list only) and exit",
     )
     p.add_argument(
+        "--cluster-name",
+        metavar="NAME",
+        help="cluster.name to write (default: the stack's name): the name the cluster was "
+        "deployed with, where it has Pulumi state (the provider's cluster identifier)",
+    )
+    p.add_argument(
         "--force",
         action="store_true",
         help="overwrite an --out file that gpufabric discover did not write",
@@ -61,7 +67,14 @@ _RULES = tuple(
         lambda a: not a.print_rbac,
         "applies only with --out (--print-rbac reads no cluster)",
     )
-    for flag in ("--kubeconfig", "--context", "--force", "--allow-diff", "--timeout")
+    for flag in (
+        "--kubeconfig",
+        "--context",
+        "--cluster-name",
+        "--force",
+        "--allow-diff",
+        "--timeout",
+    )
 )
 """--print-rbac prints the ClusterRole and reads nothing: every flag of the read is refused
 beside it rather than ignored."""

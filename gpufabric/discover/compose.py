@@ -25,13 +25,14 @@ from gpufabric.discover.snapshot import Snapshot
 
 
 def infer(
-    snap: Snapshot, fallback: str, context: str | None = None
+    snap: Snapshot, fallback: str, context: str | None = None, cluster_name: str | None = None
 ) -> tuple[str, dict[str, Any], Notes]:
     """(stack name, config mapping, notes) of the cluster; ``context``: the kubeconfig
-    context it was read through (``--context``), which the stack's provider must use too."""
+    context it was read through (``--context``), which the stack's provider must use too;
+    ``cluster_name``: ``--cluster-name``."""
     name = stack_name(snap, fallback)
     ctx = Context(snap, Notes(), name)
-    config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx)}
+    config: dict[str, Any] = {"gpufabric:cluster": cluster(ctx, cluster_name)}
     if context:
         config["gpufabric:cluster"]["kubeContext"] = context
     pools = infer_fabric.pools(ctx, group(snap.nodes))
@@ -68,13 +69,15 @@ def infer(
     return name, config, ctx.notes
 
 
-def cluster(ctx: Context) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": ctx.stack}
-    ctx.notes.unmapped.append(
-        f"cluster.name: on no live object: written as {ctx.stack}; it is the Pulumi "
-        "provider's cluster identifier, so where this cluster has Pulumi state already, "
-        "write the name it was deployed with (another name replaces every resource)"
-    )
+def cluster(ctx: Context, name: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name or ctx.stack}
+    if name is None:
+        ctx.notes.unmapped.append(
+            f"cluster.name: on no live object: written as {ctx.stack}; it is the Pulumi "
+            "provider's cluster identifier and names every resource, so where this cluster "
+            "has Pulumi state already, discover again with --cluster-name <the name it was "
+            "deployed with> (the import map's names follow it)"
+        )
     ctx.notes.unmapped.append(
         "cluster.podCIDR, cluster.serviceCIDR: on no object discovery reads (the API server's "
         "and controller manager's flags): left out; set them so validation checks the rails "

@@ -27,7 +27,7 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
     with check_running():
         kube = Kube(args.kubeconfig, args.context)
         snap = snapshot.read(kube, args.timeout)
-    applied, config, notes = _inferred(snap, fallback, args.context)
+    applied, config, notes = _inferred(snap, fallback, args.context, args.cluster_name)
     name = fallback  # the Pulumi stack is the file's: its name labels every object
     if applied != name:
         notes.hints.append(
@@ -88,13 +88,13 @@ def write(out: Path, path: Path, text: str) -> None:
 
 
 def _inferred(
-    snap: snapshot.Snapshot, fallback: str, context: str | None
+    snap: snapshot.Snapshot, fallback: str, context: str | None, cluster: str | None
 ) -> tuple[str, dict[str, Any], Notes]:
     """The stack the snapshot gives; an object whose fields hold values of types their own
     API's schema forbids (a real API server validates them: a proxy or a broken aggregated
     API served it) ends discovery with exit 3, nothing written, instead of a traceback."""
     try:
-        return infer(snap, fallback, context)
+        return infer(snap, fallback, context, cluster)
     except (TypeError, AttributeError, ValueError, KeyError) as err:
         _malformed(err)
         raise

@@ -658,3 +658,24 @@ def test_quota_and_borrowing_come_apart(stack: str, borrow: object) -> None:
         **quota,
     }
     assert found["gpuBorrowingLimit"] in (borrow, {"h100": 8, "l40s": 8})
+
+
+def test_cluster_name_given_names_the_stack_and_its_import_map(tmp_path: Path, capsys) -> None:
+    # the name the cluster was deployed with is on no object; before, the only way to set it
+    # was by hand, and the runbook then refused the import map written for the other name
+    from gpufabric.outputs import importmap
+
+    plan = load_stack("lab-roce").plan
+    with FakeKube() as fake:
+        _serve(fake, plan)
+        out = tmp_path / "stacks" / "Pulumi.lab-roce.yaml"
+        argv = ["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)]
+        assert main([*argv, "--cluster-name", "colleague-lab"]) == 0
+    err = capsys.readouterr().err
+    assert "cluster.name: on no live object" not in err
+    found = load_stack(str(out))
+    assert found.model.cluster.name == "colleague-lab"
+    beside = importmap.path_beside(out)
+    read = importmap.read(beside, str(beside), found.plan)  # not refused
+    assert read is not None
+    assert "colleague-lab" in beside.read_text(encoding="utf-8")
