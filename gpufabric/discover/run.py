@@ -43,6 +43,12 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
         f"read {nodes} nodes and {len(snap.all()) - nodes} objects in {snap.seconds:.1f} s; "
         f"wrote {args.out} (stack {name})"
     )
+    if snap.unserved:
+        print(
+            f"not served: {', '.join(snap.unserved)}: read as none (the operator is not "
+            "installed, or serves another version than discovery reads)",
+            file=sys.stderr,
+        )
     report_notes(notes, foreign=False)
     try:
         model = parse_stack_text(text, str(args.out))

@@ -24,6 +24,8 @@ class Snapshot:
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seconds: float = 0.0
     requests: int = 0
+    unserved: list[str] = field(default_factory=list)
+    """``apiVersion Kind`` of each collection the API does not serve (read as empty)."""
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return self.objects.get(kind, [])
@@ -49,8 +51,21 @@ def read(kube: Kube, timeout: float) -> Snapshot:
             item.setdefault("apiVersion", src.api_version)
             item.setdefault("kind", src.kind)
         snap.objects[src.kind] = sorted(items, key=_key)
+    _unserved(kube, snap)
     snap.seconds = time.monotonic() - start
     return snap
+
+
+def _unserved(kube: Kube, snap: Snapshot) -> None:
+    """Which of the empty collections the API does not serve at all (one discovery GET per
+    group version): their operator is not installed, or serves another version."""
+    empty = [src for src in SOURCES if not snap.objects.get(src.kind)]
+    served: dict[str, set[str] | None] = {}
+    for src in empty:
+        if src.api_version not in served:
+            served[src.api_version] = kube.served(src.api_version)
+        if src.plural not in (served[src.api_version] or set()):
+            snap.unserved.append(f"{src.api_version} {src.kind}")
 
 
 def checked(obj: dict[str, Any], path: str = "") -> dict[str, Any]:

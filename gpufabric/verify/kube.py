@@ -711,6 +711,17 @@ class Kube:
         check_identity(path, out)
         return out
 
+    def served(self, api_version: str) -> set[str] | None:
+        """The resources (plurals) the API serves in a group version (``v1`` or
+        ``group/version``), from its discovery document; None when it serves none of them."""
+        path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        out = self._call("GET", path)
+        if out is None:
+            return None
+        if not isinstance(out, dict) or not isinstance(out.get("resources"), list):
+            raise Malformed(f"GET {path}: malformed answer (no resources list)")
+        return {str(r.get("name")) for r in out["resources"] if isinstance(r, dict)}
+
     def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         """Every item once, page by page (``limit``/``continue``): one request per
         :data:`PAGE_SIZE` items, never one per item; a repeated page or entry counts once."""

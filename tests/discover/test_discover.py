@@ -679,3 +679,20 @@ def test_cluster_name_given_names_the_stack_and_its_import_map(tmp_path: Path, c
     read = importmap.read(beside, str(beside), found.plan)  # not refused
     assert read is not None
     assert "colleague-lab" in beside.read_text(encoding="utf-8")
+
+
+def test_collections_the_api_does_not_serve_are_named(tmp_path: Path, capsys) -> None:
+    # a kind the API does not serve reads as none: said, so a Kueue serving another version
+    # (or no Network Operator at all) is not mistaken for an empty one
+    plan = load_stack("dgx-h100").plan
+    with FakeKube() as fake:
+        _serve(fake, plan)
+        out = tmp_path / "stacks" / "Pulumi.dgx-h100.yaml"
+        assert (
+            main(["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)])
+            == 0
+        )
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("not served: "))
+    assert "scheduling.volcano.sh/v1beta1 Queue" in line  # a Kueue stack: no Volcano
+    assert "kueue.x-k8s.io/v1beta2 ClusterQueue" not in line
