@@ -8,6 +8,7 @@ password is never read; the stack gets a ``secure:`` placeholder instead).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gpufabric.support import yamlcodec
 
@@ -141,10 +142,12 @@ def cluster_role(name: str = "gpufabric-discover") -> str:
     groups: dict[str, list[str]] = {}
     for src in SOURCES:
         groups.setdefault(src.group, []).append(src.plural)
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"apiGroups": [group], "resources": sorted(set(plurals)), "verbs": ["get", "list"]}
         for group, plurals in sorted(groups.items())
     ]
+    # which group versions are served (Kubernetes grants it every user as system:discovery)
+    rules.append({"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*"], "verbs": ["get"]})
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

@@ -294,7 +294,9 @@ def test_print_rbac_asks_get_and_list_only(capsys) -> None:
     role = yaml.safe_load(capsys.readouterr().out)
     assert role["kind"] == "ClusterRole"
     assert {v for rule in role["rules"] for v in rule["verbs"]} == {"get", "list"}
-    assert not any("secrets" in rule["resources"] for rule in role["rules"])
+    assert not any("secrets" in rule.get("resources", []) for rule in role["rules"])
+    urls = [rule for rule in role["rules"] if "nonResourceURLs" in rule]
+    assert urls == [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*"], "verbs": ["get"]}]
 
 
 def test_out_must_name_a_stack_file(capsys) -> None:
