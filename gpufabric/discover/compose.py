@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufabric import nics
 from gpufabric.discover import (
     clusterpolicy,
     infer_fabric,
@@ -22,6 +23,7 @@ from gpufabric.discover.infer import Context, Notes, stack_name
 from gpufabric.discover.pools import group
 from gpufabric.discover.roundtrip import ident, managed
 from gpufabric.discover.snapshot import Snapshot
+from gpufabric.model.config import Fabric
 
 
 def infer(
@@ -36,6 +38,7 @@ def infer(
     if context:
         config["gpufabric:cluster"]["kubeContext"] = context
     pools = infer_fabric.pools(ctx, group(snap.nodes))
+    _no_hca(ctx, pools)
     infer_tolerations.apply(ctx, pools)
     infer_links.apply(ctx, pools)
     infer_handmade.adopt(ctx, pools)  # hand-made rails, NIC policy, flavor (not gpufabric's)
@@ -136,3 +139,22 @@ def _topology_hint(ctx: Context, config: dict[str, Any], nodes: list[dict[str, A
             f"scheduling.topologyLevels: [{', '.join(levels)}] lets the queueing authority "
             "place gangs by them (a change: it adds a Topology)"
         )
+
+
+def _no_hca(ctx: Context, pools: infer_fabric.Pools) -> None:
+    """Rails whose RDMA device no object names (no nccl-env, no dashboard): said."""
+    fabrics = [("fabric", pools.fabric)]
+    if isinstance(pools.section, list):
+        fabrics += [
+            (f"gpuNodes[{p['name']}].fabric", p["fabric"]) for p in pools.section if "fabric" in p
+        ]
+    default = str(pools.fabric.get("rdma", Fabric.model_fields["rdma"].default))
+    for where, fabric in fabrics:
+        if nics.mode(str(fabric.get("rdma", default))).resource_prefix is None:
+            continue  # no RDMA device to name
+        names = [r["name"] for r in fabric.get("rails") or [] if "hca" not in r]
+        if names:
+            ctx.notes.unmapped.append(
+                f"{where}.rails[].hca: {', '.join(names)}: no object names their RDMA device "
+                "(no nccl-env, no fabric dashboard): left out; verify finds it from the netdev"
+            )

@@ -157,7 +157,8 @@ def _cidr(ctx: Context, pool: dict[str, Any], field: str, rail: str) -> str | No
     try:
         ipaddress.ip_network(str(value), strict=False)
     except ValueError:
-        ctx.notes.unmap(pool, f"spec.{field}", f"{value!r} is not a CIDR: rail {rail} left out")
+        what = "missing" if value is None else f"{value!r} is not a CIDR"
+        ctx.notes.unmap(pool, f"spec.{field}", f"{what}: rail {rail} left out")
         return None
     return str(value)
 
@@ -665,7 +666,15 @@ def _with_nodes(
 def _one_selector(ctx: Context, groups: list[Group]) -> dict[str, str]:
     for kind in ("SriovNetworkNodePolicy", "NicNodePolicy"):
         for obj in ctx.managed(kind):
-            return dict(spec(obj).get("nodeSelector") or {})
+            selector = dict(spec(obj).get("nodeSelector") or {})
+            kinds = [g for g in groups if _selector_matches(selector, g)]
+            if len({(g.fingerprint.product, g.fingerprint.gpus) for g in kinds}) > 1:
+                ctx.notes.unmapped.append(
+                    f"Node: {len(kinds)} kinds of GPU node under one pool's selector "
+                    f"({', '.join(sorted({g.fingerprint.product for g in kinds}))}): written "
+                    "as one pool, the first kind's GPU model and count"
+                )
+            return selector
     if len(groups) > 1:
         ctx.notes.unmapped.append(
             f"Node: {len(groups)} kinds of GPU node and no pool selectors: written as one pool; "

@@ -579,7 +579,7 @@ def test_the_link_rate_is_read_from_the_sriov_node_states() -> None:
         ("config-not-json", "spec.config: not a CNI configuration (a JSON object): rail"),
         ("config-array", "spec.config: not a CNI configuration (a JSON object): rail"),
         ("no-pool-name", "spec.config.ipam.poolName: names no nv-ipam pool: rail"),
-        ("subnet-missing", "spec.subnet: None is not a CIDR: rail"),
+        ("subnet-missing", "spec.subnet: missing: rail"),
         ("subnet-garbage", "spec.subnet: 'ten-dot' is not a CIDR: rail"),
         ("block-size-garbage", "spec.perNodeBlockSize: 'x' is not a number: 16 written"),
     ],
@@ -698,3 +698,14 @@ def test_collections_the_api_does_not_serve_are_named(tmp_path: Path, capsys) ->
     line = next(x for x in err.splitlines() if x.startswith("not served: "))
     assert "scheduling.volcano.sh/v1beta1 Queue" in line  # a Kueue stack: no Volcano
     assert "kueue.x-k8s.io/v1beta2 ClusterQueue" not in line
+
+
+def test_rails_whose_device_no_object_names_are_said() -> None:
+    # SR-IOV rails without monitoring: no nccl-env sets NCCL_IB_HCA, no dashboard shows them
+    config = example_config("roce-sriov-volcano")
+    del config["gpufabric:monitoring"]
+    _, found, notes = infer(seeded(plan_of(config)), "x")
+    assert "hca" not in found["gpufabric:fabric"]["rails"][0]
+    assert any(n.startswith("fabric.rails[].hca: rail0, rail1") for n in notes.unmapped)
+    _, _, notes = infer(seeded(load_stack("kind-dev").plan), "x")  # no RDMA: nothing to name
+    assert not any(".hca:" in n for n in notes.unmapped)
