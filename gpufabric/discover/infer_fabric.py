@@ -454,32 +454,44 @@ def _nic_driver(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
 def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     cm = next((c for c in ctx.snap.of("ConfigMap") if meta(c).get("name") == name), None)
+    link = nics.link(str(fabric["type"])) if fabric.get("type") in nics.LINKS.names() else None
+    if (
+        link is None
+        or link.pfc_priority(Fabric.model_construct(type=fabric["type"], rails=[])) is None
+    ):
+        return  # no lossless Ethernet class: nothing of RoCE's to read
     tc = ((cm or {}).get("data") or {}).get("NCCL_IB_TC")
     if tc is not None and str(tc).isdigit() and int(tc) % 4:
-        # not DSCP x 4 (the ECN bits set): the stack names the traffic class itself
+        # not DSCP x 4 (the ECN bits set): the stack names the traffic class itself, and its
+        # DSCP is the class's upper six bits (validation holds them equal)
         fabric.setdefault("roce", {})["trafficClass"] = int(tc)
-    elif tc is not None and str(tc).isdigit() and int(tc) // 4 != 26:
-        fabric.setdefault("roce", {})["dscp"] = int(tc) // 4
+    if tc is not None and str(tc).isdigit() and int(tc) >> 2 != 26:
+        fabric.setdefault("roce", {})["dscp"] = int(tc) >> 2
     qps = ((cm or {}).get("data") or {}).get("NCCL_IB_QPS_PER_CONNECTION")
     if qps is not None and str(qps).isdigit():
         fabric.setdefault("roce", {})["qpsPerConnection"] = int(qps)
-    priority = _pfc_priority(ctx)
-    if priority is not None and priority != 3:
-        fabric.setdefault("roce", {})["pfcPriority"] = priority
+    priorities = _pfc_priorities(ctx)
+    if len(priorities) == 1 and priorities[0] != 3:
+        fabric.setdefault("roce", {})["pfcPriority"] = priorities[0]
+    elif len(priorities) > 1:
+        ctx.notes.unmapped.append(
+            f"PrometheusRule: PfcStorm watches priorities {', '.join(map(str, priorities))}: "
+            f"which RoCE pool pauses on which is on no object; fabric.roce.pfcPriority of "
+            f"{pool or 'the stack'} left at its default"
+        )
 
 
 PFC_STORM = re.compile(r"node_ethtool_received_prio(\d)_pause")
 
 
-def _pfc_priority(ctx: Context) -> int | None:
-    """The PFC priority gpufabric's PfcStorm alert watches (a RoCE fabric's lossless class)."""
+def _pfc_priorities(ctx: Context) -> list[int]:
+    """The PFC priorities gpufabric's PfcStorm alert watches (each RoCE pool's lossless class)."""
     for rule in ctx.managed("PrometheusRule"):
         for group in spec(rule).get("groups") or []:
             for r in group.get("rules") or []:
-                found = PFC_STORM.search(str(r.get("expr", ""))) if isinstance(r, dict) else None
-                if found:
-                    return int(found.group(1))
-    return None
+                if isinstance(r, dict) and r.get("alert") == "PfcStorm":
+                    return sorted({int(p) for p in PFC_STORM.findall(str(r.get("expr", "")))})
+    return []
 
 
 def _selector_matches(selector: dict[str, str], grp: Group) -> bool:
@@ -587,6 +599,7 @@ def pools(ctx: Context, groups: list[Group]) -> Pools:
     if len(selectors) <= 1:
         sel = selectors[0][1] if selectors else _one_selector(ctx, groups)
         _unplaced(ctx, [sel], groups)
+        _kinds(ctx, sel, groups)
         section = _pool(None, sel, groups)
         fabric = _scope(stack_fabric(fabric_of(ctx, nads, None)), per_tenant)
         return _with_nodes(Pools(section, fabric, []), groups)
@@ -642,6 +655,20 @@ def _pool_order(ctx: Context, owned: list[list[str]]) -> list[int]:
     return sorted(range(len(owned)), key=first)
 
 
+def _kinds(ctx: Context, selector: dict[str, str], groups: list[Group]) -> None:
+    """Several kinds of GPU node (product, GPUs) under the one pool's selector: said."""
+    kinds = [g for g in groups if _selector_matches(selector, g)] if selector else groups
+    found = sorted({(g.fingerprint.product, g.fingerprint.gpus) for g in kinds})
+    if len(found) > 1:
+        shown = ", ".join(f"{p or 'no product label'} x{n}" for p, n in found)
+        ctx.notes.unmapped.append(
+            f"Node: {len(found)} kinds of GPU node under the one pool's selector "
+            f"({shown}): written as "
+            "one pool of the first kind's GPU model and count; give each kind a gpuNodes[] "
+            "entry with its own nodeSelector"
+        )
+
+
 def _unplaced(ctx: Context, selectors: list[dict[str, str]], groups: list[Group]) -> None:
     """GPU nodes no pool's selector takes: named (they are in no pool's count)."""
     for g in groups:
@@ -666,15 +693,7 @@ def _with_nodes(
 def _one_selector(ctx: Context, groups: list[Group]) -> dict[str, str]:
     for kind in ("SriovNetworkNodePolicy", "NicNodePolicy"):
         for obj in ctx.managed(kind):
-            selector = dict(spec(obj).get("nodeSelector") or {})
-            kinds = [g for g in groups if _selector_matches(selector, g)]
-            if len({(g.fingerprint.product, g.fingerprint.gpus) for g in kinds}) > 1:
-                ctx.notes.unmapped.append(
-                    f"Node: {len(kinds)} kinds of GPU node under one pool's selector "
-                    f"({', '.join(sorted({g.fingerprint.product for g in kinds}))}): written "
-                    "as one pool, the first kind's GPU model and count"
-                )
-            return selector
+            return dict(spec(obj).get("nodeSelector") or {})
     if len(groups) > 1:
         ctx.notes.unmapped.append(
             f"Node: {len(groups)} kinds of GPU node and no pool selectors: written as one pool; "

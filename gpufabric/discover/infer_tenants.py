@@ -223,6 +223,7 @@ def _gpus(ctx: Context, ns: str, pools: Pools, entry: dict[str, Any]) -> None:
         per = {k.removeprefix(QUOTA): _int(v) for k, v in notes.items() if k.startswith(QUOTA)}
         cap = {k.removeprefix(LIMIT): _int(v) for k, v in notes.items() if k.startswith(LIMIT)}
         entry["gpuQuota"] = {p: per[p] for p in pools.names if p in per}
+        _fleet_disagreement(ctx, ns, quota, per)
         extra = {p: cap[p] - per[p] for p in pools.names if p in per and cap.get(p, 0) > per[p]}
         if extra:
             entry["gpuBorrowingLimit"] = extra
@@ -243,6 +244,29 @@ def _gpus(ctx: Context, ns: str, pools: Pools, entry: dict[str, Any]) -> None:
             f"{hard} GPUs, and the tenant's queue admits {nominal} (+{borrow} borrowed): the "
             f"two disagree; the queue's written as tenants[{ns}] (the diff shows the quota's)",
         )
+
+
+def _fleet_disagreement(
+    ctx: Context, ns: str, quota: dict[str, Any] | None, per: dict[str, int]
+) -> None:
+    """A fleet tenant's ClusterQueue that admits another number of a pool's GPUs than the
+    namespace quota's annotation says: said (the annotation is written)."""
+    cq = ctx.named("ClusterQueue", ns)
+    if cq is None or quota is None:
+        return
+    for rg in spec(cq).get("resourceGroups") or []:
+        for flavor in rg.get("flavors") or []:
+            pool = str(flavor.get("name"))
+            for res in flavor.get("resources") or []:
+                nominal = _int(res.get("nominalQuota"))
+                if res.get("name") == GPU and pool in per and nominal != per[pool]:
+                    ctx.notes.unmap(
+                        quota,
+                        f"metadata.annotations.{QUOTA}{pool}",
+                        f"{per[pool]} GPUs, and ClusterQueue {ns} admits {nominal} of pool "
+                        f"{pool}: the two disagree; the annotation's written (the diff shows "
+                        "the queue's)",
+                    )
 
 
 def _int(value: Any) -> int:

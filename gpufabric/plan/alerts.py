@@ -187,18 +187,23 @@ def _fabric(f: Facts) -> list[AlertClass]:
             action="the link's physical layer degrades: clean or replace the optics",
         ),
     ]
-    if f.fabric.pfc_priority is not None:
-        p = f.fabric.pfc_priority
+    if f.pfc_priorities:
+        ps = f.pfc_priorities
         out.append(
             AlertClass(
                 alert="PfcStorm",
                 group="gpufabric-fabric",
-                expr=f"rate(node_ethtool_received_prio{p}_pause[5m]) > {m.pfc_pauses_per_second}",
+                # each pool's lossless class: a fleet's RoCE pools may pause on different ones
+                expr=" or ".join(
+                    f"rate(node_ethtool_received_prio{p}_pause[5m]) > {m.pfc_pauses_per_second}"
+                    for p in ps
+                ),
                 for_="5m",
                 severity="critical",
                 quarantine=False,
                 summary=f"{{{{ $labels.node }}}} {{{{ $labels.device }}}} receives more than "
-                f"{m.pfc_pauses_per_second} PFC pauses/s on priority {p}",
+                f"{m.pfc_pauses_per_second} PFC pauses/s on priority "
+                f"{' or '.join(str(p) for p in ps)}",
                 action="find the port that sends them (a stuck receiver): the switch's PFC watchdog "
                 "and counters; quarantine the node whose NIC pauses",
             )

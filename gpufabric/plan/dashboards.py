@@ -190,8 +190,9 @@ def _rail_panels(f: Facts, label: str, sel: str) -> list[tuple[str, list[tuple[s
             "timeseries",
         ),
     ]
-    if f.fabric.pfc_priority is not None:
-        panels.append(_roce_panel(f.fabric.pfc_priority, label, sel))
+    for p in f.pfc_priorities:  # each RoCE pool's lossless class (a fleet may have several)
+        title = label if len(f.pfc_priorities) == 1 else f"{label} (priority {p})"
+        panels.append(_roce_panel(p, title, sel))
     return panels
 
 

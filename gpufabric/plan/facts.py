@@ -775,6 +775,13 @@ class Facts(Struct, frozen=True):
         return len(self.pools) > 1
 
     @property
+    def pfc_priorities(self) -> tuple[int, ...]:
+        """The PFC priorities RDMA traffic pauses on, over every pool's fabric (a fleet's
+        RoCE pool need not be its first), each once, in order."""
+        fabrics = [p.fabric for p in self.pools] or [self.fabric]
+        return tuple(sorted({f.pfc_priority for f in fabrics if f.pfc_priority is not None}))
+
+    @property
     def nvl72_pools(self) -> tuple[PoolFacts, ...]:
         """The pools of NVL72 trays (``gpuNodes[].nvlink``), in the stack's order."""
         return tuple(p for p in self.pools if p.nodes.nvlink is not None)

@@ -159,12 +159,11 @@ def _in_cluster(model: StackModel) -> InClusterHealth | None:
 def prometheus_values(ctx: PlanContext) -> dict[str, Any]:
     """kube-prometheus-stack values: node-exporter with the port-counter collectors and a
     node label, Grafana's dashboard sidecar on, selectors by the release label."""
-    fabric = ctx.facts.fabric
     args = [
         # The infiniband collector is on by default; name it so no one turns it off unseen.
         "--collector.infiniband",
     ]
-    if fabric.pfc_priority is not None:
+    if ctx.facts.pfc_priorities:  # any pool's RoCE fabric, not only the first's
         # mlx5 names its per-priority pause counters rx_prioN_pause / tx_prioN_pause;
         # node-exporter exports them as node_ethtool_received_prioN_pause etc.
         args += [

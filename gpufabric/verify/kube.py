@@ -458,13 +458,22 @@ class Kube:
             raise failed
         self.api = client.ApiClient(cfg)
         self.context = context or "current context"
+        # the current context by name, for messages (the first file that sets it wins)
+        self.current = next(
+            (str(doc["current-context"]) for _, doc in read if doc.get("current-context")), ""
+        )
         self.kubeconfig = kubeconfig
 
     @property
     def server(self) -> str:
         """The API server asked, in words: its URL and the kubeconfig context (for errors)."""
         host = self.api.configuration.host
-        where = {"in-cluster": "in-cluster", "current context": "the kubeconfig's current context"}
+        current = getattr(self, "current", "")
+        named = f", {current}" if current else ""
+        where = {
+            "in-cluster": "in-cluster",
+            "current context": f"the kubeconfig's current context{named}",
+        }
         return f"the API server at {host} ({where.get(self.context, f'context {self.context}')})"
 
     _shared_deadline: float | None = None

@@ -148,3 +148,33 @@ def test_a_gpu_node_no_pool_takes_is_said() -> None:
         line.startswith("Node b200-odd: GPU node(s) (NVIDIA-B200-180GB, 8 GPUs)")
         for line in unmapped
     )
+
+
+def test_kinds_of_gpu_node_under_one_pools_selector_are_said() -> None:
+    # a one-pool Kueue stack: the flavor's selector takes a node of another product too
+    # (before: counted into the pool with the first kind's model, silently)
+    from builders import example_config
+
+    snap = seeded(plan_of(example_config("dgx-h100"), "dgx-h100"))
+    snap.nodes[0]["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3-X"
+    _, _, notes = infer(snap, "dgx-h100")
+    assert any(
+        n.startswith("Node: 2 kinds of GPU node under the one pool's selector")
+        for n in notes.unmapped
+    )
+
+
+def test_a_fleets_queue_and_quota_that_disagree_are_said() -> None:
+    plan = plan_of(mixed("kueue"), "mixed")
+    snap = seeded(plan)
+    cq = next(q for q in snap.objects["ClusterQueue"] if q["metadata"]["name"] == "foundation")
+    for flavor in cq["spec"]["resourceGroups"][0]["flavors"]:
+        if flavor["name"] == "b200":
+            next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")[
+                "nominalQuota"
+            ] = 48
+    _, _, unmapped = discovered(snap)
+    assert any(
+        "gpu-quota-b200: 64 GPUs, and ClusterQueue foundation admits 48 of pool b200" in n
+        for n in unmapped
+    )

@@ -215,7 +215,7 @@ def test_a_hanging_server_is_said_to_have_timed_out(tmp_path: Path, capsys) -> N
     assert code == 3
     assert (
         f"GET /api/v1/nodes: timed out after --timeout 2s, the command's time limit, asking "
-        f"the API server at {url} (the kubeconfig's current context)"
+        f"the API server at {url} (the kubeconfig's current context, fake)"
     ) in err
     assert "could not be reached" not in err
 

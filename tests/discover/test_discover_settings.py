@@ -71,3 +71,23 @@ def test_a_pools_own_nccl_variables_stay_the_pools() -> None:
     assert pools[1]["fabric"]["ncclEnv"] == {"NCCL_DEBUG": "INFO"}
     assert "ncclEnv" not in pools[0].get("fabric", {})
     assert "ncclEnv" not in found["gpufabric:fabric"]
+
+
+def test_a_roce_pool_after_an_infiniband_stack_keeps_its_class() -> None:
+    # the PfcStorm alert now watches every RoCE pool's class; the pool's DSCP comes from its
+    # nccl-env (before: a RoCE pool that was not the first lost both, silently, and its
+    # runbook printed the default switch settings)
+    config = example_config("fleet-mixed")
+    config["gpufabric:monitoring"] = {"enabled": True}
+    config["gpufabric:gpuNodes"][1]["fabric"]["roce"] = {"pfcPriority": 4, "dscp": 24}
+    found = round_trip(config, "fleet-mixed")
+    assert found["gpufabric:gpuNodes"][1]["fabric"]["roce"] == {"pfcPriority": 4, "dscp": 24}
+    assert "roce" not in found["gpufabric:fabric"]  # InfiniBand: nothing of RoCE's
+
+
+def test_a_traffic_class_carries_its_dscp() -> None:
+    config = example_config("lab-roce")
+    config["gpufabric:fabric"]["roce"] = {"trafficClass": 98, "dscp": 24}
+    found = round_trip(config, "lab-roce")
+    assert found["gpufabric:fabric"]["roce"]["trafficClass"] == 98
+    assert found["gpufabric:fabric"]["roce"]["dscp"] == 24

@@ -239,3 +239,40 @@ def test_tenants_board_says_volcano_has_no_queue_wait_metric() -> None:
     assert all(t["expr"].startswith("quantile by (queue)") for t in wait["targets"])
     ids_seen = [p["id"] for p in _tenants_board(plan)["panels"]]
     assert len(ids_seen) == len(set(ids_seen))
+
+
+def test_a_fleets_roce_pool_is_watched_though_it_is_not_the_first() -> None:
+    # fleet-mixed: the stack's fabric is InfiniBand, the l40s pool's RoCE (before: only the
+    # stack's fabric was asked for a PFC priority, so the RoCE pool got no PfcStorm alert, no
+    # PFC dashboard panel and no ethtool collector)
+    config = example_config("fleet-mixed")
+    config["gpufabric:monitoring"] = {"enabled": True}
+    config["gpufabric:gpuNodes"][1]["fabric"]["roce"] = {"pfcPriority": 4}
+    plan = plan_of(config, "fleet-mixed")
+    storm = next(c for c in alerts.classes(plan.facts) if c.alert == "PfcStorm")
+    assert storm.expr == "rate(node_ethtool_received_prio4_pause[5m]) > 10000"
+    args = chart(plan, ids.PROMETHEUS).values["prometheus-node-exporter"]["extraArgs"]
+    assert "--collector.ethtool" in args
+    fabric_board = json.dumps(body(plan, ids.dashboard("fabric")))
+    assert "node_ethtool_received_prio4_pause" in fabric_board
+
+
+def test_roce_pools_on_two_classes_are_watched_on_both() -> None:
+    config = example_config("fleet-mixed")
+    config["gpufabric:monitoring"] = {"enabled": True}
+    roce = config["gpufabric:gpuNodes"][1]["fabric"]
+    config["gpufabric:gpuNodes"][0]["fabric"] = {
+        "type": "roce",
+        "roce": {"pfcPriority": 5},
+        "rails": [
+            {**r, "name": f"h{r['name']}", "subnet": f"10.121.{4 * i}.0/22"}
+            for i, r in enumerate(roce["rails"])
+        ],
+    }
+    roce["roce"] = {"pfcPriority": 4}
+    plan = plan_of(config, "fleet-mixed")
+    storm = next(c for c in alerts.classes(plan.facts) if c.alert == "PfcStorm")
+    assert storm.expr == (
+        "rate(node_ethtool_received_prio4_pause[5m]) > 10000 or "
+        "rate(node_ethtool_received_prio5_pause[5m]) > 10000"
+    )
