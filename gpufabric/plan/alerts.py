@@ -148,7 +148,8 @@ def _gpu_links(f: Facts) -> list[AlertClass]:
 
 def _fabric(f: Facts) -> list[AlertClass]:
     m = f.monitoring
-    devices = sorted({r.hca.split(":")[0] for r in f.fabric.rails if r.hca})
+    rails = [r for p in f.pools for r in p.fabric.rails] or list(f.fabric.rails)
+    devices = sorted({r.hca.split(":")[0] for r in rails if r.hca})  # every pool's rails
     sel = f'{{device=~"{"|".join(devices)}"}}' if devices else ""
     out = [
         AlertClass(
@@ -187,6 +188,13 @@ def _fabric(f: Facts) -> list[AlertClass]:
             action="the link's physical layer degrades: clean or replace the optics",
         ),
     ]
+    return out + _pfc_storm(f)
+
+
+def _pfc_storm(f: Facts) -> list[AlertClass]:
+    """PfcStorm, on each RoCE pool's lossless class (none without RoCE)."""
+    m = f.monitoring
+    out: list[AlertClass] = []
     if f.pfc_priorities:
         ps = f.pfc_priorities
         out.append(

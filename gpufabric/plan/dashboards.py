@@ -228,7 +228,10 @@ def _roce_panel(p: int, label: str, sel: str) -> tuple[str, list[tuple[str, str]
 
 def _fabric(f: Facts) -> dict[str, Any]:
     panels: list[tuple[str, list[tuple[str, str]], str]] = []
-    named = [r for r in f.fabric.rails if r.hca]
+    rails = {r.name: r for p in f.pools for r in p.fabric.rails} or {
+        r.name: r for r in f.fabric.rails
+    }  # every pool's rails, each once (a rail name is one network cluster-wide)
+    named = [r for r in rails.values() if r.hca]
     if named:
         for rail in named:
             device = str(rail.hca).split(":")[0]

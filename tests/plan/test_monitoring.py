@@ -276,3 +276,17 @@ def test_roce_pools_on_two_classes_are_watched_on_both() -> None:
         "rate(node_ethtool_received_prio4_pause[5m]) > 10000 or "
         "rate(node_ethtool_received_prio5_pause[5m]) > 10000"
     )
+
+
+def test_every_pools_rails_are_watched_and_shown() -> None:
+    # before: RailDown and the fabric board took the stack fabric's rails only, so a fleet's
+    # second pool's ports were never alerted on nor shown
+    config = example_config("fleet-mixed")
+    config["gpufabric:monitoring"] = {"enabled": True}
+    plan = plan_of(config, "fleet-mixed")
+    down = next(c for c in alerts.classes(plan.facts) if c.alert == "RailDown")
+    pools = plan.facts.pools
+    for rail in pools[1].fabric.rails:
+        assert rail.hca
+        assert rail.hca in down.expr
+        assert f"rail {rail.name} ({rail.hca})" in json.dumps(body(plan, ids.dashboard("fabric")))
