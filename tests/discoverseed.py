@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from gpufabric.discover import clusterpolicy
+from gpufabric.discover.compose import infer
+from gpufabric.discover.infer import Notes
 from gpufabric.discover.pools import CLIQUE, COUNT, GPU, PRODUCT
-from gpufabric.discover.roundtrip import COMPARED
+from gpufabric.discover.roundtrip import COMPARED, compare
+from gpufabric.discover.snapshot import Snapshot
 from gpufabric.model.railspan import natural_key
+from gpufabric.model.stackfile import parse_stack_text
 from gpufabric.outputs.render import plain
-from gpufabric.plan.build import Plan
+from gpufabric.plan.build import Plan, build_plan
 
 NODES_PER_POOL = 2048
 """Nodes seeded per pool (a pool's count is what the stack says only when it is at most
@@ -161,3 +167,20 @@ def cluster_policy(plan: Plan) -> dict[str, Any] | None:
         "spec": spec,
         "status": {"state": "ready"},
     }
+
+
+def seeded(plan: Plan) -> Snapshot:
+    """The snapshot discovery reads of a cluster seeded from the plan."""
+    snap = Snapshot()
+    for obj in nodes(plan) + objects(plan):
+        snap.objects.setdefault(obj["kind"], []).append(obj)
+    return snap
+
+
+def discovered(snap: Snapshot, stack: str) -> tuple[dict[str, Any], list[str], Notes]:
+    """(the config discovery writes, the gate's differences, its notes) of a snapshot, the
+    stack rendered as ``stack`` (the --out file's name)."""
+    name, config, notes = infer(snap, stack)
+    model = parse_stack_text(yaml.safe_dump({"config": config}), name)
+    gate = compare(build_plan(stack, model), snap.all())
+    return config, [str(d) for d in gate.differences], notes

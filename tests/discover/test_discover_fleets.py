@@ -10,17 +10,14 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 from builders import plan_of
-from discoverseed import nodes, objects
+from discoverseed import discovered as discover_as
+from discoverseed import seeded
 
 from gpufabric.discover.compose import infer
 from gpufabric.discover.infer import Context, Notes
 from gpufabric.discover.infer_fabric import pool_fabric
-from gpufabric.discover.roundtrip import compare
 from gpufabric.discover.snapshot import Snapshot
-from gpufabric.model.stackfile import parse_stack_text
-from gpufabric.plan.build import Plan, build_plan
 
 B200 = {"nvidia.com/gpu.product": "NVIDIA-B200"}
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
@@ -70,19 +67,10 @@ def mixed(gang: str) -> dict[str, Any]:
     }
 
 
-def seeded(plan: Plan) -> Snapshot:
-    snap = Snapshot()
-    for obj in nodes(plan) + objects(plan):
-        snap.objects.setdefault(obj["kind"], []).append(obj)
-    return snap
-
-
 def discovered(snap: Snapshot) -> tuple[dict[str, Any], list[str], list[str]]:
     """(config, differences against the snapshot, not-mapped lines)."""
-    name, config, notes = infer(snap, "mixed")
-    model = parse_stack_text(yaml.safe_dump({"config": config}), name)
-    gate = compare(build_plan(name, model), snap.all())
-    return config, [str(d) for d in gate.differences], notes.unmapped
+    config, diffs, notes = discover_as(snap, "mixed")
+    return config, diffs, notes.unmapped
 
 
 @pytest.mark.parametrize("gang", ["kueue", "volcano"])

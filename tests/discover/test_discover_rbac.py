@@ -6,31 +6,20 @@ a cluster holds for itself are neither compared nor called foreign."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
-import yaml
 from builders import example_config, plan_of
-from discoverseed import nodes, objects
+from discoverseed import discovered, seeded
 
-from gpufabric.discover.compose import infer
 from gpufabric.discover.roundtrip import compare
-from gpufabric.discover.snapshot import Snapshot
-from gpufabric.model.stackfile import load_stack, parse_stack_text
-from gpufabric.plan.build import Plan, build_plan
+from gpufabric.model.stackfile import load_stack
+from gpufabric.plan.build import Plan
 
 
-def seeded(plan: Plan) -> Snapshot:
-    snap = Snapshot()
-    for obj in nodes(plan) + objects(plan):
-        snap.objects.setdefault(obj["kind"], []).append(obj)
-    return snap
-
-
-def round_trip(plan: Plan) -> tuple[dict, list[str]]:
-    name, config, _ = infer(seeded(plan), plan.stack)
-    model = parse_stack_text(yaml.safe_dump({"config": config}), name)
-    gate = compare(build_plan(plan.stack, model), seeded(plan).all())
-    return config, [str(d) for d in gate.differences]
+def round_trip(plan: Plan) -> tuple[dict[str, Any], list[str]]:
+    config, diffs, _ = discovered(seeded(plan), plan.stack)
+    return config, diffs
 
 
 @pytest.mark.parametrize("stack", ["prod-ib", "fleet-mixed", "roce-sriov-volcano"])

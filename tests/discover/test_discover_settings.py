@@ -8,25 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 from builders import example_config, plan_of
-from discoverseed import nodes, objects
-
-from gpufabric.discover.compose import infer
-from gpufabric.discover.roundtrip import compare
-from gpufabric.discover.snapshot import Snapshot
-from gpufabric.model.stackfile import parse_stack_text
-from gpufabric.plan.build import build_plan
+from discoverseed import discovered, seeded
 
 
 def round_trip(config: dict[str, Any], stack: str) -> dict[str, Any]:
-    plan = plan_of(config, stack)
-    snap = Snapshot()
-    for obj in nodes(plan) + objects(plan):
-        snap.objects.setdefault(obj["kind"], []).append(obj)
-    name, found, _ = infer(snap, stack)
-    model = parse_stack_text(yaml.safe_dump({"config": found}), name)
-    assert [str(d) for d in compare(build_plan(stack, model), snap.all()).differences] == []
+    found, diffs, _ = discovered(seeded(plan_of(config, stack)), stack)
+    assert diffs == []
     return found
 
 
