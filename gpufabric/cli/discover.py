@@ -17,6 +17,8 @@ from gpufabric.model.problems import Problem, StackError
 
 _OUT = re.compile(r"^Pulumi\.([A-Za-z0-9][A-Za-z0-9_.-]{0,61}[A-Za-z0-9]?)\.yaml$")
 DEFAULT_TIMEOUT_S = 120.0
+_CLUSTER = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""What cluster.name accepts (a DNS label), checked before the cluster is read."""
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -137,6 +139,17 @@ def cmd_discover(args: argparse.Namespace, _stack: object) -> int:
     if not math.isfinite(args.timeout) or args.timeout <= 0:
         why = f"{args.timeout}: expected a positive, finite number of seconds"
         raise StackError("gpufabric discover", [Problem("--timeout", why)])
+    if args.cluster_name is not None and not _CLUSTER.match(args.cluster_name):
+        raise StackError(
+            "gpufabric discover",
+            [
+                Problem(
+                    "--cluster-name",
+                    f"{args.cluster_name!r}: expected lowercase letters, digits and '-', "
+                    "starting and ending with a letter or digit, at most 63 characters",
+                )
+            ],
+        )
     name = _out_name(args.out)
     _check_writable(args.out, args.force)
     from gpufabric.discover.run import discover

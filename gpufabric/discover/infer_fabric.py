@@ -397,7 +397,7 @@ def fabric_of(ctx: Context, nads: list[dict[str, Any]], pool: str | None) -> dic
     _hcas(ctx, rails, pool)
     if ib_keys:
         fabric["infiniband"] = ib_keys
-    _roce(ctx, fabric, pool)
+    _roce(ctx, fabric, pool, rails)
     _nic_driver(ctx, fabric, pool)
     fabric["rails"] = rails
     _board_hcas(ctx, rails)
@@ -451,7 +451,9 @@ def _nic_driver(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
         fabric["nicDriver"] = {"source": "operator"}
 
 
-def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
+def _roce(
+    ctx: Context, fabric: dict[str, Any], pool: str | None, rails: list[dict[str, Any]]
+) -> None:
     name = f"nccl-env-{pool}" if pool else "nccl-env"
     cm = next((c for c in ctx.snap.of("ConfigMap") if meta(c).get("name") == name), None)
     link = nics.link(str(fabric["type"])) if fabric.get("type") in nics.LINKS.names() else None
@@ -471,14 +473,39 @@ def _roce(ctx: Context, fabric: dict[str, Any], pool: str | None) -> None:
     if qps is not None and str(qps).isdigit():
         fabric.setdefault("roce", {})["qpsPerConnection"] = int(qps)
     priorities = _pfc_priorities(ctx)
+    if len(priorities) > 1:
+        # the fabric board titles each rail's RoCE panel with its pool's priority
+        shown = {p for r in rails for p in _board_priorities(ctx).get(r["name"], [])}
+        priorities = sorted(shown) if len(shown) == 1 else priorities
     if len(priorities) == 1 and priorities[0] != 3:
         fabric.setdefault("roce", {})["pfcPriority"] = priorities[0]
     elif len(priorities) > 1:
         ctx.notes.unmapped.append(
-            f"PrometheusRule: PfcStorm watches priorities {', '.join(map(str, priorities))}: "
-            f"which RoCE pool pauses on which is on no object; fabric.roce.pfcPriority of "
-            f"{pool or 'the stack'} left at its default"
+            f"PrometheusRule: PfcStorm watches priorities {', '.join(map(str, priorities))} "
+            f"and no fabric dashboard says which of {pool or 'the stack'}'s rails pause on "
+            "which: its fabric.roce.pfcPriority left at the default"
         )
+
+
+BOARD_PRIORITY = re.compile(r"^rail (\S+) \(\S+\) \(priority (\d)\): RoCE congestion control$")
+
+
+def _board_priorities(ctx: Context) -> dict[str, list[int]]:
+    """Rail -> the PFC priorities the fabric dashboard's RoCE panels name for it."""
+    board = ctx.named("ConfigMap", FABRIC_BOARD)
+    text = str(((board or {}).get("data") or {}).get(f"{FABRIC_BOARD}.json", ""))
+    try:
+        panels = json.loads(text).get("panels") or [] if text else []
+    except (ValueError, AttributeError):
+        return {}
+    out: dict[str, list[int]] = {}
+    for panel in panels:
+        found = (
+            BOARD_PRIORITY.match(str(panel.get("title", ""))) if isinstance(panel, dict) else None
+        )
+        if found:
+            out.setdefault(found.group(1), []).append(int(found.group(2)))
+    return out
 
 
 PFC_STORM = re.compile(r"node_ethtool_received_prio(\d)_pause")

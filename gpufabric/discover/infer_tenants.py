@@ -27,6 +27,8 @@ def authority(ctx: Context) -> str | None:
     groups = {str(o.get("apiVersion", "")) for k in kinds for o in ctx.managed(k)}
     # HyperNodes the scheduler's own discovery built from the stack's topology labels
     groups |= {str(o.get("apiVersion", "")) for o in discovered_hypernodes(ctx)}
+    if not groups:  # no queue at all (no tenants): the metrics gpufabric scrapes from it
+        groups |= {str(meta(o).get("namespace", "")) for o in ctx.managed("ServiceMonitor")}
     found = [a.name for a in AUTHORITIES.members() if _serves(a.component, groups)]
     return found[0] if len(found) == 1 else None
 

@@ -43,6 +43,12 @@ def discover(args: argparse.Namespace, fallback: str) -> int:
         f"read {nodes} nodes and {len(snap.all()) - nodes} objects in {snap.seconds:.1f} s; "
         f"wrote {args.out} (stack {name})"
     )
+    if snap.unserved_unknown:
+        print(
+            f"not served: not known ({snap.unserved_unknown}): an empty collection may be "
+            "one the API does not serve",
+            file=sys.stderr,
+        )
     if snap.unserved:
         print(
             f"not served: {', '.join(snap.unserved)}: read as none (the operator is not "

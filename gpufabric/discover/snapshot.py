@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.discover.sources import SOURCES
-from gpufabric.verify.kube import Kube, Malformed, collection_path, describe
+from gpufabric.verify.kube import Forbidden, Kube, Malformed, collection_path, describe
 
 MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("data",), ("status",))
 """Fields every reader takes as a mapping (``data`` and the metadata maps: of strings). The
@@ -26,6 +26,8 @@ class Snapshot:
     requests: int = 0
     unserved: list[str] = field(default_factory=list)
     """``apiVersion Kind`` of each collection the API does not serve (read as empty)."""
+    unserved_unknown: str = ""
+    """Why which collections are served could not be asked (discovery forbidden)."""
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return self.objects.get(kind, [])
@@ -63,7 +65,11 @@ def _unserved(kube: Kube, snap: Snapshot) -> None:
     served: dict[str, set[str] | None] = {}
     for src in empty:
         if src.api_version not in served:
-            served[src.api_version] = kube.served(src.api_version)
+            try:
+                served[src.api_version] = kube.served(src.api_version)
+            except Forbidden as exc:  # discovery forbidden: the lists themselves were read
+                snap.unserved_unknown = str(exc)
+                return
         if src.plural not in (served[src.api_version] or set()):
             snap.unserved.append(f"{src.api_version} {src.kind}")
 

@@ -148,7 +148,11 @@ def _error_panels() -> list[Panel]:
     ]
 
 
-def _rail_panels(f: Facts, label: str, sel: str) -> list[tuple[str, list[tuple[str, str]], str]]:
+def _rail_panels(
+    f: Facts, label: str, sel: str, priorities: tuple[int, ...] | None = None
+) -> list[tuple[str, list[tuple[str, str]], str]]:
+    """A rail's panels (``priorities``: the PFC classes its pools pause on; None: every
+    pool's)."""
     legend = "{{node}} {{device}}/{{port}}"
     panels: list[tuple[str, list[tuple[str, str]], str]] = [
         (
@@ -190,7 +194,8 @@ def _rail_panels(f: Facts, label: str, sel: str) -> list[tuple[str, list[tuple[s
             "timeseries",
         ),
     ]
-    for p in f.pfc_priorities:  # each RoCE pool's lossless class (a fleet may have several)
+    mine = f.pfc_priorities if priorities is None else priorities
+    for p in mine:  # the rail's pools' lossless classes (a fleet's may differ)
         title = label if len(f.pfc_priorities) == 1 else f"{label} (priority {p})"
         panels.append(_roce_panel(p, title, sel))
     return panels
@@ -235,7 +240,18 @@ def _fabric(f: Facts) -> dict[str, Any]:
     if named:
         for rail in named:
             device = str(rail.hca).split(":")[0]
-            panels += _rail_panels(f, f"rail {rail.name} ({device})", f'{{device="{device}"}}')
+            own = tuple(
+                sorted(
+                    {
+                        p.fabric.pfc_priority
+                        for p in f.pools
+                        if p.fabric.pfc_priority is not None
+                        and any(r.name == rail.name for r in p.fabric.rails)
+                    }
+                )
+            )
+            sel = f'{{device="{device}"}}'
+            panels += _rail_panels(f, f"rail {rail.name} ({device})", sel, own if f.pools else None)
     else:
         # The stack names no RDMA devices: the rails are found from their netdevs on each
         # node, so the board shows every RDMA port.

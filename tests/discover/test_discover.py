@@ -698,3 +698,51 @@ def test_rails_whose_device_no_object_names_are_said() -> None:
     assert any(n.startswith("fabric.rails[].hca: rail0, rail1") for n in notes.unmapped)
     _, _, notes = infer(seeded(load_stack("kind-dev").plan), "x")  # no RDMA: nothing to name
     assert not any(".hca:" in n for n in notes.unmapped)
+
+
+@pytest.mark.parametrize("name", ["Bad_Name", "", "a;rm -rf /", "a" * 64])
+def test_a_bad_cluster_name_is_refused_before_the_cluster_is_read(
+    name: str, tmp_path: Path, capsys
+) -> None:
+    with FakeKube() as fake:
+        out = tmp_path / "stacks" / "Pulumi.x.yaml"
+        argv = ["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)]
+        assert main([*argv, "--cluster-name", name]) == 2
+        assert fake.requests == []
+    assert "--cluster-name" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_forbidden_discovery_urls_leave_the_read_standing(tmp_path: Path, capsys) -> None:
+    # which group versions are served is asked of /apis/<g>/<v>; a 403 there (the lists
+    # allowed) is said, never the end of the read (before: exit 3, nothing written)
+    plan = load_stack("dgx-h100").plan
+    with FakeKube() as fake:
+        _serve(fake, plan)
+
+        def forbid(method: str, path: str, status: int, body: object) -> tuple[int, object] | None:
+            parts = path.split("?")[0].strip("/").split("/")
+            if parts[0] in ("api", "apis") and len(parts) == (2 if parts[0] == "api" else 3):
+                return 403, {"kind": "Status", "code": 403, "reason": "Forbidden"}
+            return None
+
+        fake.mutators.append(forbid)
+        out = tmp_path / "stacks" / "Pulumi.dgx-h100.yaml"
+        code = main(["discover", "--kubeconfig", str(fake.kubeconfig(tmp_path)), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "not served: not known (" in err
+
+
+def test_a_volcano_fleet_without_tenants_stays_volcano() -> None:
+    # no tenant: no queue; no topology levels: no HyperNodes; gpufabric's ServiceMonitor on
+    # the scheduler still says which one runs (before: rediscovered as Kueue, silently)
+    config = example_config("roce-sriov-volcano")
+    del config["gpufabric:tenants"]
+    del config["gpufabric:monitoring"]["health"]
+    del config["gpufabric:scheduling"]["topologyLevels"]
+    snap = seeded(plan_of(config))
+    assert not snap.of("Queue")
+    assert not snap.of("HyperNode")
+    _, found, _ = infer(snap, "x")
+    assert found["gpufabric:scheduling"]["gang"] == "volcano"

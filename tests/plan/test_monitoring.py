@@ -276,6 +276,15 @@ def test_roce_pools_on_two_classes_are_watched_on_both() -> None:
         "rate(node_ethtool_received_prio4_pause[5m]) > 10000 or "
         "rate(node_ethtool_received_prio5_pause[5m]) > 10000"
     )
+    # each rail's board shows its own pool's class only
+    board = json.loads(body(plan, ids.dashboard("fabric"))["data"]["gpufabric-fabric.json"])
+    roce_panels = sorted(p["title"] for p in board["panels"] if "RoCE" in p["title"])
+    assert roce_panels == [
+        "rail hroce0 (mlx5_0) (priority 5): RoCE congestion control",
+        "rail hroce1 (mlx5_1) (priority 5): RoCE congestion control",
+        "rail roce0 (mlx5_0) (priority 4): RoCE congestion control",
+        "rail roce1 (mlx5_1) (priority 4): RoCE congestion control",
+    ]
 
 
 def test_every_pools_rails_are_watched_and_shown() -> None:
