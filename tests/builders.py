@@ -67,6 +67,24 @@ def routed_span_config(nodes: int = 32, leaves: int = 4) -> dict[str, Any]:
     return config
 
 
+def two_roce_classes_config() -> dict[str, Any]:
+    """fleet-mixed, monitored, with both pools on RoCE: the h100 pool's rails copy the l40s
+    pool's (h-prefixed, their own subnets) and pause on priority 5, the l40s pool's on 4."""
+    config = example_config("fleet-mixed")
+    config["gpufabric:monitoring"] = {"enabled": True}
+    roce = config["gpufabric:gpuNodes"][1]["fabric"]
+    config["gpufabric:gpuNodes"][0]["fabric"] = {
+        "type": "roce",
+        "roce": {"pfcPriority": 5},
+        "rails": [
+            {**r, "name": f"h{r['name']}", "subnet": f"10.121.{4 * i}.0/22"}
+            for i, r in enumerate(roce["rails"])
+        ],
+    }
+    roce["roce"] = {"pfcPriority": 4}
+    return config
+
+
 def sections(config: dict[str, Any]) -> dict[str, Any]:
     """`gpufabric:x` keys -> `x`, as the Pulumi program hands them to the model."""
     return {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gpufabric:")}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpufabric.model.sources import get_path
 from gpufabric.plan.items import HelmChart
 
 CHART = "gpu-operator"
@@ -45,7 +46,7 @@ def _leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
 def policy_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """ClusterPolicy ``spec`` path -> value, for each of the chart values that the chart
     copies into the policy."""
-    crd = bool(_get(values, "driver.nvidiaDriverCRD.enabled"))
+    crd = bool(get_path(values, "driver.nvidiaDriverCRD.enabled"))
     out: dict[str, Any] = {}
     for path, value in _leaves(values):
         if path.startswith(ELSEWHERE) or (crd and path in WITHOUT_CRD):
@@ -56,14 +57,6 @@ def policy_fields(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def spec(obj: Mapping[str, Any]) -> dict[str, Any]:
     return dict(obj.get("spec") or {})
-
-
-def _get(data: Any, path: str) -> Any:
-    for key in path.split("."):
-        if not isinstance(data, Mapping) or key not in data:
-            return None
-        data = data[key]
-    return data
 
 
 def chart_values(items: Any) -> Mapping[str, Any] | None:
@@ -85,7 +78,7 @@ def compared(values: Mapping[str, Any], live: dict[str, Any]) -> Iterator[tuple[
     otherwise."""
     have = spec(live)
     for path, value in sorted(policy_fields(values).items()):
-        seen = _get(have, path)
+        seen = get_path(have, path)
         if seen != value:
             yield f"spec.{path}", seen, value
 
@@ -113,27 +106,27 @@ def gpu_operator(live: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     s = spec(policy)
     driver: dict[str, Any] = {}
-    if _get(s, "driver.enabled") is False:
+    if get_path(s, "driver.enabled") is False:
         driver["enabled"] = False
     for key in ("usePrecompiled", "useNvidiaDriverCRD"):
-        if _get(s, f"driver.{key}") is True:
+        if get_path(s, f"driver.{key}") is True:
             driver[key] = True
-    version = _get(s, "driver.version")
+    version = get_path(s, "driver.version")
     if driver.get("enabled", True) and version and str(version) != default_driver():
         driver["version"] = str(version)
     out: dict[str, Any] = {"driver": driver} if driver else {}
     for key in ("gdrcopy", "gds"):
-        if _get(s, f"{key}.enabled") is True:
+        if get_path(s, f"{key}.enabled") is True:
             out[key] = True
-    if _get(s, "cdi.enabled") is False:
+    if get_path(s, "cdi.enabled") is False:
         out["cdi"] = False
-    strategy = _get(s, "mig.strategy")
+    strategy = get_path(s, "mig.strategy")
     if strategy not in (None, "single"):
         out["migStrategy"] = strategy
     dcgm: dict[str, Any] = {}
-    if _get(s, "dcgmExporter.enabled") is False:
+    if get_path(s, "dcgmExporter.enabled") is False:
         dcgm["enabled"] = False
-    if _get(s, "dcgmExporter.serviceMonitor.enabled") is True:
+    if get_path(s, "dcgmExporter.serviceMonitor.enabled") is True:
         dcgm["serviceMonitor"] = True
     if dcgm:
         out["dcgmExporter"] = dcgm
@@ -148,6 +141,9 @@ def gpudirect(live: list[dict[str, Any]]) -> str | None:
     if policy is None:
         return None
     s = spec(policy)
-    if _get(s, "driver.rdma.enabled") is True or _get(s, "driver.kernelModuleType") == "auto":
+    if (
+        get_path(s, "driver.rdma.enabled") is True
+        or get_path(s, "driver.kernelModuleType") == "auto"
+    ):
         return "peermem"
     return None

@@ -46,8 +46,9 @@ def infer(
     policies = snap.of(clusterpolicy.KIND)
     config["gpufabric:gpuOperator"] = clusterpolicy.gpu_operator(policies)
     config["gpufabric:fabric"] = pools.fabric
-    if clusterpolicy.gpudirect(policies):
-        pools.fabric["gpuDirect"] = clusterpolicy.gpudirect(policies)
+    gpudirect = clusterpolicy.gpudirect(policies)
+    if gpudirect:
+        pools.fabric["gpuDirect"] = gpudirect
     infer_ufm.ufm(ctx, pools.fabric)
     config.update(infer_tenants.scheduling(ctx, pools))
     infer_handmade.scheduling(ctx, config)

@@ -10,6 +10,7 @@ each authority's component), never by comparing their names here.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,15 @@ class Context:
             if m.get("name") == name and (namespace is None or m.get("namespace") == namespace):
                 return obj
         return None
+
+
+def alert_rules(ctx: Context) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(PrometheusRule, alert rule) of each rule gpufabric's PrometheusRules hold."""
+    for obj in ctx.managed("PrometheusRule"):
+        for group in spec(obj).get("groups") or []:
+            for rule in (group.get("rules") or []) if isinstance(group, dict) else []:
+                if isinstance(rule, dict):
+                    yield obj, rule
 
 
 def stack_name(snap: Snapshot, fallback: str) -> str:

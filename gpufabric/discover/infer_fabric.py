@@ -16,6 +16,7 @@ from gpufabric.discover.infer import (
     QUOTA,
     RESOURCE,
     Context,
+    alert_rules,
     annots,
     cni_config,
     labels,
@@ -297,21 +298,26 @@ RAIL_PANEL = re.compile(r"^rail (\S+) \((\S+)\): ports not ACTIVE$")
 def _board_hcas(ctx: Context, rails: list[dict[str, Any]]) -> None:
     """HCA names the fabric dashboard shows per rail (``rail <name> (<device>)`` panels), for
     the stack's rails that no nccl-env names (SR-IOV and ipoib stacks set no NCCL_IB_HCA)."""
-    board = ctx.named("ConfigMap", FABRIC_BOARD)
-    text = str(((board or {}).get("data") or {}).get(f"{FABRIC_BOARD}.json", ""))
-    try:
-        panels = json.loads(text).get("panels") or [] if text else []
-    except (ValueError, AttributeError):
-        return
     shown = {}
-    for panel in panels:
-        found = RAIL_PANEL.match(str(panel.get("title", ""))) if isinstance(panel, dict) else None
+    for title in _board_titles(ctx):
+        found = RAIL_PANEL.match(title)
         if found:
             shown[found.group(1)] = found.group(2)
     for rail in rails:
         if "hca" not in rail and rail.get("name") in shown:
             rail["hca"] = shown[rail["name"]]
     _rule_hcas(ctx, rails)
+
+
+def _board_titles(ctx: Context) -> list[str]:
+    """The panel titles of gpufabric's fabric dashboard (none without one)."""
+    board = ctx.named("ConfigMap", FABRIC_BOARD)
+    text = str(((board or {}).get("data") or {}).get(f"{FABRIC_BOARD}.json", ""))
+    try:
+        panels = json.loads(text).get("panels") or [] if text else []
+    except (ValueError, AttributeError):
+        return []
+    return [str(p.get("title", "")) for p in panels if isinstance(p, dict)]
 
 
 RULE_DEVICES = re.compile(r'^node_infiniband_state_id\{device=~"([^"]+)"\} != 4$')
@@ -322,22 +328,20 @@ def _rule_hcas(ctx: Context, rails: list[dict[str, Any]]) -> None:
     rail's is a guess in rail order, said so), where every rail lacks its HCA."""
     if not rails or any("hca" in r for r in rails):
         return
-    for rule in ctx.managed("PrometheusRule"):
-        for group in spec(rule).get("groups") or []:
-            for r in group.get("rules") or []:
-                found = RULE_DEVICES.match(str(r.get("expr", ""))) if isinstance(r, dict) else None
-                devices = found.group(1).split("|") if found else []
-                if len(devices) != len(rails):
-                    continue
-                for rail, device in zip(rails, devices, strict=True):
-                    rail["hca"] = device
-                ctx.notes.unmap(
-                    rule,
-                    "spec.groups[].rules[RailDown].expr",
-                    "the rails' RDMA devices as a sorted set: written in rail order "
-                    f"({', '.join(devices)}); check each rail's hca against ibdev2netdev",
-                )
-                return
+    for rule, r in alert_rules(ctx):
+        found = RULE_DEVICES.match(str(r.get("expr", "")))
+        devices = found.group(1).split("|") if found else []
+        if len(devices) != len(rails):
+            continue
+        for rail, device in zip(rails, devices, strict=True):
+            rail["hca"] = device
+        ctx.notes.unmap(
+            rule,
+            "spec.groups[].rules[RailDown].expr",
+            "the rails' RDMA devices as a sorted set: written in rail order "
+            f"({', '.join(devices)}); check each rail's hca against ibdev2netdev",
+        )
+        return
 
 
 def pool_rails(
@@ -492,17 +496,9 @@ BOARD_PRIORITY = re.compile(r"^rail (\S+) \(\S+\) \(priority (\d)\): RoCE conges
 
 def _board_priorities(ctx: Context) -> dict[str, list[int]]:
     """Rail -> the PFC priorities the fabric dashboard's RoCE panels name for it."""
-    board = ctx.named("ConfigMap", FABRIC_BOARD)
-    text = str(((board or {}).get("data") or {}).get(f"{FABRIC_BOARD}.json", ""))
-    try:
-        panels = json.loads(text).get("panels") or [] if text else []
-    except (ValueError, AttributeError):
-        return {}
     out: dict[str, list[int]] = {}
-    for panel in panels:
-        found = (
-            BOARD_PRIORITY.match(str(panel.get("title", ""))) if isinstance(panel, dict) else None
-        )
+    for title in _board_titles(ctx):
+        found = BOARD_PRIORITY.match(title)
         if found:
             out.setdefault(found.group(1), []).append(int(found.group(2)))
     return out
@@ -513,11 +509,9 @@ PFC_STORM = re.compile(r"node_ethtool_received_prio(\d)_pause")
 
 def _pfc_priorities(ctx: Context) -> list[int]:
     """The PFC priorities gpufabric's PfcStorm alert watches (each RoCE pool's lossless class)."""
-    for rule in ctx.managed("PrometheusRule"):
-        for group in spec(rule).get("groups") or []:
-            for r in group.get("rules") or []:
-                if isinstance(r, dict) and r.get("alert") == "PfcStorm":
-                    return sorted({int(p) for p in PFC_STORM.findall(str(r.get("expr", "")))})
+    for _, r in alert_rules(ctx):
+        if r.get("alert") == "PfcStorm":
+            return sorted({int(p) for p in PFC_STORM.findall(str(r.get("expr", "")))})
     return []
 
 

@@ -22,30 +22,34 @@ FLAGS = {
 }
 
 
+def _job_resources(ctx: Context) -> list[str] | None:
+    """The kubeflow.org resources gpufabric's tenant role grants (None: no such role)."""
+    role = next((r for r in ctx.managed("ClusterRole") if meta(r).get("name") == TENANT_ROLE), None)
+    if role is None:
+        return None
+    return [
+        str(resource)
+        for rule in role.get("rules") or []
+        if isinstance(rule, dict) and JOB_GROUP in (rule.get("apiGroups") or [])
+        for resource in rule.get("resources") or []
+    ]
+
+
 def schemes(ctx: Context) -> list[str]:
     """The Training Operator's job kinds tenants may run (``trainingOperator.schemes``):
     the kubeflow.org resources the tenant role grants, less MPIJob (the MPI Operator's)."""
-    role = next((r for r in ctx.managed("ClusterRole") if meta(r).get("name") == TENANT_ROLE), None)
-    found: list[str] = []
-    for rule in (role or {}).get("rules") or []:
-        if isinstance(rule, dict) and JOB_GROUP in (rule.get("apiGroups") or []):
-            for resource in rule.get("resources") or []:
-                text = str(resource)
-                if text != MPI and "/" not in text and text.endswith("s"):
-                    found.append(text.removesuffix("s"))
+    found = [
+        text.removesuffix("s")
+        for text in _job_resources(ctx) or []
+        if text != MPI and "/" not in text and text.endswith("s")
+    ]
     return list(dict.fromkeys(found))
 
 
 def mpi_operator(ctx: Context) -> bool | None:
     """Whether tenants may run MPIJobs (the tenant role grants ``mpijobs``); None: no role."""
-    role = next((r for r in ctx.managed("ClusterRole") if meta(r).get("name") == TENANT_ROLE), None)
-    if role is None:
-        return None
-    return any(
-        MPI in (rule.get("resources") or [])
-        for rule in role.get("rules") or []
-        if isinstance(rule, dict) and JOB_GROUP in (rule.get("apiGroups") or [])
-    )
+    granted = _job_resources(ctx)
+    return None if granted is None else MPI in granted
 
 
 def max_restarts(ctx: Context) -> int | None:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Iterator
 from typing import Any
 
 from gpufabric.discover import infer_health
-from gpufabric.discover.infer import QUOTA, Context, annots, cni_config, labels, meta, spec
+from gpufabric.discover.infer import (
+    QUOTA,
+    Context,
+    alert_rules,
+    annots,
+    cni_config,
+    labels,
+    meta,
+    spec,
+)
 from gpufabric.discover.infer_fabric import Pools
 from gpufabric.discover.infer_topology import discovered_hypernodes, hypernode_levels, node_topology
 from gpufabric.discover.roundtrip import managed
@@ -119,7 +129,7 @@ def monitoring(ctx: Context) -> dict[str, Any]:
         out["health"] = {"inCluster": loop}
     if not boards:
         out["dashboards"] = False
-    found = thresholds(ctx, rules)
+    found = thresholds(ctx)
     if found:
         out["thresholds"] = found
     install = not any(meta(c).get("name") == KSM_CONFIG_MAP for c in ctx.managed("ConfigMap"))
@@ -148,15 +158,9 @@ THRESHOLDS = (
 the gate compares the whole rule, so a number read wrong shows as a difference."""
 
 
-def thresholds(ctx: Context, rules: list[dict[str, Any]]) -> dict[str, int]:
+def thresholds(ctx: Context) -> dict[str, int]:
     """``monitoring.thresholds`` that differ from the defaults, from the alert rules."""
-    exprs = {
-        str(r.get("alert")): str(r.get("expr", ""))
-        for rule in rules
-        for g in spec(rule).get("groups") or []
-        for r in g.get("rules") or []
-        if isinstance(r, dict)
-    }
+    exprs = {str(r.get("alert")): str(r.get("expr", "")) for _, r in alert_rules(ctx)}
     out: dict[str, int] = {}
     for alert, pattern, key, default, unit in THRESHOLDS:
         found = pattern.search(exprs.get(alert, ""))
@@ -256,19 +260,25 @@ def _fleet_disagreement(
     cq = ctx.named("ClusterQueue", ns)
     if cq is None or quota is None:
         return
+    for _, pool, res in _flavor_resources(cq):
+        nominal = _int(res.get("nominalQuota"))
+        if res.get("name") == GPU and pool in per and nominal != per[pool]:
+            ctx.notes.unmap(
+                quota,
+                f"metadata.annotations.{QUOTA}{pool}",
+                f"{per[pool]} GPUs, and ClusterQueue {ns} admits {nominal} of pool "
+                f"{pool}: the two disagree; the annotation's written (the diff shows "
+                "the queue's)",
+            )
+
+
+def _flavor_resources(cq: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(the flavor's place in its resource group, its name, a resource's quota) of each
+    resource a ClusterQueue's flavors hold."""
     for rg in spec(cq).get("resourceGroups") or []:
-        for flavor in rg.get("flavors") or []:
-            pool = str(flavor.get("name"))
+        for i, flavor in enumerate(rg.get("flavors") or []):
             for res in flavor.get("resources") or []:
-                nominal = _int(res.get("nominalQuota"))
-                if res.get("name") == GPU and pool in per and nominal != per[pool]:
-                    ctx.notes.unmap(
-                        quota,
-                        f"metadata.annotations.{QUOTA}{pool}",
-                        f"{per[pool]} GPUs, and ClusterQueue {ns} admits {nominal} of pool "
-                        f"{pool}: the two disagree; the annotation's written (the diff shows "
-                        "the queue's)",
-                    )
+                yield i, str(flavor.get("name")), res
 
 
 def _int(value: Any) -> int:
@@ -281,14 +291,9 @@ def _queue_gpus(ctx: Context, ns: str) -> tuple[int, int] | None:
     quotas and borrowing limits, or a Volcano Queue's deserved and capability less it."""
     cq = ctx.named("ClusterQueue", ns)
     if cq is not None:
-        nominal = borrow = 0
-        for rg in spec(cq).get("resourceGroups") or []:
-            for flavor in rg.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    if res.get("name") == GPU:
-                        nominal += _int(res.get("nominalQuota"))
-                        borrow += _int(res.get("borrowingLimit", 0))
-        return nominal, borrow
+        gpus = [res for _, _, res in _flavor_resources(cq) if res.get("name") == GPU]
+        nominal = sum(_int(res.get("nominalQuota")) for res in gpus)
+        return nominal, sum(_int(res.get("borrowingLimit", 0)) for res in gpus)
     queue = ctx.named("Queue", ns)
     if queue is not None and managed(queue):
         deserved = _int((spec(queue).get("deserved") or {}).get(GPU))
@@ -308,9 +313,7 @@ def _queue_limits(ctx: Context, ns: str, entry: dict[str, Any]) -> None:
             if name in deserved:
                 entry[f"{name}Quota"] = str(deserved[name])
         return
-    for rg in spec(cq or {}).get("resourceGroups") or []:
-        for flavor in (rg.get("flavors") or [])[:1]:
-            for res in flavor.get("resources") or []:
-                name, nominal = res.get("name"), str(res.get("nominalQuota"))
-                if name in UNBOUNDED and nominal != UNBOUNDED[name]:
-                    entry[f"{name}Quota"] = nominal
+    for place, _, res in _flavor_resources(cq or {}):
+        kind, nominal = str(res.get("name")), str(res.get("nominalQuota"))
+        if place == 0 and kind in UNBOUNDED and nominal != UNBOUNDED[kind]:
+            entry[f"{kind}Quota"] = nominal

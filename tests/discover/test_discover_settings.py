@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import example_config, plan_of
+from builders import example_config, plan_of, two_roce_classes_config
 from discoverseed import discovered, seeded
 
 
@@ -84,18 +84,7 @@ def test_a_traffic_class_carries_its_dscp() -> None:
 def test_two_roce_pools_keep_their_own_pfc_priorities() -> None:
     # PfcStorm watches both classes; the fabric board names each rail's (before: said to be
     # on no object, and both pools fell back to priority 3)
-    config = example_config("fleet-mixed")
-    config["gpufabric:monitoring"] = {"enabled": True}
-    roce = config["gpufabric:gpuNodes"][1]["fabric"]
-    config["gpufabric:gpuNodes"][0]["fabric"] = {
-        "type": "roce",
-        "roce": {"pfcPriority": 5},
-        "rails": [
-            {**r, "name": f"h{r['name']}", "hca": f"mlx5_{4 + i}", "subnet": f"10.121.{4 * i}.0/22"}
-            for i, r in enumerate(roce["rails"])
-        ],
-    }
-    roce["roce"] = {"pfcPriority": 4}
+    config = two_roce_classes_config()
     found = round_trip(config, "fleet-mixed")
     pools = {p["name"]: p for p in found["gpufabric:gpuNodes"]}
     prios = [

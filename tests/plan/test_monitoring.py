@@ -11,7 +11,14 @@ from typing import Any
 from gpufabric.plan import alerts, ids
 from gpufabric.plan.items import HelmChart, KustomizeOverlay, Layer
 from gpufabric.verify.defaults import NCCL_JOB_NAME
-from tests.builders import body, chart, example_config, plan_of, problems_of
+from tests.builders import (
+    body,
+    chart,
+    example_config,
+    plan_of,
+    problems_of,
+    two_roce_classes_config,
+)
 from tests.npdmatch import reasons_after_each_line
 
 
@@ -258,18 +265,7 @@ def test_a_fleets_roce_pool_is_watched_though_it_is_not_the_first() -> None:
 
 
 def test_roce_pools_on_two_classes_are_watched_on_both() -> None:
-    config = example_config("fleet-mixed")
-    config["gpufabric:monitoring"] = {"enabled": True}
-    roce = config["gpufabric:gpuNodes"][1]["fabric"]
-    config["gpufabric:gpuNodes"][0]["fabric"] = {
-        "type": "roce",
-        "roce": {"pfcPriority": 5},
-        "rails": [
-            {**r, "name": f"h{r['name']}", "subnet": f"10.121.{4 * i}.0/22"}
-            for i, r in enumerate(roce["rails"])
-        ],
-    }
-    roce["roce"] = {"pfcPriority": 4}
+    config = two_roce_classes_config()
     plan = plan_of(config, "fleet-mixed")
     storm = next(c for c in alerts.classes(plan.facts) if c.alert == "PfcStorm")
     assert storm.expr == (
